@@ -1,0 +1,158 @@
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::{DataFile, IoError, PreadEngine, Result, UringEngine};
+
+/// Which engine serves reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    Uring,
+    Pread,
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineKind::Uring => "io_uring",
+            EngineKind::Pread => "pread",
+        })
+    }
+}
+
+/// What the caller asks for: a specific engine, or the best that works here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EngineChoice {
+    #[default]
+    Auto,
+    Uring,
+    Pread,
+}
+
+impl std::str::FromStr for EngineChoice {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "uring" | "io_uring" => Ok(Self::Uring),
+            "pread" => Ok(Self::Pread),
+            _ => Err(format!(
+                "unknown I/O engine {s:?}: expected auto, uring or pread"
+            )),
+        }
+    }
+}
+
+/// One finished read.
+#[derive(Debug)]
+pub struct ReadDone {
+    pub slot: usize,
+    pub tag: u64,
+    pub result: Result<()>,
+}
+
+/// Counters of one engine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineStats {
+    pub reads: u64,
+    pub bytes: u64,
+    /// Most reads that were in flight at once.
+    pub max_in_flight: usize,
+}
+
+/// An engine that keeps several sector reads in flight. It owns its buffers ("slots"):
+/// `submit` takes a free slot, the read lands in it, and the caller `release`s it after
+/// looking at `buffer(slot)`.
+pub trait ReadEngine: Send {
+    fn kind(&self) -> EngineKind;
+    /// Number of slots, i.e. the most reads that can be in flight.
+    fn depth(&self) -> usize;
+    fn slot_bytes(&self) -> usize;
+    fn in_flight(&self) -> usize;
+    fn free_slots(&self) -> usize;
+    /// Queues a read of `len` bytes at `offset` (both sector multiples, `len <= slot_bytes`).
+    /// Returns the slot the data will land in. Fails when no slot is free.
+    fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize>;
+    /// Sends queued reads to the device and waits until at least `min` reads have finished
+    /// (fewer if fewer are in flight); appends every finished read to `out`.
+    fn complete(&mut self, min: usize, out: &mut Vec<ReadDone>) -> Result<()>;
+    fn buffer(&self, slot: usize) -> &[u8];
+    fn release(&mut self, slot: usize);
+    fn stats(&self) -> EngineStats;
+}
+
+static URING_FALLBACK_SAID: AtomicBool = AtomicBool::new(false);
+
+/// Opens an engine over `file` with `depth` slots of `slot_bytes` each.
+/// `Auto` prefers io_uring and falls back to pread, logging the reason once per process.
+pub fn open_engine(
+    file: Arc<DataFile>,
+    choice: EngineChoice,
+    depth: usize,
+    slot_bytes: usize,
+) -> Result<Box<dyn ReadEngine>> {
+    if depth == 0 || slot_bytes == 0 || slot_bytes % crate::SECTOR != 0 {
+        return Err(IoError::Usage(format!(
+            "engine needs depth > 0 and slot size a multiple of {} (got depth {depth}, slot {slot_bytes})",
+            crate::SECTOR
+        )));
+    }
+    match choice {
+        EngineChoice::Pread => Ok(Box::new(PreadEngine::new(file, depth, slot_bytes))),
+        EngineChoice::Uring => Ok(Box::new(UringEngine::new(file, depth, slot_bytes)?)),
+        EngineChoice::Auto => match UringEngine::new(file.clone(), depth, slot_bytes) {
+            Ok(e) => Ok(Box::new(e)),
+            Err(err) => {
+                if !URING_FALLBACK_SAID.swap(true, Ordering::Relaxed) {
+                    log::warn!("io_uring is unavailable ({err}); using the pread engine");
+                }
+                Ok(Box::new(PreadEngine::new(file, depth, slot_bytes)))
+            }
+        },
+    }
+}
+
+/// Slot bookkeeping shared by both engines.
+pub(crate) struct Slots {
+    pub bufs: Vec<crate::AlignedBuf>,
+    pub free: Vec<usize>,
+    pub tags: Vec<u64>,
+    pub stats: EngineStats,
+}
+
+impl Slots {
+    pub fn new(depth: usize, slot_bytes: usize) -> Self {
+        Self {
+            bufs: (0..depth).map(|_| crate::AlignedBuf::new(slot_bytes)).collect(),
+            free: (0..depth).rev().collect(),
+            tags: vec![0; depth],
+            stats: EngineStats::default(),
+        }
+    }
+
+    pub fn in_flight_plus_held(&self) -> usize {
+        self.bufs.len() - self.free.len()
+    }
+
+    /// Takes a free slot for a read of `len` bytes at `offset`, checking the arguments.
+    pub fn take(&mut self, offset: u64, len: usize, tag: u64, path: &str) -> Result<usize> {
+        let slot_bytes = self.bufs[0].len();
+        if len == 0 || len > slot_bytes || len % crate::SECTOR != 0 || offset % crate::SECTOR as u64 != 0
+        {
+            return Err(IoError::Usage(format!(
+                "{path}: read of {len} bytes at offset {offset} is not sector-aligned or exceeds the {slot_bytes}-byte slot"
+            )));
+        }
+        let slot = self.free.pop().ok_or_else(|| {
+            IoError::Usage(format!("{path}: all {} read slots are busy", self.bufs.len()))
+        })?;
+        self.tags[slot] = tag;
+        self.stats.reads += 1;
+        self.stats.bytes += len as u64;
+        Ok(slot)
+    }
+
+    pub fn release(&mut self, slot: usize) {
+        debug_assert!(!self.free.contains(&slot), "slot {slot} released twice");
+        self.free.push(slot);
+    }
+}

@@ -1,0 +1,43 @@
+//! The storage path: where diskvec touches the disk.
+//!
+//! A [`ReadEngine`] owns a fixed set of sector-aligned buffers ("slots") and keeps up to
+//! that many reads in flight. Two engines implement it: [`UringEngine`] (io_uring, many
+//! reads in flight per thread) and [`PreadEngine`] (plain `pread`, the fallback where
+//! io_uring is unavailable). [`open_engine`] picks one and says in the log when it falls back.
+
+mod aligned;
+mod engine;
+mod file;
+mod pread;
+mod uring;
+
+pub use aligned::AlignedBuf;
+pub use engine::{open_engine, EngineChoice, EngineKind, EngineStats, ReadDone, ReadEngine};
+pub use file::{open_for_reading, DataFile};
+pub use pread::PreadEngine;
+pub use uring::UringEngine;
+
+/// The unit of direct I/O and of the on-disk layout.
+pub const SECTOR: usize = 4096;
+
+/// Errors of the storage path. Every message names the file it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    #[error("{path}: {source}")]
+    Os {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: read past end of file at offset {offset} (file truncated?)")]
+    UnexpectedEof { path: String, offset: u64 },
+    #[error("{0}")]
+    Usage(String),
+}
+
+pub type Result<T> = std::result::Result<T, IoError>;
+
+/// Rounds `n` up to a whole number of sectors.
+pub fn round_up_to_sector(n: usize) -> usize {
+    n.div_ceil(SECTOR) * SECTOR
+}

@@ -1,0 +1,166 @@
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use crate::engine::Slots;
+use crate::{DataFile, EngineKind, EngineStats, IoError, ReadDone, ReadEngine, Result};
+
+/// io_uring engine: one ring per engine (one engine per thread), reads into registered
+/// buffers where the kernel allows it, any number of reads in flight up to the depth.
+pub struct UringEngine {
+    file: Arc<DataFile>,
+    ring: IoUring,
+    slots: Slots,
+    /// Per slot: (offset, len, bytes already read). A short read is resubmitted for the rest.
+    pending: Vec<(u64, usize, usize)>,
+    in_flight: usize,
+    fixed_buffers: bool,
+}
+
+impl UringEngine {
+    pub fn new(file: Arc<DataFile>, depth: usize, slot_bytes: usize) -> Result<Self> {
+        let os = |source| IoError::Os {
+            path: file.path.display().to_string(),
+            source,
+        };
+        let entries = depth.next_power_of_two().max(8) as u32;
+        let ring = IoUring::new(entries).map_err(os)?;
+        let mut slots = Slots::new(depth, slot_bytes);
+        let iovecs: Vec<libc::iovec> = slots
+            .bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: the buffers outlive the ring: fields drop in declaration order, and
+        // `ring` is declared before `slots`.
+        let fixed_buffers = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+        Ok(Self {
+            file,
+            ring,
+            slots,
+            pending: vec![(0, 0, 0); depth],
+            in_flight: 0,
+            fixed_buffers,
+        })
+    }
+
+    fn push(&mut self, slot: usize) -> Result<()> {
+        let (offset, len, done) = self.pending[slot];
+        let fd = types::Fd(self.file.file.as_raw_fd());
+        let ptr = unsafe { self.slots.bufs[slot].as_mut_ptr().add(done) };
+        let remaining = (len - done) as u32;
+        let at = offset + done as u64;
+        let entry: squeue::Entry = if self.fixed_buffers {
+            opcode::ReadFixed::new(fd, ptr, remaining, slot as u16)
+                .offset(at)
+                .build()
+        } else {
+            opcode::Read::new(fd, ptr, remaining).offset(at).build()
+        };
+        let entry = entry.user_data(slot as u64);
+        // SAFETY: the buffer stays alive and untouched until its completion is reaped.
+        if unsafe { self.ring.submission().push(&entry) }.is_err() {
+            // The submission queue is as deep as the slot count, so it is full only when
+            // earlier entries were not yet sent: send them and try once more.
+            self.ring.submit().map_err(|e| self.os(e))?;
+            unsafe { self.ring.submission().push(&entry) }
+                .map_err(|_| IoError::Usage("io_uring submission queue full".into()))?;
+        }
+        Ok(())
+    }
+
+    fn os(&self, source: std::io::Error) -> IoError {
+        IoError::Os {
+            path: self.file.path.display().to_string(),
+            source,
+        }
+    }
+}
+
+impl ReadEngine for UringEngine {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Uring
+    }
+    fn depth(&self) -> usize {
+        self.slots.bufs.len()
+    }
+    fn slot_bytes(&self) -> usize {
+        self.slots.bufs[0].len()
+    }
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+    fn free_slots(&self) -> usize {
+        self.slots.free.len()
+    }
+
+    fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
+        let path = self.file.path.display().to_string();
+        let slot = self.slots.take(offset, len, tag, &path)?;
+        self.pending[slot] = (offset, len, 0);
+        if let Err(e) = self.push(slot) {
+            self.slots.release(slot);
+            return Err(e);
+        }
+        self.in_flight += 1;
+        self.slots.stats.max_in_flight = self.slots.stats.max_in_flight.max(self.in_flight);
+        Ok(slot)
+    }
+
+    fn complete(&mut self, min: usize, out: &mut Vec<ReadDone>) -> Result<()> {
+        let mut wanted = min.min(self.in_flight);
+        loop {
+            match self.ring.submit_and_wait(wanted) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(self.os(e)),
+            }
+            let finished: Vec<(usize, i32)> = self
+                .ring
+                .completion()
+                .map(|c| (c.user_data() as usize, c.result()))
+                .collect();
+            for (slot, res) in finished {
+                let (offset, len, done) = self.pending[slot];
+                let result = if res < 0 {
+                    Err(self.os(std::io::Error::from_raw_os_error(-res)))
+                } else if res == 0 {
+                    Err(IoError::UnexpectedEof {
+                        path: self.file.path.display().to_string(),
+                        offset: offset + done as u64,
+                    })
+                } else if done + (res as usize) < len {
+                    self.pending[slot].2 = done + res as usize;
+                    self.push(slot)?;
+                    continue;
+                } else {
+                    Ok(())
+                };
+                self.in_flight -= 1;
+                wanted = wanted.saturating_sub(1);
+                out.push(ReadDone {
+                    slot,
+                    tag: self.slots.tags[slot],
+                    result,
+                });
+            }
+            if wanted == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn buffer(&self, slot: usize) -> &[u8] {
+        self.slots.bufs[slot].as_slice()
+    }
+    fn release(&mut self, slot: usize) {
+        self.slots.release(slot)
+    }
+    fn stats(&self) -> EngineStats {
+        self.slots.stats
+    }
+}

@@ -1,0 +1,11 @@
+//! Vector math: metrics and SIMD distances, k-means, product quantization.
+
+mod kmeans;
+mod metric;
+mod pq;
+mod validate;
+
+pub use kmeans::kmeans;
+pub use metric::Metric;
+pub use pq::{PqTable, ProductQuantizer};
+pub use validate::{check_vectors, VectorError};

@@ -1,0 +1,121 @@
+use simsimd::SpatialSimilarity;
+
+/// How closeness is measured. Every distance here is "smaller is closer".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Squared Euclidean distance.
+    L2,
+    /// 1 - cosine similarity. Vectors are unit-normalized on the way in, so this is 1 - dot.
+    Cosine,
+    /// Negative dot product.
+    InnerProduct,
+}
+
+impl Metric {
+    pub fn code(self) -> u32 {
+        match self {
+            Metric::L2 => 0,
+            Metric::Cosine => 1,
+            Metric::InnerProduct => 2,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<Self> {
+        match code {
+            0 => Some(Metric::L2),
+            1 => Some(Metric::Cosine),
+            2 => Some(Metric::InnerProduct),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::L2 => "l2",
+            Metric::Cosine => "cosine",
+            Metric::InnerProduct => "ip",
+        }
+    }
+
+    /// Brings a vector into the form distances expect (unit length for cosine).
+    /// A zero vector stays zero: its cosine distance to anything is then 1.
+    pub fn prepare(self, v: &mut [f32]) {
+        if self == Metric::Cosine {
+            let norm = f32::dot(v, v).unwrap_or(0.0).sqrt() as f32;
+            if norm > 0.0 {
+                v.iter_mut().for_each(|x| *x /= norm);
+            }
+        }
+    }
+
+    /// Distance between two prepared vectors of equal length.
+    #[inline]
+    pub fn distance(self, a: &[f32], b: &[f32]) -> f32 {
+        debug_assert_eq!(a.len(), b.len());
+        match self {
+            Metric::L2 => f32::l2sq(a, b).unwrap_or(f64::INFINITY) as f32,
+            Metric::Cosine => 1.0 - f32::dot(a, b).unwrap_or(0.0) as f32,
+            Metric::InnerProduct => -(f32::dot(a, b).unwrap_or(0.0) as f32),
+        }
+    }
+
+    /// Whether product-quantization tables should hold squared L2 (true) or -dot (false).
+    /// Cosine works on unit vectors, where L2 orders like cosine and quantizes better.
+    pub fn pq_uses_l2(self) -> bool {
+        self != Metric::InnerProduct
+    }
+}
+
+impl std::str::FromStr for Metric {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "l2" | "euclidean" => Ok(Metric::L2),
+            "cosine" | "cos" | "angular" => Ok(Metric::Cosine),
+            "ip" | "dot" | "inner_product" | "innerproduct" => Ok(Metric::InnerProduct),
+            _ => Err(format!("unknown metric {s:?}: expected cosine, l2 or ip")),
+        }
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Squared L2 over short slices, where a SIMD call costs more than the loop.
+#[inline]
+pub(crate) fn l2sq_short(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances_match_hand_computed_values() {
+        let a = [1.0f32, 2.0, 3.0];
+        let b = [4.0f32, 6.0, 3.0];
+        assert!((Metric::L2.distance(&a, &b) - 25.0).abs() < 1e-5);
+        assert!((Metric::InnerProduct.distance(&a, &b) + 25.0).abs() < 1e-5);
+        let mut c = [3.0f32, 4.0];
+        Metric::Cosine.prepare(&mut c);
+        assert!((c[0] - 0.6).abs() < 1e-6 && (c[1] - 0.8).abs() < 1e-6);
+        let mut d = [4.0f32, -3.0];
+        Metric::Cosine.prepare(&mut d);
+        assert!((Metric::Cosine.distance(&c, &d) - 1.0).abs() < 1e-5);
+        assert!(Metric::Cosine.distance(&c, &c).abs() < 1e-5);
+    }
+
+    #[test]
+    fn metric_names_round_trip() {
+        for m in [Metric::L2, Metric::Cosine, Metric::InnerProduct] {
+            assert_eq!(m.name().parse::<Metric>().unwrap(), m);
+            assert_eq!(Metric::from_code(m.code()), Some(m));
+        }
+        assert!("hamming".parse::<Metric>().is_err());
+        assert_eq!(Metric::from_code(9), None);
+    }
+}

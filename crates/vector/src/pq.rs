@@ -1,0 +1,238 @@
+use rand::rngs::SmallRng;
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rayon::prelude::*;
+
+use crate::kmeans::{kmeans, nearest};
+use crate::metric::l2sq_short;
+
+const CENTROIDS: usize = 256;
+
+/// Product quantization: the vector is cut into `subspaces` contiguous pieces, each coded
+/// by the nearest of 256 centroids, so a vector costs `subspaces` bytes in DRAM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProductQuantizer {
+    pub dim: usize,
+    /// Start of each subspace in the vector; `offsets[subspaces] == dim`.
+    offsets: Vec<usize>,
+    /// Subspace by subspace: 256 centroids of that subspace's width.
+    centroids: Vec<f32>,
+    use_l2: bool,
+}
+
+/// Distances from one query to every centroid of every subspace.
+pub struct PqTable {
+    values: Vec<f32>,
+}
+
+impl ProductQuantizer {
+    /// Trains on (a sample of at most `max_sample` rows of) `data`.
+    /// `use_l2` picks squared-L2 tables; otherwise tables hold -dot.
+    pub fn train(
+        data: &[f32],
+        dim: usize,
+        subspaces: usize,
+        use_l2: bool,
+        max_sample: usize,
+        seed: u64,
+    ) -> Result<Self, String> {
+        if subspaces == 0 || subspaces > dim {
+            return Err(format!(
+                "PQ needs between 1 and {dim} code bytes for {dim}-dimensional vectors, got {subspaces}"
+            ));
+        }
+        let n = data.len() / dim;
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let rows = sample(&mut rng, n, n.min(max_sample.max(1))).into_vec();
+        let offsets: Vec<usize> = (0..=subspaces)
+            .map(|m| m * (dim / subspaces) + m.min(dim % subspaces))
+            .collect();
+        let blocks: Vec<Vec<f32>> = (0..subspaces)
+            .into_par_iter()
+            .map(|m| {
+                let (lo, hi) = (offsets[m], offsets[m + 1]);
+                let mut piece = Vec::with_capacity(rows.len() * (hi - lo));
+                for &r in &rows {
+                    piece.extend_from_slice(&data[r * dim + lo..r * dim + hi]);
+                }
+                kmeans(&piece, hi - lo, CENTROIDS, 12, seed ^ m as u64)
+            })
+            .collect();
+        Ok(Self {
+            dim,
+            offsets,
+            centroids: blocks.concat(),
+            use_l2,
+        })
+    }
+
+    pub fn code_bytes(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn subspace_centroids(&self, m: usize) -> &[f32] {
+        let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
+        &self.centroids[lo * CENTROIDS..hi * CENTROIDS]
+    }
+
+    /// Writes the code of `v` into `out` (`code_bytes()` long).
+    pub fn encode_into(&self, v: &[f32], out: &mut [u8]) {
+        for (m, byte) in out.iter_mut().enumerate() {
+            let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
+            *byte = nearest(self.subspace_centroids(m), hi - lo, &v[lo..hi]) as u8;
+        }
+    }
+
+    /// Codes of every row of `data`, row after row.
+    pub fn encode_all(&self, data: &[f32]) -> Vec<u8> {
+        let m = self.code_bytes();
+        let mut codes = vec![0u8; data.len() / self.dim * m];
+        codes
+            .par_chunks_mut(m)
+            .zip(data.par_chunks_exact(self.dim))
+            .for_each(|(out, v)| self.encode_into(v, out));
+        codes
+    }
+
+    /// The lookup table for a prepared query.
+    pub fn table(&self, query: &[f32]) -> PqTable {
+        let mut values = Vec::with_capacity(self.code_bytes() * CENTROIDS);
+        for m in 0..self.code_bytes() {
+            let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
+            let q = &query[lo..hi];
+            for c in self.subspace_centroids(m).chunks_exact(hi - lo) {
+                values.push(if self.use_l2 {
+                    l2sq_short(q, c)
+                } else {
+                    -q.iter().zip(c).map(|(a, b)| a * b).sum::<f32>()
+                });
+            }
+        }
+        PqTable { values }
+    }
+
+    /// Serialized form: dim, subspaces, metric flag, offsets, centroids (little endian).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&(self.dim as u32).to_le_bytes());
+        out.extend_from_slice(&(self.code_bytes() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.use_l2 as u32).to_le_bytes());
+        for &o in &self.offsets {
+            out.extend_from_slice(&(o as u32).to_le_bytes());
+        }
+        for &c in &self.centroids {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+        out
+    }
+
+    /// Parses `to_bytes` output; `None` when the bytes are not a consistent quantizer.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let word = |i: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(bytes.get(i * 4..i * 4 + 4)?.try_into().ok()?))
+        };
+        let dim = word(0)? as usize;
+        let subspaces = word(1)? as usize;
+        let use_l2 = word(2)? != 0;
+        if subspaces == 0 || subspaces > dim {
+            return None;
+        }
+        let offsets: Vec<usize> = (0..=subspaces)
+            .map(|m| word(3 + m).map(|o| o as usize))
+            .collect::<Option<_>>()?;
+        if offsets[0] != 0 || offsets[subspaces] != dim || offsets.windows(2).any(|w| w[0] >= w[1])
+        {
+            return None;
+        }
+        let start = (4 + subspaces) * 4;
+        let floats = dim * CENTROIDS;
+        if bytes.len() != start + floats * 4 {
+            return None;
+        }
+        let centroids = bytes[start..]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        Some(Self {
+            dim,
+            offsets,
+            centroids,
+            use_l2,
+        })
+    }
+}
+
+impl PqTable {
+    /// Approximate distance from the query to the vector with this code.
+    #[inline]
+    pub fn distance(&self, code: &[u8]) -> f32 {
+        let mut sum = 0f32;
+        for (m, &c) in code.iter().enumerate() {
+            // SAFETY: the table has 256 entries per subspace and `code` has one byte per subspace.
+            sum += unsafe { *self.values.get_unchecked(m * CENTROIDS + c as usize) };
+        }
+        sum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    fn random_data(n: usize, dim: usize) -> Vec<f32> {
+        let mut rng = SmallRng::seed_from_u64(3);
+        (0..n * dim).map(|_| rng.random_range(-1.0..1.0)).collect()
+    }
+
+    #[test]
+    fn table_distance_tracks_true_distance() {
+        let dim = 16;
+        let data = random_data(2000, dim);
+        let pq = ProductQuantizer::train(&data, dim, 8, true, 2000, 1).unwrap();
+        let codes = pq.encode_all(&data);
+        let q = &data[..dim];
+        let table = pq.table(q);
+        // The approximate ranking must agree with the exact one far better than chance.
+        let exact: Vec<f32> = data.chunks_exact(dim).map(|v| l2sq_short(q, v)).collect();
+        let approx: Vec<f32> = codes.chunks_exact(8).map(|c| table.distance(c)).collect();
+        let mut agree = 0;
+        let mut total = 0;
+        for i in (1..2000).step_by(7) {
+            for j in (2..2000).step_by(13) {
+                if (exact[i] - exact[j]).abs() > 1.0 {
+                    total += 1;
+                    agree += ((exact[i] < exact[j]) == (approx[i] < approx[j])) as usize;
+                }
+            }
+        }
+        assert!(agree as f64 / total as f64 > 0.9, "{agree}/{total}");
+    }
+
+    #[test]
+    fn uneven_subspaces_cover_every_dimension() {
+        let dim = 10;
+        let data = random_data(300, dim);
+        let pq = ProductQuantizer::train(&data, dim, 3, false, 300, 1).unwrap();
+        assert_eq!(pq.offsets, vec![0, 4, 7, 10]);
+        assert_eq!(pq.encode_all(&data).len(), 900);
+    }
+
+    #[test]
+    fn serialization_round_trips_and_rejects_garbage() {
+        let dim = 8;
+        let data = random_data(500, dim);
+        let pq = ProductQuantizer::train(&data, dim, 4, true, 500, 1).unwrap();
+        let bytes = pq.to_bytes();
+        assert_eq!(ProductQuantizer::from_bytes(&bytes), Some(pq));
+        assert_eq!(ProductQuantizer::from_bytes(&bytes[..bytes.len() - 1]), None);
+        assert_eq!(ProductQuantizer::from_bytes(&[0u8; 8]), None);
+    }
+
+    #[test]
+    fn refuses_impossible_code_sizes() {
+        let data = random_data(10, 4);
+        assert!(ProductQuantizer::train(&data, 4, 0, true, 10, 1).is_err());
+        assert!(ProductQuantizer::train(&data, 4, 5, true, 10, 1).is_err());
+    }
+}
