@@ -1,1 +1,8 @@
+//! Graph construction: the Vamana algorithm (DiskANN, Subramanya et al. 2019), parallel.
 
+mod candidates;
+mod prune;
+mod vamana;
+
+pub use candidates::CandidateList;
+pub use vamana::{build, greedy_search, Graph, VamanaParams};

@@ -122,7 +122,9 @@ pub(crate) struct Slots {
 impl Slots {
     pub fn new(depth: usize, slot_bytes: usize) -> Self {
         Self {
-            bufs: (0..depth).map(|_| crate::AlignedBuf::new(slot_bytes)).collect(),
+            bufs: (0..depth)
+                .map(|_| crate::AlignedBuf::new(slot_bytes))
+                .collect(),
             free: (0..depth).rev().collect(),
             tags: vec![0; depth],
             stats: EngineStats::default(),
@@ -136,14 +138,20 @@ impl Slots {
     /// Takes a free slot for a read of `len` bytes at `offset`, checking the arguments.
     pub fn take(&mut self, offset: u64, len: usize, tag: u64, path: &str) -> Result<usize> {
         let slot_bytes = self.bufs[0].len();
-        if len == 0 || len > slot_bytes || len % crate::SECTOR != 0 || offset % crate::SECTOR as u64 != 0
+        if len == 0
+            || len > slot_bytes
+            || len % crate::SECTOR != 0
+            || offset % crate::SECTOR as u64 != 0
         {
             return Err(IoError::Usage(format!(
                 "{path}: read of {len} bytes at offset {offset} is not sector-aligned or exceeds the {slot_bytes}-byte slot"
             )));
         }
         let slot = self.free.pop().ok_or_else(|| {
-            IoError::Usage(format!("{path}: all {} read slots are busy", self.bufs.len()))
+            IoError::Usage(format!(
+                "{path}: all {} read slots are busy",
+                self.bufs.len()
+            ))
         })?;
         self.tags[slot] = tag;
         self.stats.reads += 1;

@@ -58,7 +58,11 @@ fn reads_land_in_their_slots_with_many_in_flight() {
         let stats = eng.stats();
         assert_eq!(stats.reads, 63);
         assert_eq!(stats.bytes, 63 * 2 * SECTOR as u64);
-        assert!(stats.max_in_flight > 1, "{:?} kept one read in flight", eng.kind());
+        assert!(
+            stats.max_in_flight > 1,
+            "{:?} kept one read in flight",
+            eng.kind()
+        );
     }
 }
 
@@ -83,10 +87,19 @@ fn misuse_is_an_error_not_a_panic() {
     assert!(open_engine(file.clone(), EngineChoice::Auto, 0, SECTOR).is_err());
     assert!(open_engine(file.clone(), EngineChoice::Auto, 2, 100).is_err());
     let mut eng = open_engine(file, EngineChoice::Auto, 1, SECTOR).unwrap();
-    assert!(eng.submit(3, SECTOR, 0).is_err(), "unaligned offset accepted");
-    assert!(eng.submit(0, 2 * SECTOR, 0).is_err(), "oversized read accepted");
+    assert!(
+        eng.submit(3, SECTOR, 0).is_err(),
+        "unaligned offset accepted"
+    );
+    assert!(
+        eng.submit(0, 2 * SECTOR, 0).is_err(),
+        "oversized read accepted"
+    );
     eng.submit(0, SECTOR, 0).unwrap();
-    assert!(eng.submit(0, SECTOR, 0).is_err(), "read without a free slot accepted");
+    assert!(
+        eng.submit(0, SECTOR, 0).is_err(),
+        "read without a free slot accepted"
+    );
 }
 
 #[test]

@@ -3,9 +3,11 @@
 mod kmeans;
 mod metric;
 mod pq;
+mod rows;
 mod validate;
 
 pub use kmeans::kmeans;
 pub use metric::Metric;
 pub use pq::{PqTable, ProductQuantizer};
+pub use rows::Rows;
 pub use validate::{check_vectors, VectorError};

@@ -129,7 +129,9 @@ impl ProductQuantizer {
     /// Parses `to_bytes` output; `None` when the bytes are not a consistent quantizer.
     pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
         let word = |i: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(bytes.get(i * 4..i * 4 + 4)?.try_into().ok()?))
+            Some(u32::from_le_bytes(
+                bytes.get(i * 4..i * 4 + 4)?.try_into().ok()?,
+            ))
         };
         let dim = word(0)? as usize;
         let subspaces = word(1)? as usize;
@@ -225,7 +227,10 @@ mod tests {
         let pq = ProductQuantizer::train(&data, dim, 4, true, 500, 1).unwrap();
         let bytes = pq.to_bytes();
         assert_eq!(ProductQuantizer::from_bytes(&bytes), Some(pq));
-        assert_eq!(ProductQuantizer::from_bytes(&bytes[..bytes.len() - 1]), None);
+        assert_eq!(
+            ProductQuantizer::from_bytes(&bytes[..bytes.len() - 1]),
+            None
+        );
         assert_eq!(ProductQuantizer::from_bytes(&[0u8; 8]), None);
     }
 

@@ -1,0 +1,352 @@
+use std::sync::RwLock;
+
+use diskvec_vector::{Metric, Rows};
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rayon::prelude::*;
+
+use crate::prune::robust_prune;
+use crate::CandidateList;
+
+/// Vamana build parameters (names as in the DiskANN paper).
+#[derive(Clone, Copy, Debug)]
+pub struct VamanaParams {
+    /// R: the most out-neighbours a node keeps.
+    pub max_degree: usize,
+    /// L: candidate-list size of the searches that find neighbours.
+    pub build_list: usize,
+    /// Prune factor of the second pass; the first pass uses 1.0.
+    pub alpha: f32,
+    pub seed: u64,
+}
+
+impl Default for VamanaParams {
+    fn default() -> Self {
+        Self {
+            max_degree: 64,
+            build_list: 100,
+            alpha: 1.2,
+            seed: 1,
+        }
+    }
+}
+
+/// A directed proximity graph over points 0..n.
+#[derive(Clone, Debug)]
+pub struct Graph {
+    pub neighbors: Vec<Vec<u32>>,
+    /// The entry point: the point closest to the data's centroid.
+    pub medoid: u32,
+}
+
+/// Reverse edges may overfill a node by this factor before it is pruned back to R,
+/// which saves most prunes at the cost of a final clean-up.
+const SLACK: f32 = 1.3;
+
+/// Builds a Vamana graph over prepared vectors (row-major, `dim` columns).
+/// `progress` is called with the number of insertions done since its last call.
+pub fn build(
+    data: &[f32],
+    dim: usize,
+    metric: Metric,
+    params: VamanaParams,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Graph {
+    let n = data.len() / dim;
+    let rows = Rows::new(data, dim);
+    let medoid = find_medoid(data, dim, metric);
+    let adjacency: Vec<RwLock<Vec<u32>>> = (0..n).map(|_| RwLock::new(Vec::new())).collect();
+    let r = params.max_degree.max(1);
+    let slack_degree = ((r as f32) * SLACK).ceil() as usize;
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.shuffle(&mut SmallRng::seed_from_u64(params.seed));
+
+    for alpha in [1.0, params.alpha] {
+        order.par_chunks(256).for_each_init(
+            || Scratch::new(n, params.build_list),
+            |scratch, chunk| {
+                for &p in chunk {
+                    insert_point(
+                        p,
+                        medoid,
+                        alpha,
+                        r,
+                        slack_degree,
+                        &adjacency,
+                        rows,
+                        metric,
+                        scratch,
+                    );
+                }
+                progress(chunk.len() as u64);
+            },
+        );
+    }
+    // Nodes overfilled within the slack are pruned back to R.
+    adjacency.par_iter().enumerate().for_each(|(p, cell)| {
+        let mut list = cell.write().unwrap();
+        if list.len() > r {
+            let pv = rows.get(p as u32);
+            let mut pool: Vec<(f32, u32)> = list
+                .iter()
+                .map(|&q| (metric.distance(pv, rows.get(q)), q))
+                .collect();
+            *list = robust_prune(p as u32, &mut pool, params.alpha, r, rows, metric);
+        }
+    });
+    Graph {
+        neighbors: adjacency
+            .into_iter()
+            .map(|c| c.into_inner().unwrap())
+            .collect(),
+        medoid,
+    }
+}
+
+struct Scratch {
+    visited: Vec<u32>,
+    epoch: u32,
+    list: CandidateList,
+    expanded: Vec<(f32, u32)>,
+}
+
+impl Scratch {
+    fn new(n: usize, l: usize) -> Self {
+        Self {
+            visited: vec![0; n],
+            epoch: 0,
+            list: CandidateList::new(l),
+            expanded: Vec::new(),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_point(
+    p: u32,
+    medoid: u32,
+    alpha: f32,
+    r: usize,
+    slack_degree: usize,
+    adjacency: &[RwLock<Vec<u32>>],
+    rows: Rows,
+    metric: Metric,
+    scratch: &mut Scratch,
+) {
+    let pv = rows.get(p);
+    search_into(adjacency, medoid, pv, rows, metric, scratch);
+    let mut pool = std::mem::take(&mut scratch.expanded);
+    for &q in adjacency[p as usize].read().unwrap().iter() {
+        pool.push((metric.distance(pv, rows.get(q)), q));
+    }
+    let chosen = robust_prune(p, &mut pool, alpha, r, rows, metric);
+    *adjacency[p as usize].write().unwrap() = chosen.clone();
+    scratch.expanded = pool;
+    for q in chosen {
+        let mut list = adjacency[q as usize].write().unwrap();
+        if list.contains(&p) {
+            continue;
+        }
+        if list.len() < slack_degree {
+            list.push(p);
+        } else {
+            let qv = rows.get(q);
+            let mut pool: Vec<(f32, u32)> = list
+                .iter()
+                .map(|&o| (metric.distance(qv, rows.get(o)), o))
+                .collect();
+            pool.push((metric.distance(qv, pv), p));
+            *list = robust_prune(q, &mut pool, alpha, r, rows, metric);
+        }
+    }
+}
+
+/// Best-first search over the graph under construction; leaves every expanded node
+/// with its distance in `scratch.expanded`.
+fn search_into(
+    adjacency: &[RwLock<Vec<u32>>],
+    start: u32,
+    query: &[f32],
+    rows: Rows,
+    metric: Metric,
+    scratch: &mut Scratch,
+) {
+    scratch.epoch = scratch.epoch.wrapping_add(1);
+    if scratch.epoch == 0 {
+        scratch.visited.iter_mut().for_each(|v| *v = 0);
+        scratch.epoch = 1;
+    }
+    let epoch = scratch.epoch;
+    scratch.list.clear();
+    scratch.expanded.clear();
+    scratch.visited[start as usize] = epoch;
+    scratch
+        .list
+        .insert(start, metric.distance(query, rows.get(start)));
+    let mut neighbours = Vec::new();
+    while let Some(pos) = scratch.list.next_unexpanded(|_| false) {
+        scratch.list.mark_expanded(pos);
+        let c = scratch.list.items()[pos];
+        scratch.expanded.push((c.distance, c.id));
+        neighbours.clear();
+        neighbours.extend_from_slice(&adjacency[c.id as usize].read().unwrap());
+        for &q in &neighbours {
+            if scratch.visited[q as usize] != epoch {
+                scratch.visited[q as usize] = epoch;
+                scratch.list.insert(q, metric.distance(query, rows.get(q)));
+            }
+        }
+    }
+}
+
+/// Best-first search over a finished graph held in memory. Returns up to `k` (id, distance)
+/// pairs, closest first.
+pub fn greedy_search(
+    graph: &Graph,
+    data: &[f32],
+    dim: usize,
+    metric: Metric,
+    query: &[f32],
+    k: usize,
+    l: usize,
+) -> Vec<(u32, f32)> {
+    let n = graph.neighbors.len();
+    let rows = Rows::new(data, dim);
+    let mut visited = vec![false; n];
+    let mut list = CandidateList::new(l.max(k));
+    visited[graph.medoid as usize] = true;
+    list.insert(graph.medoid, metric.distance(query, rows.get(graph.medoid)));
+    while let Some(pos) = list.next_unexpanded(|_| false) {
+        list.mark_expanded(pos);
+        let id = list.items()[pos].id;
+        for &q in &graph.neighbors[id as usize] {
+            if !visited[q as usize] {
+                visited[q as usize] = true;
+                list.insert(q, metric.distance(query, rows.get(q)));
+            }
+        }
+    }
+    list.items()
+        .iter()
+        .take(k)
+        .map(|c| (c.id, c.distance))
+        .collect()
+}
+
+/// The point closest to the mean of all points.
+fn find_medoid(data: &[f32], dim: usize, metric: Metric) -> u32 {
+    let n = data.len() / dim;
+    let mut mean = vec![0f64; dim];
+    for v in data.chunks_exact(dim) {
+        for (m, &x) in mean.iter_mut().zip(v) {
+            *m += x as f64;
+        }
+    }
+    let mut mean: Vec<f32> = mean.iter().map(|m| (*m / n as f64) as f32).collect();
+    metric.prepare(&mut mean);
+    let dist_metric = if metric == Metric::InnerProduct {
+        Metric::L2
+    } else {
+        metric
+    };
+    data.par_chunks_exact(dim)
+        .enumerate()
+        .map(|(i, v)| (dist_metric.distance(&mean, v), i as u32))
+        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+        .map(|(_, i)| i)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn clustered(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let centres: Vec<Vec<f32>> = (0..20)
+            .map(|_| (0..dim).map(|_| rng.random_range(-3.0..3.0)).collect())
+            .collect();
+        let mut data = Vec::with_capacity(n * dim);
+        for i in 0..n {
+            let c = &centres[i % centres.len()];
+            data.extend(c.iter().map(|x| x + rng.random_range(-1.0..1.0f32)));
+        }
+        data
+    }
+
+    fn exact_top(data: &[f32], dim: usize, q: &[f32], k: usize) -> Vec<u32> {
+        let mut all: Vec<(f32, u32)> = data
+            .chunks_exact(dim)
+            .enumerate()
+            .map(|(i, v)| (Metric::L2.distance(q, v), i as u32))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all.iter().take(k).map(|x| x.1).collect()
+    }
+
+    #[test]
+    fn graph_is_bounded_and_searchable_with_high_recall() {
+        let (n, dim) = (3000, 16);
+        let all = clustered(n + 50, dim, 5);
+        let (data, queries) = all.split_at(n * dim);
+        let params = VamanaParams {
+            max_degree: 24,
+            build_list: 50,
+            alpha: 1.2,
+            seed: 3,
+        };
+        let done = AtomicU64::new(0);
+        let g = build(data, dim, Metric::L2, params, &|k| {
+            done.fetch_add(k, Ordering::Relaxed);
+        });
+        assert_eq!(
+            done.load(Ordering::Relaxed),
+            2 * n as u64,
+            "progress counts both passes"
+        );
+        assert!(g.neighbors.iter().all(|l| l.len() <= 24 && !l.is_empty()));
+        assert!(g
+            .neighbors
+            .iter()
+            .enumerate()
+            .all(|(i, l)| !l.contains(&(i as u32))));
+        assert!(all_reachable(&g));
+        let mut hits = 0;
+        for q in queries.chunks_exact(dim) {
+            let truth = exact_top(data, dim, q, 10);
+            let got = greedy_search(&g, data, dim, Metric::L2, q, 10, 80);
+            hits += got.iter().filter(|(id, _)| truth.contains(id)).count();
+        }
+        let recall = hits as f64 / 500.0;
+        eprintln!("recall@10 {recall}");
+        assert!(recall > 0.98, "recall@10 {recall}");
+    }
+
+    fn all_reachable(g: &Graph) -> bool {
+        let mut seen = vec![false; g.neighbors.len()];
+        let mut stack = vec![g.medoid];
+        seen[g.medoid as usize] = true;
+        while let Some(p) = stack.pop() {
+            for &q in &g.neighbors[p as usize] {
+                if !std::mem::replace(&mut seen[q as usize], true) {
+                    stack.push(q);
+                }
+            }
+        }
+        seen.iter().all(|&s| s)
+    }
+
+    #[test]
+    fn tiny_inputs_build() {
+        let data = vec![1.0f32, 2.0];
+        let g = build(&data, 2, Metric::L2, VamanaParams::default(), &|_| {});
+        assert_eq!(g.neighbors, vec![Vec::<u32>::new()]);
+        let data = vec![0.0f32, 1.0, 5.0];
+        let g = build(&data, 1, Metric::L2, VamanaParams::default(), &|_| {});
+        assert_eq!(g.neighbors.len(), 3);
+        assert!(all_reachable(&g), "{g:?}");
+    }
+}
