@@ -1,0 +1,247 @@
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{Float32Builder, Int64Builder, ListBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, Int64Array, OffsetSizeTrait, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::{invalid, io_error, Matrix, Neighbors, Result};
+
+fn batches(path: &Path) -> Result<Vec<RecordBatch>> {
+    let file = File::open(path).map_err(io_error(path))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.with_batch_size(8192).build())
+        .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| invalid(path, format!("corrupt parquet data: {e}")))
+}
+
+fn column<'a>(path: &Path, batch: &'a RecordBatch, names: &[&str]) -> Result<&'a ArrayRef> {
+    names
+        .iter()
+        .find_map(|n| batch.column_by_name(n))
+        .ok_or_else(|| invalid(path, format!("no column named {}", names.join(" or "))))
+}
+
+fn ids_of(path: &Path, batch: &RecordBatch, first_row: usize) -> Result<Vec<i64>> {
+    let Some(col) = batch.column_by_name("id") else {
+        return Ok((first_row as i64..(first_row + batch.num_rows()) as i64).collect());
+    };
+    if col.null_count() > 0 {
+        return Err(invalid(path, "the id column has nulls"));
+    }
+    Ok(match col.data_type() {
+        DataType::Int64 => col.as_primitive::<Int64Type>().values().to_vec(),
+        DataType::Int32 => col
+            .as_primitive::<Int32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::UInt32 => col
+            .as_primitive::<UInt32Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        DataType::UInt64 => col
+            .as_primitive::<UInt64Type>()
+            .values()
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        other => {
+            return Err(invalid(
+                path,
+                format!("the id column has type {other}, expected an integer"),
+            ))
+        }
+    })
+}
+
+/// Appends each row of a list column to `out` as f32/i64 values via `push`, returning row lengths.
+fn for_each_list_row(
+    path: &Path,
+    col: &ArrayRef,
+    mut push: impl FnMut(&ArrayRef, usize, usize) -> Result<()>,
+) -> Result<()> {
+    fn rows<O: OffsetSizeTrait>(
+        path: &Path,
+        list: &arrow_array::GenericListArray<O>,
+        push: &mut impl FnMut(&ArrayRef, usize, usize) -> Result<()>,
+    ) -> Result<()> {
+        let offsets = list.value_offsets();
+        for i in 0..list.len() {
+            if list.is_null(i) {
+                return Err(invalid(path, format!("row {i} of a list column is null")));
+            }
+            push(
+                list.values(),
+                offsets[i].as_usize(),
+                offsets[i + 1].as_usize(),
+            )?;
+        }
+        Ok(())
+    }
+    match col.data_type() {
+        DataType::List(_) => rows(path, col.as_list::<i32>(), &mut push),
+        DataType::LargeList(_) => rows(path, col.as_list::<i64>(), &mut push),
+        DataType::FixedSizeList(_, len) => {
+            let list = col.as_fixed_size_list();
+            let len = *len as usize;
+            for i in 0..list.len() {
+                if list.is_null(i) {
+                    return Err(invalid(path, format!("row {i} of a list column is null")));
+                }
+                push(list.values(), i * len, (i + 1) * len)?;
+            }
+            Ok(())
+        }
+        other => Err(invalid(
+            path,
+            format!("expected a list column, found {other}"),
+        )),
+    }
+}
+
+pub(crate) fn read_vectors(path: &Path) -> Result<Matrix> {
+    let mut data = Vec::new();
+    let mut ids = Vec::new();
+    let mut dim = 0usize;
+    for batch in batches(path)? {
+        ids.extend(ids_of(path, &batch, ids.len())?);
+        let col = column(path, &batch, &["emb", "vector", "embedding"])?;
+        for_each_list_row(path, col, |values, lo, hi| {
+            let row = data.len() / dim.max(1);
+            if dim == 0 {
+                dim = hi - lo;
+                if dim == 0 {
+                    return Err(invalid(path, "the first vector is empty"));
+                }
+            } else if hi - lo != dim {
+                return Err(invalid(
+                    path,
+                    format!("vector {row} has {} values, the first had {dim}", hi - lo),
+                ));
+            }
+            match values.data_type() {
+                DataType::Float32 => {
+                    data.extend_from_slice(&values.as_primitive::<Float32Type>().values()[lo..hi])
+                }
+                DataType::Float64 => data.extend(
+                    values.as_primitive::<Float64Type>().values()[lo..hi]
+                        .iter()
+                        .map(|&v| v as f32),
+                ),
+                other => {
+                    return Err(invalid(
+                        path,
+                        format!("vector values have type {other}, expected float"),
+                    ))
+                }
+            }
+            Ok(())
+        })?;
+    }
+    Ok(Matrix {
+        data,
+        dim: dim.max(1),
+        ids,
+    })
+}
+
+/// Reads VectorDBBench's `neighbors.parquet`: `id` and `neighbors_id` (list of int64).
+pub fn read_neighbors(path: &Path) -> Result<Neighbors> {
+    let mut query_ids = Vec::new();
+    let mut lists = Vec::new();
+    for batch in batches(path)? {
+        query_ids.extend(ids_of(path, &batch, query_ids.len())?);
+        let col = column(path, &batch, &["neighbors_id", "neighbors"])?;
+        for_each_list_row(path, col, |values, lo, hi| {
+            let ids: Vec<i64> = match values.data_type() {
+                DataType::Int64 => values.as_primitive::<Int64Type>().values()[lo..hi].to_vec(),
+                DataType::Int32 => values.as_primitive::<Int32Type>().values()[lo..hi]
+                    .iter()
+                    .map(|&v| v as i64)
+                    .collect(),
+                other => {
+                    return Err(invalid(
+                        path,
+                        format!("neighbour ids have type {other}, expected integers"),
+                    ))
+                }
+            };
+            lists.push(ids);
+            Ok(())
+        })?;
+    }
+    if lists.is_empty() {
+        return Err(invalid(path, "the ground-truth file has no rows"));
+    }
+    Ok(Neighbors { query_ids, lists })
+}
+
+fn write_batch(path: &Path, batch: RecordBatch) -> Result<()> {
+    let file = File::create(path).map_err(io_error(path))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props))
+        .map_err(|e| invalid(path, e.to_string()))?;
+    writer
+        .write(&batch)
+        .map_err(|e| invalid(path, e.to_string()))?;
+    writer.close().map_err(|e| invalid(path, e.to_string()))?;
+    Ok(())
+}
+
+/// Writes `neighbors.parquet` in VectorDBBench's layout.
+pub fn write_neighbors(path: &Path, neighbors: &Neighbors) -> Result<()> {
+    let mut lists = ListBuilder::new(Int64Builder::new());
+    for l in &neighbors.lists {
+        lists.values().append_slice(l);
+        lists.append(true);
+    }
+    let lists = lists.finish();
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("neighbors_id", lists.data_type().clone(), true),
+    ]);
+    let batch = RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            Arc::new(Int64Array::from(neighbors.query_ids.clone())),
+            Arc::new(lists),
+        ],
+    )
+    .map_err(|e| invalid(path, e.to_string()))?;
+    write_batch(path, batch)
+}
+
+/// Writes vectors as `id`, `emb` parquet (VectorDBBench's train/test layout).
+pub fn write_vectors(path: &Path, m: &Matrix) -> Result<()> {
+    let mut embs = ListBuilder::new(Float32Builder::with_capacity(m.data.len()));
+    for i in 0..m.len() {
+        embs.values().append_slice(m.row(i));
+        embs.append(true);
+    }
+    let embs = embs.finish();
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("emb", embs.data_type().clone(), true),
+    ]);
+    let batch = RecordBatch::try_new(
+        Arc::new(schema),
+        vec![Arc::new(Int64Array::from(m.ids.clone())), Arc::new(embs)],
+    )
+    .map_err(|e| invalid(path, e.to_string()))?;
+    write_batch(path, batch)
+}

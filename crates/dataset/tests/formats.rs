@@ -1,0 +1,147 @@
+//! Every supported file type reads back what was written, and bad files are refused
+//! with a message that names the file.
+
+use std::io::Write;
+use std::path::Path;
+
+use diskvec_dataset::{
+    read_vectors, write_neighbors, write_vectors, DatasetDir, Matrix, Neighbors,
+};
+
+fn sample() -> Matrix {
+    Matrix {
+        data: (0..12).map(|x| x as f32 * 0.5).collect(),
+        dim: 3,
+        ids: vec![10, 11, 12, 13],
+    }
+}
+
+fn write(path: &Path, bytes: &[u8]) {
+    std::fs::File::create(path)
+        .unwrap()
+        .write_all(bytes)
+        .unwrap();
+}
+
+#[test]
+fn parquet_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("train.parquet");
+    write_vectors(&p, &sample()).unwrap();
+    assert_eq!(read_vectors(&p).unwrap(), sample());
+    let gt = Neighbors {
+        query_ids: vec![0, 1],
+        lists: vec![vec![3, 1, 2], vec![0]],
+    };
+    let q = dir.path().join("neighbors.parquet");
+    write_neighbors(&q, &gt).unwrap();
+    assert_eq!(
+        DatasetDir::open(dir.path()).unwrap().neighbors().unwrap(),
+        gt
+    );
+}
+
+#[test]
+fn fvecs_bvecs_and_npy_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fvecs = Vec::new();
+    let mut bvecs = Vec::new();
+    for row in 0..2 {
+        fvecs.extend_from_slice(&2i32.to_le_bytes());
+        bvecs.extend_from_slice(&2i32.to_le_bytes());
+        for c in 0..2 {
+            fvecs.extend_from_slice(&((row * 2 + c) as f32).to_le_bytes());
+            bvecs.push((row * 2 + c) as u8);
+        }
+    }
+    let expected = Matrix {
+        data: vec![0.0, 1.0, 2.0, 3.0],
+        dim: 2,
+        ids: vec![0, 1],
+    };
+    write(&dir.path().join("a.fvecs"), &fvecs);
+    write(&dir.path().join("a.bvecs"), &bvecs);
+    assert_eq!(read_vectors(&dir.path().join("a.fvecs")).unwrap(), expected);
+    assert_eq!(read_vectors(&dir.path().join("a.bvecs")).unwrap(), expected);
+
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let padded = format!("{header:<118}\n");
+    npy.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+    npy.extend_from_slice(padded.as_bytes());
+    for x in [0.0f32, 1.0, 2.0, 3.0] {
+        npy.extend_from_slice(&x.to_le_bytes());
+    }
+    write(&dir.path().join("a.npy"), &npy);
+    assert_eq!(read_vectors(&dir.path().join("a.npy")).unwrap(), expected);
+}
+
+#[test]
+fn bad_files_are_refused_with_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let nan = Matrix {
+        data: vec![1.0, f32::NAN],
+        dim: 2,
+        ids: vec![7],
+    };
+    let p = dir.path().join("nan.parquet");
+    write_vectors(&p, &nan).unwrap();
+    let err = read_vectors(&p).unwrap_err().to_string();
+    assert!(
+        err.contains("nan.parquet") && err.contains("non-finite") && err.contains("id 7"),
+        "{err}"
+    );
+
+    let p = dir.path().join("trunc.fvecs");
+    write(&p, &[2, 0, 0, 0, 1, 2, 3]);
+    let err = read_vectors(&p).unwrap_err().to_string();
+    assert!(
+        err.contains("trunc.fvecs") && err.contains("truncated"),
+        "{err}"
+    );
+
+    let p = dir.path().join("junk.parquet");
+    write(&p, b"this is not parquet at all");
+    assert!(read_vectors(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("junk.parquet"));
+
+    let p = dir.path().join("x.csv");
+    write(&p, b"1,2");
+    assert!(read_vectors(&p).is_err());
+
+    let empty = Matrix {
+        data: vec![],
+        dim: 2,
+        ids: vec![],
+    };
+    let p = dir.path().join("empty.parquet");
+    write_vectors(&p, &empty).unwrap();
+    assert!(read_vectors(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("no vectors"));
+
+    assert!(DatasetDir::open(&dir.path().join("missing")).is_err());
+    let d = DatasetDir::open(dir.path()).unwrap();
+    assert!(d.test().unwrap_err().to_string().contains("test.parquet"));
+}
+
+#[test]
+fn reads_the_shared_real_dataset_when_present() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/datasets/wordnet-minilm384-50k");
+    if !dir.exists() {
+        eprintln!("skipping: {} not found", dir.display());
+        return;
+    }
+    let d = DatasetDir::open(&dir).unwrap();
+    let test = d.test().unwrap();
+    assert_eq!((test.len(), test.dim), (1000, 384));
+    let gt = d.neighbors().unwrap();
+    assert_eq!(gt.lists.len(), 1000);
+    assert!(gt.lists.iter().all(|l| l.len() == 100));
+    let norm: f32 = test.row(0).iter().map(|x| x * x).sum();
+    assert!((norm - 1.0).abs() < 1e-3);
+}
