@@ -1,1 +1,12 @@
+//! Index kinds: FLAT (exact search, the ground-truth tool) and DISKANN (graph and full
+//! vectors on SSD, compressed vectors in DRAM).
 
+pub mod diskann;
+mod error;
+pub mod flat;
+mod progress;
+mod topk;
+
+pub use error::{IndexError, Result};
+pub use progress::{NoProgress, Progress};
+pub use topk::TopK;

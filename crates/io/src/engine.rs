@@ -131,10 +131,6 @@ impl Slots {
         }
     }
 
-    pub fn in_flight_plus_held(&self) -> usize {
-        self.bufs.len() - self.free.len()
-    }
-
     /// Takes a free slot for a read of `len` bytes at `offset`, checking the arguments.
     pub fn take(&mut self, offset: u64, len: usize, tag: u64, path: &str) -> Result<usize> {
         let slot_bytes = self.bufs[0].len();

@@ -1,0 +1,239 @@
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use diskvec_graph::VamanaParams;
+use diskvec_io::SECTOR;
+use diskvec_vector::{check_vectors, Metric, ProductQuantizer, Rows};
+
+use super::layout::{seal_sectors, SECTOR_PAYLOAD};
+use super::meta::Meta;
+use super::reorder::sector_order;
+use super::{Header, META_FILE, NODES_FILE};
+use crate::error::file_error;
+use crate::{IndexError, Progress, Result};
+
+/// Parameters of a DISKANN build.
+#[derive(Clone, Debug)]
+pub struct BuildParams {
+    pub metric: Metric,
+    /// R: out-degree bound of the graph.
+    pub max_degree: usize,
+    /// L: candidate-list size while building.
+    pub build_list: usize,
+    pub alpha: f32,
+    /// Bytes of PQ code per vector kept in DRAM; `None` picks dim/4.
+    pub pq_bytes: Option<usize>,
+    /// Rows sampled to train the PQ codebook.
+    pub pq_sample: usize,
+    pub seed: u64,
+}
+
+impl Default for BuildParams {
+    fn default() -> Self {
+        Self {
+            metric: Metric::Cosine,
+            max_degree: 64,
+            build_list: 100,
+            alpha: 1.2,
+            pq_bytes: None,
+            pq_sample: 100_000,
+            seed: 1,
+        }
+    }
+}
+
+/// What a build did, phase by phase.
+#[derive(Clone, Debug, Default)]
+pub struct BuildReport {
+    pub count: usize,
+    pub dim: usize,
+    pub pq_bytes: usize,
+    pub pq_seconds: f64,
+    pub graph_seconds: f64,
+    pub write_seconds: f64,
+    pub total_seconds: f64,
+    pub nodes_file_bytes: u64,
+    pub meta_file_bytes: u64,
+}
+
+fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
+    let bad = |m: String| Err(IndexError::InvalidArgument(m));
+    if p.max_degree == 0 || p.max_degree > 1024 {
+        return bad(format!("max degree must be between 1 and 1024, got {}", p.max_degree));
+    }
+    if p.build_list == 0 {
+        return bad("build list must be at least 1".into());
+    }
+    if !(p.alpha >= 1.0 && p.alpha.is_finite()) {
+        return bad(format!("alpha must be a finite number >= 1.0, got {}", p.alpha));
+    }
+    let pq_bytes = p.pq_bytes.unwrap_or((dim / 4).max(1));
+    if pq_bytes == 0 || pq_bytes > dim {
+        return bad(format!("PQ bytes must be between 1 and the dimension {dim}, got {pq_bytes}"));
+    }
+    Ok(pq_bytes)
+}
+
+/// Vamana's prune needs a true metric, which -dot is not. Appending sqrt(M^2 - |x|^2)
+/// (M the largest norm) to every vector makes |q' - x'|^2 = |q|^2 + M^2 - 2 q.x for
+/// q' = (q, 0): the same order as -q.x for any query, so a graph built in L2 over these
+/// vectors is searched with -dot over the original ones (Bachrach et al. 2014).
+fn mips_to_l2(data: &[f32], dim: usize) -> (Vec<f32>, usize) {
+    let norms: Vec<f32> = data.chunks_exact(dim).map(|v| v.iter().map(|x| x * x).sum()).collect();
+    let max = norms.iter().copied().fold(0f32, f32::max);
+    let mut out = Vec::with_capacity(data.len() + norms.len());
+    for (v, n) in data.chunks_exact(dim).zip(&norms) {
+        out.extend_from_slice(v);
+        out.push((max - n).max(0.0).sqrt());
+    }
+    (out, dim + 1)
+}
+
+/// Builds a DISKANN index of `data` (row-major, `dim` columns; `ids` are the external ids)
+/// into the directory `out`, replacing any index there only once the new one is complete.
+pub fn build(
+    data: &[f32],
+    dim: usize,
+    ids: &[i64],
+    params: &BuildParams,
+    out: &Path,
+    progress: &dyn Progress,
+) -> Result<BuildReport> {
+    let start = Instant::now();
+    let n = check_vectors(data, dim)?;
+    let pq_bytes = check_params(params, dim)?;
+    if ids.len() != n {
+        return Err(IndexError::InvalidArgument(format!("{} ids given for {n} vectors", ids.len())));
+    }
+    let mut seen = HashSet::with_capacity(n);
+    if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+        return Err(IndexError::InvalidArgument(format!("id {dup} appears more than once")));
+    }
+    if n > u32::MAX as usize - 1 {
+        return Err(IndexError::InvalidArgument(format!("{n} vectors exceed the 2^32-1 limit of one index")));
+    }
+    std::fs::create_dir_all(out).map_err(file_error(out))?;
+
+    let mut prepared = data.to_vec();
+    prepared.chunks_exact_mut(dim).for_each(|v| params.metric.prepare(v));
+    let rows = Rows::new(&prepared, dim);
+
+    progress.phase("PQ training", 1);
+    let pq = ProductQuantizer::train(&prepared, dim, pq_bytes, params.metric.pq_uses_l2(), params.pq_sample, params.seed)
+        .map_err(IndexError::InvalidArgument)?;
+    let codes = pq.encode_all(&prepared);
+    progress.advance(1);
+    let pq_seconds = start.elapsed().as_secs_f64();
+
+    progress.phase("graph (2 passes)", 2 * n as u64);
+    let graph_start = Instant::now();
+    let vamana = VamanaParams {
+        max_degree: params.max_degree,
+        build_list: params.build_list,
+        alpha: params.alpha,
+        seed: params.seed,
+    };
+    let graph = if params.metric == Metric::InnerProduct {
+        let (augmented, adim) = mips_to_l2(&prepared, dim);
+        diskvec_graph::build(&augmented, adim, Metric::L2, vamana, &|k| progress.advance(k))
+    } else {
+        diskvec_graph::build(&prepared, dim, params.metric, vamana, &|k| progress.advance(k))
+    };
+    let graph_seconds = graph_start.elapsed().as_secs_f64();
+
+    let write_start = Instant::now();
+    let header_probe = Header {
+        metric: params.metric,
+        dim: dim as u32,
+        max_degree: params.max_degree as u32,
+        count: n as u64,
+        medoid: 0,
+        build_list: params.build_list as u32,
+        alpha: params.alpha,
+        pq_bytes: pq_bytes as u32,
+        build_id: 0,
+        meta_crc: 0,
+    };
+    let layout = header_probe.layout();
+    let order = sector_order(&graph, layout.nodes_per_sector);
+    let mut position = vec![0u32; n];
+    for (pos, &old) in order.iter().enumerate() {
+        position[old as usize] = pos as u32;
+    }
+    let meta = Meta {
+        pq,
+        codes: order.iter().flat_map(|&old| &codes[old as usize * pq_bytes..(old as usize + 1) * pq_bytes]).copied().collect(),
+        ids: order.iter().map(|&old| ids[old as usize]).collect(),
+    };
+    let build_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        ^ ((std::process::id() as u64) << 32);
+    let (meta_bytes, meta_crc) = meta.encode(build_id);
+    let header = Header { medoid: position[graph.medoid as usize], build_id, meta_crc, ..header_probe };
+
+    let nodes_tmp = out.join(format!("{NODES_FILE}.tmp"));
+    let meta_tmp = out.join(format!("{META_FILE}.tmp"));
+    let groups = n.div_ceil(layout.nodes_per_sector);
+    progress.phase("layout write", groups as u64);
+    {
+        let file = File::create(&nodes_tmp).map_err(file_error(&nodes_tmp))?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        w.write_all(&header.encode()).map_err(file_error(&nodes_tmp))?;
+        let mut record = vec![0u8; layout.node_bytes];
+        let mut sectors = vec![0u8; layout.read_bytes()];
+        let mut neighbours = Vec::with_capacity(params.max_degree);
+        for g in 0..groups {
+            sectors.fill(0);
+            for slot in 0..layout.nodes_per_sector {
+                let pos = g * layout.nodes_per_sector + slot;
+                if pos >= n {
+                    break;
+                }
+                let old = order[pos] as usize;
+                neighbours.clear();
+                neighbours.extend(graph.neighbors[old].iter().map(|&q| position[q as usize]));
+                layout.encode(rows.get(old as u32), &neighbours, &mut record);
+                if layout.sectors_per_node == 1 {
+                    sectors[slot * layout.node_bytes..(slot + 1) * layout.node_bytes].copy_from_slice(&record);
+                } else {
+                    for (i, piece) in record.chunks(SECTOR_PAYLOAD).enumerate() {
+                        sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
+                    }
+                }
+            }
+            seal_sectors(&mut sectors);
+            w.write_all(&sectors).map_err(file_error(&nodes_tmp))?;
+            progress.advance(1);
+        }
+        let file = w.into_inner().map_err(|e| IndexError::File { path: nodes_tmp.clone(), source: e.into_error() })?;
+        file.sync_all().map_err(file_error(&nodes_tmp))?;
+    }
+    {
+        let mut f = File::create(&meta_tmp).map_err(file_error(&meta_tmp))?;
+        f.write_all(&meta_bytes).map_err(file_error(&meta_tmp))?;
+        f.sync_all().map_err(file_error(&meta_tmp))?;
+    }
+    let nodes_path = out.join(NODES_FILE);
+    let meta_path = out.join(META_FILE);
+    std::fs::rename(&nodes_tmp, &nodes_path).map_err(file_error(&nodes_path))?;
+    std::fs::rename(&meta_tmp, &meta_path).map_err(file_error(&meta_path))?;
+    if let Ok(d) = File::open(out) {
+        let _ = d.sync_all();
+    }
+    Ok(BuildReport {
+        count: n,
+        dim,
+        pq_bytes,
+        pq_seconds,
+        graph_seconds,
+        write_seconds: write_start.elapsed().as_secs_f64(),
+        total_seconds: start.elapsed().as_secs_f64(),
+        nodes_file_bytes: header.nodes_file_bytes(),
+        meta_file_bytes: meta_bytes.len() as u64,
+    })
+}

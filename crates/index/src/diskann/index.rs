@@ -1,0 +1,180 @@
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use diskvec_io::{open_for_reading, AlignedBuf, DataFile, EngineChoice, EngineKind, SECTOR};
+
+use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
+use super::meta::Meta;
+use super::{Header, META_FILE, NODES_FILE};
+use crate::error::{corrupt, file_error};
+use crate::{IndexError, Result};
+
+/// How to open an index for search.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    pub engine: EngineChoice,
+    /// Read with O_DIRECT (bypassing the page cache) where the file system allows it.
+    pub direct: bool,
+    /// Nodes kept in DRAM, taken breadth-first from the entry point (a prefix of the
+    /// file by construction). `None`: 2% of the nodes.
+    pub cache_nodes: Option<usize>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self { engine: EngineChoice::Auto, direct: true, cache_nodes: None }
+    }
+}
+
+/// An opened DISKANN index: header, DRAM-resident meta, node cache, and a pool of read
+/// engines (one per searching thread).
+pub struct DiskIndex {
+    pub(crate) header: Header,
+    pub(crate) layout: NodeLayout,
+    pub(crate) meta: Meta,
+    pub(crate) file: Arc<DataFile>,
+    pub(crate) nodes_path: PathBuf,
+    pub(crate) cache: Vec<u8>,
+    pub(crate) cached: u32,
+    pub(crate) engine_choice: EngineChoice,
+    pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
+}
+
+impl DiskIndex {
+    pub fn open(dir: &Path, options: &OpenOptions) -> Result<Self> {
+        if !dir.is_dir() {
+            return Err(IndexError::InvalidArgument(format!(
+                "{}: no index directory there",
+                dir.display()
+            )));
+        }
+        let nodes_path = dir.join(NODES_FILE);
+        let file = open_for_reading(&nodes_path, options.direct)?;
+        let mut first = AlignedBuf::new(SECTOR);
+        let got = file.file.read_at(first.as_mut_slice(), 0).map_err(file_error(&nodes_path))?;
+        let header = Header::decode(&first.as_slice()[..got], &nodes_path)?;
+        if file.len != header.nodes_file_bytes() {
+            return Err(corrupt(
+                &nodes_path,
+                format!("size is {} bytes, the header says {} (truncated?)", file.len, header.nodes_file_bytes()),
+            ));
+        }
+        let meta = Meta::read(&dir.join(META_FILE), &header)?;
+        let layout = header.layout();
+        let count = header.count as usize;
+        let cached = options.cache_nodes.unwrap_or(count / 50).min(count);
+        let cache = load_prefix(&file, &layout, cached, &nodes_path)?;
+        Ok(Self {
+            header,
+            layout,
+            meta,
+            file: Arc::new(file),
+            nodes_path,
+            cache,
+            cached: cached as u32,
+            engine_choice: options.engine,
+            engines: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn layout(&self) -> NodeLayout {
+        self.layout
+    }
+
+    pub fn len(&self) -> usize {
+        self.header.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.header.count == 0
+    }
+
+    pub fn dim(&self) -> usize {
+        self.header.dim as usize
+    }
+
+    pub fn cached_nodes(&self) -> usize {
+        self.cached as usize
+    }
+
+    /// True when node reads bypass the page cache.
+    pub fn direct_io(&self) -> bool {
+        self.file.direct
+    }
+
+    /// The engine searches use here (io_uring unless it is unavailable or pread was asked for).
+    pub fn engine_kind(&self) -> Result<EngineKind> {
+        let engine = self.take_engine(1)?;
+        let kind = engine.kind();
+        self.return_engine(engine);
+        Ok(kind)
+    }
+
+    /// Bytes this index holds in DRAM: PQ codebook and codes, ids, node cache.
+    pub fn dram_bytes(&self) -> usize {
+        self.meta.dram_bytes() + self.cache.len()
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        self.header.nodes_file_bytes()
+    }
+
+    pub(crate) fn cached_record(&self, id: u32) -> NodeRecord<'_> {
+        let nb = self.layout.node_bytes;
+        NodeRecord::new(&self.cache[id as usize * nb..(id as usize + 1) * nb], self.layout.dim)
+    }
+
+    pub(crate) fn take_engine(&self, depth: usize) -> Result<Box<dyn diskvec_io::ReadEngine>> {
+        let mut pool = self.engines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = pool.iter().position(|e| e.depth() >= depth) {
+            return Ok(pool.swap_remove(i));
+        }
+        drop(pool);
+        Ok(diskvec_io::open_engine(self.file.clone(), self.engine_choice, depth, self.layout.read_bytes())?)
+    }
+
+    pub(crate) fn return_engine(&self, engine: Box<dyn diskvec_io::ReadEngine>) {
+        self.engines.lock().unwrap_or_else(|e| e.into_inner()).push(engine);
+    }
+}
+
+/// Reads the records of nodes `0..count` (the front of the file) into one buffer,
+/// checking every sector's CRC on the way.
+fn load_prefix(file: &DataFile, layout: &NodeLayout, count: usize, path: &Path) -> Result<Vec<u8>> {
+    let mut cache = Vec::with_capacity(count * layout.node_bytes);
+    let groups = count.div_ceil(layout.nodes_per_sector);
+    let group_bytes = layout.read_bytes();
+    let per_chunk = (1 << 20) / group_bytes;
+    let mut buf = AlignedBuf::new(per_chunk.max(1) * group_bytes);
+    let mut scratch = Vec::new();
+    let mut g = 0;
+    while g < groups {
+        let take = per_chunk.max(1).min(groups - g);
+        let bytes = take * group_bytes;
+        let offset = (SECTOR + g * group_bytes) as u64;
+        file.file
+            .read_exact_at(&mut buf.as_mut_slice()[..bytes], offset)
+            .map_err(file_error(path))?;
+        let chunk = &buf.as_slice()[..bytes];
+        if let Some(bad) = first_bad_sector(chunk) {
+            return Err(corrupt(path, format!("sector {} checksum mismatch", 1 + g * layout.sectors_per_node + bad)));
+        }
+        for (i, group) in chunk.chunks_exact(group_bytes).enumerate() {
+            for slot in 0..layout.nodes_per_sector {
+                let id = ((g + i) * layout.nodes_per_sector + slot) as u32;
+                if id as usize >= count {
+                    break;
+                }
+                let rec = layout.record(group, id, &mut scratch);
+                cache.extend_from_slice(rec.bytes());
+            }
+        }
+        g += take;
+    }
+    Ok(cache)
+}

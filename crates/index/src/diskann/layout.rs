@@ -1,0 +1,196 @@
+use diskvec_io::SECTOR;
+
+/// Bytes at the end of every sector holding the CRC-32 of the rest.
+pub const SECTOR_TRAILER: usize = 4;
+/// Bytes of a sector available to node records.
+pub const SECTOR_PAYLOAD: usize = SECTOR - SECTOR_TRAILER;
+
+/// Where node records sit in `nodes.dvn`. A record is the full vector (`dim` f32), the
+/// degree (u32) and `max_degree` neighbour ids (u32, unused ones zero). Small records are
+/// packed several to a sector; a record larger than a sector's payload spans whole sectors.
+/// Sector 0 is the header; node sectors follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLayout {
+    pub dim: usize,
+    pub max_degree: usize,
+    pub node_bytes: usize,
+    /// Records per sector when a record fits in one sector, else 1.
+    pub nodes_per_sector: usize,
+    /// Sectors per record when a record does not fit in one sector, else 1.
+    pub sectors_per_node: usize,
+}
+
+impl NodeLayout {
+    pub fn new(dim: usize, max_degree: usize) -> Self {
+        let node_bytes = dim * 4 + 4 + max_degree * 4;
+        let (nodes_per_sector, sectors_per_node) = if node_bytes <= SECTOR_PAYLOAD {
+            (SECTOR_PAYLOAD / node_bytes, 1)
+        } else {
+            (1, node_bytes.div_ceil(SECTOR_PAYLOAD))
+        };
+        Self { dim, max_degree, node_bytes, nodes_per_sector, sectors_per_node }
+    }
+
+    /// Node sectors needed for `count` records.
+    pub fn data_sectors(&self, count: usize) -> u64 {
+        (count.div_ceil(self.nodes_per_sector) * self.sectors_per_node) as u64
+    }
+
+    /// Byte offset of the first sector holding `id` (the header sector comes first).
+    pub fn offset_of(&self, id: u32) -> u64 {
+        let first = (id as usize / self.nodes_per_sector) * self.sectors_per_node;
+        ((1 + first) * SECTOR) as u64
+    }
+
+    /// Bytes one read fetches to get a record.
+    pub fn read_bytes(&self) -> usize {
+        self.sectors_per_node * SECTOR
+    }
+
+    /// The ids that share `id`'s sector (including `id`), below `count`.
+    pub fn sector_mates(&self, id: u32, count: usize) -> std::ops::Range<u32> {
+        let first = id - id % self.nodes_per_sector as u32;
+        first..(first + self.nodes_per_sector as u32).min(count as u32)
+    }
+
+    /// The record of `id` within a read that fetched its sector(s). Multi-sector records
+    /// are joined into `scratch`, skipping the sector trailers.
+    pub fn record<'a>(&self, read: &'a [u8], id: u32, scratch: &'a mut Vec<u8>) -> NodeRecord<'a> {
+        let bytes: &'a [u8] = if self.sectors_per_node == 1 {
+            let at = (id as usize % self.nodes_per_sector) * self.node_bytes;
+            &read[at..at + self.node_bytes]
+        } else {
+            scratch.clear();
+            for s in read.chunks_exact(SECTOR).take(self.sectors_per_node) {
+                scratch.extend_from_slice(&s[..SECTOR_PAYLOAD]);
+            }
+            &scratch[..self.node_bytes]
+        };
+        NodeRecord { bytes, dim: self.dim }
+    }
+
+    /// Writes the record of one node into `out` (`node_bytes` long).
+    pub fn encode(&self, vector: &[f32], neighbors: &[u32], out: &mut [u8]) {
+        debug_assert!(neighbors.len() <= self.max_degree);
+        out.fill(0);
+        for (chunk, x) in out.chunks_exact_mut(4).zip(vector) {
+            chunk.copy_from_slice(&x.to_le_bytes());
+        }
+        let at = self.dim * 4;
+        out[at..at + 4].copy_from_slice(&(neighbors.len() as u32).to_le_bytes());
+        for (chunk, n) in out[at + 4..].chunks_exact_mut(4).zip(neighbors) {
+            chunk.copy_from_slice(&n.to_le_bytes());
+        }
+    }
+}
+
+/// A node record as read from disk.
+pub struct NodeRecord<'a> {
+    bytes: &'a [u8],
+    dim: usize,
+}
+
+impl<'a> NodeRecord<'a> {
+    pub fn new(bytes: &'a [u8], dim: usize) -> Self {
+        Self { bytes, dim }
+    }
+
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The full-precision vector, decoded into `out`.
+    pub fn vector_into(&self, out: &mut Vec<f32>) {
+        out.clear();
+        out.extend(
+            self.bytes[..self.dim * 4]
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap())),
+        );
+    }
+
+    pub fn degree(&self) -> usize {
+        let at = self.dim * 4;
+        u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap()) as usize
+    }
+
+    /// Neighbour ids; a degree beyond the record's room is clamped (the sector CRC has
+    /// already vouched for the bytes, so this only guards against a bad writer).
+    pub fn neighbors(&self) -> impl Iterator<Item = u32> + 'a {
+        let at = self.dim * 4 + 4;
+        let room = (self.bytes.len() - at) / 4;
+        self.bytes[at..at + 4 * self.degree().min(room)]
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    }
+}
+
+/// Fills in the CRC trailer of every sector in `sectors`.
+pub fn seal_sectors(sectors: &mut [u8]) {
+    for s in sectors.chunks_exact_mut(SECTOR) {
+        let crc = crc32fast::hash(&s[..SECTOR_PAYLOAD]);
+        s[SECTOR_PAYLOAD..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// Index of the first sector in `sectors` whose CRC trailer does not match, if any.
+pub fn first_bad_sector(sectors: &[u8]) -> Option<usize> {
+    sectors.chunks_exact(SECTOR).position(|s| {
+        crc32fast::hash(&s[..SECTOR_PAYLOAD]).to_le_bytes() != s[SECTOR_PAYLOAD..]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_for_common_dimensions() {
+        let l = NodeLayout::new(384, 64);
+        assert_eq!((l.node_bytes, l.nodes_per_sector, l.sectors_per_node), (1796, 2, 1));
+        assert_eq!(l.offset_of(0), 4096);
+        assert_eq!(l.offset_of(1), 4096);
+        assert_eq!(l.offset_of(2), 8192);
+        assert_eq!(l.data_sectors(5), 3);
+        assert_eq!(l.sector_mates(3, 4), 2..4);
+        assert_eq!(l.sector_mates(4, 5), 4..5);
+        let l = NodeLayout::new(768, 64);
+        assert_eq!((l.nodes_per_sector, l.sectors_per_node), (1, 1));
+        let l = NodeLayout::new(1536, 64);
+        assert_eq!((l.nodes_per_sector, l.sectors_per_node), (1, 2));
+        assert_eq!(l.offset_of(3), (1 + 6) * 4096);
+        assert_eq!(l.read_bytes(), 8192);
+    }
+
+    #[test]
+    fn records_round_trip_in_single_and_multi_sector_layouts() {
+        for dim in [3usize, 1536] {
+            let l = NodeLayout::new(dim, 4);
+            let v: Vec<f32> = (0..dim).map(|i| i as f32 * 0.25).collect();
+            let mut rec = vec![0u8; l.node_bytes];
+            l.encode(&v, &[9, 8], &mut rec);
+            let mut sectors = vec![0u8; l.read_bytes() * 2];
+            // Place the record of node id 1 where the layout says it goes within a read.
+            let id = 1u32;
+            let base = if l.sectors_per_node == 1 { 0 } else { 0 };
+            if l.sectors_per_node == 1 {
+                let at = base + (id as usize % l.nodes_per_sector) * l.node_bytes;
+                sectors[at..at + l.node_bytes].copy_from_slice(&rec);
+            } else {
+                for (i, piece) in rec.chunks(SECTOR_PAYLOAD).enumerate() {
+                    sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
+                }
+            }
+            seal_sectors(&mut sectors);
+            assert_eq!(first_bad_sector(&sectors), None);
+            let mut scratch = Vec::new();
+            let r = l.record(&sectors, id, &mut scratch);
+            let mut got = Vec::new();
+            r.vector_into(&mut got);
+            assert_eq!(got, v);
+            assert_eq!(r.neighbors().collect::<Vec<_>>(), vec![9, 8]);
+            sectors[SECTOR + 5] ^= 1;
+            assert_eq!(first_bad_sector(&sectors), Some(1));
+        }
+    }
+}

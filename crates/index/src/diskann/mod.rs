@@ -1,0 +1,23 @@
+//! DISKANN: a Vamana graph whose nodes (full vector + neighbour list) live in 4 KiB
+//! sectors on SSD, searched with PQ distances from DRAM and direct reads of the sectors.
+//!
+//! Files of an index directory (drawn in docs/format.md):
+//! - `nodes.dvn`: a header sector, then node sectors, each sector checksummed;
+//! - `meta.dvm`: what search keeps in DRAM: PQ codebook, PQ codes, external ids.
+
+mod build;
+mod header;
+mod index;
+mod layout;
+mod meta;
+mod reorder;
+mod search;
+
+pub use build::{build, BuildParams, BuildReport};
+pub use header::{Header, LAYOUT_VERSION};
+pub use index::{DiskIndex, OpenOptions};
+pub use layout::NodeLayout;
+pub use search::{BatchStats, SearchParams, SearchResult};
+
+pub const NODES_FILE: &str = "nodes.dvn";
+pub const META_FILE: &str = "meta.dvm";

@@ -1,0 +1,356 @@
+//! The query path: best-first search over the on-disk graph, steered by PQ distances held
+//! in DRAM, re-ranked by the full vectors of the sectors it reads.
+//!
+//! Each thread drives several queries at once over one read engine. A query keeps up to
+//! `beam_width` reads in flight and issues the next one as soon as any returns, and while
+//! one query waits on the device the thread computes for the others, so the device sees
+//! `queries_per_thread * beam_width` reads per thread instead of one beam at a time.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use diskvec_graph::CandidateList;
+use diskvec_io::{EngineKind, ReadDone, ReadEngine};
+use diskvec_vector::{check_vectors, PqTable, Rows};
+
+use super::layout::{first_bad_sector, NodeRecord};
+use super::DiskIndex;
+use crate::error::corrupt;
+use crate::{IndexError, Result};
+
+/// Parameters of a search.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchParams {
+    pub k: usize,
+    /// L: candidate-list size; larger is slower and more accurate. Raised to `k` if below.
+    pub search_list: usize,
+    /// W: reads one query keeps in flight.
+    pub beam_width: usize,
+    /// Queries one thread interleaves (1 = one query at a time, as DiskANN does).
+    pub queries_per_thread: usize,
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        Self { k: 10, search_list: 100, beam_width: 4, queries_per_thread: 8 }
+    }
+}
+
+/// One query's answer and what it cost.
+#[derive(Clone, Debug, Default)]
+pub struct SearchResult {
+    /// External ids, closest first.
+    pub ids: Vec<i64>,
+    pub distances: Vec<f32>,
+    /// Node reads sent to the device.
+    pub reads: u32,
+    /// Nodes found in the DRAM cache instead.
+    pub cache_hits: u32,
+    /// Nodes expanded from a sector fetched for another node.
+    pub free_expansions: u32,
+    /// From the moment the query started to its answer.
+    pub latency_us: f64,
+}
+
+/// Totals of a batch.
+#[derive(Clone, Debug)]
+pub struct BatchStats {
+    pub seconds: f64,
+    pub engine: EngineKind,
+    /// The most reads one thread had in flight at once.
+    pub max_in_flight: usize,
+}
+
+/// A u32 set with a cheap multiplicative hash; node ids are already well spread.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type IdSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
+
+struct Query {
+    index: usize,
+    vector: Vec<f32>,
+    table: PqTable,
+    list: CandidateList,
+    visited: IdSet,
+    exact: Vec<(f32, u32)>,
+    in_flight: usize,
+    result: SearchResult,
+    started: Instant,
+}
+
+/// Reusable buffers of one worker.
+#[derive(Default)]
+struct Scratch {
+    vector: Vec<f32>,
+    record: Vec<u8>,
+}
+
+impl DiskIndex {
+    fn check_params(&self, p: &SearchParams) -> Result<SearchParams> {
+        if p.k == 0 {
+            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
+        }
+        if p.beam_width == 0 || p.beam_width > 64 {
+            return Err(IndexError::InvalidArgument(format!("beam width must be between 1 and 64, got {}", p.beam_width)));
+        }
+        if p.queries_per_thread == 0 || p.queries_per_thread > 64 {
+            return Err(IndexError::InvalidArgument(format!(
+                "queries per thread must be between 1 and 64, got {}",
+                p.queries_per_thread
+            )));
+        }
+        Ok(SearchParams { search_list: p.search_list.max(p.k), ..*p })
+    }
+
+    /// Searches one query.
+    pub fn search(&self, query: &[f32], params: &SearchParams) -> Result<SearchResult> {
+        let p = SearchParams { queries_per_thread: 1, ..*params };
+        let (mut results, _) = self.search_batch(Rows::new(query, query.len().max(1)), &p, 1)?;
+        Ok(results.pop().unwrap_or_default())
+    }
+
+    /// Searches every row of `queries` with `threads` threads; results are in query order.
+    pub fn search_batch(
+        &self,
+        queries: Rows,
+        params: &SearchParams,
+        threads: usize,
+    ) -> Result<(Vec<SearchResult>, BatchStats)> {
+        let params = self.check_params(params)?;
+        if queries.dim() != self.dim() {
+            return Err(IndexError::DimensionMismatch { expected: self.dim(), got: queries.dim() });
+        }
+        check_vectors(queries.data(), queries.dim())?;
+        let threads = threads.clamp(1, queries.len().max(1));
+        let next = AtomicUsize::new(0);
+        let start = Instant::now();
+        let depth = params.queries_per_thread * params.beam_width;
+        let outcomes: Vec<Result<(Vec<(usize, SearchResult)>, usize, EngineKind)>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut engine = self.take_engine(depth)?;
+                        let before = engine.stats().max_in_flight;
+                        let out = self.run_worker(queries, &params, &next, engine.as_mut());
+                        let max = engine.stats().max_in_flight.max(before);
+                        let kind = engine.kind();
+                        self.return_engine(engine);
+                        out.map(|o| (o, max, kind))
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|_| Err(IndexError::InvalidArgument("a search thread panicked".into()))))
+                .collect()
+        });
+        let mut results = vec![SearchResult::default(); queries.len()];
+        let mut max_in_flight = 0;
+        let mut engine = EngineKind::Pread;
+        for outcome in outcomes {
+            let (done, max, kind) = outcome?;
+            max_in_flight = max_in_flight.max(max);
+            engine = kind;
+            for (i, r) in done {
+                results[i] = r;
+            }
+        }
+        let stats = BatchStats { seconds: start.elapsed().as_secs_f64(), engine, max_in_flight };
+        Ok((results, stats))
+    }
+
+    fn start_query(&self, index: usize, raw: &[f32], params: &SearchParams) -> Query {
+        let mut vector = raw.to_vec();
+        self.header.metric.prepare(&mut vector);
+        let table = self.meta.pq.table(&vector);
+        let mut q = Query {
+            index,
+            table,
+            vector,
+            list: CandidateList::new(params.search_list),
+            visited: IdSet::default(),
+            exact: Vec::with_capacity(params.search_list * 2),
+            in_flight: 0,
+            result: SearchResult::default(),
+            started: Instant::now(),
+        };
+        let entry = self.header.medoid;
+        q.visited.insert(entry);
+        q.list.insert(entry, q.table.distance(self.code(entry)));
+        q
+    }
+
+    #[inline]
+    fn code(&self, id: u32) -> &[u8] {
+        let m = self.header.pq_bytes as usize;
+        &self.meta.codes[id as usize * m..(id as usize + 1) * m]
+    }
+
+    /// Takes in a node's record: its exact distance joins the re-rank pool, its
+    /// neighbours join the candidate list by PQ distance.
+    fn expand(&self, q: &mut Query, id: u32, record: &NodeRecord, scratch: &mut Scratch) {
+        record.vector_into(&mut scratch.vector);
+        q.exact.push((self.header.metric.distance(&q.vector, &scratch.vector), id));
+        for nb in record.neighbors() {
+            if nb as u64 >= self.header.count {
+                continue;
+            }
+            if q.visited.insert(nb) {
+                let d = q.table.distance(self.code(nb));
+                q.list.insert(nb, d);
+            }
+        }
+    }
+
+    /// Expands cached nodes and sends reads until the query has `beam_width` in flight
+    /// or nothing left to expand. Returns true when the query is finished.
+    fn advance(
+        &self,
+        q: &mut Query,
+        slot: usize,
+        params: &SearchParams,
+        engine: &mut dyn ReadEngine,
+        scratch: &mut Scratch,
+    ) -> Result<bool> {
+        while q.in_flight < params.beam_width {
+            let Some(pos) = q.list.next_unexpanded(|_| false) else { break };
+            q.list.mark_expanded(pos);
+            let id = q.list.items()[pos].id;
+            if id < self.cached {
+                q.result.cache_hits += 1;
+                let record = self.cached_record(id);
+                self.expand(q, id, &record, scratch);
+                continue;
+            }
+            engine.submit(self.layout.offset_of(id), self.layout.read_bytes(), (slot as u64) << 32 | id as u64)?;
+            q.in_flight += 1;
+            q.result.reads += 1;
+        }
+        Ok(q.in_flight == 0)
+    }
+
+    /// Handles one finished read: checks the sector CRCs, expands the node, and expands
+    /// for free any node sharing its sector that the query wants next.
+    fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) -> Result<()> {
+        if let Some(bad) = first_bad_sector(data) {
+            let sector = self.layout.offset_of(id) / diskvec_io::SECTOR as u64 + bad as u64;
+            return Err(corrupt(&self.nodes_path, format!("sector {sector} checksum mismatch")));
+        }
+        let mut record_buf = std::mem::take(&mut scratch.record);
+        let record = self.layout.record(data, id, &mut record_buf);
+        self.expand(q, id, &record, scratch);
+        for mate in self.layout.sector_mates(id, self.len()) {
+            if mate == id {
+                continue;
+            }
+            if let Some(pos) = q.list.items().iter().position(|c| c.id == mate && !c.expanded) {
+                q.list.mark_expanded(pos);
+                q.result.free_expansions += 1;
+                let record = self.layout.record(data, mate, &mut record_buf);
+                self.expand(q, mate, &record, scratch);
+            }
+        }
+        scratch.record = record_buf;
+        Ok(())
+    }
+
+    fn finish(&self, mut q: Query, k: usize) -> (usize, SearchResult) {
+        q.exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        q.exact.dedup_by_key(|e| e.1);
+        for &(d, id) in q.exact.iter().take(k) {
+            q.result.ids.push(self.meta.ids[id as usize]);
+            q.result.distances.push(d);
+        }
+        q.result.latency_us = q.started.elapsed().as_secs_f64() * 1e6;
+        (q.index, q.result)
+    }
+
+    fn run_worker(
+        &self,
+        queries: Rows,
+        params: &SearchParams,
+        next: &AtomicUsize,
+        engine: &mut dyn ReadEngine,
+    ) -> Result<Vec<(usize, SearchResult)>> {
+        let mut active: Vec<Option<Query>> = (0..params.queries_per_thread).map(|_| None).collect();
+        let mut out = Vec::new();
+        let mut done: Vec<ReadDone> = Vec::new();
+        let mut scratch = Scratch::default();
+        let mut exhausted = false;
+        let result = (|| loop {
+            for slot in 0..active.len() {
+                loop {
+                    if active[slot].is_none() {
+                        if exhausted {
+                            break;
+                        }
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= queries.len() {
+                            exhausted = true;
+                            break;
+                        }
+                        active[slot] = Some(self.start_query(i, queries.get(i as u32), params));
+                    }
+                    let q = active[slot].as_mut().unwrap();
+                    if self.advance(q, slot, params, engine, &mut scratch)? {
+                        out.push(self.finish(active[slot].take().unwrap(), params.k));
+                        continue;
+                    }
+                    break;
+                }
+            }
+            if exhausted && active.iter().all(Option::is_none) {
+                return Ok(());
+            }
+            done.clear();
+            engine.complete(1, &mut done)?;
+            for d in done.drain(..) {
+                let slot = (d.tag >> 32) as usize;
+                let id = d.tag as u32;
+                let q = active[slot].as_mut().expect("a read for a finished query");
+                q.in_flight -= 1;
+                let landed = match d.result {
+                    Ok(()) => self.land(q, id, &engine.buffer(d.slot)[..self.layout.read_bytes()], &mut scratch),
+                    Err(e) => Err(e.into()),
+                };
+                engine.release(d.slot);
+                landed?;
+            }
+        })();
+        if result.is_err() {
+            drain(engine);
+        }
+        result.map(|()| out)
+    }
+}
+
+/// After an error, waits out the reads still in flight so the engine can be reused.
+fn drain(engine: &mut dyn ReadEngine) {
+    let mut done = Vec::new();
+    while engine.in_flight() > 0 {
+        done.clear();
+        if engine.complete(1, &mut done).is_err() {
+            break;
+        }
+        for d in &done {
+            engine.release(d.slot);
+        }
+    }
+}
