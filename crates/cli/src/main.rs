@@ -1,1 +1,65 @@
-fn main() {}
+//! `diskvec`: build, search and inspect disk-resident vector indexes.
+
+mod build_cmd;
+mod demo_cmd;
+mod groundtruth_cmd;
+mod inspect_cmd;
+mod progress;
+mod search_cmd;
+mod stats;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "diskvec",
+    version,
+    about = "A disk-native vector database: DiskANN on NVMe, measured."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a DISKANN index from a dataset directory or a vector file.
+    Build(build_cmd::Args),
+    /// Run a dataset's test queries against an index and report recall, QPS and latency.
+    Search(search_cmd::Args),
+    /// Print an index's header, sizes and placement.
+    Inspect(inspect_cmd::Args),
+    /// Compute exact nearest neighbours (FLAT) and write neighbors.parquet.
+    Groundtruth(groundtruth_cmd::Args),
+    /// Build an index on the bundled WordNet sample and show what search returns.
+    Demo(demo_cmd::Args),
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp(None)
+        .init();
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Build(a) => build_cmd::run(a),
+        Command::Search(a) => search_cmd::run(a),
+        Command::Inspect(a) => inspect_cmd::run(a),
+        Command::Groundtruth(a) => groundtruth_cmd::run(a),
+        Command::Demo(a) => demo_cmd::run(a),
+    };
+    if let Err(e) = outcome {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Sizes the global thread pool; `None` keeps one thread per core.
+pub(crate) fn set_threads(threads: Option<usize>) -> anyhow::Result<()> {
+    if let Some(t) = threads {
+        anyhow::ensure!(t > 0, "--threads must be at least 1");
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global()?;
+    }
+    Ok(())
+}

@@ -11,7 +11,9 @@ pub enum IndexError {
     DimensionMismatch { expected: usize, got: usize },
     #[error("{path}: {message}")]
     Corrupt { path: PathBuf, message: String },
-    #[error("{path}: layout version {found} is not supported (this build reads version {supported})")]
+    #[error(
+        "{path}: layout version {found} is not supported (this build reads version {supported})"
+    )]
     UnsupportedVersion {
         path: PathBuf,
         found: u32,

@@ -19,7 +19,10 @@ pub fn search(
         return Err(IndexError::InvalidArgument("k must be at least 1".into()));
     }
     if base.dim() != queries.dim() {
-        return Err(IndexError::DimensionMismatch { expected: base.dim(), got: queries.dim() });
+        return Err(IndexError::DimensionMismatch {
+            expected: base.dim(),
+            got: queries.dim(),
+        });
     }
     check_vectors(base.data(), base.dim())?;
     check_vectors(queries.data(), queries.dim())?;
@@ -47,10 +50,24 @@ mod tests {
     fn finds_exact_neighbours_and_handles_k_above_count() {
         let base = [0.0f32, 0.0, 1.0, 0.0, 0.0, 2.0, 5.0, 5.0];
         let queries = [0.9f32, 0.1];
-        let got = search(Rows::new(&base, 2), Rows::new(&queries, 2), Metric::L2, 2, &NoProgress).unwrap();
+        let got = search(
+            Rows::new(&base, 2),
+            Rows::new(&queries, 2),
+            Metric::L2,
+            2,
+            &NoProgress,
+        )
+        .unwrap();
         assert_eq!(got[0].iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 0]);
         assert!((got[0][0].1 - 0.02).abs() < 1e-6);
-        let all = search(Rows::new(&base, 2), Rows::new(&queries, 2), Metric::L2, 10, &NoProgress).unwrap();
+        let all = search(
+            Rows::new(&base, 2),
+            Rows::new(&queries, 2),
+            Metric::L2,
+            10,
+            &NoProgress,
+        )
+        .unwrap();
         assert_eq!(all[0].len(), 4);
     }
 
@@ -58,12 +75,32 @@ mod tests {
     fn refuses_bad_arguments() {
         let base = [0.0f32, 1.0];
         let q3 = [0.0f32, 1.0, 2.0];
-        assert!(search(Rows::new(&base, 2), Rows::new(&base, 2), Metric::L2, 0, &NoProgress).is_err());
+        assert!(search(
+            Rows::new(&base, 2),
+            Rows::new(&base, 2),
+            Metric::L2,
+            0,
+            &NoProgress
+        )
+        .is_err());
         assert!(matches!(
-            search(Rows::new(&base, 2), Rows::new(&q3, 3), Metric::L2, 1, &NoProgress),
+            search(
+                Rows::new(&base, 2),
+                Rows::new(&q3, 3),
+                Metric::L2,
+                1,
+                &NoProgress
+            ),
             Err(IndexError::DimensionMismatch { .. })
         ));
         let nan = [f32::NAN, 0.0];
-        assert!(search(Rows::new(&base, 2), Rows::new(&nan, 2), Metric::L2, 1, &NoProgress).is_err());
+        assert!(search(
+            Rows::new(&base, 2),
+            Rows::new(&nan, 2),
+            Metric::L2,
+            1,
+            &NoProgress
+        )
+        .is_err());
     }
 }

@@ -24,7 +24,10 @@ impl Ord for Entry {
 
 impl TopK {
     pub fn new(k: usize) -> Self {
-        Self { k, heap: BinaryHeap::with_capacity(k + 1) }
+        Self {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
+        }
     }
 
     pub fn push(&mut self, distance: f32, id: u64) {
@@ -40,7 +43,11 @@ impl TopK {
 
     /// The kept pairs, closest first.
     pub fn into_sorted(self) -> Vec<(u64, f32)> {
-        self.heap.into_sorted_vec().into_iter().map(|e| (e.1, e.0)).collect()
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|e| (e.1, e.0))
+            .collect()
     }
 }
 

@@ -5,12 +5,18 @@ use rand::{Rng, SeedableRng};
 /// Clustered vectors with low intrinsic dimension, like real embeddings.
 pub fn clustered(n: usize, dim: usize, seed: u64) -> Vec<f32> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let centres: Vec<Vec<f32>> = (0..32).map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
-    let basis: Vec<Vec<f32>> = (0..8).map(|_| (0..dim).map(|_| rng.random_range(-0.3..0.3)).collect()).collect();
+    let centres: Vec<Vec<f32>> = (0..32)
+        .map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect())
+        .collect();
+    let basis: Vec<Vec<f32>> = (0..8)
+        .map(|_| (0..dim).map(|_| rng.random_range(-0.3..0.3)).collect())
+        .collect();
     let mut out = Vec::with_capacity(n * dim);
     for i in 0..n {
         let c = &centres[(i * 7919) % centres.len()];
-        let w: Vec<f32> = (0..basis.len()).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let w: Vec<f32> = (0..basis.len())
+            .map(|_| rng.random_range(-1.0..1.0))
+            .collect();
         for d in 0..dim {
             let lowrank: f32 = basis.iter().zip(&w).map(|(b, w)| b[d] * w).sum();
             out.push(c[d] + lowrank + rng.random_range(-0.02..0.02));

@@ -15,7 +15,13 @@ const DIM: usize = 48;
 fn build_small(dir: &Path, n: usize, metric: Metric) -> Vec<f32> {
     let data = clustered(n, DIM, 11);
     let ids: Vec<i64> = (0..n as i64).map(|i| 1000 + i * 3).collect();
-    let params = BuildParams { metric, max_degree: 24, build_list: 60, pq_bytes: Some(12), ..Default::default() };
+    let params = BuildParams {
+        metric,
+        max_degree: 24,
+        build_list: 60,
+        pq_bytes: Some(12),
+        ..Default::default()
+    };
     build(&data, DIM, &ids, &params, dir, &NoProgress).unwrap();
     data
 }
@@ -25,11 +31,17 @@ fn truth(data: &[f32], queries: &[f32], metric: Metric, k: usize) -> Vec<Vec<i64
     base.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
     let mut q = queries.to_vec();
     q.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
-    flat::search(Rows::new(&base, DIM), Rows::new(&q, DIM), metric, k, &NoProgress)
-        .unwrap()
-        .into_iter()
-        .map(|r| r.into_iter().map(|(i, _)| 1000 + i as i64 * 3).collect())
-        .collect()
+    flat::search(
+        Rows::new(&base, DIM),
+        Rows::new(&q, DIM),
+        metric,
+        k,
+        &NoProgress,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|r| r.into_iter().map(|(i, _)| 1000 + i as i64 * 3).collect())
+    .collect()
 }
 
 #[test]
@@ -41,22 +53,52 @@ fn recall_is_high_on_both_engines_and_all_metrics() {
         let gt = truth(&data, &queries, metric, 10);
         for engine in [EngineChoice::Pread, EngineChoice::Auto] {
             for cache in [0, 200] {
-                let idx = DiskIndex::open(dir.path(), &OpenOptions { engine, cache_nodes: Some(cache), ..Default::default() }).unwrap();
-                let params = SearchParams { k: 10, search_list: 80, beam_width: 4, queries_per_thread: 4 };
-                let (results, stats) = idx.search_batch(Rows::new(&queries, DIM), &params, 2).unwrap();
-                let r: f64 = results.iter().zip(&gt).map(|(res, t)| recall(&res.ids, t, 10)).sum::<f64>() / 100.0;
+                let idx = DiskIndex::open(
+                    dir.path(),
+                    &OpenOptions {
+                        engine,
+                        cache_nodes: Some(cache),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+                let params = SearchParams {
+                    k: 10,
+                    search_list: 80,
+                    beam_width: 4,
+                    queries_per_thread: 4,
+                };
+                let (results, stats) = idx
+                    .search_batch(Rows::new(&queries, DIM), &params, 2)
+                    .unwrap();
+                let r: f64 = results
+                    .iter()
+                    .zip(&gt)
+                    .map(|(res, t)| recall(&res.ids, t, 10))
+                    .sum::<f64>()
+                    / 100.0;
                 // Maximum inner product on vectors of unequal norm is the harder problem
                 // (PQ error grows with the norm), so it gets a lower bar.
-                let bar = if metric == Metric::InnerProduct { 0.90 } else { 0.95 };
+                let bar = if metric == Metric::InnerProduct {
+                    0.90
+                } else {
+                    0.95
+                };
                 assert!(r > bar, "{metric} {engine:?} cache {cache}: recall {r}");
                 let reads: u32 = results.iter().map(|r| r.reads).sum();
                 let hits: u32 = results.iter().map(|r| r.cache_hits).sum();
                 assert!(reads > 0);
-                assert_eq!(hits > 0, cache > 0, "cache hits {hits} with {cache} cached nodes");
+                assert_eq!(
+                    hits > 0,
+                    cache > 0,
+                    "cache hits {hits} with {cache} cached nodes"
+                );
                 if engine == EngineChoice::Pread {
                     assert_eq!(stats.engine, EngineKind::Pread);
                 }
-                assert!(results.iter().all(|r| r.distances.windows(2).all(|w| w[0] <= w[1])));
+                assert!(results
+                    .iter()
+                    .all(|r| r.distances.windows(2).all(|w| w[0] <= w[1])));
             }
         }
     }
@@ -68,17 +110,33 @@ fn pipelined_and_one_at_a_time_search_agree() {
     let _ = build_small(dir.path(), 2000, Metric::L2);
     let queries = clustered(40, DIM, 5);
     let idx = DiskIndex::open(dir.path(), &OpenOptions::default()).unwrap();
-    let base = SearchParams { k: 5, search_list: 40, beam_width: 1, queries_per_thread: 1 };
-    let (serial, _) = idx.search_batch(Rows::new(&queries, DIM), &base, 1).unwrap();
-    let piped = SearchParams { queries_per_thread: 8, ..base };
-    let (pipelined, stats) = idx.search_batch(Rows::new(&queries, DIM), &piped, 2).unwrap();
+    let base = SearchParams {
+        k: 5,
+        search_list: 40,
+        beam_width: 1,
+        queries_per_thread: 1,
+    };
+    let (serial, _) = idx
+        .search_batch(Rows::new(&queries, DIM), &base, 1)
+        .unwrap();
+    let piped = SearchParams {
+        queries_per_thread: 8,
+        ..base
+    };
+    let (pipelined, stats) = idx
+        .search_batch(Rows::new(&queries, DIM), &piped, 2)
+        .unwrap();
     // With one read in flight per query, each query's path is the same however many
     // queries share the thread.
     for (a, b) in serial.iter().zip(&pipelined) {
         assert_eq!(a.ids, b.ids);
     }
     if stats.engine == EngineKind::Uring {
-        assert!(stats.max_in_flight > 1, "interleaving kept {} reads in flight", stats.max_in_flight);
+        assert!(
+            stats.max_in_flight > 1,
+            "interleaving kept {} reads in flight",
+            stats.max_in_flight
+        );
     }
     let one = idx.search(&queries[..DIM], &base).unwrap();
     assert_eq!(one.ids, serial[0].ids);
@@ -89,9 +147,29 @@ fn k_above_count_returns_every_vector() {
     let dir = tempfile::tempdir().unwrap();
     let data = clustered(30, DIM, 1);
     let ids: Vec<i64> = (0..30).collect();
-    build(&data, DIM, &ids, &BuildParams { metric: Metric::L2, pq_bytes: Some(4), ..Default::default() }, dir.path(), &NoProgress).unwrap();
+    build(
+        &data,
+        DIM,
+        &ids,
+        &BuildParams {
+            metric: Metric::L2,
+            pq_bytes: Some(4),
+            ..Default::default()
+        },
+        dir.path(),
+        &NoProgress,
+    )
+    .unwrap();
     let idx = DiskIndex::open(dir.path(), &OpenOptions::default()).unwrap();
-    let r = idx.search(&data[..DIM], &SearchParams { k: 100, ..Default::default() }).unwrap();
+    let r = idx
+        .search(
+            &data[..DIM],
+            &SearchParams {
+                k: 100,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     let mut got = r.ids.clone();
     got.sort();
     assert_eq!(got, ids);
@@ -105,30 +183,66 @@ fn bad_queries_and_parameters_are_refused() {
     let idx = DiskIndex::open(dir.path(), &OpenOptions::default()).unwrap();
     let q = vec![0.1f32; DIM];
     let p = SearchParams::default();
-    assert!(matches!(idx.search(&q[..DIM - 1], &p), Err(IndexError::DimensionMismatch { expected: DIM, got: 47 })));
+    assert!(matches!(
+        idx.search(&q[..DIM - 1], &p),
+        Err(IndexError::DimensionMismatch {
+            expected: DIM,
+            got: 47
+        })
+    ));
     let mut nan = q.clone();
     nan[3] = f32::NAN;
-    assert!(idx.search(&nan, &p).unwrap_err().to_string().contains("non-finite"));
+    assert!(idx
+        .search(&nan, &p)
+        .unwrap_err()
+        .to_string()
+        .contains("non-finite"));
     assert!(idx.search(&q, &SearchParams { k: 0, ..p }).is_err());
-    assert!(idx.search(&q, &SearchParams { beam_width: 0, ..p }).is_err());
+    assert!(idx
+        .search(&q, &SearchParams { beam_width: 0, ..p })
+        .is_err());
 }
 
 #[test]
 fn bad_build_input_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = BuildParams::default();
-    let err = |data: &[f32], ids: &[i64], params: &BuildParams| build(data, 2, ids, params, dir.path(), &NoProgress).unwrap_err().to_string();
+    let err = |data: &[f32], ids: &[i64], params: &BuildParams| {
+        build(data, 2, ids, params, dir.path(), &NoProgress)
+            .unwrap_err()
+            .to_string()
+    };
     assert!(err(&[], &[], &p).contains("no vectors"));
     assert!(err(&[1.0, f32::INFINITY], &[0], &p).contains("non-finite"));
     assert!(err(&[1.0, 2.0, 3.0, 4.0], &[5, 5], &p).contains("more than once"));
     assert!(err(&[1.0, 2.0], &[0, 1], &p).contains("ids given"));
-    assert!(err(&[1.0, 2.0], &[0], &BuildParams { alpha: 0.5, ..p.clone() }).contains("alpha"));
-    assert!(err(&[1.0, 2.0], &[0], &BuildParams { pq_bytes: Some(3), ..p.clone() }).contains("PQ bytes"));
+    assert!(err(
+        &[1.0, 2.0],
+        &[0],
+        &BuildParams {
+            alpha: 0.5,
+            ..p.clone()
+        }
+    )
+    .contains("alpha"));
+    assert!(err(
+        &[1.0, 2.0],
+        &[0],
+        &BuildParams {
+            pq_bytes: Some(3),
+            ..p.clone()
+        }
+    )
+    .contains("PQ bytes"));
 }
 
 fn flip_byte(path: &Path, offset: u64) {
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
     let mut b = [0u8];
     f.read_exact_at(&mut b, offset).unwrap();
     b[0] ^= 0x5a;
@@ -160,7 +274,12 @@ fn damaged_files_are_refused_with_clear_errors() {
 
     let d = fresh();
     let len = std::fs::metadata(nodes(&d)).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(nodes(&d)).unwrap().set_len(len - 4096).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(nodes(&d))
+        .unwrap()
+        .set_len(len - 4096)
+        .unwrap();
     assert!(open_err(d.path()).contains("truncated"));
 
     let d = fresh();
@@ -181,12 +300,29 @@ fn damaged_files_are_refused_with_clear_errors() {
     for s in 2..sectors {
         flip_byte(&nodes(&d), s * 4096 + 17);
     }
-    let idx = DiskIndex::open(d.path(), &OpenOptions { cache_nodes: Some(0), ..Default::default() }).unwrap();
+    let idx = DiskIndex::open(
+        d.path(),
+        &OpenOptions {
+            cache_nodes: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let q = clustered(1, DIM, 3);
-    let e = idx.search(&q, &SearchParams::default()).unwrap_err().to_string();
+    let e = idx
+        .search(&q, &SearchParams::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("checksum") && e.contains("nodes.dvn"), "{e}");
     // The same damage inside the cached prefix is caught at open.
-    assert!(DiskIndex::open(d.path(), &OpenOptions { cache_nodes: Some(600), ..Default::default() }).is_err());
+    assert!(DiskIndex::open(
+        d.path(),
+        &OpenOptions {
+            cache_nodes: Some(600),
+            ..Default::default()
+        }
+    )
+    .is_err());
 
     // Meta from another build of the same size.
     let d = fresh();

@@ -62,17 +62,25 @@ pub struct BuildReport {
 fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
     let bad = |m: String| Err(IndexError::InvalidArgument(m));
     if p.max_degree == 0 || p.max_degree > 1024 {
-        return bad(format!("max degree must be between 1 and 1024, got {}", p.max_degree));
+        return bad(format!(
+            "max degree must be between 1 and 1024, got {}",
+            p.max_degree
+        ));
     }
     if p.build_list == 0 {
         return bad("build list must be at least 1".into());
     }
     if !(p.alpha >= 1.0 && p.alpha.is_finite()) {
-        return bad(format!("alpha must be a finite number >= 1.0, got {}", p.alpha));
+        return bad(format!(
+            "alpha must be a finite number >= 1.0, got {}",
+            p.alpha
+        ));
     }
     let pq_bytes = p.pq_bytes.unwrap_or((dim / 4).max(1));
     if pq_bytes == 0 || pq_bytes > dim {
-        return bad(format!("PQ bytes must be between 1 and the dimension {dim}, got {pq_bytes}"));
+        return bad(format!(
+            "PQ bytes must be between 1 and the dimension {dim}, got {pq_bytes}"
+        ));
     }
     Ok(pq_bytes)
 }
@@ -82,7 +90,10 @@ fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
 /// q' = (q, 0): the same order as -q.x for any query, so a graph built in L2 over these
 /// vectors is searched with -dot over the original ones (Bachrach et al. 2014).
 fn mips_to_l2(data: &[f32], dim: usize) -> (Vec<f32>, usize) {
-    let norms: Vec<f32> = data.chunks_exact(dim).map(|v| v.iter().map(|x| x * x).sum()).collect();
+    let norms: Vec<f32> = data
+        .chunks_exact(dim)
+        .map(|v| v.iter().map(|x| x * x).sum())
+        .collect();
     let max = norms.iter().copied().fold(0f32, f32::max);
     let mut out = Vec::with_capacity(data.len() + norms.len());
     for (v, n) in data.chunks_exact(dim).zip(&norms) {
@@ -106,24 +117,40 @@ pub fn build(
     let n = check_vectors(data, dim)?;
     let pq_bytes = check_params(params, dim)?;
     if ids.len() != n {
-        return Err(IndexError::InvalidArgument(format!("{} ids given for {n} vectors", ids.len())));
+        return Err(IndexError::InvalidArgument(format!(
+            "{} ids given for {n} vectors",
+            ids.len()
+        )));
     }
     let mut seen = HashSet::with_capacity(n);
     if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
-        return Err(IndexError::InvalidArgument(format!("id {dup} appears more than once")));
+        return Err(IndexError::InvalidArgument(format!(
+            "id {dup} appears more than once"
+        )));
     }
     if n > u32::MAX as usize - 1 {
-        return Err(IndexError::InvalidArgument(format!("{n} vectors exceed the 2^32-1 limit of one index")));
+        return Err(IndexError::InvalidArgument(format!(
+            "{n} vectors exceed the 2^32-1 limit of one index"
+        )));
     }
     std::fs::create_dir_all(out).map_err(file_error(out))?;
 
     let mut prepared = data.to_vec();
-    prepared.chunks_exact_mut(dim).for_each(|v| params.metric.prepare(v));
+    prepared
+        .chunks_exact_mut(dim)
+        .for_each(|v| params.metric.prepare(v));
     let rows = Rows::new(&prepared, dim);
 
     progress.phase("PQ training", 1);
-    let pq = ProductQuantizer::train(&prepared, dim, pq_bytes, params.metric.pq_uses_l2(), params.pq_sample, params.seed)
-        .map_err(IndexError::InvalidArgument)?;
+    let pq = ProductQuantizer::train(
+        &prepared,
+        dim,
+        pq_bytes,
+        params.metric.pq_uses_l2(),
+        params.pq_sample,
+        params.seed,
+    )
+    .map_err(IndexError::InvalidArgument)?;
     let codes = pq.encode_all(&prepared);
     progress.advance(1);
     let pq_seconds = start.elapsed().as_secs_f64();
@@ -138,9 +165,13 @@ pub fn build(
     };
     let graph = if params.metric == Metric::InnerProduct {
         let (augmented, adim) = mips_to_l2(&prepared, dim);
-        diskvec_graph::build(&augmented, adim, Metric::L2, vamana, &|k| progress.advance(k))
+        diskvec_graph::build(&augmented, adim, Metric::L2, vamana, &|k| {
+            progress.advance(k)
+        })
     } else {
-        diskvec_graph::build(&prepared, dim, params.metric, vamana, &|k| progress.advance(k))
+        diskvec_graph::build(&prepared, dim, params.metric, vamana, &|k| {
+            progress.advance(k)
+        })
     };
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
@@ -165,7 +196,11 @@ pub fn build(
     }
     let meta = Meta {
         pq,
-        codes: order.iter().flat_map(|&old| &codes[old as usize * pq_bytes..(old as usize + 1) * pq_bytes]).copied().collect(),
+        codes: order
+            .iter()
+            .flat_map(|&old| &codes[old as usize * pq_bytes..(old as usize + 1) * pq_bytes])
+            .copied()
+            .collect(),
         ids: order.iter().map(|&old| ids[old as usize]).collect(),
     };
     let build_id = std::time::SystemTime::now()
@@ -174,7 +209,12 @@ pub fn build(
         .unwrap_or(0)
         ^ ((std::process::id() as u64) << 32);
     let (meta_bytes, meta_crc) = meta.encode(build_id);
-    let header = Header { medoid: position[graph.medoid as usize], build_id, meta_crc, ..header_probe };
+    let header = Header {
+        medoid: position[graph.medoid as usize],
+        build_id,
+        meta_crc,
+        ..header_probe
+    };
 
     let nodes_tmp = out.join(format!("{NODES_FILE}.tmp"));
     let meta_tmp = out.join(format!("{META_FILE}.tmp"));
@@ -183,7 +223,8 @@ pub fn build(
     {
         let file = File::create(&nodes_tmp).map_err(file_error(&nodes_tmp))?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
-        w.write_all(&header.encode()).map_err(file_error(&nodes_tmp))?;
+        w.write_all(&header.encode())
+            .map_err(file_error(&nodes_tmp))?;
         let mut record = vec![0u8; layout.node_bytes];
         let mut sectors = vec![0u8; layout.read_bytes()];
         let mut neighbours = Vec::with_capacity(params.max_degree);
@@ -199,7 +240,8 @@ pub fn build(
                 neighbours.extend(graph.neighbors[old].iter().map(|&q| position[q as usize]));
                 layout.encode(rows.get(old as u32), &neighbours, &mut record);
                 if layout.sectors_per_node == 1 {
-                    sectors[slot * layout.node_bytes..(slot + 1) * layout.node_bytes].copy_from_slice(&record);
+                    sectors[slot * layout.node_bytes..(slot + 1) * layout.node_bytes]
+                        .copy_from_slice(&record);
                 } else {
                     for (i, piece) in record.chunks(SECTOR_PAYLOAD).enumerate() {
                         sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
@@ -210,7 +252,10 @@ pub fn build(
             w.write_all(&sectors).map_err(file_error(&nodes_tmp))?;
             progress.advance(1);
         }
-        let file = w.into_inner().map_err(|e| IndexError::File { path: nodes_tmp.clone(), source: e.into_error() })?;
+        let file = w.into_inner().map_err(|e| IndexError::File {
+            path: nodes_tmp.clone(),
+            source: e.into_error(),
+        })?;
         file.sync_all().map_err(file_error(&nodes_tmp))?;
     }
     {

@@ -66,7 +66,10 @@ impl Header {
     /// Parses and checks a header sector read from `path`.
     pub fn decode(sector: &[u8], path: &Path) -> Result<Self> {
         if sector.len() < SECTOR {
-            return Err(corrupt(path, "file is shorter than its header sector (truncated?)"));
+            return Err(corrupt(
+                path,
+                "file is shorter than its header sector (truncated?)",
+            ));
         }
         if &sector[..8] != NODES_MAGIC {
             return Err(corrupt(path, "not a diskvec index file (bad magic)"));
@@ -113,10 +116,18 @@ impl Header {
             return Err(corrupt(path, "header describes an impossible index"));
         }
         let l = h.layout();
-        if (node_bytes, per_sector, sectors_per) != (l.node_bytes as u32, l.nodes_per_sector as u32, l.sectors_per_node as u32)
+        if (node_bytes, per_sector, sectors_per)
+            != (
+                l.node_bytes as u32,
+                l.nodes_per_sector as u32,
+                l.sectors_per_node as u32,
+            )
             || data_sectors != l.data_sectors(h.count as usize)
         {
-            return Err(corrupt(path, "header geometry does not match its dimension and degree"));
+            return Err(corrupt(
+                path,
+                "header geometry does not match its dimension and degree",
+            ));
         }
         Ok(h)
     }
@@ -184,13 +195,22 @@ mod tests {
         assert_eq!(Header::decode(&s, p).unwrap(), sample());
         let mut bad = s.clone();
         bad[40] ^= 0xff;
-        assert!(Header::decode(&bad, p).unwrap_err().to_string().contains("checksum"));
+        assert!(Header::decode(&bad, p)
+            .unwrap_err()
+            .to_string()
+            .contains("checksum"));
         let mut bad = s.clone();
         bad[0] = b'X';
-        assert!(Header::decode(&bad, p).unwrap_err().to_string().contains("magic"));
+        assert!(Header::decode(&bad, p)
+            .unwrap_err()
+            .to_string()
+            .contains("magic"));
         let mut bad = s.clone();
         bad[8] = 99;
-        assert!(matches!(Header::decode(&bad, p), Err(IndexError::UnsupportedVersion { found: 99, .. })));
+        assert!(matches!(
+            Header::decode(&bad, p),
+            Err(IndexError::UnsupportedVersion { found: 99, .. })
+        ));
         assert!(Header::decode(&s[..100], p).is_err());
     }
 }

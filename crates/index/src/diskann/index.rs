@@ -23,7 +23,11 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        Self { engine: EngineChoice::Auto, direct: true, cache_nodes: None }
+        Self {
+            engine: EngineChoice::Auto,
+            direct: true,
+            cache_nodes: None,
+        }
     }
 }
 
@@ -52,12 +56,19 @@ impl DiskIndex {
         let nodes_path = dir.join(NODES_FILE);
         let file = open_for_reading(&nodes_path, options.direct)?;
         let mut first = AlignedBuf::new(SECTOR);
-        let got = file.file.read_at(first.as_mut_slice(), 0).map_err(file_error(&nodes_path))?;
+        let got = file
+            .file
+            .read_at(first.as_mut_slice(), 0)
+            .map_err(file_error(&nodes_path))?;
         let header = Header::decode(&first.as_slice()[..got], &nodes_path)?;
         if file.len != header.nodes_file_bytes() {
             return Err(corrupt(
                 &nodes_path,
-                format!("size is {} bytes, the header says {} (truncated?)", file.len, header.nodes_file_bytes()),
+                format!(
+                    "size is {} bytes, the header says {} (truncated?)",
+                    file.len,
+                    header.nodes_file_bytes()
+                ),
             ));
         }
         let meta = Meta::read(&dir.join(META_FILE), &header)?;
@@ -126,7 +137,10 @@ impl DiskIndex {
 
     pub(crate) fn cached_record(&self, id: u32) -> NodeRecord<'_> {
         let nb = self.layout.node_bytes;
-        NodeRecord::new(&self.cache[id as usize * nb..(id as usize + 1) * nb], self.layout.dim)
+        NodeRecord::new(
+            &self.cache[id as usize * nb..(id as usize + 1) * nb],
+            self.layout.dim,
+        )
     }
 
     pub(crate) fn take_engine(&self, depth: usize) -> Result<Box<dyn diskvec_io::ReadEngine>> {
@@ -135,11 +149,19 @@ impl DiskIndex {
             return Ok(pool.swap_remove(i));
         }
         drop(pool);
-        Ok(diskvec_io::open_engine(self.file.clone(), self.engine_choice, depth, self.layout.read_bytes())?)
+        Ok(diskvec_io::open_engine(
+            self.file.clone(),
+            self.engine_choice,
+            depth,
+            self.layout.read_bytes(),
+        )?)
     }
 
     pub(crate) fn return_engine(&self, engine: Box<dyn diskvec_io::ReadEngine>) {
-        self.engines.lock().unwrap_or_else(|e| e.into_inner()).push(engine);
+        self.engines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(engine);
     }
 }
 
@@ -162,7 +184,13 @@ fn load_prefix(file: &DataFile, layout: &NodeLayout, count: usize, path: &Path) 
             .map_err(file_error(path))?;
         let chunk = &buf.as_slice()[..bytes];
         if let Some(bad) = first_bad_sector(chunk) {
-            return Err(corrupt(path, format!("sector {} checksum mismatch", 1 + g * layout.sectors_per_node + bad)));
+            return Err(corrupt(
+                path,
+                format!(
+                    "sector {} checksum mismatch",
+                    1 + g * layout.sectors_per_node + bad
+                ),
+            ));
         }
         for (i, group) in chunk.chunks_exact(group_bytes).enumerate() {
             for slot in 0..layout.nodes_per_sector {

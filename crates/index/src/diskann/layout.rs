@@ -28,7 +28,13 @@ impl NodeLayout {
         } else {
             (1, node_bytes.div_ceil(SECTOR_PAYLOAD))
         };
-        Self { dim, max_degree, node_bytes, nodes_per_sector, sectors_per_node }
+        Self {
+            dim,
+            max_degree,
+            node_bytes,
+            nodes_per_sector,
+            sectors_per_node,
+        }
     }
 
     /// Node sectors needed for `count` records.
@@ -66,7 +72,10 @@ impl NodeLayout {
             }
             &scratch[..self.node_bytes]
         };
-        NodeRecord { bytes, dim: self.dim }
+        NodeRecord {
+            bytes,
+            dim: self.dim,
+        }
     }
 
     /// Writes the record of one node into `out` (`node_bytes` long).
@@ -135,9 +144,9 @@ pub fn seal_sectors(sectors: &mut [u8]) {
 
 /// Index of the first sector in `sectors` whose CRC trailer does not match, if any.
 pub fn first_bad_sector(sectors: &[u8]) -> Option<usize> {
-    sectors.chunks_exact(SECTOR).position(|s| {
-        crc32fast::hash(&s[..SECTOR_PAYLOAD]).to_le_bytes() != s[SECTOR_PAYLOAD..]
-    })
+    sectors
+        .chunks_exact(SECTOR)
+        .position(|s| crc32fast::hash(&s[..SECTOR_PAYLOAD]).to_le_bytes() != s[SECTOR_PAYLOAD..])
 }
 
 #[cfg(test)]
@@ -147,7 +156,10 @@ mod tests {
     #[test]
     fn geometry_for_common_dimensions() {
         let l = NodeLayout::new(384, 64);
-        assert_eq!((l.node_bytes, l.nodes_per_sector, l.sectors_per_node), (1796, 2, 1));
+        assert_eq!(
+            (l.node_bytes, l.nodes_per_sector, l.sectors_per_node),
+            (1796, 2, 1)
+        );
         assert_eq!(l.offset_of(0), 4096);
         assert_eq!(l.offset_of(1), 4096);
         assert_eq!(l.offset_of(2), 8192);

@@ -30,7 +30,10 @@ impl Meta {
         }
         let crc = crc32fast::hash(&body);
         let mut out = vec![0u8; META_HEADER];
-        let mut w = Writer { buf: &mut out, at: 0 };
+        let mut w = Writer {
+            buf: &mut out,
+            at: 0,
+        };
         w.bytes(META_MAGIC);
         w.u32(super::LAYOUT_VERSION);
         w.u32(crc);
@@ -45,7 +48,10 @@ impl Meta {
     pub fn read(path: &Path, header: &Header) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(file_error(path))?;
         if bytes.len() < META_HEADER || &bytes[..8] != META_MAGIC {
-            return Err(corrupt(path, "not a diskvec meta file (bad magic or truncated)"));
+            return Err(corrupt(
+                path,
+                "not a diskvec meta file (bad magic or truncated)",
+            ));
         }
         let mut r = Reader { buf: &bytes, at: 8 };
         let version = r.u32();
@@ -63,7 +69,13 @@ impl Meta {
         let body = &bytes[META_HEADER..];
         let m = header.pq_bytes as usize;
         if body.len() != pq_len + count * m + count * 8 {
-            return Err(corrupt(path, format!("size {} does not match its header (truncated?)", bytes.len())));
+            return Err(corrupt(
+                path,
+                format!(
+                    "size {} does not match its header (truncated?)",
+                    bytes.len()
+                ),
+            ));
         }
         if crc32fast::hash(body) != crc || crc != header.meta_crc {
             return Err(corrupt(path, "checksum mismatch"));

@@ -54,7 +54,15 @@ mod tests {
     fn is_a_permutation_that_packs_neighbours() {
         // A path 0-1-2-3-4-5 plus an isolated node 6; the medoid is 2.
         let g = Graph {
-            neighbors: vec![vec![1], vec![0, 2], vec![1, 3], vec![2, 4], vec![3, 5], vec![4], vec![]],
+            neighbors: vec![
+                vec![1],
+                vec![0, 2],
+                vec![1, 3],
+                vec![2, 4],
+                vec![3, 5],
+                vec![4],
+                vec![],
+            ],
             medoid: 2,
         };
         let order = sector_order(&g, 2);

@@ -34,7 +34,12 @@ pub struct SearchParams {
 
 impl Default for SearchParams {
     fn default() -> Self {
-        Self { k: 10, search_list: 100, beam_width: 4, queries_per_thread: 8 }
+        Self {
+            k: 10,
+            search_list: 100,
+            beam_width: 4,
+            queries_per_thread: 8,
+        }
     }
 }
 
@@ -108,7 +113,10 @@ impl DiskIndex {
             return Err(IndexError::InvalidArgument("k must be at least 1".into()));
         }
         if p.beam_width == 0 || p.beam_width > 64 {
-            return Err(IndexError::InvalidArgument(format!("beam width must be between 1 and 64, got {}", p.beam_width)));
+            return Err(IndexError::InvalidArgument(format!(
+                "beam width must be between 1 and 64, got {}",
+                p.beam_width
+            )));
         }
         if p.queries_per_thread == 0 || p.queries_per_thread > 64 {
             return Err(IndexError::InvalidArgument(format!(
@@ -116,12 +124,18 @@ impl DiskIndex {
                 p.queries_per_thread
             )));
         }
-        Ok(SearchParams { search_list: p.search_list.max(p.k), ..*p })
+        Ok(SearchParams {
+            search_list: p.search_list.max(p.k),
+            ..*p
+        })
     }
 
     /// Searches one query.
     pub fn search(&self, query: &[f32], params: &SearchParams) -> Result<SearchResult> {
-        let p = SearchParams { queries_per_thread: 1, ..*params };
+        let p = SearchParams {
+            queries_per_thread: 1,
+            ..*params
+        };
         let (mut results, _) = self.search_batch(Rows::new(query, query.len().max(1)), &p, 1)?;
         Ok(results.pop().unwrap_or_default())
     }
@@ -135,32 +149,42 @@ impl DiskIndex {
     ) -> Result<(Vec<SearchResult>, BatchStats)> {
         let params = self.check_params(params)?;
         if queries.dim() != self.dim() {
-            return Err(IndexError::DimensionMismatch { expected: self.dim(), got: queries.dim() });
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim(),
+                got: queries.dim(),
+            });
         }
         check_vectors(queries.data(), queries.dim())?;
         let threads = threads.clamp(1, queries.len().max(1));
         let next = AtomicUsize::new(0);
         let start = Instant::now();
         let depth = params.queries_per_thread * params.beam_width;
-        let outcomes: Vec<Result<(Vec<(usize, SearchResult)>, usize, EngineKind)>> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut engine = self.take_engine(depth)?;
-                        let before = engine.stats().max_in_flight;
-                        let out = self.run_worker(queries, &params, &next, engine.as_mut());
-                        let max = engine.stats().max_in_flight.max(before);
-                        let kind = engine.kind();
-                        self.return_engine(engine);
-                        out.map(|o| (o, max, kind))
+        let outcomes: Vec<Result<(Vec<(usize, SearchResult)>, usize, EngineKind)>> =
+            std::thread::scope(|s| {
+                let workers: Vec<_> = (0..threads)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mut engine = self.take_engine(depth)?;
+                            let before = engine.stats().max_in_flight;
+                            let out = self.run_worker(queries, &params, &next, engine.as_mut());
+                            let max = engine.stats().max_in_flight.max(before);
+                            let kind = engine.kind();
+                            self.return_engine(engine);
+                            out.map(|o| (o, max, kind))
+                        })
                     })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| w.join().unwrap_or_else(|_| Err(IndexError::InvalidArgument("a search thread panicked".into()))))
-                .collect()
-        });
+                    .collect();
+                workers
+                    .into_iter()
+                    .map(|w| {
+                        w.join().unwrap_or_else(|_| {
+                            Err(IndexError::InvalidArgument(
+                                "a search thread panicked".into(),
+                            ))
+                        })
+                    })
+                    .collect()
+            });
         let mut results = vec![SearchResult::default(); queries.len()];
         let mut max_in_flight = 0;
         let mut engine = EngineKind::Pread;
@@ -172,7 +196,11 @@ impl DiskIndex {
                 results[i] = r;
             }
         }
-        let stats = BatchStats { seconds: start.elapsed().as_secs_f64(), engine, max_in_flight };
+        let stats = BatchStats {
+            seconds: start.elapsed().as_secs_f64(),
+            engine,
+            max_in_flight,
+        };
         Ok((results, stats))
     }
 
@@ -207,7 +235,8 @@ impl DiskIndex {
     /// neighbours join the candidate list by PQ distance.
     fn expand(&self, q: &mut Query, id: u32, record: &NodeRecord, scratch: &mut Scratch) {
         record.vector_into(&mut scratch.vector);
-        q.exact.push((self.header.metric.distance(&q.vector, &scratch.vector), id));
+        q.exact
+            .push((self.header.metric.distance(&q.vector, &scratch.vector), id));
         for nb in record.neighbors() {
             if nb as u64 >= self.header.count {
                 continue;
@@ -230,7 +259,9 @@ impl DiskIndex {
         scratch: &mut Scratch,
     ) -> Result<bool> {
         while q.in_flight < params.beam_width {
-            let Some(pos) = q.list.next_unexpanded(|_| false) else { break };
+            let Some(pos) = q.list.next_unexpanded(|_| false) else {
+                break;
+            };
             q.list.mark_expanded(pos);
             let id = q.list.items()[pos].id;
             if id < self.cached {
@@ -239,7 +270,11 @@ impl DiskIndex {
                 self.expand(q, id, &record, scratch);
                 continue;
             }
-            engine.submit(self.layout.offset_of(id), self.layout.read_bytes(), (slot as u64) << 32 | id as u64)?;
+            engine.submit(
+                self.layout.offset_of(id),
+                self.layout.read_bytes(),
+                (slot as u64) << 32 | id as u64,
+            )?;
             q.in_flight += 1;
             q.result.reads += 1;
         }
@@ -251,7 +286,10 @@ impl DiskIndex {
     fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) -> Result<()> {
         if let Some(bad) = first_bad_sector(data) {
             let sector = self.layout.offset_of(id) / diskvec_io::SECTOR as u64 + bad as u64;
-            return Err(corrupt(&self.nodes_path, format!("sector {sector} checksum mismatch")));
+            return Err(corrupt(
+                &self.nodes_path,
+                format!("sector {sector} checksum mismatch"),
+            ));
         }
         let mut record_buf = std::mem::take(&mut scratch.record);
         let record = self.layout.record(data, id, &mut record_buf);
@@ -260,7 +298,12 @@ impl DiskIndex {
             if mate == id {
                 continue;
             }
-            if let Some(pos) = q.list.items().iter().position(|c| c.id == mate && !c.expanded) {
+            if let Some(pos) = q
+                .list
+                .items()
+                .iter()
+                .position(|c| c.id == mate && !c.expanded)
+            {
                 q.list.mark_expanded(pos);
                 q.result.free_expansions += 1;
                 let record = self.layout.record(data, mate, &mut record_buf);
@@ -272,7 +315,8 @@ impl DiskIndex {
     }
 
     fn finish(&self, mut q: Query, k: usize) -> (usize, SearchResult) {
-        q.exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        q.exact
+            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         q.exact.dedup_by_key(|e| e.1);
         for &(d, id) in q.exact.iter().take(k) {
             q.result.ids.push(self.meta.ids[id as usize]);
@@ -327,7 +371,12 @@ impl DiskIndex {
                 let q = active[slot].as_mut().expect("a read for a finished query");
                 q.in_flight -= 1;
                 let landed = match d.result {
-                    Ok(()) => self.land(q, id, &engine.buffer(d.slot)[..self.layout.read_bytes()], &mut scratch),
+                    Ok(()) => self.land(
+                        q,
+                        id,
+                        &engine.buffer(d.slot)[..self.layout.read_bytes()],
+                        &mut scratch,
+                    ),
                     Err(e) => Err(e.into()),
                 };
                 engine.release(d.slot);

@@ -1,0 +1,72 @@
+use std::path::PathBuf;
+
+use anyhow::Context;
+use diskvec_index::diskann::{DiskIndex, OpenOptions, LAYOUT_VERSION};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long)]
+    pub index: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let idx = DiskIndex::open(
+        &args.index,
+        &OpenOptions {
+            cache_nodes: Some(0),
+            ..Default::default()
+        },
+    )
+    .with_context(|| format!("opening {}", args.index.display()))?;
+    let h = idx.header();
+    let l = idx.layout();
+    let raw = h.count as f64 * h.dim as f64 * 4.0;
+    let dram = idx.dram_bytes() as f64;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "count": h.count, "dim": h.dim, "metric": h.metric.name(), "max_degree": h.max_degree,
+                "build_list": h.build_list, "alpha": h.alpha, "pq_bytes": h.pq_bytes,
+                "layout_version": LAYOUT_VERSION, "node_bytes": l.node_bytes,
+                "nodes_per_sector": l.nodes_per_sector, "sectors_per_node": l.sectors_per_node,
+                "medoid": h.medoid, "dram_bytes": idx.dram_bytes(), "disk_bytes": idx.disk_bytes(),
+                "raw_vector_bytes": raw as u64,
+            })
+        );
+        return Ok(());
+    }
+    println!("index          {}", args.index.display());
+    println!("layout version {LAYOUT_VERSION}");
+    println!(
+        "vectors        {} x {} dims, metric {}",
+        h.count, h.dim, h.metric
+    );
+    println!(
+        "graph          max degree {}, build list {}, alpha {}, entry node {}",
+        h.max_degree, h.build_list, h.alpha, h.medoid
+    );
+    println!(
+        "node record    {} B, {} per 4 KiB sector{}",
+        l.node_bytes,
+        l.nodes_per_sector,
+        if l.sectors_per_node > 1 {
+            format!(", {} sectors each", l.sectors_per_node)
+        } else {
+            String::new()
+        }
+    );
+    println!("PQ code        {} B per vector", h.pq_bytes);
+    println!(
+        "DRAM           {:.2} MiB without node cache ({:.1}% of the raw vectors)",
+        dram / 1048576.0,
+        100.0 * dram / raw
+    );
+    println!(
+        "disk           {:.2} MiB (nodes.dvn)",
+        idx.disk_bytes() as f64 / 1048576.0
+    );
+    Ok(())
+}

@@ -1,0 +1,215 @@
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use diskvec_dataset::{DatasetDir, Matrix, Neighbors};
+use diskvec_index::diskann::{DiskIndex, OpenOptions, SearchParams, SearchResult};
+use diskvec_io::EngineChoice;
+use diskvec_vector::Rows;
+use serde_json::json;
+
+use crate::stats::{peak_rss_mb, percentile, recall_at};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long)]
+    pub index: PathBuf,
+    /// Dataset directory with test queries and neighbors (ground truth).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// L, the candidate-list size; a comma-separated list runs a sweep.
+    #[arg(long, default_value = "100", value_delimiter = ',')]
+    pub search_list: Vec<usize>,
+    /// W: reads one query keeps in flight.
+    #[arg(long, default_value_t = 4)]
+    pub beam_width: usize,
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Queries one thread interleaves, overlapping one's I/O with another's compute.
+    #[arg(long, default_value_t = 8)]
+    pub queries_per_thread: usize,
+    /// Nodes cached in DRAM (default: 2% of the index).
+    #[arg(long)]
+    pub cache_nodes: Option<usize>,
+    /// auto, uring or pread.
+    #[arg(long, default_value = "auto")]
+    pub engine: EngineChoice,
+    /// Read through the page cache instead of O_DIRECT.
+    #[arg(long)]
+    pub buffered: bool,
+    /// Also print one JSON object per search list; the last line of stdout is JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Test queries and ground truth, checked against each other.
+pub fn load_queries(dir: &std::path::Path) -> anyhow::Result<(Matrix, Neighbors)> {
+    let d = DatasetDir::open(dir)?;
+    let test = d.test()?;
+    let gt = d.neighbors()?;
+    if gt.lists.len() != test.len() {
+        bail!(
+            "{}: ground truth has {} rows but there are {} test queries; it does not belong to these queries",
+            d.neighbors_path()?.display(),
+            gt.lists.len(),
+            test.len()
+        );
+    }
+    if gt.query_ids != test.ids {
+        bail!(
+            "{}: ground-truth query ids do not match the test query ids",
+            d.neighbors_path()?.display()
+        );
+    }
+    Ok((test, gt))
+}
+
+/// Aggregates of one run over all test queries.
+pub struct RunSummary {
+    pub search_list: usize,
+    pub recall: f64,
+    pub qps: f64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub mean_ios: f64,
+    pub mean_cache_hits: f64,
+    pub mean_free: f64,
+    pub reads_per_second: f64,
+}
+
+pub fn summarize(
+    results: &[SearchResult],
+    gt: &Neighbors,
+    k: usize,
+    seconds: f64,
+    search_list: usize,
+) -> RunSummary {
+    let n = results.len() as f64;
+    let recall = results
+        .iter()
+        .zip(&gt.lists)
+        .map(|(r, t)| recall_at(&r.ids, t, k))
+        .sum::<f64>()
+        / n;
+    let mut lat: Vec<f64> = results.iter().map(|r| r.latency_us / 1000.0).collect();
+    lat.sort_by(f64::total_cmp);
+    let reads: f64 = results.iter().map(|r| r.reads as f64).sum();
+    RunSummary {
+        search_list,
+        recall,
+        qps: n / seconds,
+        mean_ms: lat.iter().sum::<f64>() / n,
+        p50_ms: percentile(&lat, 50.0),
+        p95_ms: percentile(&lat, 95.0),
+        p99_ms: percentile(&lat, 99.0),
+        mean_ios: reads / n,
+        mean_cache_hits: results.iter().map(|r| r.cache_hits as f64).sum::<f64>() / n,
+        mean_free: results
+            .iter()
+            .map(|r| r.free_expansions as f64)
+            .sum::<f64>()
+            / n,
+        reads_per_second: reads / seconds,
+    }
+}
+
+pub fn print_table_header() {
+    println!(
+        "{:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>10}",
+        "L",
+        "recall@k",
+        "QPS",
+        "mean ms",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "reads/q",
+        "cache/q",
+        "reads/s"
+    );
+}
+
+pub fn print_row(s: &RunSummary) {
+    println!(
+        "{:>6} {:>9.4} {:>9.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.1} {:>8.1} {:>10.0}",
+        s.search_list,
+        s.recall,
+        s.qps,
+        s.mean_ms,
+        s.p50_ms,
+        s.p95_ms,
+        s.p99_ms,
+        s.mean_ios,
+        s.mean_cache_hits,
+        s.reads_per_second
+    );
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (test, gt) = load_queries(&args.dataset)?;
+    let options = OpenOptions {
+        engine: args.engine,
+        direct: !args.buffered,
+        cache_nodes: args.cache_nodes,
+    };
+    let index = DiskIndex::open(&args.index, &options)
+        .with_context(|| format!("opening {}", args.index.display()))?;
+    if test.dim != index.dim() {
+        bail!(
+            "the test queries have dimension {}, the index has {}",
+            test.dim,
+            index.dim()
+        );
+    }
+    let engine = index.engine_kind()?;
+    println!(
+        "index {}: {} vectors x {} dims, {} cached nodes, engine {engine}, {}; k={}, W={}, {} threads x {} queries in flight",
+        args.index.display(),
+        index.len(),
+        index.dim(),
+        index.cached_nodes(),
+        if index.direct_io() { "O_DIRECT" } else { "buffered" },
+        args.k,
+        args.beam_width,
+        args.threads,
+        args.queries_per_thread
+    );
+    print_table_header();
+    let mut json_lines = Vec::new();
+    for &l in &args.search_list {
+        let params = SearchParams {
+            k: args.k,
+            search_list: l,
+            beam_width: args.beam_width,
+            queries_per_thread: args.queries_per_thread,
+        };
+        let (results, stats) =
+            index.search_batch(Rows::new(&test.data, test.dim), &params, args.threads)?;
+        let s = summarize(&results, &gt, args.k, stats.seconds, l);
+        print_row(&s);
+        json_lines.push(json!({
+            "k": args.k, "search_list": l, "beam_width": args.beam_width, "threads": args.threads,
+            "queries_per_thread": args.queries_per_thread, "cache_nodes": index.cached_nodes(),
+            "engine": engine.to_string(), "direct_io": index.direct_io(),
+            "recall": s.recall, "qps": s.qps, "mean_ms": s.mean_ms, "p50_ms": s.p50_ms,
+            "p95_ms": s.p95_ms, "p99_ms": s.p99_ms, "mean_ios": s.mean_ios,
+            "mean_cache_hits": s.mean_cache_hits, "mean_free_expansions": s.mean_free,
+            "reads_per_second": s.reads_per_second, "max_in_flight": stats.max_in_flight,
+            "dram_index_bytes": index.dram_bytes(), "peak_rss_mb": peak_rss_mb(),
+        }));
+    }
+    println!(
+        "peak RSS {:.0} MiB; index DRAM {:.1} MiB",
+        peak_rss_mb(),
+        index.dram_bytes() as f64 / 1048576.0
+    );
+    if args.json {
+        for j in json_lines {
+            println!("{j}");
+        }
+    }
+    Ok(())
+}
