@@ -20,6 +20,10 @@ static BUFFERED_NOTICE: Once = Once::new();
 /// read; where the file system refuses (tmpfs, some overlay mounts) the file is opened
 /// buffered instead and the log says so once per process.
 pub fn open_for_reading(path: &Path, want_direct: bool) -> Result<DataFile> {
+    open_with_probe(path, want_direct, direct_read_works)
+}
+
+fn open_with_probe(path: &Path, want_direct: bool, probe: fn(&File, u64) -> bool) -> Result<DataFile> {
     let os = |source| IoError::Os {
         path: path.display().to_string(),
         source,
@@ -31,7 +35,7 @@ pub fn open_for_reading(path: &Path, want_direct: bool) -> Result<DataFile> {
             .custom_flags(libc::O_DIRECT)
             .open(path)
         {
-            Ok(file) if direct_read_works(&file, len) => {
+            Ok(file) if probe(&file, len) => {
                 return Ok(DataFile {
                     file,
                     path: path.to_path_buf(),
@@ -82,6 +86,21 @@ mod tests {
         assert_eq!(d.len, (SECTOR * 2) as u64);
         let d = open_for_reading(&p, false).unwrap();
         assert!(!d.direct);
+    }
+
+    #[test]
+    fn refused_o_direct_falls_back_to_buffered_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![9u8; SECTOR]).unwrap();
+        let d = open_with_probe(&p, true, |_, _| false).unwrap();
+        assert!(!d.direct);
+        let mut buf = vec![0u8; 16];
+        d.file.read_at(&mut buf, 100).unwrap();
+        assert_eq!(buf, vec![9u8; 16]);
+        // A file shorter than a sector cannot be proven for O_DIRECT and is read buffered.
+        std::fs::write(&p, b"short").unwrap();
+        assert!(!open_for_reading(&p, true).unwrap().direct);
     }
 
     #[test]

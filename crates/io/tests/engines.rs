@@ -116,3 +116,30 @@ fn uring_engine_is_available_or_fallback_is_explicit() {
         }
     }
 }
+
+#[test]
+fn reads_work_on_tmpfs_with_or_without_o_direct() {
+    let shm = std::path::Path::new("/dev/shm");
+    let is_tmpfs = std::fs::read_to_string("/proc/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some("/dev/shm") && l.contains("tmpfs"))
+        })
+        .unwrap_or(false);
+    if !is_tmpfs {
+        eprintln!("skipping: /dev/shm is not tmpfs here");
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let path = dir.path().join("data");
+    std::fs::write(&path, vec![3u8; 2 * SECTOR]).unwrap();
+    // Kernels before 6.6 refuse O_DIRECT on tmpfs (we then read buffered); later ones accept it.
+    let file = open_for_reading(&path, true).unwrap();
+    eprintln!("tmpfs O_DIRECT accepted: {}", file.direct);
+    let mut eng = open_engine(Arc::new(file), EngineChoice::Auto, 2, SECTOR).unwrap();
+    eng.submit(SECTOR as u64, SECTOR, 9).unwrap();
+    let mut done = Vec::new();
+    eng.complete(1, &mut done).unwrap();
+    assert!(done[0].result.is_ok());
+    assert!(eng.buffer(done[0].slot).iter().all(|&b| b == 3));
+}

@@ -1,1 +1,279 @@
+//! `import diskvec`: the disk index from Python, numpy in and out.
+//! The Python package (python/diskvec) wraps this module; keep this layer thin.
 
+use std::path::PathBuf;
+
+use diskvec_index::diskann::{self, BuildParams, DiskIndex as Inner, OpenOptions, SearchParams};
+use diskvec_index::{flat, IndexError, NoProgress};
+use diskvec_vector::{Metric, Rows};
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+fn to_py(e: IndexError) -> PyErr {
+    match e {
+        IndexError::InvalidArgument(_)
+        | IndexError::InvalidVectors(_)
+        | IndexError::DimensionMismatch { .. } => PyValueError::new_err(e.to_string()),
+        _ => PyOSError::new_err(e.to_string()),
+    }
+}
+
+fn value_err(msg: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(msg.to_string())
+}
+
+fn contiguous<'a>(a: &'a PyReadonlyArray2<f32>) -> PyResult<&'a [f32]> {
+    a.as_slice()
+        .map_err(|_| value_err("array must be C-contiguous"))
+}
+
+fn pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(t) = threads {
+        if t == 0 {
+            return Err(value_err("threads must be at least 1"));
+        }
+        b = b.num_threads(t);
+    }
+    b.build().map_err(value_err)
+}
+
+#[pyfunction]
+#[pyo3(signature = (vectors, path, ids, metric, max_degree, build_list, alpha, pq_bytes, threads))]
+#[allow(clippy::too_many_arguments)]
+fn build_index<'py>(
+    py: Python<'py>,
+    vectors: PyReadonlyArray2<f32>,
+    path: PathBuf,
+    ids: PyReadonlyArray1<i64>,
+    metric: &str,
+    max_degree: usize,
+    build_list: usize,
+    alpha: f32,
+    pq_bytes: Option<usize>,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let metric: Metric = metric.parse().map_err(value_err)?;
+    let dim = vectors.shape()[1];
+    let data = contiguous(&vectors)?;
+    let ids = ids
+        .as_slice()
+        .map_err(|_| value_err("ids must be contiguous"))?;
+    let params = BuildParams {
+        metric,
+        max_degree,
+        build_list,
+        alpha,
+        pq_bytes,
+        ..Default::default()
+    };
+    let workers = pool(threads)?;
+    let report = py
+        .detach(|| {
+            workers.install(|| diskann::build(data, dim.max(1), ids, &params, &path, &NoProgress))
+        })
+        .map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("count", report.count)?;
+    d.set_item("dim", report.dim)?;
+    d.set_item("pq_bytes", report.pq_bytes)?;
+    d.set_item("build_seconds", report.total_seconds)?;
+    d.set_item("graph_seconds", report.graph_seconds)?;
+    d.set_item("pq_seconds", report.pq_seconds)?;
+    d.set_item("nodes_file_bytes", report.nodes_file_bytes)?;
+    Ok(d)
+}
+
+/// Exact search: for each query, the row numbers and distances of its `k` nearest rows.
+#[pyfunction]
+fn flat_search<'py>(
+    py: Python<'py>,
+    base: PyReadonlyArray2<f32>,
+    queries: PyReadonlyArray2<f32>,
+    k: usize,
+    metric: &str,
+) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>)> {
+    let metric: Metric = metric.parse().map_err(value_err)?;
+    let (bd, qd) = (base.shape()[1].max(1), queries.shape()[1].max(1));
+    let mut b = contiguous(&base)?.to_vec();
+    let mut q = contiguous(&queries)?.to_vec();
+    if bd != qd {
+        return Err(to_py(IndexError::DimensionMismatch {
+            expected: bd,
+            got: qd,
+        }));
+    }
+    if b.len() % bd != 0 || b.is_empty() || q.is_empty() {
+        return Err(value_err("base and queries must be non-empty 2-D arrays"));
+    }
+    b.chunks_exact_mut(bd).for_each(|v| metric.prepare(v));
+    q.chunks_exact_mut(qd).for_each(|v| metric.prepare(v));
+    let found = py
+        .detach(|| flat::search(Rows::new(&b, bd), Rows::new(&q, qd), metric, k, &NoProgress))
+        .map_err(to_py)?;
+    let rows: Vec<Vec<(i64, f32)>> = found
+        .into_iter()
+        .map(|r| r.into_iter().map(|(i, d)| (i as i64, d)).collect())
+        .collect();
+    Ok(padded(py, &rows, k.min(b.len() / bd)))
+}
+
+/// Results as (ids, distances) arrays of `k` columns; short rows are padded with -1 / inf.
+fn padded<'py>(
+    py: Python<'py>,
+    rows: &[Vec<(i64, f32)>],
+    k: usize,
+) -> (Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>) {
+    let mut ids = Array2::<i64>::from_elem((rows.len(), k), -1);
+    let mut dists = Array2::<f32>::from_elem((rows.len(), k), f32::INFINITY);
+    for (r, row) in rows.iter().enumerate() {
+        for (c, &(id, d)) in row.iter().take(k).enumerate() {
+            ids[[r, c]] = id;
+            dists[[r, c]] = d;
+        }
+    }
+    (ids.into_pyarray(py), dists.into_pyarray(py))
+}
+
+/// An opened disk index.
+#[pyclass(module = "diskvec._native", frozen)]
+struct DiskIndex {
+    inner: Inner,
+}
+
+#[pymethods]
+impl DiskIndex {
+    #[new]
+    #[pyo3(signature = (path, cache_nodes=None, engine="auto", direct=true))]
+    fn open(
+        path: PathBuf,
+        cache_nodes: Option<usize>,
+        engine: &str,
+        direct: bool,
+    ) -> PyResult<Self> {
+        let engine = engine.parse().map_err(value_err)?;
+        let inner = Inner::open(
+            &path,
+            &OpenOptions {
+                engine,
+                direct,
+                cache_nodes,
+            },
+        )
+        .map_err(to_py)?;
+        Ok(Self { inner })
+    }
+
+    #[getter]
+    fn count(&self) -> usize {
+        self.inner.len()
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    #[getter]
+    fn metric(&self) -> &'static str {
+        self.inner.header().metric.name()
+    }
+
+    #[getter]
+    fn dram_bytes(&self) -> usize {
+        self.inner.dram_bytes()
+    }
+
+    #[getter]
+    fn cached_nodes(&self) -> usize {
+        self.inner.cached_nodes()
+    }
+
+    #[getter]
+    fn engine(&self) -> PyResult<String> {
+        Ok(self.inner.engine_kind().map_err(to_py)?.to_string())
+    }
+
+    #[getter]
+    fn direct_io(&self) -> bool {
+        self.inner.direct_io()
+    }
+
+    /// Searches one query; returns (ids, distances, reads).
+    #[pyo3(signature = (query, k, search_list, beam_width))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: PyReadonlyArray1<f32>,
+        k: usize,
+        search_list: usize,
+        beam_width: usize,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>, u32)> {
+        let q = query
+            .as_slice()
+            .map_err(|_| value_err("query must be contiguous"))?;
+        let params = SearchParams {
+            k,
+            search_list,
+            beam_width,
+            queries_per_thread: 1,
+        };
+        let r = py.detach(|| self.inner.search(q, &params)).map_err(to_py)?;
+        Ok((
+            r.ids.into_pyarray(py),
+            r.distances.into_pyarray(py),
+            r.reads,
+        ))
+    }
+
+    /// Searches every row; returns (ids [n, k], distances [n, k], mean reads per query).
+    #[pyo3(signature = (queries, k, search_list, beam_width, threads, queries_per_thread))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        queries: PyReadonlyArray2<f32>,
+        k: usize,
+        search_list: usize,
+        beam_width: usize,
+        threads: usize,
+        queries_per_thread: usize,
+    ) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>, f64)> {
+        let dim = queries.shape()[1];
+        let data = contiguous(&queries)?;
+        if dim == 0 || data.is_empty() {
+            return Err(value_err("queries must be a non-empty 2-D array"));
+        }
+        let params = SearchParams {
+            k,
+            search_list,
+            beam_width,
+            queries_per_thread,
+        };
+        let (results, _) = py
+            .detach(|| {
+                self.inner
+                    .search_batch(Rows::new(data, dim), &params, threads)
+            })
+            .map_err(to_py)?;
+        let reads = results.iter().map(|r| r.reads as f64).sum::<f64>() / results.len() as f64;
+        let rows: Vec<Vec<(i64, f32)>> = results
+            .into_iter()
+            .map(|r| r.ids.into_iter().zip(r.distances).collect())
+            .collect();
+        let (ids, dists) = padded(py, &rows, k);
+        Ok((ids, dists, reads))
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(build_index, m)?)?;
+    m.add_function(wrap_pyfunction!(flat_search, m)?)?;
+    m.add_class::<DiskIndex>()?;
+    m.add("LAYOUT_VERSION", diskann::LAYOUT_VERSION)?;
+    Ok(())
+}

@@ -39,7 +39,7 @@ impl Default for BuildParams {
             build_list: 100,
             alpha: 1.2,
             pq_bytes: None,
-            pq_sample: 100_000,
+            pq_sample: 25_000,
             seed: 1,
         }
     }

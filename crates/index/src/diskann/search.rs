@@ -105,6 +105,7 @@ struct Query {
 struct Scratch {
     vector: Vec<f32>,
     record: Vec<u8>,
+    fresh: Vec<u32>,
 }
 
 impl DiskIndex {
@@ -213,7 +214,7 @@ impl DiskIndex {
             table,
             vector,
             list: CandidateList::new(params.search_list),
-            visited: IdSet::default(),
+            visited: IdSet::with_capacity_and_hasher(params.search_list * 32, Default::default()),
             exact: Vec::with_capacity(params.search_list * 2),
             in_flight: 0,
             result: SearchResult::default(),
@@ -237,14 +238,16 @@ impl DiskIndex {
         record.vector_into(&mut scratch.vector);
         q.exact
             .push((self.header.metric.distance(&q.vector, &scratch.vector), id));
+        scratch.fresh.clear();
         for nb in record.neighbors() {
-            if nb as u64 >= self.header.count {
-                continue;
+            if (nb as u64) < self.header.count && q.visited.insert(nb) {
+                PqTable::prefetch(self.code(nb));
+                scratch.fresh.push(nb);
             }
-            if q.visited.insert(nb) {
-                let d = q.table.distance(self.code(nb));
-                q.list.insert(nb, d);
-            }
+        }
+        for &nb in &scratch.fresh {
+            let d = q.table.distance(self.code(nb));
+            q.list.insert(nb, d);
         }
     }
 

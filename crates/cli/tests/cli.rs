@@ -1,0 +1,232 @@
+//! The `diskvec` binary end to end on the bundled real sample, and its errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/wordnet-minilm384-5k")
+}
+
+fn diskvec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_diskvec"))
+        .args(args)
+        .output()
+        .expect("run diskvec")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = diskvec(args);
+    assert!(
+        out.status.success(),
+        "diskvec {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails(args: &[&str]) -> String {
+    let out = diskvec(args);
+    assert!(!out.status.success(), "diskvec {args:?} succeeded");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+fn last_json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.lines().last().unwrap()).expect("last line is JSON")
+}
+
+#[test]
+fn build_search_inspect_on_the_bundled_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("idx");
+    let (ds, ix) = (sample(), index.clone());
+    let (ds, ix) = (ds.to_str().unwrap(), ix.to_str().unwrap());
+    let built = last_json(&ok(&[
+        "build",
+        "--dataset",
+        ds,
+        "--index",
+        ix,
+        "--max-degree",
+        "32",
+        "--threads",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(built["count"], 5000);
+    assert_eq!(built["pq_bytes"], 96);
+
+    let out = ok(&[
+        "search",
+        "--index",
+        ix,
+        "--dataset",
+        ds,
+        "--k",
+        "10",
+        "--search-list",
+        "20,60",
+        "--json",
+    ]);
+    let j = last_json(&out);
+    for field in [
+        "recall",
+        "qps",
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "mean_ios",
+        "peak_rss_mb",
+    ] {
+        assert!(j[field].as_f64().is_some(), "missing {field} in {j}");
+    }
+    assert_eq!(j["search_list"], 60);
+    assert!(j["recall"].as_f64().unwrap() >= 0.98, "{j}");
+    assert!(j["p50_ms"].as_f64().unwrap() <= j["p99_ms"].as_f64().unwrap());
+    assert!(j["mean_ios"].as_f64().unwrap() > 1.0);
+
+    let pread = last_json(&ok(&[
+        "search",
+        "--index",
+        ix,
+        "--dataset",
+        ds,
+        "--engine",
+        "pread",
+        "--search-list",
+        "60",
+        "--json",
+    ]));
+    assert_eq!(pread["engine"], "pread");
+    assert!((pread["recall"].as_f64().unwrap() - j["recall"].as_f64().unwrap()).abs() < 0.02);
+
+    let info = ok(&["inspect", "--index", ix]);
+    assert!(
+        info.contains("5000 x 384 dims") && info.contains("layout version 1"),
+        "{info}"
+    );
+    let info = last_json(&ok(&["inspect", "--index", ix, "--json"]));
+    assert_eq!(info["nodes_per_sector"], 2);
+    assert_eq!(info["max_degree"], 32);
+}
+
+#[test]
+fn groundtruth_reproduces_the_bundled_neighbors() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    std::fs::create_dir(&ds).unwrap();
+    for f in ["train.parquet", "test.parquet"] {
+        std::fs::copy(sample().join(f), ds.join(f)).unwrap();
+    }
+    ok(&[
+        "groundtruth",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--k",
+        "100",
+    ]);
+    let mine = diskvec_dataset::read_neighbors(&ds.join("neighbors.parquet")).unwrap();
+    let bundled = diskvec_dataset::read_neighbors(&sample().join("neighbors.parquet")).unwrap();
+    assert_eq!(mine.query_ids, bundled.query_ids);
+    let same: usize = mine
+        .lists
+        .iter()
+        .zip(&bundled.lists)
+        .map(|(a, b)| a.iter().zip(b).filter(|(x, y)| x == y).count())
+        .sum();
+    assert!(
+        same as f64 / 10_000.0 > 0.999,
+        "{same} of 10000 positions agree"
+    );
+}
+
+#[test]
+fn bad_input_exits_non_zero_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let err = fails(&["build", "--dataset", "/nonexistent/ds", "--index", d]);
+    assert!(err.contains("/nonexistent/ds"), "{err}");
+    let err = fails(&[
+        "search",
+        "--index",
+        "/nonexistent/idx",
+        "--dataset",
+        sample().to_str().unwrap(),
+    ]);
+    assert!(err.contains("/nonexistent/idx"), "{err}");
+    let err = fails(&[
+        "build",
+        "--dataset",
+        sample().to_str().unwrap(),
+        "--index",
+        d,
+        "--metric",
+        "hamming",
+    ]);
+    assert!(err.contains("metric"), "{err}");
+
+    // Queries of another dimension than the index.
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let m = diskvec_dataset::Matrix {
+        data: (0..40).map(|x| x as f32).collect(),
+        dim: 4,
+        ids: (0..10).collect(),
+    };
+    diskvec_dataset::write_vectors(&small.join("train.parquet"), &m).unwrap();
+    diskvec_dataset::write_vectors(&small.join("test.parquet"), &m).unwrap();
+    let idx = dir.path().join("idx4");
+    ok(&[
+        "build",
+        "--dataset",
+        small.to_str().unwrap(),
+        "--index",
+        idx.to_str().unwrap(),
+        "--metric",
+        "l2",
+    ]);
+    ok(&[
+        "groundtruth",
+        "--dataset",
+        small.to_str().unwrap(),
+        "--k",
+        "5",
+        "--metric",
+        "l2",
+    ]);
+    let err = fails(&[
+        "search",
+        "--index",
+        idx.to_str().unwrap(),
+        "--dataset",
+        sample().to_str().unwrap(),
+    ]);
+    assert!(err.contains("dimension"), "{err}");
+    let err = fails(&[
+        "search",
+        "--index",
+        idx.to_str().unwrap(),
+        "--dataset",
+        small.to_str().unwrap(),
+        "--k",
+        "0",
+    ]);
+    assert!(err.contains("k must be"), "{err}");
+
+    // Ground truth that does not belong to the queries.
+    let m3 = diskvec_dataset::Matrix {
+        data: (0..12).map(|x| x as f32).collect(),
+        dim: 4,
+        ids: (0..3).collect(),
+    };
+    diskvec_dataset::write_vectors(&small.join("test.parquet"), &m3).unwrap();
+    let err = fails(&[
+        "search",
+        "--index",
+        idx.to_str().unwrap(),
+        "--dataset",
+        small.to_str().unwrap(),
+    ]);
+    assert!(err.contains("does not belong"), "{err}");
+}

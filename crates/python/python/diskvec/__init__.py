@@ -1,0 +1,91 @@
+"""diskvec: a disk-native vector database (DiskANN on NVMe), embedded in Python.
+
+    import numpy as np, diskvec
+    diskvec.build_index(vectors, "my-index", metric="cosine")
+    index = diskvec.DiskIndex("my-index")
+    ids, distances = index.search(query, k=10)
+    ids, distances = index.search_batch(queries, k=10, threads=2)
+
+Vectors are float32 numpy arrays (other float dtypes are converted). Distances are
+"smaller is closer": 1 - cosine for cosine, squared L2 for l2, -dot for ip.
+Bad input raises ValueError; missing, damaged or unsupported index files raise OSError.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import _native
+
+__all__ = ["build_index", "DiskIndex", "flat_search", "LAYOUT_VERSION"]
+
+LAYOUT_VERSION = _native.LAYOUT_VERSION
+
+
+def _matrix(a, name: str) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (n, dim), got shape {a.shape}")
+    return a
+
+
+def build_index(vectors, path: str | os.PathLike, *, metric: str = "cosine", ids=None, max_degree: int = 64,
+                build_list: int = 100, alpha: float = 1.2, pq_bytes: Optional[int] = None,
+                threads: Optional[int] = None) -> dict:
+    """Builds a DISKANN index of `vectors` (n x dim) in the directory `path`.
+
+    `ids` are int64 external ids (default 0..n-1). Returns a report of the build.
+    """
+    vectors = _matrix(vectors, "vectors")
+    ids = np.arange(len(vectors), dtype=np.int64) if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
+    if ids.ndim != 1:
+        raise ValueError("ids must be a 1-D array")
+    return _native.build_index(vectors, os.fspath(path), ids, metric, max_degree, build_list, alpha, pq_bytes,
+                               threads)
+
+
+def flat_search(base, queries, k: int = 10, metric: str = "cosine") -> Tuple[np.ndarray, np.ndarray]:
+    """Exact search: row numbers of `base` and distances, shape (len(queries), k)."""
+    return _native.flat_search(_matrix(base, "base"), _matrix(queries, "queries"), k, metric)
+
+
+class DiskIndex:
+    """An index opened for search. Node reads use O_DIRECT and io_uring where available."""
+
+    def __init__(self, path: str | os.PathLike, *, cache_nodes: Optional[int] = None, engine: str = "auto",
+                 direct: bool = True):
+        self._inner = _native.DiskIndex(os.fspath(path), cache_nodes, engine, direct)
+        self.last_reads = 0.0
+
+    count = property(lambda self: self._inner.count, doc="number of vectors")
+    dim = property(lambda self: self._inner.dim, doc="vector dimension")
+    metric = property(lambda self: self._inner.metric)
+    dram_bytes = property(lambda self: self._inner.dram_bytes, doc="bytes this index holds in DRAM")
+    cached_nodes = property(lambda self: self._inner.cached_nodes)
+    engine = property(lambda self: self._inner.engine, doc="'io_uring' or 'pread'")
+    direct_io = property(lambda self: self._inner.direct_io)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def search(self, query, k: int = 10, *, search_list: int = 100, beam_width: int = 4):
+        """Nearest `k` of one query: (ids, distances), closest first."""
+        q = np.ascontiguousarray(query, dtype=np.float32)
+        if q.ndim != 1:
+            raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
+        ids, dists, reads = self._inner.search(q, k, search_list, beam_width)
+        self.last_reads = float(reads)
+        return ids, dists
+
+    def search_batch(self, queries, k: int = 10, *, search_list: int = 100, beam_width: int = 4, threads: int = 2,
+                     queries_per_thread: int = 8):
+        """Nearest `k` of every row: (ids, distances) of shape (n, k); missing results are -1 / inf."""
+        ids, dists, reads = self._inner.search_batch(_matrix(queries, "queries"), k, search_list, beam_width,
+                                                     threads, queries_per_thread)
+        self.last_reads = reads
+        return ids, dists
+
+    def __repr__(self) -> str:
+        return f"DiskIndex(count={self.count}, dim={self.dim}, metric={self.metric!r})"

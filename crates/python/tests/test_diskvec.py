@@ -1,0 +1,108 @@
+"""The Python package end to end: build, open, search, against exact search, and its errors."""
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import diskvec
+
+REPO = Path(__file__).resolve().parents[3]
+SAMPLE = REPO / "data" / "wordnet-minilm384-5k"
+
+
+def load(name, column="emb"):
+    pq = pytest.importorskip("pyarrow.parquet")
+    col = pq.read_table(SAMPLE / f"{name}.parquet").column(column).combine_chunks()
+    return np.asarray(col.flatten()).reshape(len(col), -1)
+
+
+def clustered(n, dim, seed):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(16, dim))
+    return (centres[rng.integers(0, 16, n)] + 0.1 * rng.normal(size=(n, dim))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    path = tmp_path_factory.mktemp("idx")
+    data = clustered(3000, 32, 1)
+    ids = np.arange(3000, dtype=np.int64) * 10 + 5
+    report = diskvec.build_index(data, path, metric="l2", ids=ids, max_degree=24, build_list=50, pq_bytes=8)
+    assert report["count"] == 3000 and report["pq_bytes"] == 8
+    return path, data, ids
+
+
+def test_search_matches_exact_search(small_index):
+    path, data, ids = small_index
+    index = diskvec.DiskIndex(path)
+    assert (len(index), index.dim, index.metric) == (3000, 32, "l2")
+    queries = clustered(50, 32, 2)
+    exact_rows, exact_d = diskvec.flat_search(data, queries, k=10, metric="l2")
+    got, dist = index.search_batch(queries, k=10, search_list=60, threads=2)
+    assert got.shape == (50, 10) and got.dtype == np.int64
+    hits = sum(len(set(g) & set(ids[e])) for g, e in zip(got, exact_rows))
+    assert hits / 500 > 0.95
+    assert np.all(np.diff(dist, axis=1) >= 0)
+    one, d1 = index.search(queries[0], k=10, search_list=60)
+    assert list(one) == list(got[0])
+    assert index.last_reads > 0
+    # squared L2 to the true nearest agrees with numpy
+    nearest = data[exact_rows[0, 0]]
+    assert abs(exact_d[0, 0] - float(((queries[0] - nearest) ** 2).sum())) < 1e-3
+
+
+def test_both_engines_give_the_same_answers(small_index):
+    path, data, _ = small_index
+    queries = clustered(20, 32, 3)
+    a = diskvec.DiskIndex(path, engine="pread").search_batch(queries, k=5, beam_width=1, queries_per_thread=1)
+    b = diskvec.DiskIndex(path, engine="auto").search_batch(queries, k=5, beam_width=1, queries_per_thread=1)
+    assert (a[0] == b[0]).all()
+    assert diskvec.DiskIndex(path, engine="pread").engine == "pread"
+
+
+def test_bad_input_raises_clear_errors(small_index, tmp_path):
+    path, _, _ = small_index
+    index = diskvec.DiskIndex(path)
+    with pytest.raises(ValueError, match="dimension"):
+        index.search(np.zeros(31, dtype=np.float32))
+    with pytest.raises(ValueError, match="non-finite"):
+        index.search(np.full(32, np.nan))
+    with pytest.raises(ValueError, match="k must be"):
+        index.search(np.zeros(32), k=0)
+    with pytest.raises(ValueError, match="2-D"):
+        index.search_batch(np.zeros(32))
+    with pytest.raises(ValueError, match="no vectors"):
+        diskvec.build_index(np.zeros((0, 4)), tmp_path / "empty")
+    with pytest.raises(ValueError, match="metric"):
+        diskvec.build_index(np.zeros((4, 4)), tmp_path / "m", metric="hamming")
+    with pytest.raises(OSError, match="no index directory"):
+        diskvec.DiskIndex(tmp_path / "missing")
+    damaged = tmp_path / "damaged"
+    diskvec.build_index(clustered(200, 8, 4), damaged, pq_bytes=2)
+    with open(damaged / "meta.dvm", "r+b") as f:
+        f.seek(60)
+        b = f.read(1)
+        f.seek(60)
+        f.write(bytes([b[0] ^ 0xFF]))
+    with pytest.raises(OSError, match="checksum"):
+        diskvec.DiskIndex(damaged)
+
+
+def test_k_above_count_returns_all_padded(tmp_path):
+    data = clustered(20, 8, 5)
+    diskvec.build_index(data, tmp_path / "tiny", metric="cosine", pq_bytes=2)
+    ids, dists = diskvec.DiskIndex(tmp_path / "tiny").search_batch(data[:2], k=25)
+    assert sorted(ids[0][ids[0] >= 0]) == list(range(20))
+    assert (ids[:, 20:] == -1).all() and np.isinf(dists[:, 20:]).all()
+
+
+def test_real_wordnet_sample_reaches_high_recall(tmp_path):
+    if not SAMPLE.exists():
+        pytest.skip("bundled sample missing")
+    train, test = load("train"), load("test")
+    truth = load("neighbors", "neighbors_id")
+    diskvec.build_index(train, tmp_path / "wn", metric="cosine")
+    ids, _ = diskvec.DiskIndex(tmp_path / "wn").search_batch(test, k=10, search_list=50)
+    recall = np.mean([len(set(a) & set(t[:10])) / 10 for a, t in zip(ids, truth)])
+    assert recall >= 0.98, recall
