@@ -90,7 +90,7 @@ pub fn open_engine(
     depth: usize,
     slot_bytes: usize,
 ) -> Result<Box<dyn ReadEngine>> {
-    if depth == 0 || slot_bytes == 0 || slot_bytes % crate::SECTOR != 0 {
+    if depth == 0 || slot_bytes == 0 || !slot_bytes.is_multiple_of(crate::SECTOR) {
         return Err(IoError::Usage(format!(
             "engine needs depth > 0 and slot size a multiple of {} (got depth {depth}, slot {slot_bytes})",
             crate::SECTOR
@@ -136,8 +136,8 @@ impl Slots {
         let slot_bytes = self.bufs[0].len();
         if len == 0
             || len > slot_bytes
-            || len % crate::SECTOR != 0
-            || offset % crate::SECTOR as u64 != 0
+            || !len.is_multiple_of(crate::SECTOR)
+            || !offset.is_multiple_of(crate::SECTOR as u64)
         {
             return Err(IoError::Usage(format!(
                 "{path}: read of {len} bytes at offset {offset} is not sector-aligned or exceeds the {slot_bytes}-byte slot"

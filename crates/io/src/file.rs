@@ -23,7 +23,11 @@ pub fn open_for_reading(path: &Path, want_direct: bool) -> Result<DataFile> {
     open_with_probe(path, want_direct, direct_read_works)
 }
 
-fn open_with_probe(path: &Path, want_direct: bool, probe: fn(&File, u64) -> bool) -> Result<DataFile> {
+fn open_with_probe(
+    path: &Path,
+    want_direct: bool,
+    probe: fn(&File, u64) -> bool,
+) -> Result<DataFile> {
     let os = |source| IoError::Os {
         path: path.display().to_string(),
         source,

@@ -7,10 +7,17 @@ use diskvec_index::diskann::{self, BuildParams, DiskIndex as Inner, OpenOptions,
 use diskvec_index::{flat, IndexError, NoProgress};
 use diskvec_vector::{Metric, Rows};
 use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+
+/// (ids, distances) of a batch, one row per query.
+type Batch<'py> = (Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>);
+/// (ids, distances, node reads) of one query.
+type Single<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>, u32);
 
 fn to_py(e: IndexError) -> PyErr {
     match e {
@@ -95,7 +102,7 @@ fn flat_search<'py>(
     queries: PyReadonlyArray2<f32>,
     k: usize,
     metric: &str,
-) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>)> {
+) -> PyResult<Batch<'py>> {
     let metric: Metric = metric.parse().map_err(value_err)?;
     let (bd, qd) = (base.shape()[1].max(1), queries.shape()[1].max(1));
     let mut b = contiguous(&base)?.to_vec();
@@ -122,11 +129,7 @@ fn flat_search<'py>(
 }
 
 /// Results as (ids, distances) arrays of `k` columns; short rows are padded with -1 / inf.
-fn padded<'py>(
-    py: Python<'py>,
-    rows: &[Vec<(i64, f32)>],
-    k: usize,
-) -> (Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>) {
+fn padded<'py>(py: Python<'py>, rows: &[Vec<(i64, f32)>], k: usize) -> Batch<'py> {
     let mut ids = Array2::<i64>::from_elem((rows.len(), k), -1);
     let mut dists = Array2::<f32>::from_elem((rows.len(), k), f32::INFINITY);
     for (r, row) in rows.iter().enumerate() {
@@ -211,7 +214,7 @@ impl DiskIndex {
         k: usize,
         search_list: usize,
         beam_width: usize,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>, u32)> {
+    ) -> PyResult<Single<'py>> {
         let q = query
             .as_slice()
             .map_err(|_| value_err("query must be contiguous"))?;
@@ -241,7 +244,7 @@ impl DiskIndex {
         beam_width: usize,
         threads: usize,
         queries_per_thread: usize,
-    ) -> PyResult<(Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>, f64)> {
+    ) -> PyResult<(Batch<'py>, f64)> {
         let dim = queries.shape()[1];
         let data = contiguous(&queries)?;
         if dim == 0 || data.is_empty() {
@@ -264,8 +267,7 @@ impl DiskIndex {
             .into_iter()
             .map(|r| r.ids.into_iter().zip(r.distances).collect())
             .collect();
-        let (ids, dists) = padded(py, &rows, k);
-        Ok((ids, dists, reads))
+        Ok((padded(py, &rows, k), reads))
     }
 }
 

@@ -18,9 +18,14 @@ def load(name, column="emb"):
 
 
 def clustered(n, dim, seed):
+    """Clusters with low intrinsic dimension, like real embeddings (the layout is fixed by
+    seed 0; `seed` draws the points)."""
+    layout = np.random.default_rng(0)
+    centres = layout.normal(size=(16, dim))
+    basis = 0.3 * layout.normal(size=(4, dim))
     rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(16, dim))
-    return (centres[rng.integers(0, 16, n)] + 0.1 * rng.normal(size=(n, dim))).astype(np.float32)
+    points = centres[rng.integers(0, 16, n)] + rng.uniform(-1, 1, size=(n, 4)) @ basis
+    return (points + 0.01 * rng.normal(size=(n, dim))).astype(np.float32)
 
 
 @pytest.fixture(scope="module")

@@ -120,11 +120,10 @@ impl ProductQuantizer {
         let mut values = vec![0f32; self.code_bytes() * CENTROIDS];
         for (m, out) in values.chunks_exact_mut(CENTROIDS).enumerate() {
             let out: &mut [f32; CENTROIDS] = out.try_into().unwrap();
-            for d in self.offsets[m]..self.offsets[m + 1] {
-                let column: &[f32; CENTROIDS] = self.transposed[d * CENTROIDS..(d + 1) * CENTROIDS]
-                    .try_into()
-                    .unwrap();
-                let q = query[d];
+            let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
+            let columns = self.transposed[lo * CENTROIDS..hi * CENTROIDS].chunks_exact(CENTROIDS);
+            for (&q, column) in query[lo..hi].iter().zip(columns) {
+                let column: &[f32; CENTROIDS] = column.try_into().unwrap();
                 if self.use_l2 {
                     for (o, c) in out.iter_mut().zip(column) {
                         *o += (q - c) * (q - c);

@@ -9,7 +9,7 @@ impl<'a> Rows<'a> {
     /// `data.len()` must be a multiple of `dim` (see `check_vectors`).
     pub fn new(data: &'a [f32], dim: usize) -> Self {
         assert!(
-            dim > 0 && data.len() % dim == 0,
+            dim > 0 && data.len().is_multiple_of(dim),
             "rows of {dim} do not tile {} values",
             data.len()
         );

@@ -19,7 +19,7 @@ pub fn check_vectors(data: &[f32], dim: usize) -> Result<usize, VectorError> {
     if data.is_empty() {
         return Err(VectorError::Empty);
     }
-    if data.len() % dim != 0 {
+    if !data.len().is_multiple_of(dim) {
         return Err(VectorError::Ragged {
             len: data.len(),
             dim,

@@ -48,10 +48,13 @@ pub struct DiskIndex {
 impl DiskIndex {
     pub fn open(dir: &Path, options: &OpenOptions) -> Result<Self> {
         if !dir.is_dir() {
-            return Err(IndexError::InvalidArgument(format!(
-                "{}: no index directory there",
-                dir.display()
-            )));
+            return Err(IndexError::File {
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no index directory there",
+                ),
+            });
         }
         let nodes_path = dir.join(NODES_FILE);
         let file = open_for_reading(&nodes_path, options.direct)?;

@@ -184,9 +184,8 @@ mod tests {
             let mut sectors = vec![0u8; l.read_bytes() * 2];
             // Place the record of node id 1 where the layout says it goes within a read.
             let id = 1u32;
-            let base = if l.sectors_per_node == 1 { 0 } else { 0 };
             if l.sectors_per_node == 1 {
-                let at = base + (id as usize % l.nodes_per_sector) * l.node_bytes;
+                let at = (id as usize % l.nodes_per_sector) * l.node_bytes;
                 sectors[at..at + l.node_bytes].copy_from_slice(&rec);
             } else {
                 for (i, piece) in rec.chunks(SECTOR_PAYLOAD).enumerate() {

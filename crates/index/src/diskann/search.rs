@@ -88,6 +88,10 @@ impl Hasher for IdHasher {
 
 type IdSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
 
+/// What one search thread returns: its (query index, result) pairs, the most reads it had
+/// in flight, and its engine.
+type WorkerOutcome = Result<(Vec<(usize, SearchResult)>, usize, EngineKind)>;
+
 struct Query {
     index: usize,
     vector: Vec<f32>,
@@ -160,32 +164,31 @@ impl DiskIndex {
         let next = AtomicUsize::new(0);
         let start = Instant::now();
         let depth = params.queries_per_thread * params.beam_width;
-        let outcomes: Vec<Result<(Vec<(usize, SearchResult)>, usize, EngineKind)>> =
-            std::thread::scope(|s| {
-                let workers: Vec<_> = (0..threads)
-                    .map(|_| {
-                        s.spawn(|| {
-                            let mut engine = self.take_engine(depth)?;
-                            let before = engine.stats().max_in_flight;
-                            let out = self.run_worker(queries, &params, &next, engine.as_mut());
-                            let max = engine.stats().max_in_flight.max(before);
-                            let kind = engine.kind();
-                            self.return_engine(engine);
-                            out.map(|o| (o, max, kind))
-                        })
+        let outcomes: Vec<WorkerOutcome> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut engine = self.take_engine(depth)?;
+                        let before = engine.stats().max_in_flight;
+                        let out = self.run_worker(queries, &params, &next, engine.as_mut());
+                        let max = engine.stats().max_in_flight.max(before);
+                        let kind = engine.kind();
+                        self.return_engine(engine);
+                        out.map(|o| (o, max, kind))
                     })
-                    .collect();
-                workers
-                    .into_iter()
-                    .map(|w| {
-                        w.join().unwrap_or_else(|_| {
-                            Err(IndexError::InvalidArgument(
-                                "a search thread panicked".into(),
-                            ))
-                        })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(IndexError::InvalidArgument(
+                            "a search thread panicked".into(),
+                        ))
                     })
-                    .collect()
-            });
+                })
+                .collect()
+        });
         let mut results = vec![SearchResult::default(); queries.len()];
         let mut max_in_flight = 0;
         let mut engine = EngineKind::Pread;
@@ -342,9 +345,9 @@ impl DiskIndex {
         let mut scratch = Scratch::default();
         let mut exhausted = false;
         let result = (|| loop {
-            for slot in 0..active.len() {
+            for (slot, entry) in active.iter_mut().enumerate() {
                 loop {
-                    if active[slot].is_none() {
+                    if entry.is_none() {
                         if exhausted {
                             break;
                         }
@@ -353,11 +356,11 @@ impl DiskIndex {
                             exhausted = true;
                             break;
                         }
-                        active[slot] = Some(self.start_query(i, queries.get(i as u32), params));
+                        *entry = Some(self.start_query(i, queries.get(i as u32), params));
                     }
-                    let q = active[slot].as_mut().unwrap();
+                    let q = entry.as_mut().unwrap();
                     if self.advance(q, slot, params, engine, &mut scratch)? {
-                        out.push(self.finish(active[slot].take().unwrap(), params.k));
+                        out.push(self.finish(entry.take().unwrap(), params.k));
                         continue;
                     }
                     break;

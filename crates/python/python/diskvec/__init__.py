@@ -82,7 +82,7 @@ class DiskIndex:
     def search_batch(self, queries, k: int = 10, *, search_list: int = 100, beam_width: int = 4, threads: int = 2,
                      queries_per_thread: int = 8):
         """Nearest `k` of every row: (ids, distances) of shape (n, k); missing results are -1 / inf."""
-        ids, dists, reads = self._inner.search_batch(_matrix(queries, "queries"), k, search_list, beam_width,
+        (ids, dists), reads = self._inner.search_batch(_matrix(queries, "queries"), k, search_list, beam_width,
                                                      threads, queries_per_thread)
         self.last_reads = reads
         return ids, dists
