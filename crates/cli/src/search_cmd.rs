@@ -27,14 +27,17 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
     /// Queries one thread interleaves, overlapping one's I/O with another's compute.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 16)]
     pub queries_per_thread: usize,
-    /// Nodes cached in DRAM (default: 2% of the index).
+    /// Nodes cached in DRAM (default: 1% of the index).
     #[arg(long)]
     pub cache_nodes: Option<usize>,
     /// auto, uring or pread.
     #[arg(long, default_value = "auto")]
     pub engine: EngineChoice,
+    /// Start every query at the medoid only, not also at the closest entry nodes (for comparison).
+    #[arg(long)]
+    pub no_entry_set: bool,
     /// Read through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub buffered: bool,
@@ -185,6 +188,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             search_list: l,
             beam_width: args.beam_width,
             queries_per_thread: args.queries_per_thread,
+            entry_set: !args.no_entry_set,
         };
         let (results, stats) =
             index.search_batch(Rows::new(&test.data, test.dim), &params, args.threads)?;
@@ -192,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print_row(&s);
         json_lines.push(json!({
             "k": args.k, "search_list": l, "beam_width": args.beam_width, "threads": args.threads,
-            "queries_per_thread": args.queries_per_thread, "cache_nodes": index.cached_nodes(),
+            "queries_per_thread": args.queries_per_thread, "entry_set": !args.no_entry_set, "cache_nodes": index.cached_nodes(),
             "engine": engine.to_string(), "direct_io": index.direct_io(),
             "recall": s.recall, "qps": s.qps, "mean_ms": s.mean_ms, "p50_ms": s.p50_ms,
             "p95_ms": s.p95_ms, "p99_ms": s.p99_ms, "mean_ios": s.mean_ios,

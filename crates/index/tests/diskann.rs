@@ -67,6 +67,7 @@ fn recall_is_high_on_both_engines_and_all_metrics() {
                     search_list: 80,
                     beam_width: 4,
                     queries_per_thread: 4,
+                    ..Default::default()
                 };
                 let (results, stats) = idx
                     .search_batch(Rows::new(&queries, DIM), &params, 2)
@@ -115,6 +116,7 @@ fn pipelined_and_one_at_a_time_search_agree() {
         search_list: 40,
         beam_width: 1,
         queries_per_thread: 1,
+        ..Default::default()
     };
     let (serial, _) = idx
         .search_batch(Rows::new(&queries, DIM), &base, 1)

@@ -223,6 +223,7 @@ impl DiskIndex {
             search_list,
             beam_width,
             queries_per_thread: 1,
+            ..Default::default()
         };
         let r = py.detach(|| self.inner.search(q, &params)).map_err(to_py)?;
         Ok((
@@ -255,6 +256,7 @@ impl DiskIndex {
             search_list,
             beam_width,
             queries_per_thread,
+            ..Default::default()
         };
         let (results, _) = py
             .detach(|| {

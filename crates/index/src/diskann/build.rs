@@ -28,6 +28,8 @@ pub struct BuildParams {
     pub pq_bytes: Option<usize>,
     /// Rows sampled to train the PQ codebook.
     pub pq_sample: usize,
+    /// Entry nodes besides the medoid (a seeded sample); searches start from the closest.
+    pub entry_points: usize,
     pub seed: u64,
 }
 
@@ -40,6 +42,7 @@ impl Default for BuildParams {
             alpha: 1.2,
             pq_bytes: None,
             pq_sample: 25_000,
+            entry_points: 256,
             seed: 1,
         }
     }
@@ -83,6 +86,19 @@ fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
         ));
     }
     Ok(pq_bytes)
+}
+
+/// A seeded uniform sample of node positions, sorted: spread over the data in proportion
+/// to its density, which is where queries land.
+fn entry_sample(n: usize, count: usize, seed: u64) -> Vec<u32> {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0xe17e);
+    let mut picked: Vec<u32> = rand::seq::index::sample(&mut rng, n, count.min(n))
+        .into_iter()
+        .map(|i| i as u32)
+        .collect();
+    picked.sort_unstable();
+    picked
 }
 
 /// Vamana's prune needs a true metric, which -dot is not. Appending sqrt(M^2 - |x|^2)
@@ -202,6 +218,7 @@ pub fn build(
             .copied()
             .collect(),
         ids: order.iter().map(|&old| ids[old as usize]).collect(),
+        entries: entry_sample(n, params.entry_points, params.seed),
     };
     let build_id = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

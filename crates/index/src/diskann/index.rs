@@ -17,7 +17,7 @@ pub struct OpenOptions {
     /// Read with O_DIRECT (bypassing the page cache) where the file system allows it.
     pub direct: bool,
     /// Nodes kept in DRAM, taken breadth-first from the entry point (a prefix of the
-    /// file by construction). `None`: 2% of the nodes.
+    /// file by construction). `None`: 1% of the nodes.
     pub cache_nodes: Option<usize>,
 }
 
@@ -41,6 +41,9 @@ pub struct DiskIndex {
     pub(crate) nodes_path: PathBuf,
     pub(crate) cache: Vec<u8>,
     pub(crate) cached: u32,
+    /// Records of the entry nodes beyond the cached prefix, in `meta.entries` order.
+    pub(crate) entry_cache: Vec<u8>,
+    pub(crate) entry_ids: Vec<u32>,
     pub(crate) engine_choice: EngineChoice,
     pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
 }
@@ -77,8 +80,15 @@ impl DiskIndex {
         let meta = Meta::read(&dir.join(META_FILE), &header)?;
         let layout = header.layout();
         let count = header.count as usize;
-        let cached = options.cache_nodes.unwrap_or(count / 50).min(count);
+        let cached = options.cache_nodes.unwrap_or(count / 100).min(count);
         let cache = load_prefix(&file, &layout, cached, &nodes_path)?;
+        let entry_ids: Vec<u32> = meta
+            .entries
+            .iter()
+            .copied()
+            .filter(|&e| e as usize >= cached)
+            .collect();
+        let entry_cache = load_records(&file, &layout, &entry_ids, &nodes_path)?;
         Ok(Self {
             header,
             layout,
@@ -87,6 +97,8 @@ impl DiskIndex {
             nodes_path,
             cache,
             cached: cached as u32,
+            entry_cache,
+            entry_ids,
             engine_choice: options.engine,
             engines: Mutex::new(Vec::new()),
         })
@@ -129,21 +141,25 @@ impl DiskIndex {
         Ok(kind)
     }
 
-    /// Bytes this index holds in DRAM: PQ codebook and codes, ids, node cache.
+    /// Bytes this index holds in DRAM: PQ codebook and codes, ids, node cache, entry nodes.
     pub fn dram_bytes(&self) -> usize {
-        self.meta.dram_bytes() + self.cache.len()
+        self.meta.dram_bytes() + self.cache.len() + self.entry_cache.len()
     }
 
     pub fn disk_bytes(&self) -> u64 {
         self.header.nodes_file_bytes()
     }
 
-    pub(crate) fn cached_record(&self, id: u32) -> NodeRecord<'_> {
+    /// The record of `id` if DRAM holds it (cached prefix or entry node).
+    pub(crate) fn record_in_dram(&self, id: u32) -> Option<NodeRecord<'_>> {
         let nb = self.layout.node_bytes;
-        NodeRecord::new(
-            &self.cache[id as usize * nb..(id as usize + 1) * nb],
-            self.layout.dim,
-        )
+        let bytes = if id < self.cached {
+            &self.cache[id as usize * nb..(id as usize + 1) * nb]
+        } else {
+            let i = self.entry_ids.binary_search(&id).ok()?;
+            &self.entry_cache[i * nb..(i + 1) * nb]
+        };
+        Some(NodeRecord::new(bytes, self.layout.dim))
     }
 
     pub(crate) fn take_engine(&self, depth: usize) -> Result<Box<dyn diskvec_io::ReadEngine>> {
@@ -166,6 +182,30 @@ impl DiskIndex {
             .unwrap_or_else(|e| e.into_inner())
             .push(engine);
     }
+}
+
+/// Reads the records of the given nodes (sorted ids), checking CRCs.
+fn load_records(file: &DataFile, layout: &NodeLayout, ids: &[u32], path: &Path) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(ids.len() * layout.node_bytes);
+    let mut buf = AlignedBuf::new(layout.read_bytes());
+    let mut scratch = Vec::new();
+    for &id in ids {
+        let offset = layout.offset_of(id);
+        file.file
+            .read_exact_at(buf.as_mut_slice(), offset)
+            .map_err(file_error(path))?;
+        if let Some(bad) = first_bad_sector(buf.as_slice()) {
+            return Err(corrupt(
+                path,
+                format!(
+                    "sector {} checksum mismatch",
+                    offset / SECTOR as u64 + bad as u64
+                ),
+            ));
+        }
+        out.extend_from_slice(layout.record(buf.as_slice(), id, &mut scratch).bytes());
+    }
+    Ok(out)
 }
 
 /// Reads the records of nodes `0..count` (the front of the file) into one buffer,

@@ -30,6 +30,8 @@ pub struct SearchParams {
     pub beam_width: usize,
     /// Queries one thread interleaves (1 = one query at a time, as DiskANN does).
     pub queries_per_thread: usize,
+    /// Start from the entry nodes closest to the query (by PQ distance) as well as the medoid.
+    pub entry_set: bool,
 }
 
 impl Default for SearchParams {
@@ -38,7 +40,8 @@ impl Default for SearchParams {
             k: 10,
             search_list: 100,
             beam_width: 4,
-            queries_per_thread: 8,
+            queries_per_thread: 16,
+            entry_set: true,
         }
     }
 }
@@ -223,9 +226,17 @@ impl DiskIndex {
             result: SearchResult::default(),
             started: Instant::now(),
         };
-        let entry = self.header.medoid;
-        q.visited.insert(entry);
-        q.list.insert(entry, q.table.distance(self.code(entry)));
+        let medoid = self.header.medoid;
+        q.visited.insert(medoid);
+        q.list.insert(medoid, q.table.distance(self.code(medoid)));
+        if params.entry_set {
+            for &e in &self.meta.entries {
+                if q.visited.insert(e) {
+                    let d = q.table.distance(self.code(e));
+                    q.list.insert(e, d);
+                }
+            }
+        }
         q
     }
 
@@ -270,9 +281,8 @@ impl DiskIndex {
             };
             q.list.mark_expanded(pos);
             let id = q.list.items()[pos].id;
-            if id < self.cached {
+            if let Some(record) = self.record_in_dram(id) {
                 q.result.cache_hits += 1;
-                let record = self.cached_record(id);
                 self.expand(q, id, &record, scratch);
                 continue;
             }

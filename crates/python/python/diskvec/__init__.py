@@ -80,7 +80,7 @@ class DiskIndex:
         return ids, dists
 
     def search_batch(self, queries, k: int = 10, *, search_list: int = 100, beam_width: int = 4, threads: int = 2,
-                     queries_per_thread: int = 8):
+                     queries_per_thread: int = 16):
         """Nearest `k` of every row: (ids, distances) of shape (n, k); missing results are -1 / inf."""
         (ids, dists), reads = self._inner.search_batch(_matrix(queries, "queries"), k, search_list, beam_width,
                                                      threads, queries_per_thread)
