@@ -13,6 +13,10 @@ use diskvec_vector::{Metric, Rows};
 const DIM: usize = 48;
 
 fn build_small(dir: &Path, n: usize, metric: Metric) -> Vec<f32> {
+    build_with_entries(dir, n, metric, BuildParams::default().entry_points)
+}
+
+fn build_with_entries(dir: &Path, n: usize, metric: Metric, entry_points: usize) -> Vec<f32> {
     let data = clustered(n, DIM, 11);
     let ids: Vec<i64> = (0..n as i64).map(|i| 1000 + i * 3).collect();
     let params = BuildParams {
@@ -20,6 +24,7 @@ fn build_small(dir: &Path, n: usize, metric: Metric) -> Vec<f32> {
         max_degree: 24,
         build_list: 60,
         pq_bytes: Some(12),
+        entry_points,
         ..Default::default()
     };
     build(&data, DIM, &ids, &params, dir, &NoProgress).unwrap();
@@ -52,6 +57,7 @@ fn recall_is_high_on_both_engines_and_all_metrics() {
         let queries = clustered(100, DIM, 99);
         let gt = truth(&data, &queries, metric, 10);
         for engine in [EngineChoice::Pread, EngineChoice::Auto] {
+            let mut hits_without_cache = 0;
             for cache in [0, 200] {
                 let idx = DiskIndex::open(
                     dir.path(),
@@ -89,11 +95,17 @@ fn recall_is_high_on_both_engines_and_all_metrics() {
                 let reads: u32 = results.iter().map(|r| r.reads).sum();
                 let hits: u32 = results.iter().map(|r| r.cache_hits).sum();
                 assert!(reads > 0);
-                assert_eq!(
-                    hits > 0,
-                    cache > 0,
-                    "cache hits {hits} with {cache} cached nodes"
-                );
+                // Entry nodes are held in DRAM too, so hits occur even without a prefix cache;
+                // a prefix cache must add to them.
+                assert!(hits > 0, "no DRAM hits");
+                if cache == 0 {
+                    hits_without_cache = hits;
+                } else {
+                    assert!(
+                        hits > hits_without_cache,
+                        "cache of {cache} added no hits: {hits} vs {hits_without_cache}"
+                    );
+                }
                 if engine == EngineChoice::Pread {
                     assert_eq!(stats.engine, EngineKind::Pread);
                 }
@@ -142,6 +154,52 @@ fn pipelined_and_one_at_a_time_search_agree() {
     }
     let one = idx.search(&queries[..DIM], &base).unwrap();
     assert_eq!(one.ids, serial[0].ids);
+}
+
+#[test]
+fn entry_set_saves_reads_and_can_be_turned_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = build_small(dir.path(), 4000, Metric::L2);
+    let queries = clustered(100, DIM, 42);
+    let gt = truth(&data, &queries, Metric::L2, 10);
+    let idx = DiskIndex::open(
+        dir.path(),
+        &OpenOptions {
+            cache_nodes: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let run = |entry_set: bool| {
+        let p = SearchParams {
+            k: 10,
+            search_list: 30,
+            entry_set,
+            ..Default::default()
+        };
+        let (res, _) = idx.search_batch(Rows::new(&queries, DIM), &p, 2).unwrap();
+        let reads: u32 = res.iter().map(|r| r.reads).sum();
+        let hits: u32 = res.iter().map(|r| r.cache_hits).sum();
+        let rec: f64 = res
+            .iter()
+            .zip(&gt)
+            .map(|(r, t)| recall(&r.ids, t, 10))
+            .sum::<f64>()
+            / 100.0;
+        (reads, hits, rec)
+    };
+    let (reads_off, hits_off, recall_off) = run(false);
+    let (reads_on, hits_on, recall_on) = run(true);
+    // Entry records sit in DRAM either way; starting from them makes a search use them more.
+    assert!(hits_on > hits_off, "DRAM hits {hits_on} with the entry set, {hits_off} without");
+    assert!(
+        reads_on < reads_off,
+        "entry set read {reads_on} sectors, medoid only {reads_off}"
+    );
+    assert!(
+        recall_on >= recall_off - 0.02,
+        "recall {recall_on} vs {recall_off}"
+    );
 }
 
 #[test]
@@ -296,9 +354,28 @@ fn damaged_files_are_refused_with_clear_errors() {
     flip_byte(&meta(&d), 100);
     assert!(open_err(d.path()).contains("checksum"));
 
-    // A node sector damaged after the cache: opening succeeds, the search that reads it fails.
+    // Damage inside an entry node's sector is caught at open, which reads entry nodes.
     let d = fresh();
     let sectors = len / 4096;
+    for s in 2..sectors {
+        flip_byte(&nodes(&d), s * 4096 + 17);
+    }
+    let e = match DiskIndex::open(
+        d.path(),
+        &OpenOptions {
+            cache_nodes: Some(0),
+            ..Default::default()
+        },
+    ) {
+        Ok(_) => panic!("damaged entry nodes went unnoticed"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("checksum"), "{e}");
+
+    // A node sector damaged beyond what open reads (no entry set, no cache): opening
+    // succeeds, the search that reads it fails.
+    let d = tempfile::tempdir().unwrap();
+    build_with_entries(d.path(), 600, Metric::Cosine, 0);
     for s in 2..sectors {
         flip_byte(&nodes(&d), s * 4096 + 17);
     }
