@@ -191,7 +191,10 @@ fn entry_set_saves_reads_and_can_be_turned_off() {
     let (reads_off, hits_off, recall_off) = run(false);
     let (reads_on, hits_on, recall_on) = run(true);
     // Entry records sit in DRAM either way; starting from them makes a search use them more.
-    assert!(hits_on > hits_off, "DRAM hits {hits_on} with the entry set, {hits_off} without");
+    assert!(
+        hits_on > hits_off,
+        "DRAM hits {hits_on} with the entry set, {hits_off} without"
+    );
     assert!(
         reads_on < reads_off,
         "entry set read {reads_on} sectors, medoid only {reads_off}"

@@ -229,12 +229,24 @@ impl DiskIndex {
         let medoid = self.header.medoid;
         q.visited.insert(medoid);
         q.list.insert(medoid, q.table.distance(self.code(medoid)));
-        if params.entry_set {
-            for &e in &self.meta.entries {
-                if q.visited.insert(e) {
-                    let d = q.table.distance(self.code(e));
-                    q.list.insert(e, d);
-                }
+        if params.entry_set && !self.meta.entries.is_empty() {
+            // Only the best `search_list` entries can enter the list, so rank all of them
+            // first and insert just those; the rest stay unvisited and may be found later.
+            let mut scored: Vec<(f32, u32)> = self
+                .meta
+                .entries
+                .iter()
+                .filter(|&&e| e != medoid)
+                .map(|&e| (q.table.distance(self.code(e)), e))
+                .collect();
+            let keep = params.search_list.min(scored.len());
+            if keep < scored.len() {
+                scored.select_nth_unstable_by(keep, |a, b| a.0.total_cmp(&b.0));
+                scored.truncate(keep);
+            }
+            for (d, e) in scored {
+                q.visited.insert(e);
+                q.list.insert(e, d);
             }
         }
         q
