@@ -9,13 +9,19 @@ mod aligned;
 mod engine;
 mod file;
 mod pread;
+mod stats;
+mod stripe;
 mod uring;
+mod volume;
 
 pub use aligned::AlignedBuf;
 pub use engine::{open_engine, EngineChoice, EngineKind, EngineStats, ReadDone, ReadEngine};
 pub use file::{open_for_reading, DataFile};
 pub use pread::PreadEngine;
+pub use stats::{PathSnapshot, PathStats};
+pub use stripe::{Piece, StripeMap};
 pub use uring::UringEngine;
+pub use volume::{Volume, VolumeEngine};
 
 /// The unit of direct I/O and of the on-disk layout.
 pub const SECTOR: usize = 4096;

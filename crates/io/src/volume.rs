@@ -1,0 +1,262 @@
+use std::collections::VecDeque;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::engine::Slots;
+use crate::stripe::{Piece, StripeMap};
+use crate::{
+    open_engine, open_for_reading, DataFile, EngineChoice, EngineKind, EngineStats, IoError,
+    PathStats, ReadDone, ReadEngine, Result,
+};
+
+/// A logical file striped over several storage paths (files on separate devices or
+/// NVMe-oF namespaces). One path is a plain file.
+pub struct Volume {
+    pub files: Vec<Arc<DataFile>>,
+    pub map: StripeMap,
+    pub stats: Vec<Arc<PathStats>>,
+}
+
+impl Volume {
+    /// Opens the path files of a volume whose logical size is `logical_len`, checking that
+    /// each file has exactly the bytes the stripe map puts on it.
+    pub fn open(
+        paths: &[PathBuf],
+        stripe_bytes: u64,
+        logical_len: u64,
+        direct: bool,
+    ) -> Result<Self> {
+        let map = StripeMap::new(paths.len(), stripe_bytes)?;
+        let mut files = Vec::with_capacity(paths.len());
+        for (i, p) in paths.iter().enumerate() {
+            let f = open_for_reading(p, direct)?;
+            let want = map.path_len(i, logical_len);
+            if f.len != want {
+                return Err(IoError::Usage(format!(
+                    "{}: size is {} bytes, the index expects {want} on this path (truncated or from another build?)",
+                    p.display(),
+                    f.len
+                )));
+            }
+            files.push(Arc::new(f));
+        }
+        Ok(Self {
+            stats: paths
+                .iter()
+                .map(|_| Arc::new(PathStats::default()))
+                .collect(),
+            files,
+            map,
+        })
+    }
+
+    /// True when every path bypasses the page cache.
+    pub fn direct(&self) -> bool {
+        self.files.iter().all(|f| f.direct)
+    }
+
+    /// Reads a logical range synchronously (for open-time loading, not the query path).
+    pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        for piece in self.map.pieces(offset, buf.len()) {
+            let file = &self.files[piece.path];
+            file.file
+                .read_exact_at(&mut buf[piece.at..piece.at + piece.len], piece.physical)
+                .map_err(|source| IoError::Os {
+                    path: file.path.display().to_string(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// An engine for one thread: `depth` logical reads of up to `slot_bytes`, and on each
+    /// path at most `path_depth` reads in flight (further pieces wait in a queue).
+    pub fn engine(
+        &self,
+        choice: EngineChoice,
+        depth: usize,
+        slot_bytes: usize,
+        path_depth: usize,
+    ) -> Result<VolumeEngine> {
+        if path_depth == 0 {
+            return Err(IoError::Usage(
+                "the per-path queue depth must be at least 1".into(),
+            ));
+        }
+        let paths = self
+            .files
+            .iter()
+            .map(|f| open_engine(f.clone(), choice, path_depth, slot_bytes))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(VolumeEngine {
+            map: self.map,
+            stats: self.stats.clone(),
+            started: paths
+                .iter()
+                .map(|e| vec![(Instant::now(), 0); e.depth()])
+                .collect(),
+            waiting: paths.iter().map(|_| VecDeque::new()).collect(),
+            paths,
+            slots: Slots::new(depth, slot_bytes),
+            outstanding: vec![0; depth],
+            failure: (0..depth).map(|_| None).collect(),
+            in_flight: 0,
+            max_in_flight: 0,
+            ready: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+}
+
+/// Reads from a striped volume: splits each logical read into per-path pieces, sends them
+/// to that path's engine within its queue-depth cap, and reassembles them.
+pub struct VolumeEngine {
+    map: StripeMap,
+    stats: Vec<Arc<PathStats>>,
+    paths: Vec<Box<dyn ReadEngine>>,
+    /// Per path, per inner slot: when the piece there was sent, and its length.
+    started: Vec<Vec<(Instant, usize)>>,
+    /// Per path: pieces (logical slot, piece) waiting for the path to have room.
+    waiting: Vec<VecDeque<(usize, Piece)>>,
+    slots: Slots,
+    /// Per logical slot: pieces not yet landed.
+    outstanding: Vec<usize>,
+    failure: Vec<Option<IoError>>,
+    in_flight: usize,
+    max_in_flight: usize,
+    ready: Vec<ReadDone>,
+    scratch: Vec<ReadDone>,
+}
+
+impl VolumeEngine {
+    /// Sends waiting pieces to `path` while it is under its cap.
+    fn pump(&mut self, path: usize) -> Result<()> {
+        while self.paths[path].free_slots() > 0 {
+            let Some((slot, piece)) = self.waiting[path].pop_front() else {
+                break;
+            };
+            let inner = self.paths[path].submit(
+                piece.physical,
+                piece.len,
+                (slot as u64) << 32 | piece.at as u64,
+            )?;
+            self.started[path][inner] = (Instant::now(), piece.len);
+            self.stats[path].started(piece.len);
+        }
+        Ok(())
+    }
+
+    /// Takes in finished pieces of `path` from `self.scratch`.
+    fn land(&mut self, path: usize) -> Result<()> {
+        let done = std::mem::take(&mut self.scratch);
+        for d in &done {
+            let slot = (d.tag >> 32) as usize;
+            let at = (d.tag & 0xffff_ffff) as usize;
+            let (sent, len) = self.started[path][d.slot];
+            self.stats[path].finished(sent.elapsed().as_secs_f64() * 1e6);
+            match &d.result {
+                Ok(()) => {
+                    let src = &self.paths[path].buffer(d.slot)[..len];
+                    self.slots.bufs[slot].as_mut_slice()[at..at + len].copy_from_slice(src);
+                }
+                Err(e) => {
+                    if self.failure[slot].is_none() {
+                        self.failure[slot] = Some(IoError::Usage(e.to_string()));
+                    }
+                }
+            }
+            self.paths[path].release(d.slot);
+            self.outstanding[slot] -= 1;
+            if self.outstanding[slot] == 0 {
+                self.in_flight -= 1;
+                let result = match self.failure[slot].take() {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                };
+                self.ready.push(ReadDone {
+                    slot,
+                    tag: self.slots.tags[slot],
+                    result,
+                });
+            }
+        }
+        self.scratch = done;
+        self.scratch.clear();
+        self.pump(path)
+    }
+}
+
+impl ReadEngine for VolumeEngine {
+    fn kind(&self) -> EngineKind {
+        self.paths[0].kind()
+    }
+    fn depth(&self) -> usize {
+        self.slots.bufs.len()
+    }
+    fn slot_bytes(&self) -> usize {
+        self.slots.bufs[0].len()
+    }
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+    fn free_slots(&self) -> usize {
+        self.slots.free.len()
+    }
+
+    fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
+        let slot = self.slots.take(offset, len, tag, "volume")?;
+        let pieces = self.map.pieces(offset, len);
+        self.outstanding[slot] = pieces.len();
+        self.in_flight += 1;
+        self.max_in_flight = self.max_in_flight.max(self.in_flight);
+        for piece in pieces {
+            if self.paths[piece.path].free_slots() == 0 {
+                self.stats[piece.path]
+                    .waited
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.waiting[piece.path].push_back((slot, piece));
+            self.pump(piece.path)?;
+        }
+        Ok(slot)
+    }
+
+    fn complete(&mut self, min: usize, out: &mut Vec<ReadDone>) -> Result<()> {
+        let want = min.min(self.in_flight + self.ready.len());
+        loop {
+            // Reap whatever every path has finished, without blocking.
+            for p in 0..self.paths.len() {
+                if self.paths[p].in_flight() > 0 {
+                    self.paths[p].complete(0, &mut self.scratch)?;
+                    self.land(p)?;
+                }
+            }
+            if self.ready.len() >= want {
+                out.append(&mut self.ready);
+                return Ok(());
+            }
+            // Block on the busiest path; the others' completions are reaped right after.
+            let busiest = (0..self.paths.len())
+                .max_by_key(|&p| self.paths[p].in_flight())
+                .unwrap_or(0);
+            self.paths[busiest].complete(1, &mut self.scratch)?;
+            self.land(busiest)?;
+        }
+    }
+
+    fn buffer(&self, slot: usize) -> &[u8] {
+        self.slots.bufs[slot].as_slice()
+    }
+    fn release(&mut self, slot: usize) {
+        self.slots.release(slot)
+    }
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            reads: self.slots.stats.reads,
+            bytes: self.slots.stats.bytes,
+            max_in_flight: self.max_in_flight,
+        }
+    }
+}
