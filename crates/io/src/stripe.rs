@@ -21,7 +21,7 @@ pub struct Piece {
 
 impl StripeMap {
     pub fn new(paths: usize, stripe_bytes: u64) -> Result<Self> {
-        if paths == 0 || stripe_bytes == 0 || stripe_bytes % SECTOR as u64 != 0 {
+        if paths == 0 || stripe_bytes == 0 || !stripe_bytes.is_multiple_of(SECTOR as u64) {
             return Err(IoError::Usage(format!(
                 "a stripe map needs at least one path and a stripe that is a whole number of {SECTOR}-byte sectors (got {paths} paths, {stripe_bytes} bytes)"
             )));
