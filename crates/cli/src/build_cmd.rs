@@ -30,6 +30,13 @@ pub struct Args {
     /// PQ code bytes per vector kept in DRAM (default: dimension / 4).
     #[arg(long)]
     pub pq_bytes: Option<usize>,
+    /// Directories to stripe the nodes over, one per device or NVMe-oF namespace
+    /// (default: the index directory alone).
+    #[arg(long, value_delimiter = ',')]
+    pub paths: Vec<PathBuf>,
+    /// Stripe size in KiB when striping over several paths.
+    #[arg(long, default_value_t = 64)]
+    pub stripe_kib: u64,
     /// Build threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -83,6 +90,8 @@ pub fn build_index(train: &Matrix, args: &Args) -> anyhow::Result<BuildReport> {
         build_list: args.build_list,
         alpha: args.alpha,
         pq_bytes: args.pq_bytes,
+        paths: args.paths.clone(),
+        stripe_bytes: args.stripe_kib * 1024,
         ..Default::default()
     };
     let bars = Bars::new();

@@ -45,6 +45,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         build_list: 100,
         alpha: 1.2,
         pq_bytes: None,
+        paths: Vec::new(),
+        stripe_kib: 64,
         threads: None,
         json: false,
     };

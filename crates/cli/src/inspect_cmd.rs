@@ -34,6 +34,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "nodes_per_sector": l.nodes_per_sector, "sectors_per_node": l.sectors_per_node,
                 "medoid": h.medoid, "dram_bytes": idx.dram_bytes(), "disk_bytes": idx.disk_bytes(),
                 "raw_vector_bytes": raw as u64,
+                "paths": idx.placement().0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "stripe_bytes": idx.placement().1,
             })
         );
         return Ok(());
@@ -60,13 +62,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     println!("PQ code        {} B per vector", h.pq_bytes);
     println!(
-        "DRAM           {:.2} MiB without node cache ({:.1}% of the raw vectors)",
+        "DRAM           {:.2} MiB with no node cache ({:.1}% of the raw vectors)",
         dram / 1048576.0,
         100.0 * dram / raw
     );
+    let (files, stripe) = idx.placement();
     println!(
-        "disk           {:.2} MiB (nodes.dvn)",
+        "disk           {:.2} MiB of nodes",
         idx.disk_bytes() as f64 / 1048576.0
     );
+    if files.len() == 1 {
+        println!("placement      one path: {}", files[0].display());
+    } else {
+        println!(
+            "placement      {} paths, {} KiB stripes:",
+            files.len(),
+            stripe / 1024
+        );
+        for f in &files {
+            println!("                 {}", f.display());
+        }
+    }
     Ok(())
 }

@@ -35,6 +35,9 @@ pub struct Args {
     /// auto, uring or pread.
     #[arg(long, default_value = "auto")]
     pub engine: EngineChoice,
+    /// Most reads one thread keeps in flight on one path; more wait in a queue (backpressure).
+    #[arg(long, default_value_t = 64)]
+    pub queue_depth: usize,
     /// Start every query at the medoid only, not also at the closest entry nodes (for comparison).
     #[arg(long)]
     pub no_entry_set: bool,
@@ -157,6 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         engine: args.engine,
         direct: !args.buffered,
         cache_nodes: args.cache_nodes,
+        queue_depth: args.queue_depth,
     };
     let index = DiskIndex::open(&args.index, &options)
         .with_context(|| format!("opening {}", args.index.display()))?;
@@ -190,8 +194,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             queries_per_thread: args.queries_per_thread,
             entry_set: !args.no_entry_set,
         };
+        index.reset_path_stats();
         let (results, stats) =
             index.search_batch(Rows::new(&test.data, test.dim), &params, args.threads)?;
+        let (files, _) = index.placement();
+        let paths: Vec<serde_json::Value> = files
+            .iter()
+            .zip(index.path_stats())
+            .map(|(f, p)| {
+                json!({
+                    "path": f.display().to_string(), "reads": p.reads,
+                    "iops": p.reads as f64 / stats.seconds,
+                    "mb_per_s": p.bytes as f64 / stats.seconds / 1e6,
+                    "max_in_flight": p.max_in_flight, "waited_at_cap": p.waited,
+                    "p50_us": p.p50_us, "p99_us": p.p99_us,
+                })
+            })
+            .collect();
         let s = summarize(&results, &gt, args.k, stats.seconds, l);
         print_row(&s);
         json_lines.push(json!({
@@ -203,6 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "mean_cache_hits": s.mean_cache_hits, "mean_free_expansions": s.mean_free,
             "reads_per_second": s.reads_per_second, "max_in_flight": stats.max_in_flight,
             "dram_index_bytes": index.dram_bytes(), "peak_rss_mb": peak_rss_mb(),
+            "queue_depth": args.queue_depth, "paths": paths,
         }));
     }
     println!(

@@ -103,7 +103,11 @@ fn build_search_inspect_on_the_bundled_sample() {
 
     let info = ok(&["inspect", "--index", ix]);
     assert!(
-        info.contains("5000 x 384 dims") && info.contains("layout version 1"),
+        info.contains("5000 x 384 dims")
+            && info.contains(&format!(
+                "layout version {}",
+                diskvec_index::diskann::LAYOUT_VERSION
+            )),
         "{info}"
     );
     let info = last_json(&ok(&["inspect", "--index", ix, "--json"]));
@@ -229,4 +233,89 @@ fn bad_input_exits_non_zero_with_a_clear_message() {
         small.to_str().unwrap(),
     ]);
     assert!(err.contains("does not belong"), "{err}");
+}
+
+#[test]
+fn an_index_striped_over_four_paths_uses_them_all_within_the_queue_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("idx");
+    let paths: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("ns{i}"))).collect();
+    for p in &paths {
+        std::fs::create_dir(p).unwrap();
+    }
+    let list = paths
+        .iter()
+        .map(|p| p.to_str().unwrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (ds, ix) = (sample(), index.clone());
+    let (ds, ix) = (ds.to_str().unwrap(), ix.to_str().unwrap());
+    ok(&[
+        "build",
+        "--dataset",
+        ds,
+        "--index",
+        ix,
+        "--max-degree",
+        "32",
+        "--paths",
+        &list,
+        "--stripe-kib",
+        "8",
+    ]);
+    for p in &paths {
+        assert_eq!(
+            std::fs::read_dir(p).unwrap().count(),
+            1,
+            "one stripe file in {}",
+            p.display()
+        );
+    }
+    let info = ok(&["inspect", "--index", ix]);
+    assert!(info.contains("4 paths, 8 KiB stripes"), "{info}");
+
+    let j = last_json(&ok(&[
+        "search",
+        "--index",
+        ix,
+        "--dataset",
+        ds,
+        "--search-list",
+        "60",
+        "--threads",
+        "1",
+        "--queue-depth",
+        "1",
+        "--json",
+    ]));
+    assert!(j["recall"].as_f64().unwrap() >= 0.98, "{j}");
+    let per_path = j["paths"].as_array().unwrap();
+    assert_eq!(per_path.len(), 4);
+    let mut waited = 0;
+    for p in per_path {
+        assert!(p["reads"].as_u64().unwrap() > 0, "{p}");
+        assert!(
+            p["max_in_flight"].as_u64().unwrap() <= 1,
+            "cap of 1 exceeded: {p}"
+        );
+        assert!(p["p99_us"].as_f64().unwrap() >= p["p50_us"].as_f64().unwrap());
+        waited += p["waited_at_cap"].as_u64().unwrap();
+    }
+    assert!(waited > 0, "with a cap of 1, some reads must wait: {j}");
+    let reads: u64 = per_path.iter().map(|p| p["reads"].as_u64().unwrap()).sum();
+    assert!(
+        (reads as f64 / 100.0 - j["mean_ios"].as_f64().unwrap()).abs() < 0.5,
+        "path reads add up to reads per query"
+    );
+
+    // A path that has gone away is named in the error.
+    let gone = std::fs::read_dir(&paths[2])
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::remove_file(&gone).unwrap();
+    let err = fails(&["search", "--index", ix, "--dataset", ds]);
+    assert!(err.contains(gone.to_str().unwrap()), "{err}");
 }

@@ -11,6 +11,7 @@ mod file;
 mod pread;
 mod stats;
 mod stripe;
+mod striped_writer;
 mod uring;
 mod volume;
 
@@ -20,6 +21,7 @@ pub use file::{open_for_reading, DataFile};
 pub use pread::PreadEngine;
 pub use stats::{PathSnapshot, PathStats};
 pub use stripe::{Piece, StripeMap};
+pub use striped_writer::StripedWriter;
 pub use uring::UringEngine;
 pub use volume::{Volume, VolumeEngine};
 

@@ -63,6 +63,16 @@ impl PathStats {
         self.latency[bucket_of(latency_us)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Zeroes the counters; reads in flight keep being counted as in flight.
+    pub fn reset(&self) {
+        for c in [&self.reads, &self.bytes, &self.waited, &self.max_in_flight] {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.latency
+            .iter()
+            .for_each(|c| c.store(0, Ordering::Relaxed));
+    }
+
     pub fn snapshot(&self) -> PathSnapshot {
         let counts: Vec<u64> = self
             .latency

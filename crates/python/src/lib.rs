@@ -164,6 +164,7 @@ impl DiskIndex {
                 engine,
                 direct,
                 cache_nodes,
+                ..Default::default()
             },
         )
         .map_err(to_py)?;

@@ -1,11 +1,11 @@
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use diskvec_graph::VamanaParams;
-use diskvec_io::SECTOR;
+use diskvec_io::{StripedWriter, SECTOR};
 use diskvec_vector::{check_vectors, Metric, ProductQuantizer, Rows};
 
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
@@ -30,6 +30,11 @@ pub struct BuildParams {
     pub pq_sample: usize,
     /// Entry nodes besides the medoid (a seeded sample); searches start from the closest.
     pub entry_points: usize,
+    /// Directories (one per device or NVMe-oF namespace) to stripe the nodes over; empty
+    /// keeps them in the index directory as `nodes.dvn`.
+    pub paths: Vec<PathBuf>,
+    /// Stripe size when striping over several paths.
+    pub stripe_bytes: u64,
     pub seed: u64,
 }
 
@@ -43,6 +48,8 @@ impl Default for BuildParams {
             pq_bytes: None,
             pq_sample: 25_000,
             entry_points: 256,
+            paths: Vec::new(),
+            stripe_bytes: 64 * 1024,
             seed: 1,
         }
     }
@@ -86,6 +93,40 @@ fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
         ));
     }
     Ok(pq_bytes)
+}
+
+/// Where the nodes go: the files to write, and how meta.dvm names them. One path (or
+/// none given) keeps `nodes.dvn` in the index directory; several get
+/// `<index name>.<i>.dvn` each, named in meta.dvm by absolute path.
+fn placement(out: &Path, paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>)> {
+    if paths.is_empty() {
+        return Ok((vec![out.join(NODES_FILE)], vec![NODES_FILE.to_string()]));
+    }
+    let name = out
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "index".to_string());
+    let mut targets = Vec::with_capacity(paths.len());
+    for (i, dir) in paths.iter().enumerate() {
+        let dir = dir.canonicalize().map_err(file_error(dir))?;
+        if !dir.is_dir() {
+            return Err(IndexError::InvalidArgument(format!(
+                "{}: not a directory",
+                dir.display()
+            )));
+        }
+        let target = dir.join(format!("{name}.{i}.dvn"));
+        if targets.contains(&target) {
+            return Err(IndexError::InvalidArgument(format!(
+                "{} is given twice in the paths",
+                dir.display()
+            )));
+        }
+        targets.push(target);
+    }
+    let stored = targets.iter().map(|t| t.display().to_string()).collect();
+    Ok((targets, stored))
 }
 
 /// A seeded uniform sample of node positions, sorted: spread over the data in proportion
@@ -144,6 +185,12 @@ pub fn build(
             "id {dup} appears more than once"
         )));
     }
+    if params.stripe_bytes == 0 || !params.stripe_bytes.is_multiple_of(SECTOR as u64) {
+        return Err(IndexError::InvalidArgument(format!(
+            "stripe size must be a positive multiple of 4 KiB, got {} bytes",
+            params.stripe_bytes
+        )));
+    }
     if n > u32::MAX as usize - 1 {
         return Err(IndexError::InvalidArgument(format!(
             "{n} vectors exceed the 2^32-1 limit of one index"
@@ -192,6 +239,7 @@ pub fn build(
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
     let write_start = Instant::now();
+    let (targets, stored_paths) = placement(out, &params.paths)?;
     let header_probe = Header {
         metric: params.metric,
         dim: dim as u32,
@@ -203,6 +251,8 @@ pub fn build(
         pq_bytes: pq_bytes as u32,
         build_id: 0,
         meta_crc: 0,
+        stripe_bytes: params.stripe_bytes,
+        path_count: targets.len() as u32,
     };
     let layout = header_probe.layout();
     let order = sector_order(&graph, layout.nodes_per_sector);
@@ -219,6 +269,9 @@ pub fn build(
             .collect(),
         ids: order.iter().map(|&old| ids[old as usize]).collect(),
         entries: entry_sample(n, params.entry_points, params.seed),
+        paths: stored_paths,
+        build_id: 0,
+        crc: 0,
     };
     let build_id = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -233,59 +286,50 @@ pub fn build(
         ..header_probe
     };
 
-    let nodes_tmp = out.join(format!("{NODES_FILE}.tmp"));
     let meta_tmp = out.join(format!("{META_FILE}.tmp"));
     let groups = n.div_ceil(layout.nodes_per_sector);
     progress.phase("layout write", groups as u64);
-    {
-        let file = File::create(&nodes_tmp).map_err(file_error(&nodes_tmp))?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        w.write_all(&header.encode())
-            .map_err(file_error(&nodes_tmp))?;
-        let mut record = vec![0u8; layout.node_bytes];
-        let mut sectors = vec![0u8; layout.read_bytes()];
-        let mut neighbours = Vec::with_capacity(params.max_degree);
-        for g in 0..groups {
-            sectors.fill(0);
-            for slot in 0..layout.nodes_per_sector {
-                let pos = g * layout.nodes_per_sector + slot;
-                if pos >= n {
-                    break;
-                }
-                let old = order[pos] as usize;
-                neighbours.clear();
-                neighbours.extend(graph.neighbors[old].iter().map(|&q| position[q as usize]));
-                layout.encode(rows.get(old as u32), &neighbours, &mut record);
-                if layout.sectors_per_node == 1 {
-                    sectors[slot * layout.node_bytes..(slot + 1) * layout.node_bytes]
-                        .copy_from_slice(&record);
-                } else {
-                    for (i, piece) in record.chunks(SECTOR_PAYLOAD).enumerate() {
-                        sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
-                    }
+    let mut w = StripedWriter::create(&targets, params.stripe_bytes)?;
+    w.write_all(&header.encode())?;
+    let mut record = vec![0u8; layout.node_bytes];
+    let mut sectors = vec![0u8; layout.read_bytes()];
+    let mut neighbours = Vec::with_capacity(params.max_degree);
+    for g in 0..groups {
+        sectors.fill(0);
+        for slot in 0..layout.nodes_per_sector {
+            let pos = g * layout.nodes_per_sector + slot;
+            if pos >= n {
+                break;
+            }
+            let old = order[pos] as usize;
+            neighbours.clear();
+            neighbours.extend(graph.neighbors[old].iter().map(|&q| position[q as usize]));
+            layout.encode(rows.get(old as u32), &neighbours, &mut record);
+            if layout.sectors_per_node == 1 {
+                sectors[slot * layout.node_bytes..(slot + 1) * layout.node_bytes]
+                    .copy_from_slice(&record);
+            } else {
+                for (i, piece) in record.chunks(SECTOR_PAYLOAD).enumerate() {
+                    sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
                 }
             }
-            seal_sectors(&mut sectors);
-            w.write_all(&sectors).map_err(file_error(&nodes_tmp))?;
-            progress.advance(1);
         }
-        let file = w.into_inner().map_err(|e| IndexError::File {
-            path: nodes_tmp.clone(),
-            source: e.into_error(),
-        })?;
-        file.sync_all().map_err(file_error(&nodes_tmp))?;
+        seal_sectors(&mut sectors);
+        w.write_all(&sectors)?;
+        progress.advance(1);
     }
+    w.finish()?;
     {
         let mut f = File::create(&meta_tmp).map_err(file_error(&meta_tmp))?;
         f.write_all(&meta_bytes).map_err(file_error(&meta_tmp))?;
         f.sync_all().map_err(file_error(&meta_tmp))?;
     }
-    let nodes_path = out.join(NODES_FILE);
     let meta_path = out.join(META_FILE);
-    std::fs::rename(&nodes_tmp, &nodes_path).map_err(file_error(&nodes_path))?;
     std::fs::rename(&meta_tmp, &meta_path).map_err(file_error(&meta_path))?;
-    if let Ok(d) = File::open(out) {
-        let _ = d.sync_all();
+    for dir in std::iter::once(out).chain(params.paths.iter().map(PathBuf::as_path)) {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
     }
     Ok(BuildReport {
         count: n,

@@ -9,7 +9,7 @@ use crate::{IndexError, Result};
 
 pub const NODES_MAGIC: &[u8; 8] = b"DISKVECN";
 /// Bumped whenever the bytes of `nodes.dvn` or `meta.dvm` change meaning.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// The first sector of `nodes.dvn`: everything needed to interpret the rest.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,6 +26,9 @@ pub struct Header {
     pub build_id: u64,
     /// CRC-32 of the body of `meta.dvm`.
     pub meta_crc: u32,
+    /// Stripe size of the placement over several paths.
+    pub stripe_bytes: u64,
+    pub path_count: u32,
 }
 
 impl Header {
@@ -59,6 +62,8 @@ impl Header {
         w.u64(self.build_id);
         w.u32(self.meta_crc);
         w.u64(l.data_sectors(self.count as usize));
+        w.u64(self.stripe_bytes);
+        w.u32(self.path_count);
         seal_sectors(&mut s);
         s
     }
@@ -100,6 +105,8 @@ impl Header {
             pq_bytes: 0,
             build_id: 0,
             meta_crc: 0,
+            stripe_bytes: 0,
+            path_count: 0,
         };
         let (node_bytes, per_sector, sectors_per) = (r.u32(), r.u32(), r.u32());
         let h = Header {
@@ -112,6 +119,14 @@ impl Header {
             ..h
         };
         let data_sectors = r.u64();
+        let h = Header {
+            stripe_bytes: r.u64(),
+            path_count: r.u32(),
+            ..h
+        };
+        if h.path_count == 0 || h.stripe_bytes == 0 || !h.stripe_bytes.is_multiple_of(SECTOR as u64) {
+            return Err(corrupt(path, "header describes an impossible placement"));
+        }
         if h.dim == 0 || h.count == 0 || h.max_degree == 0 || h.medoid as u64 >= h.count {
             return Err(corrupt(path, "header describes an impossible index"));
         }
@@ -185,6 +200,8 @@ mod tests {
             pq_bytes: 96,
             build_id: 0xfeed,
             meta_crc: 0xabcd,
+            stripe_bytes: 65536,
+            path_count: 4,
         }
     }
 

@@ -1,12 +1,14 @@
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use diskvec_io::{open_for_reading, AlignedBuf, DataFile, EngineChoice, EngineKind, SECTOR};
+use diskvec_io::{
+    open_for_reading, AlignedBuf, EngineChoice, EngineKind, PathSnapshot, Volume, SECTOR,
+};
 
 use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
 use super::meta::Meta;
-use super::{Header, META_FILE, NODES_FILE};
+use super::{Header, META_FILE};
 use crate::error::{corrupt, file_error};
 use crate::{IndexError, Result};
 
@@ -19,6 +21,8 @@ pub struct OpenOptions {
     /// Nodes kept in DRAM, taken breadth-first from the entry point (a prefix of the
     /// file by construction). `None`: 1% of the nodes.
     pub cache_nodes: Option<usize>,
+    /// Most reads one search thread keeps in flight on one path; more wait in a queue.
+    pub queue_depth: usize,
 }
 
 impl Default for OpenOptions {
@@ -27,24 +31,25 @@ impl Default for OpenOptions {
             engine: EngineChoice::Auto,
             direct: true,
             cache_nodes: None,
+            queue_depth: 64,
         }
     }
 }
 
-/// An opened DISKANN index: header, DRAM-resident meta, node cache, and a pool of read
-/// engines (one per searching thread).
+/// An opened DISKANN index: header, DRAM-resident meta, node cache, the volume holding the
+/// nodes (one or several paths), and a pool of read engines (one per searching thread).
 pub struct DiskIndex {
     pub(crate) header: Header,
     pub(crate) layout: NodeLayout,
     pub(crate) meta: Meta,
-    pub(crate) file: Arc<DataFile>,
-    pub(crate) nodes_path: PathBuf,
+    pub(crate) volume: Volume,
     pub(crate) cache: Vec<u8>,
     pub(crate) cached: u32,
     /// Records of the entry nodes beyond the cached prefix, in `meta.entries` order.
     pub(crate) entry_cache: Vec<u8>,
     pub(crate) entry_ids: Vec<u32>,
     pub(crate) engine_choice: EngineChoice,
+    pub(crate) queue_depth: usize,
     pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
 }
 
@@ -59,47 +64,53 @@ impl DiskIndex {
                 ),
             });
         }
-        let nodes_path = dir.join(NODES_FILE);
-        let file = open_for_reading(&nodes_path, options.direct)?;
+        if options.queue_depth == 0 {
+            return Err(IndexError::InvalidArgument(
+                "queue depth must be at least 1".into(),
+            ));
+        }
+        let meta_path = dir.join(META_FILE);
+        let meta = Meta::read(&meta_path)?;
+        let paths: Vec<PathBuf> = meta.paths.iter().map(|p| dir.join(p)).collect();
+        // The header is the first sector of the logical file: always on the first path.
+        let nodes_path = paths[0].clone();
+        let first_file = open_for_reading(&nodes_path, options.direct)?;
         let mut first = AlignedBuf::new(SECTOR);
-        let got = file
+        let got = first_file
             .file
             .read_at(first.as_mut_slice(), 0)
             .map_err(file_error(&nodes_path))?;
         let header = Header::decode(&first.as_slice()[..got], &nodes_path)?;
-        if file.len != header.nodes_file_bytes() {
-            return Err(corrupt(
-                &nodes_path,
-                format!(
-                    "size is {} bytes, the header says {} (truncated?)",
-                    file.len,
-                    header.nodes_file_bytes()
-                ),
-            ));
-        }
-        let meta = Meta::read(&dir.join(META_FILE), &header)?;
+        drop(first_file);
+        meta.check(&header, &meta_path)?;
+        let volume = Volume::open(
+            &paths,
+            header.stripe_bytes,
+            header.nodes_file_bytes(),
+            options.direct,
+        )?;
         let layout = header.layout();
         let count = header.count as usize;
         let cached = options.cache_nodes.unwrap_or(count / 100).min(count);
-        let cache = load_prefix(&file, &layout, cached, &nodes_path)?;
+        let cache = load_prefix(&volume, &layout, cached, &nodes_path)?;
         let entry_ids: Vec<u32> = meta
             .entries
             .iter()
             .copied()
             .filter(|&e| e as usize >= cached)
             .collect();
-        let entry_cache = load_records(&file, &layout, &entry_ids, &nodes_path)?;
+        let entry_cache = load_records(&volume, &layout, &entry_ids, &nodes_path)?;
         Ok(Self {
             header,
             layout,
             meta,
-            file: Arc::new(file),
-            nodes_path,
+            volume,
             cache,
             cached: cached as u32,
             entry_cache,
             entry_ids,
             engine_choice: options.engine,
+            queue_depth: options.queue_depth,
             engines: Mutex::new(Vec::new()),
         })
     }
@@ -130,7 +141,27 @@ impl DiskIndex {
 
     /// True when node reads bypass the page cache.
     pub fn direct_io(&self) -> bool {
-        self.file.direct
+        self.volume.direct()
+    }
+
+    /// The files holding the nodes, one per path, and the stripe size.
+    pub fn placement(&self) -> (Vec<PathBuf>, u64) {
+        (
+            self.volume.files.iter().map(|f| f.path.clone()).collect(),
+            self.volume.map.stripe_bytes,
+        )
+    }
+
+    /// Each path's counters since the last `reset_path_stats`.
+    pub fn path_stats(&self) -> Vec<PathSnapshot> {
+        self.volume.stats.iter().map(|s| s.snapshot()).collect()
+    }
+
+    /// Zeroes the per-path counters (call between measurements, with no search running).
+    pub fn reset_path_stats(&self) {
+        for s in &self.volume.stats {
+            s.reset();
+        }
     }
 
     /// The engine searches use here (io_uring unless it is unavailable or pread was asked for).
@@ -168,12 +199,13 @@ impl DiskIndex {
             return Ok(pool.swap_remove(i));
         }
         drop(pool);
-        Ok(diskvec_io::open_engine(
-            self.file.clone(),
+        let engine = self.volume.engine(
             self.engine_choice,
             depth,
             self.layout.read_bytes(),
-        )?)
+            self.queue_depth,
+        )?;
+        Ok(Box::new(engine))
     }
 
     pub(crate) fn return_engine(&self, engine: Box<dyn diskvec_io::ReadEngine>) {
@@ -185,15 +217,13 @@ impl DiskIndex {
 }
 
 /// Reads the records of the given nodes (sorted ids), checking CRCs.
-fn load_records(file: &DataFile, layout: &NodeLayout, ids: &[u32], path: &Path) -> Result<Vec<u8>> {
+fn load_records(volume: &Volume, layout: &NodeLayout, ids: &[u32], path: &Path) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(ids.len() * layout.node_bytes);
     let mut buf = AlignedBuf::new(layout.read_bytes());
     let mut scratch = Vec::new();
     for &id in ids {
         let offset = layout.offset_of(id);
-        file.file
-            .read_exact_at(buf.as_mut_slice(), offset)
-            .map_err(file_error(path))?;
+        volume.read_exact_at(buf.as_mut_slice(), offset)?;
         if let Some(bad) = first_bad_sector(buf.as_slice()) {
             return Err(corrupt(
                 path,
@@ -210,21 +240,21 @@ fn load_records(file: &DataFile, layout: &NodeLayout, ids: &[u32], path: &Path) 
 
 /// Reads the records of nodes `0..count` (the front of the file) into one buffer,
 /// checking every sector's CRC on the way.
-fn load_prefix(file: &DataFile, layout: &NodeLayout, count: usize, path: &Path) -> Result<Vec<u8>> {
+fn load_prefix(volume: &Volume, layout: &NodeLayout, count: usize, path: &Path) -> Result<Vec<u8>> {
     let mut cache = Vec::with_capacity(count * layout.node_bytes);
     let groups = count.div_ceil(layout.nodes_per_sector);
     let group_bytes = layout.read_bytes();
-    let per_chunk = (1 << 20) / group_bytes;
-    let mut buf = AlignedBuf::new(per_chunk.max(1) * group_bytes);
+    let per_chunk = ((1 << 20) / group_bytes).max(1);
+    let mut buf = AlignedBuf::new(per_chunk * group_bytes);
     let mut scratch = Vec::new();
     let mut g = 0;
     while g < groups {
-        let take = per_chunk.max(1).min(groups - g);
+        let take = per_chunk.min(groups - g);
         let bytes = take * group_bytes;
-        let offset = (SECTOR + g * group_bytes) as u64;
-        file.file
-            .read_exact_at(&mut buf.as_mut_slice()[..bytes], offset)
-            .map_err(file_error(path))?;
+        volume.read_exact_at(
+            &mut buf.as_mut_slice()[..bytes],
+            (SECTOR + g * group_bytes) as u64,
+        )?;
         let chunk = &buf.as_slice()[..bytes];
         if let Some(bad) = first_bad_sector(chunk) {
             return Err(corrupt(
@@ -241,8 +271,7 @@ fn load_prefix(file: &DataFile, layout: &NodeLayout, count: usize, path: &Path) 
                 if id as usize >= count {
                     break;
                 }
-                let rec = layout.record(group, id, &mut scratch);
-                cache.extend_from_slice(rec.bytes());
+                cache.extend_from_slice(layout.record(group, id, &mut scratch).bytes());
             }
         }
         g += take;

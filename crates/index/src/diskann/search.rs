@@ -313,10 +313,11 @@ impl DiskIndex {
     /// for free any node sharing its sector that the query wants next.
     fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) -> Result<()> {
         if let Some(bad) = first_bad_sector(data) {
-            let sector = self.layout.offset_of(id) / diskvec_io::SECTOR as u64 + bad as u64;
+            let logical = self.layout.offset_of(id) + (bad * diskvec_io::SECTOR) as u64;
+            let (path, physical) = self.volume.map.locate(logical);
             return Err(corrupt(
-                &self.nodes_path,
-                format!("sector {sector} checksum mismatch"),
+                &self.volume.files[path].path,
+                format!("sector at offset {physical} checksum mismatch"),
             ));
         }
         let mut record_buf = std::mem::take(&mut scratch.record);
