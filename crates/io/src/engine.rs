@@ -75,6 +75,11 @@ pub trait ReadEngine: Send {
     /// Sends queued reads to the device and waits until at least `min` reads have finished
     /// (fewer if fewer are in flight); appends every finished read to `out`.
     fn complete(&mut self, min: usize, out: &mut Vec<ReadDone>) -> Result<()>;
+    /// Sends queued reads and collects finished ones without waiting; costs no system call
+    /// when nothing is queued.
+    fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
+        self.complete(0, out)
+    }
     fn buffer(&self, slot: usize) -> &[u8];
     fn release(&mut self, slot: usize);
     fn stats(&self) -> EngineStats;

@@ -45,22 +45,39 @@ impl StripeMap {
 
     /// Splits the logical range `offset..offset+len` at stripe boundaries.
     pub fn pieces(&self, offset: u64, len: usize) -> Vec<Piece> {
-        let mut out = Vec::with_capacity(1);
+        self.iter_pieces(offset, len).collect()
+    }
+
+    /// The same pieces without allocating (the query path calls this for every read).
+    pub fn iter_pieces(&self, offset: u64, len: usize) -> impl Iterator<Item = Piece> + '_ {
         let mut at = 0usize;
-        while at < len {
+        std::iter::from_fn(move || {
+            if at >= len {
+                return None;
+            }
             let logical = offset + at as u64;
             let room = (self.stripe_bytes - logical % self.stripe_bytes) as usize;
             let take = room.min(len - at);
             let (path, physical) = self.locate(logical);
-            out.push(Piece {
+            let piece = Piece {
                 path,
                 physical,
                 at,
                 len: take,
-            });
+            };
             at += take;
+            Some(piece)
+        })
+    }
+
+    /// How many pieces `pieces(offset, len)` has.
+    pub fn piece_count(&self, offset: u64, len: usize) -> usize {
+        if len == 0 {
+            return 0;
         }
-        out
+        let first = offset / self.stripe_bytes;
+        let last = (offset + len as u64 - 1) / self.stripe_bytes;
+        (last - first + 1) as usize
     }
 
     /// Bytes of a logical file of `logical_len` bytes that `path` stores.
@@ -130,6 +147,19 @@ mod tests {
                 len: 8192
             }]
         );
+        for (off, len) in [
+            (4096u64, 16384usize),
+            (8192, 8192),
+            (0, 4096),
+            (4096, 4096),
+            (0, 40960),
+        ] {
+            assert_eq!(
+                m.piece_count(off, len),
+                m.pieces(off, len).len(),
+                "{off} {len}"
+            );
+        }
         let one = StripeMap::new(1, 4096).unwrap();
         let p = one.pieces(4096, 12288);
         assert!(p.iter().all(|x| x.path == 0));

@@ -15,6 +15,8 @@ pub struct UringEngine {
     /// Per slot: (offset, len, bytes already read). A short read is resubmitted for the rest.
     pending: Vec<(u64, usize, usize)>,
     in_flight: usize,
+    /// Entries pushed to the submission queue and not yet sent to the kernel.
+    unsent: usize,
     fixed_buffers: bool,
 }
 
@@ -44,6 +46,7 @@ impl UringEngine {
             slots,
             pending: vec![(0, 0, 0); depth],
             in_flight: 0,
+            unsent: 0,
             fixed_buffers,
         })
     }
@@ -67,10 +70,47 @@ impl UringEngine {
             // The submission queue is as deep as the slot count, so it is full only when
             // earlier entries were not yet sent: send them and try once more.
             self.ring.submit().map_err(|e| self.os(e))?;
+            self.unsent = 0;
             unsafe { self.ring.submission().push(&entry) }
                 .map_err(|_| IoError::Usage("io_uring submission queue full".into()))?;
         }
+        self.unsent += 1;
         Ok(())
+    }
+
+    /// Takes every completion off the ring; resubmits short reads. Returns how many reads finished.
+    fn reap(&mut self, out: &mut Vec<ReadDone>) -> Result<usize> {
+        let finished: Vec<(usize, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data() as usize, c.result()))
+            .collect();
+        let mut count = 0;
+        for (slot, res) in finished {
+            let (offset, len, done) = self.pending[slot];
+            let result = if res < 0 {
+                Err(self.os(std::io::Error::from_raw_os_error(-res)))
+            } else if res == 0 {
+                Err(IoError::UnexpectedEof {
+                    path: self.file.path.display().to_string(),
+                    offset: offset + done as u64,
+                })
+            } else if done + (res as usize) < len {
+                self.pending[slot].2 = done + res as usize;
+                self.push(slot)?;
+                continue;
+            } else {
+                Ok(())
+            };
+            self.in_flight -= 1;
+            count += 1;
+            out.push(ReadDone {
+                slot,
+                tag: self.slots.tags[slot],
+                result,
+            });
+        }
+        Ok(count)
     }
 
     fn os(&self, source: std::io::Error) -> IoError {
@@ -115,43 +155,24 @@ impl ReadEngine for UringEngine {
         let mut wanted = min.min(self.in_flight);
         loop {
             match self.ring.submit_and_wait(wanted) {
-                Ok(_) => {}
+                Ok(_) => self.unsent = 0,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(self.os(e)),
             }
-            let finished: Vec<(usize, i32)> = self
-                .ring
-                .completion()
-                .map(|c| (c.user_data() as usize, c.result()))
-                .collect();
-            for (slot, res) in finished {
-                let (offset, len, done) = self.pending[slot];
-                let result = if res < 0 {
-                    Err(self.os(std::io::Error::from_raw_os_error(-res)))
-                } else if res == 0 {
-                    Err(IoError::UnexpectedEof {
-                        path: self.file.path.display().to_string(),
-                        offset: offset + done as u64,
-                    })
-                } else if done + (res as usize) < len {
-                    self.pending[slot].2 = done + res as usize;
-                    self.push(slot)?;
-                    continue;
-                } else {
-                    Ok(())
-                };
-                self.in_flight -= 1;
-                wanted = wanted.saturating_sub(1);
-                out.push(ReadDone {
-                    slot,
-                    tag: self.slots.tags[slot],
-                    result,
-                });
-            }
+            wanted = wanted.saturating_sub(self.reap(out)?);
             if wanted == 0 {
                 return Ok(());
             }
         }
+    }
+
+    fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
+        if self.unsent > 0 {
+            self.ring.submit().map_err(|e| self.os(e))?;
+            self.unsent = 0;
+        }
+        self.reap(out)?;
+        Ok(())
     }
 
     fn buffer(&self, slot: usize) -> &[u8] {

@@ -207,11 +207,11 @@ impl ReadEngine for VolumeEngine {
 
     fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
         let slot = self.slots.take(offset, len, tag, "volume")?;
-        let pieces = self.map.pieces(offset, len);
-        self.outstanding[slot] = pieces.len();
+        self.outstanding[slot] = self.map.piece_count(offset, len);
         self.in_flight += 1;
         self.max_in_flight = self.max_in_flight.max(self.in_flight);
-        for piece in pieces {
+        let map = self.map;
+        for piece in map.iter_pieces(offset, len) {
             if self.paths[piece.path].free_slots() == 0 {
                 self.stats[piece.path]
                     .waited
@@ -226,24 +226,38 @@ impl ReadEngine for VolumeEngine {
     fn complete(&mut self, min: usize, out: &mut Vec<ReadDone>) -> Result<()> {
         let want = min.min(self.in_flight + self.ready.len());
         loop {
-            // Reap whatever every path has finished, without blocking.
+            // Send what is queued and take what has finished, on every path, without waiting.
             for p in 0..self.paths.len() {
-                if self.paths[p].in_flight() > 0 {
-                    self.paths[p].complete(0, &mut self.scratch)?;
-                    self.land(p)?;
-                }
+                self.paths[p].poll(&mut self.scratch)?;
+                self.land(p)?;
             }
             if self.ready.len() >= want {
+                // Pieces pumped while landing are sent now, not at the next call.
+                for p in 0..self.paths.len() {
+                    self.paths[p].poll(&mut self.scratch)?;
+                    self.land(p)?;
+                }
                 out.append(&mut self.ready);
                 return Ok(());
             }
-            // Block on the busiest path; the others' completions are reaped right after.
+            // Wait on the busiest path; the others' completions are taken on the next pass.
             let busiest = (0..self.paths.len())
                 .max_by_key(|&p| self.paths[p].in_flight())
                 .unwrap_or(0);
-            self.paths[busiest].complete(1, &mut self.scratch)?;
+            let short = want - self.ready.len();
+            let wait_for = if self.paths.len() == 1 { short } else { 1 };
+            self.paths[busiest].complete(wait_for, &mut self.scratch)?;
             self.land(busiest)?;
         }
+    }
+
+    fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
+        for p in 0..self.paths.len() {
+            self.paths[p].poll(&mut self.scratch)?;
+            self.land(p)?;
+        }
+        out.append(&mut self.ready);
+        Ok(())
     }
 
     fn buffer(&self, slot: usize) -> &[u8] {

@@ -124,7 +124,8 @@ impl Header {
             path_count: r.u32(),
             ..h
         };
-        if h.path_count == 0 || h.stripe_bytes == 0 || !h.stripe_bytes.is_multiple_of(SECTOR as u64) {
+        if h.path_count == 0 || h.stripe_bytes == 0 || !h.stripe_bytes.is_multiple_of(SECTOR as u64)
+        {
             return Err(corrupt(path, "header describes an impossible placement"));
         }
         if h.dim == 0 || h.count == 0 || h.max_degree == 0 || h.medoid as u64 >= h.count {
