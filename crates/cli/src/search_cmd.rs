@@ -38,6 +38,10 @@ pub struct Args {
     /// Most reads one thread keeps in flight on one path; more wait in a queue (backpressure).
     #[arg(long, default_value_t = 64)]
     pub queue_depth: usize,
+    /// Emulate slower paths, e.g. "latency_us=80,iops=20000,mbps=1500": one spec for every
+    /// path, or one per path separated by ';'.
+    #[arg(long, value_delimiter = ';')]
+    pub emulate_path: Vec<diskvec_io::PathEmulation>,
     /// Start every query at the medoid only, not also at the closest entry nodes (for comparison).
     #[arg(long)]
     pub no_entry_set: bool,
@@ -161,6 +165,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         direct: !args.buffered,
         cache_nodes: args.cache_nodes,
         queue_depth: args.queue_depth,
+        emulate: args.emulate_path.clone(),
     };
     let index = DiskIndex::open(&args.index, &options)
         .with_context(|| format!("opening {}", args.index.display()))?;
@@ -223,6 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "reads_per_second": s.reads_per_second, "max_in_flight": stats.max_in_flight,
             "dram_index_bytes": index.dram_bytes(), "peak_rss_mb": peak_rss_mb(),
             "queue_depth": args.queue_depth, "paths": paths,
+            "emulate_path": args.emulate_path.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>(),
         }));
     }
     println!(

@@ -6,6 +6,7 @@
 //! io_uring is unavailable). [`open_engine`] picks one and says in the log when it falls back.
 
 mod aligned;
+mod emulation;
 mod engine;
 mod file;
 mod pread;
@@ -16,6 +17,7 @@ mod uring;
 mod volume;
 
 pub use aligned::AlignedBuf;
+pub use emulation::PathEmulation;
 pub use engine::{open_engine, EngineChoice, EngineKind, EngineStats, ReadDone, ReadEngine};
 pub use file::{open_for_reading, DataFile};
 pub use pread::PreadEngine;

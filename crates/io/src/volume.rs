@@ -2,13 +2,14 @@ use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::emulation::EmulatedPath;
 use crate::engine::Slots;
 use crate::stripe::{Piece, StripeMap};
 use crate::{
     open_engine, open_for_reading, DataFile, EngineChoice, EngineKind, EngineStats, IoError,
-    PathStats, ReadDone, ReadEngine, Result,
+    PathEmulation, PathStats, ReadDone, ReadEngine, Result,
 };
 
 /// A logical file striped over several storage paths (files on separate devices or
@@ -17,6 +18,7 @@ pub struct Volume {
     pub files: Vec<Arc<DataFile>>,
     pub map: StripeMap,
     pub stats: Vec<Arc<PathStats>>,
+    emulation: Vec<Option<Arc<EmulatedPath>>>,
 }
 
 impl Volume {
@@ -47,9 +49,34 @@ impl Volume {
                 .iter()
                 .map(|_| Arc::new(PathStats::default()))
                 .collect(),
+            emulation: paths.iter().map(|_| None).collect(),
             files,
             map,
         })
+    }
+
+    /// Emulates slower paths (added latency, IOPS and bandwidth caps) on top of the real
+    /// ones: one spec for every path, or one per path. Engines made afterwards use it.
+    pub fn set_emulation(&mut self, specs: &[PathEmulation]) -> Result<()> {
+        self.emulation = match specs.len() {
+            0 => self.files.iter().map(|_| None).collect(),
+            1 => self
+                .files
+                .iter()
+                .map(|_| Some(Arc::new(EmulatedPath::new(specs[0]))))
+                .collect(),
+            n if n == self.files.len() => specs
+                .iter()
+                .map(|s| Some(Arc::new(EmulatedPath::new(*s))))
+                .collect(),
+            n => {
+                return Err(IoError::Usage(format!(
+                    "{n} path emulations given for {} paths: give one for all, or one per path",
+                    self.files.len()
+                )))
+            }
+        };
+        Ok(())
     }
 
     /// True when every path bypasses the page cache.
@@ -93,6 +120,12 @@ impl Volume {
         Ok(VolumeEngine {
             map: self.map,
             stats: self.stats.clone(),
+            emulation: self.emulation.clone(),
+            release_at: paths
+                .iter()
+                .map(|e| vec![Instant::now(); e.depth()])
+                .collect(),
+            held: Vec::new(),
             started: paths
                 .iter()
                 .map(|e| vec![(Instant::now(), 0); e.depth()])
@@ -115,6 +148,12 @@ impl Volume {
 pub struct VolumeEngine {
     map: StripeMap,
     stats: Vec<Arc<PathStats>>,
+    emulation: Vec<Option<Arc<EmulatedPath>>>,
+    /// Per path, per inner slot: when an emulated path would have finished the piece.
+    release_at: Vec<Vec<Instant>>,
+    /// Pieces the device has finished but their emulated path has not: (path, read).
+    /// They keep their path slot, so the queue-depth cap also bounds emulated queueing.
+    held: Vec<(usize, ReadDone)>,
     paths: Vec<Box<dyn ReadEngine>>,
     /// Per path, per inner slot: when the piece there was sent, and its length.
     started: Vec<Vec<(Instant, usize)>>,
@@ -143,48 +182,77 @@ impl VolumeEngine {
                 (slot as u64) << 32 | piece.at as u64,
             )?;
             self.started[path][inner] = (Instant::now(), piece.len);
+            if let Some(em) = &self.emulation[path] {
+                self.release_at[path][inner] = em.schedule(piece.len);
+            }
             self.stats[path].started(piece.len);
         }
         Ok(())
     }
 
-    /// Takes in finished pieces of `path` from `self.scratch`.
+    /// Takes in finished pieces of `path` from `self.scratch`; pieces whose emulated path
+    /// is not done yet are held.
     fn land(&mut self, path: usize) -> Result<()> {
-        let done = std::mem::take(&mut self.scratch);
-        for d in &done {
-            let slot = (d.tag >> 32) as usize;
-            let at = (d.tag & 0xffff_ffff) as usize;
-            let (sent, len) = self.started[path][d.slot];
-            self.stats[path].finished(sent.elapsed().as_secs_f64() * 1e6);
-            match &d.result {
-                Ok(()) => {
-                    let src = &self.paths[path].buffer(d.slot)[..len];
-                    self.slots.bufs[slot].as_mut_slice()[at..at + len].copy_from_slice(src);
-                }
-                Err(e) => {
-                    if self.failure[slot].is_none() {
-                        self.failure[slot] = Some(IoError::Usage(e.to_string()));
-                    }
-                }
-            }
-            self.paths[path].release(d.slot);
-            self.outstanding[slot] -= 1;
-            if self.outstanding[slot] == 0 {
-                self.in_flight -= 1;
-                let result = match self.failure[slot].take() {
-                    Some(e) => Err(e),
-                    None => Ok(()),
-                };
-                self.ready.push(ReadDone {
-                    slot,
-                    tag: self.slots.tags[slot],
-                    result,
-                });
+        let mut done = std::mem::take(&mut self.scratch);
+        let now = Instant::now();
+        for d in done.drain(..) {
+            if self.emulation[path].is_some() && self.release_at[path][d.slot] > now {
+                self.held.push((path, d));
+            } else {
+                self.finish_piece(path, d);
             }
         }
         self.scratch = done;
-        self.scratch.clear();
         self.pump(path)
+    }
+
+    /// Finishes held pieces whose time has come.
+    fn release_held(&mut self) -> Result<()> {
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.held.len() {
+            let (path, slot) = (self.held[i].0, self.held[i].1.slot);
+            if self.release_at[path][slot] <= now {
+                let (path, d) = self.held.swap_remove(i);
+                self.finish_piece(path, d);
+                self.pump(path)?;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_piece(&mut self, path: usize, d: ReadDone) {
+        let slot = (d.tag >> 32) as usize;
+        let at = (d.tag & 0xffff_ffff) as usize;
+        let (sent, len) = self.started[path][d.slot];
+        self.stats[path].finished(sent.elapsed().as_secs_f64() * 1e6);
+        match &d.result {
+            Ok(()) => {
+                let src = &self.paths[path].buffer(d.slot)[..len];
+                self.slots.bufs[slot].as_mut_slice()[at..at + len].copy_from_slice(src);
+            }
+            Err(e) => {
+                if self.failure[slot].is_none() {
+                    self.failure[slot] = Some(IoError::Usage(e.to_string()));
+                }
+            }
+        }
+        self.paths[path].release(d.slot);
+        self.outstanding[slot] -= 1;
+        if self.outstanding[slot] == 0 {
+            self.in_flight -= 1;
+            let result = match self.failure[slot].take() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+            self.ready.push(ReadDone {
+                slot,
+                tag: self.slots.tags[slot],
+                result,
+            });
+        }
     }
 }
 
@@ -231,6 +299,7 @@ impl ReadEngine for VolumeEngine {
                 self.paths[p].poll(&mut self.scratch)?;
                 self.land(p)?;
             }
+            self.release_held()?;
             if self.ready.len() >= want {
                 // Pieces pumped while landing are sent now, not at the next call.
                 for p in 0..self.paths.len() {
@@ -239,6 +308,20 @@ impl ReadEngine for VolumeEngine {
                 }
                 out.append(&mut self.ready);
                 return Ok(());
+            }
+            if let Some(next) = self
+                .held
+                .iter()
+                .map(|(p, d)| self.release_at[*p][d.slot])
+                .min()
+            {
+                // An emulated completion is due; sleep towards it in short steps so real
+                // completions on other paths are not left waiting.
+                let wait = next
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_micros(200));
+                std::thread::sleep(wait);
+                continue;
             }
             // Wait on the busiest path; the others' completions are taken on the next pass.
             let busiest = (0..self.paths.len())
@@ -256,6 +339,7 @@ impl ReadEngine for VolumeEngine {
             self.paths[p].poll(&mut self.scratch)?;
             self.land(p)?;
         }
+        self.release_held()?;
         out.append(&mut self.ready);
         Ok(())
     }

@@ -239,3 +239,50 @@ fn volume_refuses_a_path_file_of_the_wrong_size_naming_it() {
         .to_string();
     assert!(err.contains("part1"), "{err}");
 }
+
+#[test]
+fn an_emulated_path_is_never_faster_than_its_caps() {
+    let dir = tempfile::tempdir().unwrap();
+    let sectors = 200u64;
+    let paths = striped_files(dir.path(), 1, SECTOR as u64, sectors);
+    let mut vol =
+        diskvec_io::Volume::open(&paths, SECTOR as u64, sectors * SECTOR as u64, true).unwrap();
+    let spec: diskvec_io::PathEmulation = "latency_us=300,iops=4000".parse().unwrap();
+    vol.set_emulation(&[spec]).unwrap();
+    assert!(
+        vol.set_emulation(&[spec, spec]).is_err(),
+        "two specs for one path accepted"
+    );
+    let mut eng = vol.engine(EngineChoice::Auto, 16, SECTOR, 8).unwrap();
+    let start = std::time::Instant::now();
+    let (mut next, mut seen) = (0u64, 0u64);
+    let mut done = Vec::new();
+    while seen < sectors {
+        while next < sectors && eng.free_slots() > 0 {
+            eng.submit(next * SECTOR as u64, SECTOR, next).unwrap();
+            next += 1;
+        }
+        done.clear();
+        eng.complete(1, &mut done).unwrap();
+        for d in &done {
+            d.result.as_ref().unwrap();
+            assert_eq!(
+                u64::from_le_bytes(eng.buffer(d.slot)[..8].try_into().unwrap()),
+                d.tag
+            );
+            seen += 1;
+        }
+        for d in &done {
+            eng.release(d.slot);
+        }
+    }
+    // 200 reads at 4,000 IOPS take at least 50 ms, and each at least the added 300 us.
+    let elapsed = start.elapsed().as_secs_f64();
+    assert!(
+        elapsed >= 0.049,
+        "200 reads in {elapsed} s beat the 4,000 IOPS cap"
+    );
+    let snap = vol.stats[0].snapshot();
+    assert!(snap.p50_us >= 300.0, "{snap:?}");
+    assert!(snap.max_in_flight <= 8, "{snap:?}");
+}

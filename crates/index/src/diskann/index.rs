@@ -3,7 +3,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use diskvec_io::{
-    open_for_reading, AlignedBuf, EngineChoice, EngineKind, PathSnapshot, Volume, SECTOR,
+    open_for_reading, AlignedBuf, EngineChoice, EngineKind, PathEmulation, PathSnapshot, Volume,
+    SECTOR,
 };
 
 use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
@@ -23,6 +24,8 @@ pub struct OpenOptions {
     pub cache_nodes: Option<usize>,
     /// Most reads one search thread keeps in flight on one path; more wait in a queue.
     pub queue_depth: usize,
+    /// Slower paths to emulate on top of the real ones: none, one for all, or one per path.
+    pub emulate: Vec<PathEmulation>,
 }
 
 impl Default for OpenOptions {
@@ -32,6 +35,7 @@ impl Default for OpenOptions {
             direct: true,
             cache_nodes: None,
             queue_depth: 64,
+            emulate: Vec::new(),
         }
     }
 }
@@ -83,12 +87,13 @@ impl DiskIndex {
         let header = Header::decode(&first.as_slice()[..got], &nodes_path)?;
         drop(first_file);
         meta.check(&header, &meta_path)?;
-        let volume = Volume::open(
+        let mut volume = Volume::open(
             &paths,
             header.stripe_bytes,
             header.nodes_file_bytes(),
             options.direct,
         )?;
+        volume.set_emulation(&options.emulate)?;
         let layout = header.layout();
         let count = header.count as usize;
         let cached = options.cache_nodes.unwrap_or(count / 100).min(count);
