@@ -37,6 +37,9 @@ pub struct Args {
     /// Stripe size in KiB when striping over several paths.
     #[arg(long, default_value_t = 64)]
     pub stripe_kib: u64,
+    /// Keep a copy of every stripe on the next path, so searches survive a failed path.
+    #[arg(long)]
+    pub mirror: bool,
     /// Build threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -92,6 +95,7 @@ pub fn build_index(train: &Matrix, args: &Args) -> anyhow::Result<BuildReport> {
         pq_bytes: args.pq_bytes,
         paths: args.paths.clone(),
         stripe_bytes: args.stripe_kib * 1024,
+        mirror: args.mirror,
         ..Default::default()
     };
     let bars = Bars::new();

@@ -47,6 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         pq_bytes: None,
         paths: Vec::new(),
         stripe_kib: 64,
+        mirror: false,
         threads: None,
         json: false,
     };

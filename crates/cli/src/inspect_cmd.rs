@@ -35,7 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "medoid": h.medoid, "dram_bytes": idx.dram_bytes(), "disk_bytes": idx.disk_bytes(),
                 "raw_vector_bytes": raw as u64,
                 "paths": idx.placement().0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-                "stripe_bytes": idx.placement().1,
+                "stripe_bytes": idx.placement().1, "mirrored": idx.mirrored(),
             })
         );
         return Ok(());

@@ -211,7 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     "path": f.display().to_string(), "reads": p.reads,
                     "iops": p.reads as f64 / stats.seconds,
                     "mb_per_s": p.bytes as f64 / stats.seconds / 1e6,
-                    "max_in_flight": p.max_in_flight, "waited_at_cap": p.waited,
+                    "max_in_flight": p.max_in_flight, "waited_at_cap": p.waited, "failovers": p.failovers,
                     "p50_us": p.p50_us, "p99_us": p.p99_us,
                 })
             })

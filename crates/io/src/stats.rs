@@ -9,6 +9,8 @@ pub struct PathStats {
     pub bytes: AtomicU64,
     /// Reads that waited in software because the path was at its queue-depth cap.
     pub waited: AtomicU64,
+    /// Reads of this path that failed and were served by its mirror instead.
+    pub failovers: AtomicU64,
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
     latency: Vec<AtomicU64>,
@@ -20,6 +22,7 @@ pub struct PathSnapshot {
     pub reads: u64,
     pub bytes: u64,
     pub waited: u64,
+    pub failovers: u64,
     pub max_in_flight: u64,
     pub p50_us: f64,
     pub p99_us: f64,
@@ -43,6 +46,7 @@ impl Default for PathStats {
             reads: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             waited: AtomicU64::new(0),
+            failovers: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
             latency: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
@@ -65,7 +69,13 @@ impl PathStats {
 
     /// Zeroes the counters; reads in flight keep being counted as in flight.
     pub fn reset(&self) {
-        for c in [&self.reads, &self.bytes, &self.waited, &self.max_in_flight] {
+        for c in [
+            &self.reads,
+            &self.bytes,
+            &self.waited,
+            &self.failovers,
+            &self.max_in_flight,
+        ] {
             c.store(0, Ordering::Relaxed);
         }
         self.latency
@@ -98,6 +108,7 @@ impl PathStats {
             reads: self.reads.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             waited: self.waited.load(Ordering::Relaxed),
+            failovers: self.failovers.load(Ordering::Relaxed),
             max_in_flight: self.max_in_flight.load(Ordering::Relaxed),
             p50_us: quantile(0.5),
             p99_us: quantile(0.99),

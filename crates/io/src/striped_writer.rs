@@ -1,13 +1,24 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
 use crate::{IoError, Result, StripeMap};
+
+fn os(path: &Path) -> impl FnOnce(std::io::Error) -> IoError + '_ {
+    move |source| IoError::Os {
+        path: path.display().to_string(),
+        source,
+    }
+}
 
 /// Writes a logical byte stream across the path files of a stripe map, in order. Files
 /// are written under temporary names and renamed into place only by `finish`.
 pub struct StripedWriter {
     map: StripeMap,
+    /// With mirroring, each path's file holds, after its own stripes, a copy of the
+    /// previous path's; the total logical length fixes where that copy starts.
+    mirror: Option<(Vec<File>, u64)>,
     targets: Vec<PathBuf>,
     temps: Vec<PathBuf>,
     files: Vec<BufWriter<File>>,
@@ -15,22 +26,43 @@ pub struct StripedWriter {
 }
 
 impl StripedWriter {
-    pub fn create(targets: &[PathBuf], stripe_bytes: u64) -> Result<Self> {
+    /// `logical_len` is the total the caller will write; it places the mirror copies.
+    pub fn create(
+        targets: &[PathBuf],
+        stripe_bytes: u64,
+        mirror: bool,
+        logical_len: u64,
+    ) -> Result<Self> {
         let map = StripeMap::new(targets.len(), stripe_bytes)?;
+        if mirror && targets.len() < 2 {
+            return Err(IoError::Usage("mirroring needs at least two paths".into()));
+        }
         let temps: Vec<PathBuf> = targets.iter().map(|t| t.with_extension("tmp")).collect();
         let files = temps
             .iter()
             .map(|t| {
                 File::create(t)
                     .map(|f| BufWriter::with_capacity(1 << 20, f))
-                    .map_err(|source| IoError::Os {
-                        path: t.display().to_string(),
-                        source,
-                    })
+                    .map_err(os(t))
             })
             .collect::<Result<Vec<_>>>()?;
+        let mirror = if mirror {
+            let handles = temps
+                .iter()
+                .map(|t| {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(t)
+                        .map_err(os(t))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Some((handles, logical_len))
+        } else {
+            None
+        };
         Ok(Self {
             map,
+            mirror,
             targets: targets.to_vec(),
             temps,
             files,
@@ -42,13 +74,17 @@ impl StripedWriter {
         while !bytes.is_empty() {
             let room = (self.map.stripe_bytes - self.position % self.map.stripe_bytes) as usize;
             let take = room.min(bytes.len());
-            let (path, _) = self.map.locate(self.position);
+            let (path, physical) = self.map.locate(self.position);
             self.files[path]
                 .write_all(&bytes[..take])
-                .map_err(|source| IoError::Os {
-                    path: self.temps[path].display().to_string(),
-                    source,
-                })?;
+                .map_err(os(&self.temps[path]))?;
+            if let Some((handles, logical_len)) = &self.mirror {
+                let q = (path + 1) % self.map.paths;
+                let at = self.map.path_len(q, *logical_len) + physical;
+                handles[q]
+                    .write_all_at(&bytes[..take], at)
+                    .map_err(os(&self.temps[q]))?;
+            }
             self.position += take as u64;
             bytes = &bytes[take..];
         }
@@ -58,16 +94,12 @@ impl StripedWriter {
     /// Flushes and syncs every file, then renames each into place.
     pub fn finish(self) -> Result<()> {
         for ((w, temp), target) in self.files.into_iter().zip(&self.temps).zip(&self.targets) {
-            let os = |source| IoError::Os {
+            let f = w.into_inner().map_err(|e| IoError::Os {
                 path: temp.display().to_string(),
-                source,
-            };
-            let f = w.into_inner().map_err(|e| os(e.into_error()))?;
-            f.sync_all().map_err(os)?;
-            std::fs::rename(temp, target).map_err(|source| IoError::Os {
-                path: target.display().to_string(),
-                source,
+                source: e.into_error(),
             })?;
+            f.sync_all().map_err(os(temp))?;
+            std::fs::rename(temp, target).map_err(os(target))?;
         }
         Ok(())
     }

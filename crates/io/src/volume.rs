@@ -1,6 +1,7 @@
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,24 @@ pub struct Volume {
     pub map: StripeMap,
     pub stats: Vec<Arc<PathStats>>,
     emulation: Vec<Option<Arc<EmulatedPath>>>,
+    /// Each path's file also holds a copy of the previous path's stripes.
+    pub mirror: bool,
+    logical_len: u64,
+    health: Arc<Health>,
+}
+
+/// Which paths have failed, shared by every engine of a volume, and injected faults.
+struct Health {
+    failed: Vec<AtomicBool>,
+    /// A path fails once it has served this many reads (fault injection; u64::MAX: never).
+    fail_after: Vec<AtomicU64>,
+}
+
+/// Where the mirror copy of the bytes at `physical` on `path` lives: on the next path,
+/// after that path's own stripes.
+fn mirror_target(map: &StripeMap, logical_len: u64, path: usize, physical: u64) -> (usize, u64) {
+    let q = (path + 1) % map.paths;
+    (q, map.path_len(q, logical_len) + physical)
 }
 
 impl Volume {
@@ -29,12 +48,21 @@ impl Volume {
         stripe_bytes: u64,
         logical_len: u64,
         direct: bool,
+        mirror: bool,
     ) -> Result<Self> {
         let map = StripeMap::new(paths.len(), stripe_bytes)?;
+        if mirror && paths.len() < 2 {
+            return Err(IoError::Usage("mirroring needs at least two paths".into()));
+        }
         let mut files = Vec::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {
             let f = open_for_reading(p, direct)?;
-            let want = map.path_len(i, logical_len);
+            let mirrored = if mirror {
+                map.path_len((i + paths.len() - 1) % paths.len(), logical_len)
+            } else {
+                0
+            };
+            let want = map.path_len(i, logical_len) + mirrored;
             if f.len != want {
                 return Err(IoError::Usage(format!(
                     "{}: size is {} bytes, the index expects {want} on this path (truncated or from another build?)",
@@ -50,9 +78,28 @@ impl Volume {
                 .map(|_| Arc::new(PathStats::default()))
                 .collect(),
             emulation: paths.iter().map(|_| None).collect(),
+            mirror,
+            logical_len,
+            health: Arc::new(Health {
+                failed: paths.iter().map(|_| AtomicBool::new(false)).collect(),
+                fail_after: paths.iter().map(|_| AtomicU64::new(u64::MAX)).collect(),
+            }),
             files,
             map,
         })
+    }
+
+    /// Fault injection: `path` fails every read after serving `reads` more.
+    pub fn inject_fault(&self, path: usize, reads: u64) {
+        let served = self.stats[path].reads.load(Ordering::Relaxed);
+        self.health.fail_after[path].store(served + reads, Ordering::Relaxed);
+    }
+
+    /// Paths that have failed since the volume was opened.
+    pub fn failed_paths(&self) -> Vec<usize> {
+        (0..self.files.len())
+            .filter(|&p| self.health.failed[p].load(Ordering::Relaxed))
+            .collect()
     }
 
     /// Emulates slower paths (added latency, IOPS and bandwidth caps) on top of the real
@@ -119,6 +166,14 @@ impl Volume {
             .collect::<Result<Vec<_>>>()?;
         Ok(VolumeEngine {
             map: self.map,
+            mirror: self.mirror,
+            logical_len: self.logical_len,
+            health: self.health.clone(),
+            names: self
+                .files
+                .iter()
+                .map(|f| f.path.display().to_string())
+                .collect(),
             stats: self.stats.clone(),
             emulation: self.emulation.clone(),
             release_at: paths
@@ -128,7 +183,15 @@ impl Volume {
             held: Vec::new(),
             started: paths
                 .iter()
-                .map(|e| vec![(Instant::now(), 0); e.depth()])
+                .map(|e| {
+                    let unused = Piece {
+                        path: 0,
+                        physical: 0,
+                        at: 0,
+                        len: 0,
+                    };
+                    vec![(Instant::now(), unused, false); e.depth()]
+                })
                 .collect(),
             waiting: paths.iter().map(|_| VecDeque::new()).collect(),
             paths,
@@ -147,6 +210,10 @@ impl Volume {
 /// to that path's engine within its queue-depth cap, and reassembles them.
 pub struct VolumeEngine {
     map: StripeMap,
+    mirror: bool,
+    logical_len: u64,
+    health: Arc<Health>,
+    names: Vec<String>,
     stats: Vec<Arc<PathStats>>,
     emulation: Vec<Option<Arc<EmulatedPath>>>,
     /// Per path, per inner slot: when an emulated path would have finished the piece.
@@ -155,10 +222,10 @@ pub struct VolumeEngine {
     /// They keep their path slot, so the queue-depth cap also bounds emulated queueing.
     held: Vec<(usize, ReadDone)>,
     paths: Vec<Box<dyn ReadEngine>>,
-    /// Per path, per inner slot: when the piece there was sent, and its length.
-    started: Vec<Vec<(Instant, usize)>>,
-    /// Per path: pieces (logical slot, piece) waiting for the path to have room.
-    waiting: Vec<VecDeque<(usize, Piece)>>,
+    /// Per path, per inner slot: when the piece there was sent, and the piece.
+    started: Vec<Vec<(Instant, Piece, bool)>>,
+    /// Per path: pieces (logical slot, piece, is a mirror copy) waiting for room on the path.
+    waiting: Vec<VecDeque<(usize, Piece, bool)>>,
     slots: Slots,
     /// Per logical slot: pieces not yet landed.
     outstanding: Vec<usize>,
@@ -173,21 +240,97 @@ impl VolumeEngine {
     /// Sends waiting pieces to `path` while it is under its cap.
     fn pump(&mut self, path: usize) -> Result<()> {
         while self.paths[path].free_slots() > 0 {
-            let Some((slot, piece)) = self.waiting[path].pop_front() else {
+            let Some((slot, piece, is_copy)) = self.waiting[path].pop_front() else {
                 break;
             };
+            let served = self.stats[path].reads.load(Ordering::Relaxed);
+            if served >= self.health.fail_after[path].load(Ordering::Relaxed) {
+                let err = IoError::Usage(format!(
+                    "{}: read failed (injected fault)",
+                    self.names[path]
+                ));
+                self.piece_failed(path, slot, piece, is_copy, err)?;
+                continue;
+            }
             let inner = self.paths[path].submit(
                 piece.physical,
                 piece.len,
                 (slot as u64) << 32 | piece.at as u64,
             )?;
-            self.started[path][inner] = (Instant::now(), piece.len);
+            self.started[path][inner] = (Instant::now(), piece, is_copy);
             if let Some(em) = &self.emulation[path] {
                 self.release_at[path][inner] = em.schedule(piece.len);
             }
             self.stats[path].started(piece.len);
         }
         Ok(())
+    }
+
+    /// Queues a piece on the path that should serve it: its own, or its mirror once the
+    /// path has failed.
+    fn enqueue(&mut self, slot: usize, piece: Piece) -> Result<()> {
+        if self.mirror && self.health.failed[piece.path].load(Ordering::Relaxed) {
+            return self.enqueue_copy(slot, piece);
+        }
+        if self.paths[piece.path].free_slots() == 0 {
+            self.stats[piece.path]
+                .waited
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        self.waiting[piece.path].push_back((slot, piece, false));
+        self.pump(piece.path)
+    }
+
+    fn enqueue_copy(&mut self, slot: usize, piece: Piece) -> Result<()> {
+        let (q, physical) = mirror_target(&self.map, self.logical_len, piece.path, piece.physical);
+        self.waiting[q].push_back((
+            slot,
+            Piece {
+                path: q,
+                physical,
+                ..piece
+            },
+            true,
+        ));
+        self.pump(q)
+    }
+
+    /// A piece failed on `path`: with a mirror, the path is marked failed and the piece
+    /// goes to the copy; otherwise (or if the copy failed too) the logical read fails.
+    fn piece_failed(
+        &mut self,
+        path: usize,
+        slot: usize,
+        piece: Piece,
+        is_copy: bool,
+        err: IoError,
+    ) -> Result<()> {
+        if self.mirror && !is_copy {
+            self.health.failed[path].store(true, Ordering::Relaxed);
+            self.stats[path].failovers.fetch_add(1, Ordering::Relaxed);
+            return self.enqueue_copy(slot, piece);
+        }
+        if self.failure[slot].is_none() {
+            self.failure[slot] = Some(err);
+        }
+        self.piece_done(slot);
+        Ok(())
+    }
+
+    fn piece_done(&mut self, slot: usize) {
+        self.outstanding[slot] -= 1;
+        if self.outstanding[slot] == 0 {
+            self.in_flight -= 1;
+            let result = match self.failure[slot].take() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+            self.ready.push(ReadDone {
+                slot,
+                tag: self.slots.tags[slot],
+                result,
+            });
+        }
     }
 
     /// Takes in finished pieces of `path` from `self.scratch`; pieces whose emulated path
@@ -199,7 +342,7 @@ impl VolumeEngine {
             if self.emulation[path].is_some() && self.release_at[path][d.slot] > now {
                 self.held.push((path, d));
             } else {
-                self.finish_piece(path, d);
+                self.finish_piece(path, d)?;
             }
         }
         self.scratch = done;
@@ -214,7 +357,7 @@ impl VolumeEngine {
             let (path, slot) = (self.held[i].0, self.held[i].1.slot);
             if self.release_at[path][slot] <= now {
                 let (path, d) = self.held.swap_remove(i);
-                self.finish_piece(path, d);
+                self.finish_piece(path, d)?;
                 self.pump(path)?;
             } else {
                 i += 1;
@@ -223,35 +366,34 @@ impl VolumeEngine {
         Ok(())
     }
 
-    fn finish_piece(&mut self, path: usize, d: ReadDone) {
+    fn finish_piece(&mut self, path: usize, d: ReadDone) -> Result<()> {
         let slot = (d.tag >> 32) as usize;
-        let at = (d.tag & 0xffff_ffff) as usize;
-        let (sent, len) = self.started[path][d.slot];
+        let (sent, piece, is_copy) = self.started[path][d.slot];
         self.stats[path].finished(sent.elapsed().as_secs_f64() * 1e6);
-        match &d.result {
+        let outcome = match d.result {
             Ok(()) => {
-                let src = &self.paths[path].buffer(d.slot)[..len];
-                self.slots.bufs[slot].as_mut_slice()[at..at + len].copy_from_slice(src);
+                let src = &self.paths[path].buffer(d.slot)[..piece.len];
+                self.slots.bufs[slot].as_mut_slice()[piece.at..piece.at + piece.len]
+                    .copy_from_slice(src);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        self.paths[path].release(d.slot);
+        match outcome {
+            Ok(()) => {
+                self.piece_done(slot);
+                Ok(())
             }
             Err(e) => {
-                if self.failure[slot].is_none() {
-                    self.failure[slot] = Some(IoError::Usage(e.to_string()));
-                }
+                // A failed read on the mirror copy names the original primary piece for the retry.
+                let original = if is_copy {
+                    piece
+                } else {
+                    Piece { path, ..piece }
+                };
+                self.piece_failed(path, slot, original, is_copy, e)
             }
-        }
-        self.paths[path].release(d.slot);
-        self.outstanding[slot] -= 1;
-        if self.outstanding[slot] == 0 {
-            self.in_flight -= 1;
-            let result = match self.failure[slot].take() {
-                Some(e) => Err(e),
-                None => Ok(()),
-            };
-            self.ready.push(ReadDone {
-                slot,
-                tag: self.slots.tags[slot],
-                result,
-            });
         }
     }
 }
@@ -280,13 +422,7 @@ impl ReadEngine for VolumeEngine {
         self.max_in_flight = self.max_in_flight.max(self.in_flight);
         let map = self.map;
         for piece in map.iter_pieces(offset, len) {
-            if self.paths[piece.path].free_slots() == 0 {
-                self.stats[piece.path]
-                    .waited
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            self.waiting[piece.path].push_back((slot, piece));
-            self.pump(piece.path)?;
+            self.enqueue(slot, piece)?;
         }
         Ok(slot)
     }

@@ -176,9 +176,14 @@ fn striped_volume_reassembles_reads_that_cross_stripes_on_both_engines() {
     let sectors = 96u64;
     let paths = striped_files(dir.path(), 3, 2 * SECTOR as u64, sectors);
     for choice in engines() {
-        let vol =
-            diskvec_io::Volume::open(&paths, 2 * SECTOR as u64, sectors * SECTOR as u64, true)
-                .unwrap();
+        let vol = diskvec_io::Volume::open(
+            &paths,
+            2 * SECTOR as u64,
+            sectors * SECTOR as u64,
+            true,
+            false,
+        )
+        .unwrap();
         // Reads of 3 sectors starting at every sector cross at least one stripe boundary.
         let mut eng = vol.engine(choice, 8, 3 * SECTOR, 2).unwrap();
         let mut next = 0u64;
@@ -227,13 +232,13 @@ fn striped_volume_reassembles_reads_that_cross_stripes_on_both_engines() {
 fn volume_refuses_a_path_file_of_the_wrong_size_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let paths = striped_files(dir.path(), 2, SECTOR as u64, 10);
-    let err = diskvec_io::Volume::open(&paths, SECTOR as u64, 12 * SECTOR as u64, true)
+    let err = diskvec_io::Volume::open(&paths, SECTOR as u64, 12 * SECTOR as u64, true, false)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("part0") && err.contains("expects"), "{err}");
     std::fs::remove_file(&paths[1]).unwrap();
-    let err = diskvec_io::Volume::open(&paths, SECTOR as u64, 10 * SECTOR as u64, true)
+    let err = diskvec_io::Volume::open(&paths, SECTOR as u64, 10 * SECTOR as u64, true, false)
         .err()
         .unwrap()
         .to_string();
@@ -246,7 +251,8 @@ fn an_emulated_path_is_never_faster_than_its_caps() {
     let sectors = 200u64;
     let paths = striped_files(dir.path(), 1, SECTOR as u64, sectors);
     let mut vol =
-        diskvec_io::Volume::open(&paths, SECTOR as u64, sectors * SECTOR as u64, true).unwrap();
+        diskvec_io::Volume::open(&paths, SECTOR as u64, sectors * SECTOR as u64, true, false)
+            .unwrap();
     let spec: diskvec_io::PathEmulation = "latency_us=300,iops=4000".parse().unwrap();
     vol.set_emulation(&[spec]).unwrap();
     assert!(
@@ -285,4 +291,76 @@ fn an_emulated_path_is_never_faster_than_its_caps() {
     let snap = vol.stats[0].snapshot();
     assert!(snap.p50_us >= 300.0, "{snap:?}");
     assert!(snap.max_in_flight <= 8, "{snap:?}");
+}
+
+/// Reads every sector of a volume through one engine; returns the per-read results.
+fn read_all(eng: &mut dyn ReadEngine, sectors: u64) -> Vec<Result<u64, String>> {
+    let mut out = vec![Err("not read".to_string()); sectors as usize];
+    let (mut next, mut seen) = (0u64, 0u64);
+    let mut done = Vec::new();
+    while seen < sectors {
+        while next < sectors && eng.free_slots() > 0 {
+            eng.submit(next * SECTOR as u64, SECTOR, next).unwrap();
+            next += 1;
+        }
+        done.clear();
+        eng.complete(1, &mut done).unwrap();
+        for d in &done {
+            out[d.tag as usize] = match &d.result {
+                Ok(()) => Ok(u64::from_le_bytes(
+                    eng.buffer(d.slot)[..8].try_into().unwrap(),
+                )),
+                Err(e) => Err(e.to_string()),
+            };
+            seen += 1;
+        }
+        for d in &done {
+            eng.release(d.slot);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_mirrored_volume_survives_a_path_failing_mid_stream_and_counts_failovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sectors = 120u64;
+    let targets: Vec<_> = (0..3).map(|p| dir.path().join(format!("m{p}"))).collect();
+    let logical = sectors * SECTOR as u64;
+    for mirror in [true, false] {
+        let mut w = diskvec_io::StripedWriter::create(&targets, 2 * SECTOR as u64, mirror, logical)
+            .unwrap();
+        for s in 0..sectors {
+            let mut sector = vec![0u8; SECTOR];
+            sector[..8].copy_from_slice(&s.to_le_bytes());
+            w.write_all(&sector).unwrap();
+        }
+        w.finish().unwrap();
+        for choice in engines() {
+            let vol = diskvec_io::Volume::open(&targets, 2 * SECTOR as u64, logical, true, mirror)
+                .unwrap();
+            let mut eng = vol.engine(choice, 8, SECTOR, 4).unwrap();
+            vol.inject_fault(1, 5);
+            let got = read_all(&mut eng, sectors);
+            let failovers = vol.stats[1].snapshot().failovers;
+            if mirror {
+                for (s, r) in got.iter().enumerate() {
+                    assert_eq!(r, &Ok(s as u64), "{choice:?}: sector {s}");
+                }
+                assert!(failovers >= 1, "no failover counted");
+                assert_eq!(vol.failed_paths(), vec![1]);
+            } else {
+                let errors: Vec<_> = got.iter().filter_map(|r| r.as_ref().err()).collect();
+                assert!(
+                    !errors.is_empty(),
+                    "an unmirrored failed path went unnoticed"
+                );
+                assert!(errors.iter().all(|e| e.contains("m1")), "{errors:?}");
+                assert_eq!(failovers, 0);
+            }
+        }
+    }
+    assert!(
+        diskvec_io::StripedWriter::create(&targets[..1], SECTOR as u64, true, logical).is_err()
+    );
 }

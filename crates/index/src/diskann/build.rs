@@ -35,6 +35,8 @@ pub struct BuildParams {
     pub paths: Vec<PathBuf>,
     /// Stripe size when striping over several paths.
     pub stripe_bytes: u64,
+    /// Keep a second copy of every stripe on the next path, so reads survive a path failure.
+    pub mirror: bool,
     pub seed: u64,
 }
 
@@ -50,6 +52,7 @@ impl Default for BuildParams {
             entry_points: 256,
             paths: Vec::new(),
             stripe_bytes: 64 * 1024,
+            mirror: false,
             seed: 1,
         }
     }
@@ -253,6 +256,7 @@ pub fn build(
         meta_crc: 0,
         stripe_bytes: params.stripe_bytes,
         path_count: targets.len() as u32,
+        mirrored: params.mirror,
     };
     let layout = header_probe.layout();
     let order = sector_order(&graph, layout.nodes_per_sector);
@@ -289,7 +293,17 @@ pub fn build(
     let meta_tmp = out.join(format!("{META_FILE}.tmp"));
     let groups = n.div_ceil(layout.nodes_per_sector);
     progress.phase("layout write", groups as u64);
-    let mut w = StripedWriter::create(&targets, params.stripe_bytes)?;
+    if params.mirror && targets.len() < 2 {
+        return Err(IndexError::InvalidArgument(
+            "--mirror needs at least two paths".into(),
+        ));
+    }
+    let mut w = StripedWriter::create(
+        &targets,
+        params.stripe_bytes,
+        params.mirror,
+        header.nodes_file_bytes(),
+    )?;
     w.write_all(&header.encode())?;
     let mut record = vec![0u8; layout.node_bytes];
     let mut sectors = vec![0u8; layout.read_bytes()];

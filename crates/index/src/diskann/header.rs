@@ -29,6 +29,8 @@ pub struct Header {
     /// Stripe size of the placement over several paths.
     pub stripe_bytes: u64,
     pub path_count: u32,
+    /// Each path also holds a copy of the previous path's stripes.
+    pub mirrored: bool,
 }
 
 impl Header {
@@ -64,6 +66,7 @@ impl Header {
         w.u64(l.data_sectors(self.count as usize));
         w.u64(self.stripe_bytes);
         w.u32(self.path_count);
+        w.u32(self.mirrored as u32);
         seal_sectors(&mut s);
         s
     }
@@ -107,6 +110,7 @@ impl Header {
             meta_crc: 0,
             stripe_bytes: 0,
             path_count: 0,
+            mirrored: false,
         };
         let (node_bytes, per_sector, sectors_per) = (r.u32(), r.u32(), r.u32());
         let h = Header {
@@ -122,9 +126,13 @@ impl Header {
         let h = Header {
             stripe_bytes: r.u64(),
             path_count: r.u32(),
+            mirrored: r.u32() != 0,
             ..h
         };
-        if h.path_count == 0 || h.stripe_bytes == 0 || !h.stripe_bytes.is_multiple_of(SECTOR as u64)
+        if (h.mirrored && h.path_count < 2)
+            || h.path_count == 0
+            || h.stripe_bytes == 0
+            || !h.stripe_bytes.is_multiple_of(SECTOR as u64)
         {
             return Err(corrupt(path, "header describes an impossible placement"));
         }
@@ -203,6 +211,7 @@ mod tests {
             meta_crc: 0xabcd,
             stripe_bytes: 65536,
             path_count: 4,
+            mirrored: true,
         }
     }
 

@@ -92,6 +92,7 @@ impl DiskIndex {
             header.stripe_bytes,
             header.nodes_file_bytes(),
             options.direct,
+            header.mirrored,
         )?;
         volume.set_emulation(&options.emulate)?;
         let layout = header.layout();
@@ -160,6 +161,20 @@ impl DiskIndex {
     /// Each path's counters since the last `reset_path_stats`.
     pub fn path_stats(&self) -> Vec<PathSnapshot> {
         self.volume.stats.iter().map(|s| s.snapshot()).collect()
+    }
+
+    /// Fault injection: the `path`-th path fails every read after `reads` more.
+    pub fn inject_path_fault(&self, path: usize, reads: u64) {
+        self.volume.inject_fault(path, reads);
+    }
+
+    /// Paths that failed since the index was opened (reads then go to their mirrors).
+    pub fn failed_paths(&self) -> Vec<usize> {
+        self.volume.failed_paths()
+    }
+
+    pub fn mirrored(&self) -> bool {
+        self.header.mirrored
     }
 
     /// Zeroes the per-path counters (call between measurements, with no search running).
