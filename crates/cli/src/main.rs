@@ -4,6 +4,7 @@ mod build_cmd;
 mod demo_cmd;
 mod groundtruth_cmd;
 mod inspect_cmd;
+mod iobench_cmd;
 mod progress;
 mod search_cmd;
 mod stats;
@@ -29,6 +30,8 @@ enum Command {
     Search(search_cmd::Args),
     /// Print an index's header, sizes and placement.
     Inspect(inspect_cmd::Args),
+    /// Measure storage like fio: IOPS, MB/s, latency and CPU for block sizes, mixes, depths.
+    Iobench(iobench_cmd::Args),
     /// Compute exact nearest neighbours (FLAT) and write neighbors.parquet.
     Groundtruth(groundtruth_cmd::Args),
     /// Build an index on the bundled WordNet sample and show what search returns.
@@ -45,6 +48,7 @@ fn main() {
         Command::Search(a) => search_cmd::run(a),
         Command::Inspect(a) => inspect_cmd::run(a),
         Command::Groundtruth(a) => groundtruth_cmd::run(a),
+        Command::Iobench(a) => iobench_cmd::run_cmd(a),
         Command::Demo(a) => demo_cmd::run(a),
     };
     if let Err(e) = outcome {

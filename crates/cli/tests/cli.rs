@@ -170,6 +170,19 @@ fn bad_input_exits_non_zero_with_a_clear_message() {
     ]);
     assert!(err.contains("metric"), "{err}");
 
+    let err = fails(&[
+        "iobench",
+        "--paths",
+        d,
+        "--mix",
+        "readwrite",
+        "--seconds",
+        "0.1",
+    ]);
+    assert!(err.contains("unknown mix"), "{err}");
+    let err = fails(&["iobench", "--paths", "/nonexistent/dev", "--seconds", "0.1"]);
+    assert!(err.contains("/nonexistent/dev"), "{err}");
+
     // Queries of another dimension than the index.
     let small = dir.path().join("small");
     std::fs::create_dir(&small).unwrap();

@@ -9,6 +9,7 @@ mod aligned;
 mod emulation;
 mod engine;
 mod file;
+pub mod iobench;
 mod pread;
 mod stats;
 mod stripe;

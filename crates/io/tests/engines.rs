@@ -348,3 +348,53 @@ fn a_mirrored_volume_survives_a_path_failing_mid_stream_and_counts_failovers() {
         diskvec_io::StripedWriter::create(&targets[..1], SECTOR as u64, true, logical).is_err()
     );
 }
+
+#[test]
+fn iobench_measures_reads_and_really_writes_in_a_mix() {
+    use diskvec_io::iobench::{prepare_targets, run, BenchSpec};
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let paths: Vec<_> = dirs.iter().map(|d| d.path().to_path_buf()).collect();
+    let targets = prepare_targets(&paths, 8 << 20, true).unwrap();
+    assert!(targets
+        .iter()
+        .all(|t| std::fs::metadata(t).unwrap().len() == 8 << 20));
+    let before: Vec<Vec<u8>> = targets.iter().map(|t| std::fs::read(t).unwrap()).collect();
+    let spec = |read_percent| BenchSpec {
+        block_bytes: 4096,
+        read_percent,
+        queue_depth: 4,
+        jobs: 2,
+        duration: std::time::Duration::from_millis(200),
+    };
+    let reads = run(&targets, &spec(100)).unwrap();
+    assert!(
+        reads.iops > 0.0 && reads.p99_us >= reads.p50_us,
+        "{reads:?}"
+    );
+    assert!(
+        reads.per_path.iter().all(|p| p.reads > 0),
+        "both paths used: {reads:?}"
+    );
+    let after_reads: Vec<Vec<u8>> = targets.iter().map(|t| std::fs::read(t).unwrap()).collect();
+    assert_eq!(before, after_reads, "a read-only run changed the files");
+    let mixed = run(&targets, &spec(75)).unwrap();
+    assert!(mixed.iops > 0.0);
+    let after_mix: Vec<Vec<u8>> = targets.iter().map(|t| std::fs::read(t).unwrap()).collect();
+    assert_ne!(before, after_mix, "a 75/25 mix wrote nothing");
+    assert!(run(
+        &targets,
+        &BenchSpec {
+            block_bytes: 1000,
+            ..spec(100)
+        }
+    )
+    .is_err());
+    assert!(run(
+        &targets,
+        &BenchSpec {
+            queue_depth: 0,
+            ..spec(100)
+        }
+    )
+    .is_err());
+}
