@@ -398,3 +398,28 @@ fn iobench_measures_reads_and_really_writes_in_a_mix() {
     )
     .is_err());
 }
+
+#[test]
+fn short_reads_are_continued_at_the_right_offset_on_both_engines() {
+    // Three sectors on disk; a two-sector read at sector 2 gets one sector back (a short
+    // read), continues at sector 3 for the rest, and finds the end of the file there.
+    let (_dir, path) = file_with_sectors(3);
+    for choice in engines() {
+        let file = Arc::new(open_for_reading(&path, true).unwrap());
+        let mut eng = open_engine(file, choice, 2, 2 * SECTOR).unwrap();
+        eng.submit(2 * SECTOR as u64, 2 * SECTOR, 0).unwrap();
+        let mut done = Vec::new();
+        eng.complete(1, &mut done).unwrap();
+        match &done[0].result {
+            Err(diskvec_io::IoError::UnexpectedEof { offset, .. }) => {
+                assert_eq!(*offset, 3 * SECTOR as u64, "{choice:?}")
+            }
+            other => panic!("{choice:?}: expected end of file after a short read, got {other:?}"),
+        }
+        // The sector that did arrive is in the slot.
+        let first = u64::from_le_bytes(eng.buffer(done[0].slot)[..8].try_into().unwrap());
+        assert_eq!(first, 2);
+        eng.release(done[0].slot);
+        assert_eq!(eng.in_flight(), 0);
+    }
+}
