@@ -409,6 +409,34 @@ fn damaged_files_are_refused_with_clear_errors() {
     )
     .is_err());
 
+    // Intact sectors in the wrong places (as a misdirected read or write would leave them):
+    // each sector's CRC is seeded with its number, so the first read of one fails.
+    let d = tempfile::tempdir().unwrap();
+    build_with_entries(d.path(), 600, Metric::Cosine, 0);
+    let bytes = std::fs::read(nodes(&d)).unwrap();
+    let (header, body) = bytes.split_at(4096);
+    let mut shuffled = header.to_vec();
+    for sector in body.chunks(4096).rev() {
+        shuffled.extend_from_slice(sector);
+    }
+    std::fs::write(nodes(&d), &shuffled).unwrap();
+    let idx = DiskIndex::open(
+        d.path(),
+        &OpenOptions {
+            cache_nodes: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let e = idx
+        .search(&clustered(1, DIM, 3), &SearchParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("checksum"),
+        "misplaced sectors went unnoticed: {e}"
+    );
+
     // Meta from another build of the same size.
     let d = fresh();
     let other = fresh();

@@ -328,7 +328,7 @@ pub fn build(
                 }
             }
         }
-        seal_sectors(&mut sectors);
+        seal_sectors(&mut sectors, (1 + g * layout.sectors_per_node) as u64);
         w.write_all(&sectors)?;
         progress.advance(1);
     }

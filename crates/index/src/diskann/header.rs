@@ -67,7 +67,7 @@ impl Header {
         w.u64(self.stripe_bytes);
         w.u32(self.path_count);
         w.u32(self.mirrored as u32);
-        seal_sectors(&mut s);
+        seal_sectors(&mut s, 0);
         s
     }
 
@@ -91,7 +91,7 @@ impl Header {
                 supported: LAYOUT_VERSION,
             });
         }
-        if first_bad_sector(&sector[..SECTOR]).is_some() {
+        if first_bad_sector(&sector[..SECTOR], 0).is_some() {
             return Err(corrupt(path, "header checksum mismatch"));
         }
         let metric_code = r.u32();

@@ -244,7 +244,7 @@ fn load_records(volume: &Volume, layout: &NodeLayout, ids: &[u32], path: &Path) 
     for &id in ids {
         let offset = layout.offset_of(id);
         volume.read_exact_at(buf.as_mut_slice(), offset)?;
-        if let Some(bad) = first_bad_sector(buf.as_slice()) {
+        if let Some(bad) = first_bad_sector(buf.as_slice(), offset / SECTOR as u64) {
             return Err(corrupt(
                 path,
                 format!(
@@ -276,7 +276,7 @@ fn load_prefix(volume: &Volume, layout: &NodeLayout, count: usize, path: &Path) 
             (SECTOR + g * group_bytes) as u64,
         )?;
         let chunk = &buf.as_slice()[..bytes];
-        if let Some(bad) = first_bad_sector(chunk) {
+        if let Some(bad) = first_bad_sector(chunk, (1 + g * layout.sectors_per_node) as u64) {
             return Err(corrupt(
                 path,
                 format!(

@@ -134,19 +134,29 @@ impl<'a> NodeRecord<'a> {
     }
 }
 
-/// Fills in the CRC trailer of every sector in `sectors`.
-pub fn seal_sectors(sectors: &mut [u8]) {
-    for s in sectors.chunks_exact_mut(SECTOR) {
-        let crc = crc32fast::hash(&s[..SECTOR_PAYLOAD]);
+/// CRC-32 of a sector's payload, seeded with the sector's number in the logical file, so
+/// a sector read from the wrong place fails its check even though its bytes are intact.
+fn sector_crc(number: u64, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&number.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+/// Fills in the CRC trailer of every sector in `sectors`, the first being sector `first`.
+pub fn seal_sectors(sectors: &mut [u8], first: u64) {
+    for (i, s) in sectors.chunks_exact_mut(SECTOR).enumerate() {
+        let crc = sector_crc(first + i as u64, &s[..SECTOR_PAYLOAD]);
         s[SECTOR_PAYLOAD..].copy_from_slice(&crc.to_le_bytes());
     }
 }
 
-/// Index of the first sector in `sectors` whose CRC trailer does not match, if any.
-pub fn first_bad_sector(sectors: &[u8]) -> Option<usize> {
-    sectors
-        .chunks_exact(SECTOR)
-        .position(|s| crc32fast::hash(&s[..SECTOR_PAYLOAD]).to_le_bytes() != s[SECTOR_PAYLOAD..])
+/// Index of the first sector in `sectors` (the first being sector `first`) whose CRC
+/// trailer does not match, if any.
+pub fn first_bad_sector(sectors: &[u8], first: u64) -> Option<usize> {
+    sectors.chunks_exact(SECTOR).enumerate().position(|(i, s)| {
+        sector_crc(first + i as u64, &s[..SECTOR_PAYLOAD]).to_le_bytes() != s[SECTOR_PAYLOAD..]
+    })
 }
 
 #[cfg(test)]
@@ -192,8 +202,10 @@ mod tests {
                     sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
                 }
             }
-            seal_sectors(&mut sectors);
-            assert_eq!(first_bad_sector(&sectors), None);
+            seal_sectors(&mut sectors, 7);
+            assert_eq!(first_bad_sector(&sectors, 7), None);
+            // Intact bytes read as if from another place are caught.
+            assert_eq!(first_bad_sector(&sectors, 8), Some(0));
             let mut scratch = Vec::new();
             let r = l.record(&sectors, id, &mut scratch);
             let mut got = Vec::new();
@@ -201,7 +213,7 @@ mod tests {
             assert_eq!(got, v);
             assert_eq!(r.neighbors().collect::<Vec<_>>(), vec![9, 8]);
             sectors[SECTOR + 5] ^= 1;
-            assert_eq!(first_bad_sector(&sectors), Some(1));
+            assert_eq!(first_bad_sector(&sectors, 7), Some(1));
         }
     }
 }

@@ -312,7 +312,8 @@ impl DiskIndex {
     /// Handles one finished read: checks the sector CRCs, expands the node, and expands
     /// for free any node sharing its sector that the query wants next.
     fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) -> Result<()> {
-        if let Some(bad) = first_bad_sector(data) {
+        let first_sector = self.layout.offset_of(id) / diskvec_io::SECTOR as u64;
+        if let Some(bad) = first_bad_sector(data, first_sector) {
             let logical = self.layout.offset_of(id) + (bad * diskvec_io::SECTOR) as u64;
             let (path, physical) = self.volume.map.locate(logical);
             return Err(corrupt(
