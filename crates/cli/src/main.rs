@@ -3,6 +3,7 @@
 mod build_cmd;
 mod demo_cmd;
 mod groundtruth_cmd;
+mod hnsw_cmd;
 mod inspect_cmd;
 mod iobench_cmd;
 mod progress;
@@ -28,6 +29,8 @@ enum Command {
     Build(build_cmd::Args),
     /// Run a dataset's test queries against an index and report recall, QPS and latency.
     Search(search_cmd::Args),
+    /// Build an in-memory HNSW index (the baseline) on a dataset and run its test queries.
+    Hnsw(hnsw_cmd::Args),
     /// Print an index's header, sizes and placement.
     Inspect(inspect_cmd::Args),
     /// Measure storage like fio: IOPS, MB/s, latency and CPU for block sizes, mixes, depths.
@@ -47,6 +50,7 @@ fn main() {
         Command::Build(a) => build_cmd::run(a),
         Command::Search(a) => search_cmd::run(a),
         Command::Inspect(a) => inspect_cmd::run(a),
+        Command::Hnsw(a) => hnsw_cmd::run(a),
         Command::Groundtruth(a) => groundtruth_cmd::run(a),
         Command::Iobench(a) => iobench_cmd::run_cmd(a),
         Command::Demo(a) => demo_cmd::run(a),

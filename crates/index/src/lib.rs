@@ -4,6 +4,8 @@
 pub mod diskann;
 mod error;
 pub mod flat;
+pub mod hnsw;
+mod input;
 mod progress;
 mod topk;
 

@@ -274,11 +274,103 @@ impl DiskIndex {
     }
 }
 
+/// An in-memory HNSW index (the baseline).
+#[pyclass(module = "diskvec._native", frozen)]
+struct HnswIndex {
+    inner: diskvec_index::hnsw::HnswIndex,
+}
+
+#[pymethods]
+impl HnswIndex {
+    #[new]
+    #[pyo3(signature = (vectors, ids, metric, m, ef_construction, threads))]
+    fn build(
+        py: Python<'_>,
+        vectors: PyReadonlyArray2<f32>,
+        ids: PyReadonlyArray1<i64>,
+        metric: &str,
+        m: usize,
+        ef_construction: usize,
+        threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let metric: Metric = metric.parse().map_err(value_err)?;
+        let dim = vectors.shape()[1];
+        let data = contiguous(&vectors)?;
+        let ids = ids
+            .as_slice()
+            .map_err(|_| value_err("ids must be contiguous"))?;
+        let params = diskvec_index::hnsw::HnswParams {
+            m,
+            ef_construction,
+            seed: 1,
+        };
+        let workers = pool(threads)?;
+        let inner = py
+            .detach(|| {
+                workers.install(|| {
+                    diskvec_index::hnsw::HnswIndex::build(
+                        data,
+                        dim.max(1),
+                        ids,
+                        metric,
+                        params,
+                        &NoProgress,
+                    )
+                })
+            })
+            .map_err(to_py)?;
+        Ok(Self { inner })
+    }
+
+    #[getter]
+    fn count(&self) -> usize {
+        self.inner.len()
+    }
+
+    #[getter]
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    #[getter]
+    fn dram_bytes(&self) -> usize {
+        self.inner.dram_bytes()
+    }
+
+    /// Searches every row; returns (ids [n, k], distances [n, k]).
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        queries: PyReadonlyArray2<f32>,
+        k: usize,
+        ef: usize,
+        threads: usize,
+    ) -> PyResult<Batch<'py>> {
+        let dim = queries.shape()[1];
+        let data = contiguous(&queries)?;
+        if dim == 0 || data.is_empty() {
+            return Err(value_err("queries must be a non-empty 2-D array"));
+        }
+        let (results, _) = py
+            .detach(|| {
+                self.inner
+                    .search_batch(Rows::new(data, dim), k, ef, threads)
+            })
+            .map_err(to_py)?;
+        let rows: Vec<Vec<(i64, f32)>> = results
+            .into_iter()
+            .map(|r| r.ids.into_iter().zip(r.distances).collect())
+            .collect();
+        Ok(padded(py, &rows, k))
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_index, m)?)?;
     m.add_function(wrap_pyfunction!(flat_search, m)?)?;
     m.add_class::<DiskIndex>()?;
+    m.add_class::<HnswIndex>()?;
     m.add("LAYOUT_VERSION", diskann::LAYOUT_VERSION)?;
     Ok(())
 }

@@ -111,3 +111,20 @@ def test_real_wordnet_sample_reaches_high_recall(tmp_path):
     ids, _ = diskvec.DiskIndex(tmp_path / "wn").search_batch(test, k=10, search_list=50)
     recall = np.mean([len(set(a) & set(t[:10])) / 10 for a, t in zip(ids, truth)])
     assert recall >= 0.98, recall
+
+
+def test_hnsw_baseline_matches_exact_search_and_refuses_bad_input():
+    data = clustered(2000, 32, 6)
+    queries = clustered(50, 32, 7)
+    index = diskvec.HnswIndex(data, metric="l2", m=16, ef_construction=100)
+    assert len(index) == 2000 and index.dim == 32 and index.dram_bytes > data.nbytes
+    exact, _ = diskvec.flat_search(data, queries, k=10, metric="l2")
+    got, dist = index.search_batch(queries, k=10, ef=64)
+    hits = sum(len(set(g) & set(e)) for g, e in zip(got, exact))
+    assert hits / 500 > 0.95
+    one, _ = index.search(queries[0], k=10, ef=64)
+    assert list(one) == list(got[0])
+    with pytest.raises(ValueError, match="dimension"):
+        index.search(np.zeros(31))
+    with pytest.raises(ValueError, match="more than once"):
+        diskvec.HnswIndex(data[:3], ids=[1, 1, 2])

@@ -1,4 +1,3 @@
-use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -6,7 +5,7 @@ use std::time::Instant;
 
 use diskvec_graph::VamanaParams;
 use diskvec_io::{StripedWriter, SECTOR};
-use diskvec_vector::{check_vectors, Metric, ProductQuantizer, Rows};
+use diskvec_vector::{mips_to_l2, Metric, ProductQuantizer, Rows};
 
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta::Meta;
@@ -145,24 +144,6 @@ fn entry_sample(n: usize, count: usize, seed: u64) -> Vec<u32> {
     picked
 }
 
-/// Vamana's prune needs a true metric, which -dot is not. Appending sqrt(M^2 - |x|^2)
-/// (M the largest norm) to every vector makes |q' - x'|^2 = |q|^2 + M^2 - 2 q.x for
-/// q' = (q, 0): the same order as -q.x for any query, so a graph built in L2 over these
-/// vectors is searched with -dot over the original ones (Bachrach et al. 2014).
-fn mips_to_l2(data: &[f32], dim: usize) -> (Vec<f32>, usize) {
-    let norms: Vec<f32> = data
-        .chunks_exact(dim)
-        .map(|v| v.iter().map(|x| x * x).sum())
-        .collect();
-    let max = norms.iter().copied().fold(0f32, f32::max);
-    let mut out = Vec::with_capacity(data.len() + norms.len());
-    for (v, n) in data.chunks_exact(dim).zip(&norms) {
-        out.extend_from_slice(v);
-        out.push((max - n).max(0.0).sqrt());
-    }
-    (out, dim + 1)
-}
-
 /// Builds a DISKANN index of `data` (row-major, `dim` columns; `ids` are the external ids)
 /// into the directory `out`, replacing any index there only once the new one is complete.
 pub fn build(
@@ -174,20 +155,8 @@ pub fn build(
     progress: &dyn Progress,
 ) -> Result<BuildReport> {
     let start = Instant::now();
-    let n = check_vectors(data, dim)?;
+    let n = crate::input::check_build_input(data, dim, ids)?;
     let pq_bytes = check_params(params, dim)?;
-    if ids.len() != n {
-        return Err(IndexError::InvalidArgument(format!(
-            "{} ids given for {n} vectors",
-            ids.len()
-        )));
-    }
-    let mut seen = HashSet::with_capacity(n);
-    if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
-        return Err(IndexError::InvalidArgument(format!(
-            "id {dup} appears more than once"
-        )));
-    }
     if params.stripe_bytes == 0 || !params.stripe_bytes.is_multiple_of(SECTOR as u64) {
         return Err(IndexError::InvalidArgument(format!(
             "stripe size must be a positive multiple of 4 KiB, got {} bytes",

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _native
 
-__all__ = ["build_index", "DiskIndex", "flat_search", "LAYOUT_VERSION"]
+__all__ = ["build_index", "DiskIndex", "HnswIndex", "flat_search", "LAYOUT_VERSION"]
 
 LAYOUT_VERSION = _native.LAYOUT_VERSION
 
@@ -89,3 +89,30 @@ class DiskIndex:
 
     def __repr__(self) -> str:
         return f"DiskIndex(count={self.count}, dim={self.dim}, metric={self.metric!r})"
+
+
+class HnswIndex:
+    """An in-memory HNSW index: the baseline of the performance briefs (M=30, efConstruction=360, ef=100)."""
+
+    def __init__(self, vectors, *, metric: str = "cosine", ids=None, m: int = 30, ef_construction: int = 360,
+                 threads: Optional[int] = None):
+        vectors = _matrix(vectors, "vectors")
+        ids = np.arange(len(vectors), dtype=np.int64) if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
+        self._inner = _native.HnswIndex(vectors, ids, metric, m, ef_construction, threads)
+
+    count = property(lambda self: self._inner.count)
+    dim = property(lambda self: self._inner.dim)
+    dram_bytes = property(lambda self: self._inner.dram_bytes)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def search(self, query, k: int = 10, *, ef: int = 100):
+        q = np.ascontiguousarray(query, dtype=np.float32)
+        if q.ndim != 1:
+            raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
+        ids, dists = self._inner.search_batch(q.reshape(1, -1), k, ef, 1)
+        return ids[0], dists[0]
+
+    def search_batch(self, queries, k: int = 10, *, ef: int = 100, threads: int = 2):
+        return self._inner.search_batch(_matrix(queries, "queries"), k, ef, threads)

@@ -1,0 +1,220 @@
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use diskvec_vector::{check_vectors, Rows};
+
+use super::HnswIndex;
+use crate::{IndexError, Result};
+
+/// Marks visited nodes with an epoch, so clearing between searches is free.
+pub(crate) struct Visited {
+    marks: Vec<u32>,
+    epoch: u32,
+}
+
+impl Visited {
+    pub fn new(n: usize) -> Self {
+        Self {
+            marks: vec![0; n],
+            epoch: 0,
+        }
+    }
+
+    fn next(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.marks.iter_mut().for_each(|m| *m = 0);
+            self.epoch = 1;
+        }
+    }
+
+    /// True the first time `id` is seen in this epoch.
+    fn insert(&mut self, id: u32) -> bool {
+        let m = &mut self.marks[id as usize];
+        if *m == self.epoch {
+            false
+        } else {
+            *m = self.epoch;
+            true
+        }
+    }
+}
+
+/// f32 ordered totally, for heaps.
+#[derive(Clone, Copy, PartialEq)]
+struct Dist(f32);
+impl Eq for Dist {}
+impl PartialOrd for Dist {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Dist {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Best-first search of one level from `entries`; returns up to `ef` (distance, id),
+/// closest first.
+pub(crate) fn search_layer(
+    index: &HnswIndex,
+    query: &[f32],
+    entries: &[(f32, u32)],
+    ef: usize,
+    level: usize,
+    visited: &mut Visited,
+) -> Vec<(f32, u32)> {
+    visited.next();
+    let mut candidates: BinaryHeap<Reverse<(Dist, u32)>> = BinaryHeap::new();
+    let mut results: BinaryHeap<(Dist, u32)> = BinaryHeap::new();
+    for &(d, e) in entries {
+        if visited.insert(e) {
+            candidates.push(Reverse((Dist(d), e)));
+            results.push((Dist(d), e));
+        }
+    }
+    while results.len() > ef {
+        results.pop();
+    }
+    let mut nbrs = Vec::new();
+    while let Some(Reverse((Dist(d), c))) = candidates.pop() {
+        if results.len() >= ef && d > results.peek().map_or(f32::INFINITY, |r| r.0 .0) {
+            break;
+        }
+        nbrs.clear();
+        if let Some(list) = index.links[c as usize].get(level) {
+            nbrs.extend_from_slice(&list.read().unwrap());
+        }
+        for &nb in &nbrs {
+            if !visited.insert(nb) {
+                continue;
+            }
+            let dn = index.metric.distance(query, index.vector(nb));
+            if results.len() < ef || dn < results.peek().map_or(f32::INFINITY, |r| r.0 .0) {
+                candidates.push(Reverse((Dist(dn), nb)));
+                results.push((Dist(dn), nb));
+                if results.len() > ef {
+                    results.pop();
+                }
+            }
+        }
+    }
+    let mut out: Vec<(f32, u32)> = results.into_iter().map(|(d, i)| (d.0, i)).collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    out
+}
+
+/// One query's answer.
+#[derive(Clone, Debug, Default)]
+pub struct HnswResult {
+    pub ids: Vec<i64>,
+    pub distances: Vec<f32>,
+    pub latency_us: f64,
+}
+
+impl HnswIndex {
+    /// Greedy walk from `from` through levels `high` down to `low` (inclusive): at each
+    /// level, move to a closer neighbour while there is one. Returns the node and distance.
+    pub(crate) fn descend(
+        &self,
+        q: &[f32],
+        from: (u32, f32),
+        high: usize,
+        low: usize,
+    ) -> (u32, f32) {
+        let (mut ep, mut ep_dist) = from;
+        for lc in (low..=high).rev() {
+            loop {
+                let mut changed = false;
+                for &nb in self.links[ep as usize][lc].read().unwrap().iter() {
+                    let d = self.metric.distance(q, self.vector(nb));
+                    if d < ep_dist {
+                        ep_dist = d;
+                        ep = nb;
+                        changed = true;
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+        }
+        (ep, ep_dist)
+    }
+
+    fn search_one(&self, raw: &[f32], k: usize, ef: usize, visited: &mut Visited) -> HnswResult {
+        let start = Instant::now();
+        let mut q = raw.to_vec();
+        self.metric.prepare(&mut q);
+        let start_dist = self.metric.distance(&q, self.vector(self.entry));
+        let (ep, ep_dist) = self.descend(&q, (self.entry, start_dist), self.top_level, 1);
+        let found = search_layer(self, &q, &[(ep_dist, ep)], ef.max(k), 0, visited);
+        let top: Vec<_> = found.into_iter().take(k).collect();
+        HnswResult {
+            ids: top.iter().map(|&(_, i)| self.ids[i as usize]).collect(),
+            distances: top.iter().map(|&(d, _)| d).collect(),
+            latency_us: start.elapsed().as_secs_f64() * 1e6,
+        }
+    }
+
+    /// Searches every row of `queries` with `threads` threads; results in query order.
+    pub fn search_batch(
+        &self,
+        queries: Rows,
+        k: usize,
+        ef: usize,
+        threads: usize,
+    ) -> Result<(Vec<HnswResult>, f64)> {
+        if k == 0 {
+            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
+        }
+        if queries.dim() != self.dim {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim,
+                got: queries.dim(),
+            });
+        }
+        check_vectors(queries.data(), queries.dim())?;
+        let next = AtomicUsize::new(0);
+        let start = Instant::now();
+        let parts: Vec<Vec<(usize, HnswResult)>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads.clamp(1, queries.len().max(1)))
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut visited = Visited::new(self.len());
+                        let mut out = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= queries.len() {
+                                return out;
+                            }
+                            out.push((
+                                i,
+                                self.search_one(queries.get(i as u32), k, ef, &mut visited),
+                            ));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        let seconds = start.elapsed().as_secs_f64();
+        let mut results = vec![HnswResult::default(); queries.len()];
+        for (i, r) in parts.into_iter().flatten() {
+            results[i] = r;
+        }
+        Ok((results, seconds))
+    }
+
+    /// Searches one query.
+    pub fn search(&self, query: &[f32], k: usize, ef: usize) -> Result<HnswResult> {
+        let (mut r, _) = self.search_batch(Rows::new(query, query.len().max(1)), k, ef, 1)?;
+        Ok(r.pop().unwrap_or_default())
+    }
+}
