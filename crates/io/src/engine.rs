@@ -137,7 +137,14 @@ impl Slots {
     }
 
     /// Takes a free slot for a read of `len` bytes at `offset`, checking the arguments.
-    pub fn take(&mut self, offset: u64, len: usize, tag: u64, path: &str) -> Result<usize> {
+    /// `path` names the file in errors; it is only formatted when there is one.
+    pub fn take(
+        &mut self,
+        offset: u64,
+        len: usize,
+        tag: u64,
+        path: &dyn std::fmt::Display,
+    ) -> Result<usize> {
         let slot_bytes = self.bufs[0].len();
         if len == 0
             || len > slot_bytes

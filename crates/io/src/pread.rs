@@ -63,8 +63,9 @@ impl ReadEngine for PreadEngine {
     }
 
     fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
-        let path = self.file.path.display().to_string();
-        let slot = self.slots.take(offset, len, tag, &path)?;
+        let slot = self
+            .slots
+            .take(offset, len, tag, &self.file.path.display())?;
         self.queued.push((slot, offset, len));
         let now = self.queued.len();
         self.slots.stats.max_in_flight = self.slots.stats.max_in_flight.max(now);

@@ -139,8 +139,9 @@ impl ReadEngine for UringEngine {
     }
 
     fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
-        let path = self.file.path.display().to_string();
-        let slot = self.slots.take(offset, len, tag, &path)?;
+        let slot = self
+            .slots
+            .take(offset, len, tag, &self.file.path.display())?;
         self.pending[slot] = (offset, len, 0);
         if let Err(e) = self.push(slot) {
             self.slots.release(slot);

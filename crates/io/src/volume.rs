@@ -416,7 +416,7 @@ impl ReadEngine for VolumeEngine {
     }
 
     fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
-        let slot = self.slots.take(offset, len, tag, "volume")?;
+        let slot = self.slots.take(offset, len, tag, &"volume")?;
         self.outstanding[slot] = self.map.piece_count(offset, len);
         self.in_flight += 1;
         self.max_in_flight = self.max_in_flight.max(self.in_flight);

@@ -172,9 +172,8 @@ impl DiskIndex {
                 .map(|_| {
                     s.spawn(|| {
                         let mut engine = self.take_engine(depth)?;
-                        let before = engine.stats().max_in_flight;
                         let out = self.run_worker(queries, &params, &next, engine.as_mut());
-                        let max = engine.stats().max_in_flight.max(before);
+                        let max = engine.stats().max_in_flight;
                         let kind = engine.kind();
                         self.return_engine(engine);
                         out.map(|o| (o, max, kind))
