@@ -87,6 +87,12 @@ impl ProductQuantizer {
         })
     }
 
+    /// Bytes this quantizer holds in memory: both copies of the centroids and the offsets.
+    pub fn dram_bytes(&self) -> usize {
+        4 * (self.centroids.len() + self.transposed.len())
+            + std::mem::size_of::<usize>() * self.offsets.len()
+    }
+
     pub fn code_bytes(&self) -> usize {
         self.offsets.len() - 1
     }
@@ -295,6 +301,10 @@ mod tests {
         let data = random_data(500, dim);
         let pq = ProductQuantizer::train(&data, dim, 4, true, 500, 1).unwrap();
         let bytes = pq.to_bytes();
+        assert_eq!(
+            pq.dram_bytes(),
+            2 * 4 * 256 * dim + std::mem::size_of::<usize>() * 5
+        );
         assert_eq!(ProductQuantizer::from_bytes(&bytes), Some(pq));
         assert_eq!(
             ProductQuantizer::from_bytes(&bytes[..bytes.len() - 1]),

@@ -173,6 +173,6 @@ impl Meta {
     }
 
     pub fn dram_bytes(&self) -> usize {
-        self.pq.to_bytes().len() + self.codes.len() + self.ids.len() * 8 + self.entries.len() * 4
+        self.pq.dram_bytes() + self.codes.len() + self.ids.len() * 8 + self.entries.len() * 4
     }
 }
