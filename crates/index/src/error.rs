@@ -19,6 +19,8 @@ pub enum IndexError {
         found: u32,
         supported: u32,
     },
+    #[error("search failed: {0}")]
+    SearchFailed(String),
     #[error("storage: {0}")]
     Io(#[from] diskvec_io::IoError),
     #[error("{path}: {source}")]

@@ -5,7 +5,9 @@ mod common;
 use std::path::Path;
 
 use common::{clustered, recall};
-use diskvec_index::diskann::{build, BuildParams, DiskIndex, OpenOptions, SearchParams};
+use diskvec_index::diskann::{
+    build, BuildParams, DiskIndex, OpenOptions, SearchParams, SearchService,
+};
 use diskvec_index::{flat, IndexError, NoProgress};
 use diskvec_io::{EngineChoice, EngineKind};
 use diskvec_vector::{Metric, Rows};
@@ -547,4 +549,68 @@ fn a_path_failing_mid_search_is_named_or_survived_with_a_mirror() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("two paths"), "{err}");
+}
+
+#[test]
+fn the_search_service_answers_many_callers_like_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = build_small(dir.path(), 2000, Metric::L2);
+    let queries = clustered(48, DIM, 6);
+    let idx = std::sync::Arc::new(
+        DiskIndex::open(
+            dir.path(),
+            &OpenOptions {
+                cache_nodes: Some(0),
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    let params = SearchParams {
+        k: 5,
+        search_list: 40,
+        beam_width: 1,
+        queries_per_thread: 4,
+        ..Default::default()
+    };
+    let (batch, _) = idx
+        .search_batch(Rows::new(&queries, DIM), &params, 1)
+        .unwrap();
+    let service = SearchService::start(idx.clone(), params, 2).unwrap();
+    let answers: Vec<Vec<i64>> = std::thread::scope(|s| {
+        let callers: Vec<_> = (0..8)
+            .map(|c| {
+                let (service, queries) = (&service, &queries);
+                s.spawn(move || {
+                    (c..48)
+                        .step_by(8)
+                        .map(|i| (i, service.search(&queries[i * DIM..(i + 1) * DIM])))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all = vec![Vec::new(); 48];
+        for c in callers {
+            for (i, r) in c.join().unwrap() {
+                all[i] = r.unwrap().ids;
+            }
+        }
+        all
+    });
+    for (a, b) in answers.iter().zip(&batch) {
+        assert_eq!(a, &b.ids);
+    }
+    assert!(matches!(
+        service.search(&queries[..DIM - 1]),
+        Err(IndexError::DimensionMismatch { .. })
+    ));
+    let mut nan = queries[..DIM].to_vec();
+    nan[3] = f32::NAN;
+    assert!(service.search(&nan).is_err());
+    // A failing read fails that query, and the service goes on answering.
+    idx.inject_path_fault(0, 0);
+    let err = service.search(&queries[..DIM]).unwrap_err().to_string();
+    assert!(err.contains("search failed"), "{err}");
+    assert!(service.search(&queries[DIM..2 * DIM]).is_err());
+    drop(service);
 }

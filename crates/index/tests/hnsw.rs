@@ -105,3 +105,26 @@ fn bad_input_is_refused() {
     assert!(index.search(&[f32::NAN; DIM], 5, 10).is_err());
     assert!(index.search(&data[..DIM], 0, 10).is_err());
 }
+
+#[test]
+fn reused_scratch_gives_the_same_answers_and_is_checked() {
+    let data = clustered(300, DIM, 4);
+    let ids: Vec<i64> = (0..300).collect();
+    let p = HnswParams::default();
+    let index = HnswIndex::build(&data, DIM, &ids, Metric::L2, p, &NoProgress).unwrap();
+    let mut scratch = index.scratch();
+    for q in data.chunks_exact(DIM).step_by(37) {
+        let a = index.search(q, 5, 20).unwrap();
+        let b = index.search_with(q, 5, 20, &mut scratch).unwrap();
+        assert_eq!(a.ids, b.ids);
+    }
+    assert!(index
+        .search_with(&data[..DIM - 1], 5, 20, &mut scratch)
+        .is_err());
+    let small = HnswIndex::build(&data[..50 * DIM], DIM, &ids[..50], Metric::L2, p, &NoProgress)
+        .unwrap();
+    let err = small
+        .search_with(&data[..DIM], 5, 20, &mut scratch)
+        .unwrap_err();
+    assert!(err.to_string().contains("another index"), "{err}");
+}

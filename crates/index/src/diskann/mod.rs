@@ -12,12 +12,14 @@ mod layout;
 mod meta;
 mod reorder;
 mod search;
+mod service;
 
 pub use build::{build, BuildParams, BuildReport};
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
 pub use search::{BatchStats, SearchParams, SearchResult};
+pub use service::SearchService;
 
 pub const NODES_FILE: &str = "nodes.dvn";
 pub const META_FILE: &str = "meta.dvm";

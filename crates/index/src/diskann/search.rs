@@ -116,7 +116,7 @@ struct Scratch {
 }
 
 impl DiskIndex {
-    fn check_params(&self, p: &SearchParams) -> Result<SearchParams> {
+    pub(crate) fn check_params(&self, p: &SearchParams) -> Result<SearchParams> {
         if p.k == 0 {
             return Err(IndexError::InvalidArgument("k must be at least 1".into()));
         }
@@ -210,8 +210,7 @@ impl DiskIndex {
         Ok((results, stats))
     }
 
-    fn start_query(&self, index: usize, raw: &[f32], params: &SearchParams) -> Query {
-        let mut vector = raw.to_vec();
+    fn start_query(&self, index: usize, mut vector: Vec<f32>, params: &SearchParams) -> Query {
         self.header.metric.prepare(&mut vector);
         let table = self.meta.pq.table(&vector);
         let mut q = Query {
@@ -362,35 +361,62 @@ impl DiskIndex {
         next: &AtomicUsize,
         engine: &mut dyn ReadEngine,
     ) -> Result<Vec<(usize, SearchResult)>> {
+        let mut feed = BatchFeed {
+            queries,
+            next,
+            out: Vec::new(),
+        };
+        self.serve(&mut feed, params, engine)?;
+        Ok(feed.out)
+    }
+
+    /// Runs queries from `feed` on one engine, up to `queries_per_thread` at a time, until
+    /// the feed closes. After an error the engine is drained so it can be reused; the
+    /// queries that were active are lost (the feed is told through the error).
+    pub(crate) fn serve(
+        &self,
+        feed: &mut dyn QueryFeed,
+        params: &SearchParams,
+        engine: &mut dyn ReadEngine,
+    ) -> Result<()> {
         let mut active: Vec<Option<Query>> = (0..params.queries_per_thread).map(|_| None).collect();
-        let mut out = Vec::new();
         let mut done: Vec<ReadDone> = Vec::new();
         let mut scratch = Scratch::default();
-        let mut exhausted = false;
+        let mut closed = false;
         let result = (|| loop {
-            for (slot, entry) in active.iter_mut().enumerate() {
+            for slot in 0..active.len() {
                 loop {
-                    if entry.is_none() {
-                        if exhausted {
+                    if active[slot].is_none() {
+                        if closed {
                             break;
                         }
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= queries.len() {
-                            exhausted = true;
-                            break;
+                        let idle = active.iter().all(Option::is_none);
+                        match feed.next(idle) {
+                            Fetch::Query(i, vector) => {
+                                active[slot] = Some(self.start_query(i, vector, params))
+                            }
+                            Fetch::Empty => break,
+                            Fetch::Closed => {
+                                closed = true;
+                                break;
+                            }
                         }
-                        *entry = Some(self.start_query(i, queries.get(i as u32), params));
                     }
-                    let q = entry.as_mut().unwrap();
+                    let q = active[slot].as_mut().unwrap();
                     if self.advance(q, slot, params, engine, &mut scratch)? {
-                        out.push(self.finish(entry.take().unwrap(), params.k));
+                        let (i, r) = self.finish(active[slot].take().unwrap(), params.k);
+                        feed.deliver(i, r);
                         continue;
                     }
                     break;
                 }
             }
-            if exhausted && active.iter().all(Option::is_none) {
+            let idle = active.iter().all(Option::is_none);
+            if closed && idle {
                 return Ok(());
+            }
+            if idle {
+                continue;
             }
             done.clear();
             engine.complete(1, &mut done)?;
@@ -415,7 +441,45 @@ impl DiskIndex {
         if result.is_err() {
             drain(engine);
         }
-        result.map(|()| out)
+        result
+    }
+}
+
+/// What a search worker gets when it asks for the next query.
+pub(crate) enum Fetch {
+    /// A query: the caller's tag and the raw vector.
+    Query(usize, Vec<f32>),
+    /// None waiting now; more may come.
+    Empty,
+    /// No more will come.
+    Closed,
+}
+
+/// Where a search worker takes queries from and hands answers to.
+pub(crate) trait QueryFeed {
+    /// The next query; `wait` is true when the worker has nothing else to do and may block.
+    fn next(&mut self, wait: bool) -> Fetch;
+    fn deliver(&mut self, tag: usize, result: SearchResult);
+}
+
+/// A fixed batch shared by several workers, each taking the next unclaimed row.
+struct BatchFeed<'a> {
+    queries: Rows<'a>,
+    next: &'a AtomicUsize,
+    out: Vec<(usize, SearchResult)>,
+}
+
+impl QueryFeed for BatchFeed<'_> {
+    fn next(&mut self, _wait: bool) -> Fetch {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.queries.len() {
+            return Fetch::Closed;
+        }
+        Fetch::Query(i, self.queries.get(i as u32).to_vec())
+    }
+
+    fn deliver(&mut self, tag: usize, result: SearchResult) {
+        self.out.push((tag, result));
     }
 }
 

@@ -5,7 +5,7 @@ mod build;
 mod search;
 
 pub use build::HnswParams;
-pub use search::HnswResult;
+pub use search::{HnswResult, HnswScratch};
 
 use std::sync::RwLock;
 

@@ -8,6 +8,9 @@ use diskvec_vector::{check_vectors, Rows};
 use super::HnswIndex;
 use crate::{IndexError, Result};
 
+/// Memory one searching thread reuses; see `HnswIndex::scratch`.
+pub struct HnswScratch(Visited);
+
 /// Marks visited nodes with an epoch, so clearing between searches is free.
 pub(crate) struct Visited {
     marks: Vec<u32>,
@@ -210,6 +213,37 @@ impl HnswIndex {
             results[i] = r;
         }
         Ok((results, seconds))
+    }
+
+    /// Per-thread search memory, reused across queries (a visited mark per node).
+    pub fn scratch(&self) -> HnswScratch {
+        HnswScratch(Visited::new(self.len()))
+    }
+
+    /// Searches one query with the caller's scratch: no allocation proportional to the index.
+    pub fn search_with(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        scratch: &mut HnswScratch,
+    ) -> Result<HnswResult> {
+        if k == 0 {
+            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
+        }
+        if query.len() != self.dim {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim,
+                got: query.len(),
+            });
+        }
+        check_vectors(query, self.dim)?;
+        if scratch.0.marks.len() != self.len() {
+            return Err(IndexError::InvalidArgument(
+                "this scratch belongs to another index".into(),
+            ));
+        }
+        Ok(self.search_one(query, k, ef, &mut scratch.0))
     }
 
     /// Searches one query.

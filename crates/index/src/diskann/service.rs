@@ -1,0 +1,149 @@
+//! Serving: a fixed set of search workers fed from one queue, the way a server runs the
+//! disk index. Each worker interleaves up to `queries_per_thread` queries on its own read
+//! engine and picks up new arrivals as slots free, so many concurrent callers share a few
+//! threads and keep the device busy instead of each blocking a thread of its own.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use diskvec_vector::check_vectors;
+
+use super::search::{Fetch, QueryFeed};
+use super::{DiskIndex, SearchParams, SearchResult};
+use crate::{IndexError, Result};
+
+struct Request {
+    vector: Vec<f32>,
+    reply: Sender<Result<SearchResult>>,
+}
+
+/// Search workers over a shared index; `search` may be called from any number of threads.
+pub struct SearchService {
+    index: Arc<DiskIndex>,
+    queue: Option<Sender<Request>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl SearchService {
+    /// Starts `threads` workers searching with `params`.
+    pub fn start(index: Arc<DiskIndex>, params: SearchParams, threads: usize) -> Result<Self> {
+        let params = index.check_params(&params)?;
+        if threads == 0 {
+            return Err(IndexError::InvalidArgument(
+                "a search service needs at least one thread".into(),
+            ));
+        }
+        let (queue, requests) = crossbeam_channel::unbounded::<Request>();
+        let depth = params.queries_per_thread * params.beam_width;
+        let mut workers = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            let engine = index.take_engine(depth)?;
+            let index = Arc::clone(&index);
+            let requests = requests.clone();
+            workers.push(std::thread::spawn(move || {
+                worker(&index, requests, params, engine)
+            }));
+        }
+        Ok(Self {
+            index,
+            queue: Some(queue),
+            workers,
+        })
+    }
+
+    pub fn index(&self) -> &DiskIndex {
+        &self.index
+    }
+
+    /// Searches one query and waits for its answer.
+    pub fn search(&self, query: &[f32]) -> Result<SearchResult> {
+        if query.len() != self.index.dim() {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.index.dim(),
+                got: query.len(),
+            });
+        }
+        check_vectors(query, query.len())?;
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let request = Request {
+            vector: query.to_vec(),
+            reply,
+        };
+        self.queue
+            .as_ref()
+            .and_then(|q| q.send(request).ok())
+            .ok_or_else(|| IndexError::SearchFailed("the search service has stopped".into()))?;
+        answer
+            .recv()
+            .map_err(|_| IndexError::SearchFailed("a search worker stopped".into()))?
+    }
+}
+
+impl Drop for SearchService {
+    fn drop(&mut self) {
+        self.queue.take();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+struct ServiceFeed {
+    requests: Receiver<Request>,
+    pending: HashMap<usize, Sender<Result<SearchResult>>>,
+    next_tag: usize,
+}
+
+impl ServiceFeed {
+    fn accept(&mut self, r: Request) -> Fetch {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.pending.insert(tag, r.reply);
+        Fetch::Query(tag, r.vector)
+    }
+}
+
+impl QueryFeed for ServiceFeed {
+    fn next(&mut self, wait: bool) -> Fetch {
+        if wait {
+            return match self.requests.recv() {
+                Ok(r) => self.accept(r),
+                Err(_) => Fetch::Closed,
+            };
+        }
+        match self.requests.try_recv() {
+            Ok(r) => self.accept(r),
+            Err(TryRecvError::Empty) => Fetch::Empty,
+            Err(TryRecvError::Disconnected) => Fetch::Closed,
+        }
+    }
+
+    fn deliver(&mut self, tag: usize, result: SearchResult) {
+        if let Some(reply) = self.pending.remove(&tag) {
+            let _ = reply.send(Ok(result));
+        }
+    }
+}
+
+fn worker(
+    index: &DiskIndex,
+    requests: Receiver<Request>,
+    params: SearchParams,
+    mut engine: Box<dyn diskvec_io::ReadEngine>,
+) {
+    let mut feed = ServiceFeed {
+        requests,
+        pending: HashMap::new(),
+        next_tag: 0,
+    };
+    // A failed read fails the queries this worker had in flight, not the service.
+    while let Err(e) = index.serve(&mut feed, &params, engine.as_mut()) {
+        let message = e.to_string();
+        for (_, reply) in feed.pending.drain() {
+            let _ = reply.send(Err(IndexError::SearchFailed(message.clone())));
+        }
+    }
+    index.return_engine(engine);
+}
