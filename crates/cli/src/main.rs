@@ -1,6 +1,7 @@
 //! `diskvec`: build, search and inspect disk-resident vector indexes.
 
 mod build_cmd;
+mod dataset_cmd;
 mod demo_cmd;
 mod groundtruth_cmd;
 mod hnsw_cmd;
@@ -37,6 +38,9 @@ enum Command {
     Iobench(iobench_cmd::Args),
     /// Compute exact nearest neighbours (FLAT) and write neighbors.parquet.
     Groundtruth(groundtruth_cmd::Args),
+    /// Make datasets: `dataset synth` writes a synthetic one with exact ground truth.
+    #[command(subcommand)]
+    Dataset(dataset_cmd::Command),
     /// Build an index on the bundled WordNet sample and show what search returns.
     Demo(demo_cmd::Args),
 }
@@ -54,6 +58,7 @@ fn main() {
         Command::Groundtruth(a) => groundtruth_cmd::run(a),
         Command::Iobench(a) => iobench_cmd::run_cmd(a),
         Command::Demo(a) => demo_cmd::run(a),
+        Command::Dataset(c) => dataset_cmd::run(c),
     };
     if let Err(e) = outcome {
         eprintln!("error: {e:#}");

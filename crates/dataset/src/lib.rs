@@ -9,7 +9,7 @@ mod vecs;
 use std::path::{Path, PathBuf};
 
 pub use layout::DatasetDir;
-pub use parquet_io::{read_neighbors, write_neighbors, write_vectors};
+pub use parquet_io::{read_neighbors, write_neighbors, write_vectors, VectorWriter};
 
 /// Vectors as loaded from a file: row-major `f32`, one external id per row.
 #[derive(Clone, Debug, PartialEq)]

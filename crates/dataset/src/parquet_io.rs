@@ -228,20 +228,75 @@ pub fn write_neighbors(path: &Path, neighbors: &Neighbors) -> Result<()> {
 
 /// Writes vectors as `id`, `emb` parquet (VectorDBBench's train/test layout).
 pub fn write_vectors(path: &Path, m: &Matrix) -> Result<()> {
-    let mut embs = ListBuilder::new(Float32Builder::with_capacity(m.data.len()));
-    for i in 0..m.len() {
-        embs.values().append_slice(m.row(i));
-        embs.append(true);
+    let mut w = VectorWriter::create(path, m.dim)?;
+    w.append(&m.ids, &m.data)?;
+    w.finish()
+}
+
+/// Writes a vector file a block at a time (one row group per block), so sets larger than
+/// memory can be written.
+pub struct VectorWriter {
+    path: std::path::PathBuf,
+    dim: usize,
+    schema: Arc<Schema>,
+    writer: ArrowWriter<File>,
+}
+
+impl VectorWriter {
+    pub fn create(path: &Path, dim: usize) -> Result<Self> {
+        let item = Field::new("item", DataType::Float32, true);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("emb", DataType::List(Arc::new(item)), true),
+        ]));
+        let file = File::create(path).map_err(io_error(path))?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
+            .map_err(|e| invalid(path, e.to_string()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            dim,
+            schema,
+            writer,
+        })
     }
-    let embs = embs.finish();
-    let schema = Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("emb", embs.data_type().clone(), true),
-    ]);
-    let batch = RecordBatch::try_new(
-        Arc::new(schema),
-        vec![Arc::new(Int64Array::from(m.ids.clone())), Arc::new(embs)],
-    )
-    .map_err(|e| invalid(path, e.to_string()))?;
-    write_batch(path, batch)
+
+    /// Appends rows: `ids.len()` vectors of `dim` values each in `data`.
+    pub fn append(&mut self, ids: &[i64], data: &[f32]) -> Result<()> {
+        if data.len() != ids.len() * self.dim {
+            return Err(invalid(
+                &self.path,
+                format!(
+                    "{} values for {} rows of dimension {}",
+                    data.len(),
+                    ids.len(),
+                    self.dim
+                ),
+            ));
+        }
+        let mut embs = ListBuilder::new(Float32Builder::with_capacity(data.len()));
+        for row in data.chunks_exact(self.dim.max(1)) {
+            embs.values().append_slice(row);
+            embs.append(true);
+        }
+        let batch = RecordBatch::try_new(
+            self.schema.clone(),
+            vec![Arc::new(Int64Array::from(ids.to_vec())), Arc::new(embs.finish())],
+        )
+        .map_err(|e| invalid(&self.path, e.to_string()))?;
+        self.writer
+            .write(&batch)
+            .and_then(|_| self.writer.flush())
+            .map_err(|e| invalid(&self.path, e.to_string()))
+    }
+
+    pub fn finish(self) -> Result<()> {
+        let path = self.path;
+        self.writer
+            .close()
+            .map(|_| ())
+            .map_err(|e| invalid(&path, e.to_string()))
+    }
 }

@@ -1,0 +1,293 @@
+//! Synthetic datasets in VectorDBBench's layout, for scales the bundled real sets do not
+//! reach. Vectors are clustered and of low intrinsic dimension, like text embeddings: a
+//! point is a cluster centre plus spread in a `intrinsic_dim`-dimensional latent space,
+//! lifted to `dim` dimensions by a fixed random map, plus a little full-dimensional noise,
+//! then normalised (the metric is cosine). Rows are generated in seeded chunks, so the set
+//! is the same for the same parameters whatever the thread count, and the exact ground
+//! truth is computed one block of rows at a time within a memory budget.
+
+use std::path::Path;
+
+use anyhow::{ensure, Context};
+use diskvec_dataset::{write_neighbors, write_vectors, Matrix, Neighbors, VectorWriter};
+use diskvec_index::{flat, Progress};
+use diskvec_vector::{Metric, Rows};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// What to generate. Written next to the data as `synthetic.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SynthParams {
+    pub n: usize,
+    pub dim: usize,
+    pub queries: usize,
+    pub clusters: usize,
+    pub intrinsic_dim: usize,
+    /// Neighbours per query in the ground truth.
+    pub k: usize,
+    pub seed: u64,
+}
+
+impl Default for SynthParams {
+    fn default() -> Self {
+        Self {
+            n: 100_000,
+            dim: 768,
+            queries: 1000,
+            clusters: 1024,
+            intrinsic_dim: 32,
+            k: 100,
+            seed: 42,
+        }
+    }
+}
+
+pub const SYNTH_FILE: &str = "synthetic.json";
+const CHUNK_ROWS: usize = 4096;
+/// Streams of the generator: the map and centres, train rows, test rows.
+const MODEL_STREAM: u64 = 0;
+const TRAIN_STREAM: u64 = 1;
+const TEST_STREAM: u64 = 2;
+/// Spread of a cluster relative to the spread of the centres, and the weight of the
+/// full-dimensional noise: enough overlap that neighbours cross clusters.
+const CLUSTER_SPREAD: f32 = 0.45;
+const NOISE: f32 = 0.08;
+
+/// The fixed parts of the generator: the latent-to-full map and the cluster centres.
+pub struct Generator {
+    p: SynthParams,
+    /// `intrinsic_dim` rows of `dim` values.
+    lift: Vec<f32>,
+    /// `clusters` rows of `intrinsic_dim` values.
+    centres: Vec<f32>,
+}
+
+fn gaussian(rng: &mut SmallRng) -> f32 {
+    // Box-Muller; one of the pair is enough here.
+    let u: f32 = rng.random::<f32>().max(f32::MIN_POSITIVE);
+    let v: f32 = rng.random();
+    (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+}
+
+fn stream_rng(seed: u64, stream: u64, chunk: u64) -> SmallRng {
+    let mix = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(stream.wrapping_mul(0xBF58_476D_1CE4_E5B9))
+        .wrapping_add(chunk.wrapping_mul(0x94D0_49BB_1331_11EB));
+    SmallRng::seed_from_u64(mix)
+}
+
+impl Generator {
+    pub fn new(p: &SynthParams) -> anyhow::Result<Self> {
+        ensure!(p.n > 0 && p.queries > 0, "n and queries must be at least 1");
+        ensure!(p.dim >= 2, "dim must be at least 2");
+        ensure!(
+            p.intrinsic_dim >= 1 && p.intrinsic_dim <= p.dim,
+            "intrinsic dimension must be between 1 and dim"
+        );
+        ensure!(p.clusters >= 1, "clusters must be at least 1");
+        ensure!(p.k >= 1, "k must be at least 1");
+        let mut rng = stream_rng(p.seed, MODEL_STREAM, 0);
+        let scale = 1.0 / (p.intrinsic_dim as f32).sqrt();
+        let lift = (0..p.intrinsic_dim * p.dim)
+            .map(|_| gaussian(&mut rng) * scale)
+            .collect();
+        let centres = (0..p.clusters * p.intrinsic_dim)
+            .map(|_| gaussian(&mut rng))
+            .collect();
+        Ok(Self {
+            p: p.clone(),
+            lift,
+            centres,
+        })
+    }
+
+    /// Rows `first..first + count` of a stream, row-major.
+    fn rows(&self, stream: u64, first: usize, count: usize) -> Vec<f32> {
+        assert!(first % CHUNK_ROWS == 0, "blocks start at chunk boundaries");
+        let (dim, r) = (self.p.dim, self.p.intrinsic_dim);
+        let mut out = vec![0f32; count * dim];
+        out.par_chunks_mut(CHUNK_ROWS * dim)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let mut rng = stream_rng(self.p.seed, stream, (first / CHUNK_ROWS + c) as u64);
+                let mut latent = vec![0f32; r];
+                for row in chunk.chunks_exact_mut(dim) {
+                    let cluster = rng.random_range(0..self.p.clusters);
+                    let centre = &self.centres[cluster * r..(cluster + 1) * r];
+                    for (l, c) in latent.iter_mut().zip(centre) {
+                        *l = c + CLUSTER_SPREAD * gaussian(&mut rng);
+                    }
+                    for x in row.iter_mut() {
+                        *x = NOISE * gaussian(&mut rng);
+                    }
+                    for (j, &l) in latent.iter().enumerate() {
+                        let basis = &self.lift[j * dim..(j + 1) * dim];
+                        for (x, b) in row.iter_mut().zip(basis) {
+                            *x += l * b;
+                        }
+                    }
+                    let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                    row.iter_mut().for_each(|x| *x /= norm);
+                }
+            });
+        out
+    }
+
+    pub fn train_rows(&self, first: usize, count: usize) -> Vec<f32> {
+        self.rows(TRAIN_STREAM, first, count)
+    }
+
+    pub fn test_rows(&self) -> Vec<f32> {
+        self.rows(TEST_STREAM, 0, self.p.queries)
+    }
+}
+
+/// Rows per block for a memory budget: a block's vectors must fit in it.
+pub fn block_rows(dim: usize, budget_bytes: usize) -> usize {
+    let rows = budget_bytes / (dim * 4);
+    (rows / CHUNK_ROWS).max(1) * CHUNK_ROWS
+}
+
+/// Writes `train.parquet`, `test.parquet`, `neighbors.parquet` (exact, cosine) and
+/// `synthetic.json` into `out`, holding at most about `budget_bytes` of train vectors at once.
+pub fn write_synthetic(
+    p: &SynthParams,
+    out: &Path,
+    budget_bytes: usize,
+    progress: &dyn Progress,
+) -> anyhow::Result<()> {
+    let gen = Generator::new(p)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let metric = Metric::Cosine;
+    let queries = gen.test_rows();
+    let query_ids: Vec<i64> = (0..p.queries as i64).collect();
+    write_vectors(
+        &out.join("test.parquet"),
+        &Matrix {
+            data: queries.clone(),
+            dim: p.dim,
+            ids: query_ids.clone(),
+        },
+    )?;
+    let block = block_rows(p.dim, budget_bytes);
+    let k = p.k.min(p.n);
+    let mut best: Vec<Vec<(f32, i64)>> = vec![Vec::new(); p.queries];
+    let mut train = VectorWriter::create(&out.join("train.parquet"), p.dim)?;
+    progress.phase("generate + truth", p.n as u64);
+    let mut first = 0;
+    while first < p.n {
+        let count = block.min(p.n - first);
+        let rows = gen.train_rows(first, count);
+        let ids: Vec<i64> = (first as i64..(first + count) as i64).collect();
+        train.append(&ids, &rows)?;
+        let found = flat::search(
+            Rows::new(&rows, p.dim),
+            Rows::new(&queries, p.dim),
+            metric,
+            k,
+            &diskvec_index::NoProgress,
+        )?;
+        best.par_iter_mut().zip(found).for_each(|(b, f)| {
+            b.extend(f.into_iter().map(|(row, d)| (d, first as i64 + row as i64)));
+            // Ties go to the smaller id, as in the bundled sets.
+            b.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            b.truncate(k);
+        });
+        progress.advance(count as u64);
+        first += count;
+    }
+    train.finish()?;
+    write_neighbors(
+        &out.join("neighbors.parquet"),
+        &Neighbors {
+            query_ids,
+            lists: best
+                .into_iter()
+                .map(|b| b.into_iter().map(|(_, id)| id).collect())
+                .collect(),
+        },
+    )?;
+    let meta = serde_json::to_string_pretty(p)?;
+    std::fs::write(out.join(SYNTH_FILE), meta + "\n")
+        .with_context(|| format!("writing {}", out.join(SYNTH_FILE).display()))?;
+    Ok(())
+}
+
+/// The parameters of a synthetic dataset directory, or `None` for a real one.
+pub fn synthetic_params(dir: &Path) -> Option<SynthParams> {
+    let text = std::fs::read_to_string(dir.join(SYNTH_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use diskvec_dataset::DatasetDir;
+    use diskvec_index::NoProgress;
+
+    fn small() -> SynthParams {
+        SynthParams {
+            n: 10_000,
+            dim: 24,
+            queries: 20,
+            clusters: 16,
+            intrinsic_dim: 6,
+            k: 10,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn blockwise_truth_equals_one_pass_truth() {
+        let p = small();
+        let dir = tempfile::tempdir().unwrap();
+        // A budget of one chunk: three blocks, the last one short.
+        write_synthetic(&p, dir.path(), CHUNK_ROWS * p.dim * 4, &NoProgress).unwrap();
+        let d = DatasetDir::open(dir.path()).unwrap();
+        let (train, test, gt) = (d.train().unwrap(), d.test().unwrap(), d.neighbors().unwrap());
+        assert_eq!((train.len(), train.dim, test.len()), (p.n, p.dim, p.queries));
+        assert_eq!(train.ids, (0..p.n as i64).collect::<Vec<_>>());
+        let whole = flat::search(
+            Rows::new(&train.data, p.dim),
+            Rows::new(&test.data, p.dim),
+            Metric::Cosine,
+            p.k,
+            &NoProgress,
+        )
+        .unwrap();
+        for (w, g) in whole.iter().zip(&gt.lists) {
+            let ids: Vec<i64> = w.iter().map(|&(i, _)| i as i64).collect();
+            assert_eq!(&ids, g);
+        }
+        assert_eq!(synthetic_params(dir.path()), Some(p));
+    }
+
+    #[test]
+    fn the_same_parameters_give_the_same_rows_and_vectors_are_unit() {
+        let p = small();
+        let a = Generator::new(&p).unwrap().train_rows(CHUNK_ROWS, 100);
+        let b = Generator::new(&p).unwrap().train_rows(0, 2 * CHUNK_ROWS);
+        assert_eq!(a[..], b[CHUNK_ROWS * p.dim..(CHUNK_ROWS + 100) * p.dim]);
+        for v in a.chunks_exact(p.dim) {
+            let n: f32 = v.iter().map(|x| x * x).sum();
+            assert!((n - 1.0).abs() < 1e-4);
+        }
+        let other = Generator::new(&SynthParams { seed: 8, ..p }).unwrap();
+        assert_ne!(other.train_rows(0, 10), b[..10 * 24]);
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        for bad in [
+            SynthParams { n: 0, ..small() },
+            SynthParams { dim: 1, ..small() },
+            SynthParams { intrinsic_dim: 30, ..small() },
+            SynthParams { clusters: 0, ..small() },
+        ] {
+            assert!(Generator::new(&bad).is_err(), "{bad:?}");
+        }
+    }
+}
