@@ -84,6 +84,7 @@ impl Kind {
                 "ef",
                 "search_list",
                 "sweep",
+                "build_timeout",
                 "python",
             ],
         }
@@ -104,7 +105,7 @@ impl Kind {
 pub struct Config {
     pub kind: Kind,
     pub options: BTreeMap<String, String>,
-    /// The text it was parsed from: the name in reports.
+    /// The name in reports: the kind and its options (sorted), without `python`.
     pub label: String,
 }
 
@@ -131,10 +132,21 @@ impl std::str::FromStr for Config {
                 bail!("{s}: {k} is given twice");
             }
         }
+        // The interpreter is where a peer runs, not what it is: reports leave it out.
+        let shown: Vec<String> = options
+            .iter()
+            .filter(|(k, _)| k.as_str() != "python")
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let label = if shown.is_empty() {
+            kind.name().to_string()
+        } else {
+            format!("{}:{}", kind.name(), shown.join(","))
+        };
         let c = Self {
             kind,
             options,
-            label: s.trim().to_string(),
+            label,
         };
         c.sweep()?;
         if kind == Kind::Milvus {
@@ -204,7 +216,9 @@ impl Config {
                     .parse::<usize>()
                     .ok()
                     .filter(|&n| n > 0)
-                    .with_context(|| format!("{}: sweep value {x:?} is not a positive number", self.label))
+                    .with_context(|| {
+                        format!("{}: sweep value {x:?} is not a positive number", self.label)
+                    })
             })
             .collect()
     }
@@ -233,6 +247,8 @@ mod tests {
         let m: Config = "milvus:index=diskann,search_list=50".parse().unwrap();
         assert!(m.kind.is_peer());
         assert_eq!((m.knob(), m.knob_value().unwrap()), ("search_list", 50));
+        let p: Config = "hnswlib:python=/v/bin/python,m=8".parse().unwrap();
+        assert_eq!(p.label, "hnswlib:m=8");
         let m2: Config = "milvus".parse().unwrap();
         assert_eq!(m2.knob(), "ef");
     }
@@ -247,7 +263,11 @@ mod tests {
         assert!(err("hnsw:sweep=10/x").contains("sweep value"));
         assert!(err("milvus:index=ivf").contains("hnsw or diskann"));
         let c: Config = "hnsw:m=abc".parse().unwrap();
-        assert!(c.usize("m", 30).unwrap_err().to_string().contains("whole number"));
+        assert!(c
+            .usize("m", 30)
+            .unwrap_err()
+            .to_string()
+            .contains("whole number"));
         let d: Config = "diskann:mirror=maybe".parse().unwrap();
         assert!(d.flag("mirror").is_err());
     }

@@ -165,7 +165,11 @@ mod tests {
     #[test]
     fn rapl_counters_are_summed_over_packages_and_wrap() {
         let root = tempfile::tempdir().unwrap();
-        for (name, energy) in [("intel-rapl:0", "1000"), ("intel-rapl:1", "50"), ("intel-rapl:0:0", "7")] {
+        for (name, energy) in [
+            ("intel-rapl:0", "1000"),
+            ("intel-rapl:1", "50"),
+            ("intel-rapl:0:0", "7"),
+        ] {
             let d = root.path().join(name);
             std::fs::create_dir(&d).unwrap();
             std::fs::write(d.join("energy_uj"), energy).unwrap();

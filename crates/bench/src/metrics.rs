@@ -143,7 +143,10 @@ mod tests {
         let ideal = g(0) + g(1) + g(2);
         assert!(close(ndcg_at(&[1, 2, 3], &[1, 2, 3], 3), 1.0));
         // Found the 2nd and 3rd true neighbours, not the 1st.
-        assert!(close(ndcg_at(&[9, 2, 3], &[1, 2, 3], 3), (g(1) + g(2)) / ideal));
+        assert!(close(
+            ndcg_at(&[9, 2, 3], &[1, 2, 3], 3),
+            (g(1) + g(2)) / ideal
+        ));
         // A repeated id gains once.
         assert!(close(ndcg_at(&[3, 3, 3], &[1, 2, 3], 3), g(2) / ideal));
         // Truth shorter than k: the ideal is over the ids there are.

@@ -73,9 +73,16 @@ mod tests {
         let p = dir.path().join("prices.json");
         std::fs::write(&p, serde_json::to_string(&t).unwrap()).unwrap();
         assert_eq!(PriceTable::load(&p).unwrap(), t);
-        std::fs::write(&p, r#"{"dram_usd_per_gb": -1, "ssd_usd_per_gb": 1, "source": ""}"#).unwrap();
+        std::fs::write(
+            &p,
+            r#"{"dram_usd_per_gb": -1, "ssd_usd_per_gb": 1, "source": ""}"#,
+        )
+        .unwrap();
         assert!(PriceTable::load(&p).is_err());
         std::fs::write(&p, "{").unwrap();
-        assert!(PriceTable::load(&p).unwrap_err().to_string().contains("price table"));
+        assert!(PriceTable::load(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("price table"));
     }
 }

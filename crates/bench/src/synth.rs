@@ -106,7 +106,10 @@ impl Generator {
 
     /// Rows `first..first + count` of a stream, row-major.
     fn rows(&self, stream: u64, first: usize, count: usize) -> Vec<f32> {
-        assert!(first % CHUNK_ROWS == 0, "blocks start at chunk boundaries");
+        assert!(
+            first.is_multiple_of(CHUNK_ROWS),
+            "blocks start at chunk boundaries"
+        );
         let (dim, r) = (self.p.dim, self.p.intrinsic_dim);
         let mut out = vec![0f32; count * dim];
         out.par_chunks_mut(CHUNK_ROWS * dim)
@@ -247,8 +250,15 @@ mod tests {
         // A budget of one chunk: three blocks, the last one short.
         write_synthetic(&p, dir.path(), CHUNK_ROWS * p.dim * 4, &NoProgress).unwrap();
         let d = DatasetDir::open(dir.path()).unwrap();
-        let (train, test, gt) = (d.train().unwrap(), d.test().unwrap(), d.neighbors().unwrap());
-        assert_eq!((train.len(), train.dim, test.len()), (p.n, p.dim, p.queries));
+        let (train, test, gt) = (
+            d.train().unwrap(),
+            d.test().unwrap(),
+            d.neighbors().unwrap(),
+        );
+        assert_eq!(
+            (train.len(), train.dim, test.len()),
+            (p.n, p.dim, p.queries)
+        );
         assert_eq!(train.ids, (0..p.n as i64).collect::<Vec<_>>());
         let whole = flat::search(
             Rows::new(&train.data, p.dim),
@@ -284,8 +294,14 @@ mod tests {
         for bad in [
             SynthParams { n: 0, ..small() },
             SynthParams { dim: 1, ..small() },
-            SynthParams { intrinsic_dim: 30, ..small() },
-            SynthParams { clusters: 0, ..small() },
+            SynthParams {
+                intrinsic_dim: 30,
+                ..small()
+            },
+            SynthParams {
+                clusters: 0,
+                ..small()
+            },
         ] {
             assert!(Generator::new(&bad).is_err(), "{bad:?}");
         }

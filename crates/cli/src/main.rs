@@ -1,5 +1,6 @@
 //! `diskvec`: build, search and inspect disk-resident vector indexes.
 
+mod bench_cmd;
 mod build_cmd;
 mod dataset_cmd;
 mod demo_cmd;
@@ -38,6 +39,13 @@ enum Command {
     Iobench(iobench_cmd::Args),
     /// Compute exact nearest neighbours (FLAT) and write neighbors.parquet.
     Groundtruth(groundtruth_cmd::Args),
+    /// Run VectorDBBench's Performance case on configurations (ours and peers) and report.
+    Bench(bench_cmd::Args),
+    /// Combine `bench` results files into the briefs' tables.
+    Report(bench_cmd::ReportArgs),
+    /// One configuration of `bench`, in a process of its own (started by `bench`).
+    #[command(hide = true)]
+    BenchCase(bench_cmd::CaseArgs),
     /// Make datasets: `dataset synth` writes a synthetic one with exact ground truth.
     #[command(subcommand)]
     Dataset(dataset_cmd::Command),
@@ -59,6 +67,9 @@ fn main() {
         Command::Iobench(a) => iobench_cmd::run_cmd(a),
         Command::Demo(a) => demo_cmd::run(a),
         Command::Dataset(c) => dataset_cmd::run(c),
+        Command::Bench(a) => bench_cmd::run(a),
+        Command::Report(a) => bench_cmd::report(a),
+        Command::BenchCase(a) => bench_cmd::run_case_cmd(a),
     };
     if let Err(e) = outcome {
         eprintln!("error: {e:#}");

@@ -283,7 +283,10 @@ impl VectorWriter {
         }
         let batch = RecordBatch::try_new(
             self.schema.clone(),
-            vec![Arc::new(Int64Array::from(ids.to_vec())), Arc::new(embs.finish())],
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(embs.finish()),
+            ],
         )
         .map_err(|e| invalid(&self.path, e.to_string()))?;
         self.writer

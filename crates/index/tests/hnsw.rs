@@ -121,8 +121,15 @@ fn reused_scratch_gives_the_same_answers_and_is_checked() {
     assert!(index
         .search_with(&data[..DIM - 1], 5, 20, &mut scratch)
         .is_err());
-    let small = HnswIndex::build(&data[..50 * DIM], DIM, &ids[..50], Metric::L2, p, &NoProgress)
-        .unwrap();
+    let small = HnswIndex::build(
+        &data[..50 * DIM],
+        DIM,
+        &ids[..50],
+        Metric::L2,
+        p,
+        &NoProgress,
+    )
+    .unwrap();
     let err = small
         .search_with(&data[..DIM], 5, 20, &mut scratch)
         .unwrap_err();

@@ -1,0 +1,209 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use diskvec_bench::case::{run_case, CaseOptions};
+use diskvec_bench::config::Config;
+use diskvec_bench::harness::{bench, BenchOptions, RunFile};
+use diskvec_bench::price::PriceTable;
+use diskvec_bench::report::{render_briefs, render_run};
+use diskvec_vector::Metric;
+
+use crate::progress::Bars;
+
+/// The chart script, embedded so the binary needs no checkout.
+const CHARTS: &str = include_str!("../../../benchmarks/bench_charts.py");
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Dataset directory (train, test, neighbors) in VectorDBBench's layout.
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// A configuration: hnsw, diskann, hnswlib, diskannpy or milvus, with options after a
+    /// colon, e.g. diskann:paths=4 or hnsw:m=30,ef=100,sweep=32/64/100/200. Repeat it.
+    #[arg(long = "config", required = true)]
+    pub configs: Vec<Config>,
+    #[arg(long, default_value_t = 100)]
+    pub k: usize,
+    #[arg(long, default_value = "cosine")]
+    pub metric: Metric,
+    /// Concurrency levels of the concurrent phase.
+    #[arg(long, default_value = "1,5,10,20,30,40,60,80", value_delimiter = ',')]
+    pub concurrency: Vec<usize>,
+    /// Seconds per concurrency level.
+    #[arg(long, default_value_t = 30.0)]
+    pub duration: f64,
+    /// Seconds per sweep point (at least one pass over the queries).
+    #[arg(long, default_value_t = 10.0)]
+    pub sweep_duration: f64,
+    /// Search threads on the serving side (default: one per core).
+    #[arg(long, default_value_t = default_threads())]
+    pub threads: usize,
+    /// Where results, the report and charts go.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Where indexes are built (default: OUT/work); removed after each configuration.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// A JSON price table (dram_usd_per_gb, ssd_usd_per_gb, source) instead of the defaults.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// The Python that draws the charts (needs matplotlib); default $DISKVEC_PEER_PYTHON or python3.
+    #[arg(long)]
+    pub chart_python: Option<String>,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(a.duration > 0.0, "--duration must be positive");
+    anyhow::ensure!(
+        !a.concurrency.is_empty() && a.concurrency.iter().all(|&c| c > 0),
+        "--concurrency levels must be at least 1"
+    );
+    anyhow::ensure!(a.threads > 0, "--threads must be at least 1");
+    let prices = match &a.prices {
+        Some(p) => PriceTable::load(p)?,
+        None => PriceTable::default(),
+    };
+    let o = BenchOptions {
+        dataset: a.dataset.clone(),
+        configs: a.configs,
+        k: a.k,
+        metric: a.metric,
+        concurrency: a.concurrency,
+        duration: Duration::from_secs_f64(a.duration),
+        sweep_duration: Duration::from_secs_f64(a.sweep_duration),
+        threads: a.threads,
+        workdir: a.workdir.unwrap_or_else(|| a.out.join("work")),
+        out: a.out.clone(),
+        prices,
+        diskvec: std::env::current_exe().context("locating the diskvec binary")?,
+    };
+    let run = bench(&o)?;
+    let stem = format!("{}-{}", run.dataset.name, run.date);
+    let json_path = a.out.join(format!("{stem}.json"));
+    std::fs::write(&json_path, serde_json::to_string_pretty(&run)?)
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let md = render_run(&run);
+    let md_path = a.out.join(format!("{stem}.md"));
+    std::fs::write(&md_path, &md).with_context(|| format!("writing {}", md_path.display()))?;
+    println!("{md}");
+    println!(
+        "results: {}\nreport: {}",
+        json_path.display(),
+        md_path.display()
+    );
+    draw_charts(a.chart_python, &a.out, &[json_path]);
+    Ok(())
+}
+
+fn draw_charts(python: Option<String>, out: &std::path::Path, files: &[PathBuf]) {
+    let python = python
+        .or_else(|| std::env::var("DISKVEC_PEER_PYTHON").ok())
+        .unwrap_or_else(|| "python3".into());
+    let script = out.join("bench_charts.py");
+    let drawn = std::fs::write(&script, CHARTS).is_ok()
+        && std::process::Command::new(&python)
+            .arg(&script)
+            .arg(out)
+            .args(files)
+            .status()
+            .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_file(&script);
+    if !drawn {
+        eprintln!("charts not drawn: {python} with matplotlib is needed (--chart-python)");
+    }
+}
+
+/// Runs one diskvec configuration for `diskvec bench` (which starts it as a child process).
+#[derive(clap::Args)]
+pub struct CaseArgs {
+    #[arg(long)]
+    pub config: Config,
+    #[arg(long)]
+    pub label: String,
+    #[arg(long)]
+    pub dataset: PathBuf,
+    #[arg(long)]
+    pub k: usize,
+    #[arg(long)]
+    pub metric: Metric,
+    #[arg(long, value_delimiter = ',')]
+    pub concurrency: Vec<usize>,
+    #[arg(long)]
+    pub duration: f64,
+    #[arg(long)]
+    pub sweep_duration: f64,
+    #[arg(long)]
+    pub threads: usize,
+    #[arg(long)]
+    pub workdir: PathBuf,
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+pub fn run_case_cmd(a: CaseArgs) -> anyhow::Result<()> {
+    crate::set_threads(Some(a.threads))?;
+    let o = CaseOptions {
+        k: a.k,
+        metric: a.metric,
+        concurrency: a.concurrency,
+        duration: Duration::from_secs_f64(a.duration),
+        sweep_duration: Duration::from_secs_f64(a.sweep_duration),
+        threads: a.threads,
+        workdir: a.workdir,
+    };
+    let bars = Bars::new();
+    let mut raw = run_case(&a.config, &a.dataset, &o, &bars)?;
+    bars.finish();
+    raw.label = a.label;
+    std::fs::write(&a.out, serde_json::to_string(&raw)?)
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    Ok(())
+}
+
+/// Combines results files of several runs into the briefs' tables.
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Results files written by `diskvec bench`.
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// Markdown file to write (default: print).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also draw each run's charts into this directory.
+    #[arg(long)]
+    pub charts: Option<PathBuf>,
+    #[arg(long)]
+    pub chart_python: Option<String>,
+}
+
+pub fn report(a: ReportArgs) -> anyhow::Result<()> {
+    let runs: Vec<RunFile> = a
+        .results
+        .iter()
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a diskvec bench results file", p.display()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut md = render_briefs(&runs);
+    for run in &runs {
+        md.push('\n');
+        md.push_str(&render_run(run));
+    }
+    match &a.out {
+        Some(p) => std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?,
+        None => println!("{md}"),
+    }
+    if let Some(dir) = &a.charts {
+        std::fs::create_dir_all(dir)?;
+        draw_charts(a.chart_python, dir, &a.results);
+    }
+    Ok(())
+}
