@@ -200,7 +200,7 @@ class Milvus(Peer):
 
     def load(self, ids, data):
         from milvus import default_server
-        from pymilvus import Collection, CollectionSchema, DataType, FieldSchema, connections, utility
+        from pymilvus import Collection, CollectionSchema, DataType, FieldSchema, connections
 
         shutil.rmtree(self.base, ignore_errors=True)
         default_server.set_base_dir(str(self.base))
@@ -227,19 +227,20 @@ class Milvus(Peer):
             params = {"index_type": "HNSW", "metric_type": metric, "params": {"M": self.m, "efConstruction": self.efc}}
         else:
             params = {"index_type": "DISKANN", "metric_type": metric, "params": {}}
-        self.col.create_index("emb", params)
-        # A build that fails inside Milvus is retried there forever: wait a bounded time, then
-        # report the reason from the server's log.
+        # create_index waits for the build; a build that fails inside Milvus is retried there
+        # forever, so the wait is bounded (pymilvus 2.3 honours only an int timeout) and the
+        # reason is taken from the server's log.
         timeout = self.timeout
         try:
-            # pymilvus 2.3 honours only an int timeout here.
-            utility.wait_for_index_building_complete("bench", timeout=int(timeout))
+            self.col.create_index("emb", params, timeout=int(timeout))
         except Exception as e:
+            time.sleep(3)  # let the server flush its log
             reasons = set()
             for f in (self.base / "logs").glob("*.log"):
                 for line in f.read_text(errors="replace").splitlines():
-                    if "failed to create index" in line:
-                        reasons.add(line.split("failed to create index", 1)[1][:160])
+                    if "failed to create index, " in line:
+                        reason = line.split("failed to create index, ", 1)[1]
+                        reasons.add(reason.split("\\n")[0].split('"')[0][:160])
             self.server.stop()
             raise RuntimeError(f"Milvus did not finish building {self.kind.upper()} within {timeout:.0f} s "
                                f"({e!r}); server log: {'; '.join(sorted(reasons)) or 'no failure logged'}")
@@ -405,4 +406,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception as e:
+        # The harness reports this line as the reason the configuration did not run.
+        out = next((x.split("=", 1)[1] for x in sys.argv if x.startswith("--out=")), None)
+        if out:
+            Path(out).write_text(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        raise

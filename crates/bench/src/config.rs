@@ -132,22 +132,14 @@ impl std::str::FromStr for Config {
                 bail!("{s}: {k} is given twice");
             }
         }
-        // The interpreter is where a peer runs, not what it is: reports leave it out.
-        let shown: Vec<String> = options
-            .iter()
-            .filter(|(k, _)| k.as_str() != "python")
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let label = if shown.is_empty() {
-            kind.name().to_string()
-        } else {
-            format!("{}:{}", kind.name(), shown.join(","))
-        };
-        let c = Self {
+        let mut c = Self {
             kind,
             options,
-            label,
+            label: String::new(),
         };
+        // Where a peer runs and which extra points are measured are not what it is: the
+        // name in reports leaves out `python` and `sweep`.
+        c.label = c.written(&["python", "sweep"]);
         c.sweep()?;
         if kind == Kind::Milvus {
             let index = c.text("index", "hnsw");
@@ -160,6 +152,26 @@ impl std::str::FromStr for Config {
 }
 
 impl Config {
+    /// The configuration written back, options sorted, leaving out `skip`.
+    fn written(&self, skip: &[&str]) -> String {
+        let shown: Vec<String> = self
+            .options
+            .iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if shown.is_empty() {
+            self.kind.name().to_string()
+        } else {
+            format!("{}:{}", self.kind.name(), shown.join(","))
+        }
+    }
+
+    /// The whole configuration as text, to hand to a child process.
+    pub fn spec(&self) -> String {
+        self.written(&[])
+    }
+
     pub fn text(&self, key: &str, default: &str) -> String {
         self.options
             .get(key)
@@ -249,6 +261,8 @@ mod tests {
         assert_eq!((m.knob(), m.knob_value().unwrap()), ("search_list", 50));
         let p: Config = "hnswlib:python=/v/bin/python,m=8".parse().unwrap();
         assert_eq!(p.label, "hnswlib:m=8");
+        assert_eq!(c.label, "diskann:paths=4");
+        assert_eq!(c.spec().parse::<Config>().unwrap(), c);
         let m2: Config = "milvus".parse().unwrap();
         assert_eq!(m2.knob(), "ef");
     }

@@ -211,7 +211,7 @@ fn run_one(o: &BenchOptions, config: &Config, raw_path: &Path) -> anyhow::Result
     } else {
         let mut c = Command::new(&o.diskvec);
         c.arg("bench-case")
-            .arg(format!("--config={}", config.label));
+            .arg(format!("--config={}", config.spec()));
         c
     };
     cmd.args(common_args(o, config, &workdir, raw_path));
@@ -219,7 +219,13 @@ fn run_one(o: &BenchOptions, config: &Config, raw_path: &Path) -> anyhow::Result
         .status()
         .context("starting the configuration's process")?;
     if !status.success() {
-        bail!("its process failed ({status}); its messages are above");
+        // The peer driver leaves {"error": ...} behind when it can say what went wrong.
+        let reason = std::fs::read_to_string(raw_path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(String::from))
+            .unwrap_or_else(|| "its messages are above".into());
+        bail!("its process failed ({status}): {reason}");
     }
     let text = std::fs::read_to_string(raw_path)
         .with_context(|| format!("reading {}", raw_path.display()))?;

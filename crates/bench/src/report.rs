@@ -16,6 +16,42 @@ fn baseline(results: &[CaseResult]) -> Option<&CaseResult> {
     })
 }
 
+/// The most QPS a configuration reached at a recall at least `target` (less half a
+/// thousandth, the noise of 1,000 queries), over its headline run and its sweep points,
+/// with the knob value that gave it.
+pub fn qps_at_recall(r: &CaseResult, target: f64) -> Option<(f64, usize)> {
+    let headline = (r.qps, r.recall, r.knob_value);
+    std::iter::once(headline)
+        .chain(r.sweep.iter().map(|p| (p.qps, p.recall, p.knob)))
+        .filter(|&(_, recall, _)| recall >= target - 5e-4)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(q, _, k)| (q, k))
+}
+
+fn at_recall_cell(r: &CaseResult, base: Option<&CaseResult>) -> String {
+    let Some(b) = base else {
+        return "n/a".into();
+    };
+    let base_qps = qps_at_recall(b, b.recall).map(|x| x.0);
+    match qps_at_recall(r, b.recall) {
+        Some((q, knob)) => format!("{q:.0}{} ({} = {knob})", ratio(Some(q), base_qps), r.knob),
+        None => "not reached".into(),
+    }
+}
+
+/// A Markdown table's header: the first column's name, then one column per label.
+fn table_header(s: &mut String, first: &str, labels: &[String]) {
+    let _ = write!(s, "| {first} |");
+    for l in labels {
+        let _ = write!(s, " {l} |");
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in labels {
+        let _ = write!(s, "---|");
+    }
+    s.push('\n');
+}
+
 fn mib(b: Option<u64>) -> String {
     b.map_or("n/a".into(), |b| format!("{:.0} MiB", b as f64 / 1048576.0))
 }
@@ -116,15 +152,8 @@ pub fn render_run(run: &RunFile) -> String {
         run.prices.source
     );
     let base = baseline(&run.results);
-    let _ = write!(s, "| metric |");
-    for r in &run.results {
-        let _ = write!(s, " {} |", r.label);
-    }
-    let _ = write!(s, "\n|---|");
-    for _ in &run.results {
-        let _ = write!(s, "---|");
-    }
-    s.push('\n');
+    let labels: Vec<String> = run.results.iter().map(|r| r.label.clone()).collect();
+    table_header(&mut s, "metric", &labels);
     for (name, get, digits) in metrics() {
         let _ = write!(s, "| {name} |");
         for r in &run.results {
@@ -168,6 +197,17 @@ pub fn render_run(run: &RunFile) -> String {
             Box::new(|r| mib(r.load_peak_rss_bytes)),
         ),
     ];
+    if let Some(b) = base {
+        let _ = write!(
+            s,
+            "| QPS at recall >= {:.4} (the baseline's), from the sweeps |",
+            b.recall
+        );
+        for r in &run.results {
+            let _ = write!(s, " {} |", at_recall_cell(r, base));
+        }
+        s.push('\n');
+    }
     for (name, get) in rows {
         let _ = write!(s, "| {name} |");
         for r in &run.results {
@@ -179,15 +219,7 @@ pub fn render_run(run: &RunFile) -> String {
         let _ = writeln!(s, "\nRatios in brackets are against `{}`.", b.label);
     }
     let _ = writeln!(s, "\nConcurrent phase, QPS / p99 ms per level:\n");
-    let _ = write!(s, "| concurrency |");
-    for r in &run.results {
-        let _ = write!(s, " {} |", r.label);
-    }
-    let _ = write!(s, "\n|---|");
-    for _ in &run.results {
-        let _ = write!(s, "---|");
-    }
-    s.push('\n');
+    table_header(&mut s, "concurrency", &labels);
     for (i, c) in run.concurrency.iter().enumerate() {
         let _ = write!(s, "| {c} |");
         for r in &run.results {
@@ -240,33 +272,44 @@ pub fn render_run(run: &RunFile) -> String {
     s
 }
 
+/// A configuration's column in the briefs' tables: its label without the search knob, so
+/// runs that chose a different ef or L per dataset share a column (the knob is in the
+/// per-run tables and in the equal-recall table).
+fn column_of(label: &str) -> String {
+    let Some((kind, options)) = label.split_once(':') else {
+        return label.to_string();
+    };
+    let kept: Vec<&str> = options
+        .split(',')
+        .filter(|o| !o.starts_with("ef=") && !o.starts_with("search_list="))
+        .collect();
+    if kept.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}:{}", kept.join(","))
+    }
+}
+
 /// The briefs' tables over several runs: one table per metric, a row per dataset.
 pub fn render_briefs(runs: &[RunFile]) -> String {
     let mut labels: Vec<String> = Vec::new();
     for run in runs {
         for r in &run.results {
-            if !labels.contains(&r.label) {
-                labels.push(r.label.clone());
+            let column = column_of(&r.label);
+            if !labels.contains(&column) {
+                labels.push(column);
             }
         }
     }
     let mut s = String::new();
     for (name, get, digits) in metrics() {
         let _ = writeln!(s, "**{name}**\n");
-        let _ = write!(s, "| dataset |");
-        for l in &labels {
-            let _ = write!(s, " {l} |");
-        }
-        let _ = write!(s, "\n|---|");
-        for _ in &labels {
-            let _ = write!(s, "---|");
-        }
-        s.push('\n');
+        table_header(&mut s, "dataset", &labels);
         for run in runs {
             let base = baseline(&run.results).and_then(get);
             let _ = write!(s, "| {} |", scale(run));
             for l in &labels {
-                match run.results.iter().find(|r| &r.label == l) {
+                match run.results.iter().find(|r| &column_of(&r.label) == l) {
                     Some(r) => {
                         let _ = write!(s, " {}{} |", opt(get(r), digits), ratio(get(r), base));
                     }
@@ -274,6 +317,24 @@ pub fn render_briefs(runs: &[RunFile]) -> String {
                 }
             }
             s.push('\n');
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "**QPS at equal recall: the best sweep point reaching the HNSW baseline's recall**\n"
+    );
+    table_header(&mut s, "dataset", &labels);
+    for run in runs {
+        let base = baseline(&run.results);
+        let _ = write!(s, "| {} |", scale(run));
+        for l in &labels {
+            match run.results.iter().find(|r| &column_of(&r.label) == l) {
+                Some(r) => {
+                    let _ = write!(s, " {} |", at_recall_cell(r, base));
+                }
+                None => s.push_str(" — |"),
+            }
         }
         s.push('\n');
     }
@@ -348,6 +409,41 @@ mod tests {
             briefs.contains("| set (50k x 384) | 300 (3.00x) | 100 (1.00x) |"),
             "{briefs}"
         );
+        // Equal recall: the disk kind's sweep reaches the baseline's recall at knob 200.
+        let mut disk = result("diskann", "search_list", 300);
+        disk.recall = 0.9;
+        disk.sweep = vec![
+            crate::result::SweepPoint {
+                knob: 200,
+                concurrency: 1,
+                qps: 150.0,
+                recall: 0.9996,
+                ndcg: 1.0,
+                latency_p99: 1.0,
+            },
+            crate::result::SweepPoint {
+                knob: 300,
+                concurrency: 1,
+                qps: 120.0,
+                recall: 1.0,
+                ndcg: 1.0,
+                latency_p99: 1.0,
+            },
+        ];
+        assert_eq!(qps_at_recall(&disk, 1.0), Some((150.0, 200)));
+        assert_eq!(qps_at_recall(&disk, 0.8), Some((300.0, 100)));
+        let hnsw = result("hnsw", "ef", 100);
+        assert_eq!(
+            at_recall_cell(&disk, Some(&hnsw)),
+            "150 (1.50x) (search_list = 200)"
+        );
+        disk.sweep.clear();
+        assert_eq!(at_recall_cell(&disk, Some(&hnsw)), "not reached");
+        assert_eq!(
+            column_of("diskann:paths=4,search_list=200"),
+            "diskann:paths=4"
+        );
+        assert_eq!(column_of("hnsw:ef=64"), "hnsw");
         // Without an HNSW configuration there is no ratio.
         let alone = render_run(&run_file(vec![result("diskann", "search_list", 300)]));
         assert!(alone.contains("| 300 |"), "{alone}");
