@@ -272,6 +272,32 @@ pub fn render_run(run: &RunFile) -> String {
     s
 }
 
+/// Puts runs of the same dataset with the same method (k, levels, duration) into one run, so
+/// configurations measured in separate `bench` invocations share a row of the briefs' tables.
+pub fn merge_by_dataset(runs: Vec<RunFile>) -> Vec<RunFile> {
+    let mut merged: Vec<RunFile> = Vec::new();
+    for run in runs {
+        let same = merged.iter_mut().find(|m| {
+            m.dataset.name == run.dataset.name
+                && m.dataset.vectors == run.dataset.vectors
+                && m.k == run.k
+                && m.concurrency == run.concurrency
+                && m.duration_seconds == run.duration_seconds
+        });
+        match same {
+            Some(m) => {
+                m.results.extend(run.results);
+                m.skipped.extend(run.skipped);
+                if !m.date.contains(&run.date) {
+                    m.date = format!("{}, {}", m.date, run.date);
+                }
+            }
+            None => merged.push(run),
+        }
+    }
+    merged
+}
+
 /// A configuration's column in the briefs' tables: its label without the search knob, so
 /// runs that chose a different ef or L per dataset share a column (the knob is in the
 /// per-run tables and in the equal-recall table).

@@ -6,7 +6,7 @@ use diskvec_bench::case::{run_case, CaseOptions};
 use diskvec_bench::config::Config;
 use diskvec_bench::harness::{bench, BenchOptions, RunFile};
 use diskvec_bench::price::PriceTable;
-use diskvec_bench::report::{render_briefs, render_run};
+use diskvec_bench::report::{merge_by_dataset, render_briefs, render_run};
 use diskvec_vector::Metric;
 
 use crate::progress::Bars;
@@ -174,7 +174,8 @@ pub struct ReportArgs {
     /// Markdown file to write (default: print).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Also draw each run's charts into this directory.
+    /// Also write each dataset's merged runs (DATASET.json) and draw their charts into this
+    /// directory.
     #[arg(long)]
     pub charts: Option<PathBuf>,
     #[arg(long)]
@@ -192,6 +193,7 @@ pub fn report(a: ReportArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{}: not a diskvec bench results file", p.display()))
         })
         .collect::<anyhow::Result<_>>()?;
+    let runs = merge_by_dataset(runs);
     let mut md = render_briefs(&runs);
     for run in &runs {
         md.push('\n');
@@ -203,7 +205,15 @@ pub fn report(a: ReportArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = &a.charts {
         std::fs::create_dir_all(dir)?;
-        draw_charts(a.chart_python, dir, &a.results);
+        // Chart the merged runs, so configurations benched separately share a chart.
+        let mut files = Vec::new();
+        for run in &runs {
+            let path = dir.join(format!("{}.json", run.dataset.name));
+            std::fs::write(&path, serde_json::to_string_pretty(run)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+            files.push(path);
+        }
+        draw_charts(a.chart_python, dir, &files);
     }
     Ok(())
 }
