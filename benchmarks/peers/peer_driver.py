@@ -34,26 +34,24 @@ def load(dataset, name, column="emb"):
     return ids, np.ascontiguousarray(values.astype(np.float32).reshape(-1, width))
 
 
-def status_kib(pid, field):
+def proc_number(path, label):
+    """The number after `label` on its line of a /proc file, or None."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith(field):
+                if line.startswith(label):
                     return int(line.split()[1])
     except OSError:
         pass
     return None
+
+
+def status_kib(pid, field):
+    return proc_number(f"/proc/{pid}/status", field)
 
 
 def io_read_bytes(pid):
-    try:
-        with open(f"/proc/{pid}/io") as f:
-            for line in f:
-                if line.startswith("read_bytes:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
+    return proc_number(f"/proc/{pid}/io", "read_bytes:")
 
 
 def reset_peak(pid):

@@ -30,7 +30,7 @@ pub struct CaseOptions {
     pub sweep_duration: Duration,
     /// Search threads of the serving side (DISKANN's workers).
     pub threads: usize,
-    /// Where indexes are built.
+    /// This configuration's own directory, where its index is built (emptied first).
     pub workdir: PathBuf,
 }
 
@@ -74,7 +74,7 @@ fn measure<'s>(
     // Sweep points run at the concurrency that gave the most QPS.
     let best = levels
         .iter()
-        .max_by(|a, b| (a.queries as f64 / a.seconds).total_cmp(&(b.queries as f64 / b.seconds)))
+        .max_by(|a, b| a.qps().total_cmp(&b.qps()))
         .map_or(1, |l| l.concurrency);
     let mut points = Vec::new();
     for &v in sweep {
@@ -157,14 +157,6 @@ impl Searcher for DiskSearcher {
     }
 }
 
-fn case_dir(o: &CaseOptions, label: &str) -> PathBuf {
-    let safe: String = label
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    o.workdir.join(safe)
-}
-
 /// Runs a diskvec configuration (hnsw or diskann) on `dataset`.
 pub fn run_case(
     config: &Config,
@@ -227,7 +219,7 @@ pub fn run_case(
                 measure(&make, knob, &sweep, &queries.data, queries.dim, o, progress)?;
         }
         Kind::Diskann => {
-            let dir = case_dir(o, &config.label);
+            let dir = o.workdir.clone();
             let _ = std::fs::remove_dir_all(&dir);
             let paths: Vec<PathBuf> = match config.options.get("dirs") {
                 Some(list) => list.split('+').map(PathBuf::from).collect(),

@@ -4,12 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
-use diskvec_vector::Metric;
 use serde::{Deserialize, Serialize};
 
+use crate::case::CaseOptions;
 use crate::config::Config;
 use crate::price::PriceTable;
 use crate::raw::CaseRaw;
@@ -24,15 +23,9 @@ pub const PEER_DRIVER: &str = include_str!("../../../benchmarks/peers/peer_drive
 pub struct BenchOptions {
     pub dataset: PathBuf,
     pub configs: Vec<Config>,
-    pub k: usize,
-    pub metric: Metric,
-    pub concurrency: Vec<usize>,
-    pub duration: Duration,
-    pub sweep_duration: Duration,
-    /// Search threads of the serving side.
-    pub threads: usize,
+    /// How each configuration is measured; its `workdir` holds one directory per configuration.
+    pub case: CaseOptions,
     pub out: PathBuf,
-    pub workdir: PathBuf,
     pub prices: PriceTable,
     /// The `diskvec` binary that runs diskvec configurations.
     pub diskvec: PathBuf,
@@ -92,7 +85,7 @@ pub fn bench(o: &BenchOptions) -> anyhow::Result<RunFile> {
     if o.configs.is_empty() {
         bail!("give at least one --config");
     }
-    let workload = load_workload(&o.dataset, o.metric, o.k)?;
+    let workload = load_workload(&o.dataset, o.case.metric, o.case.k)?;
     let name = o
         .dataset
         .file_name()
@@ -100,8 +93,8 @@ pub fn bench(o: &BenchOptions) -> anyhow::Result<RunFile> {
         .unwrap_or_else(|| "dataset".into());
     let raw_dir = o.out.join("raw");
     std::fs::create_dir_all(&raw_dir).with_context(|| format!("creating {}", raw_dir.display()))?;
-    std::fs::create_dir_all(&o.workdir)
-        .with_context(|| format!("creating {}", o.workdir.display()))?;
+    std::fs::create_dir_all(&o.case.workdir)
+        .with_context(|| format!("creating {}", o.case.workdir.display()))?;
     let mut run = RunFile {
         date: today(),
         machine: crate::machine::describe(),
@@ -113,11 +106,11 @@ pub fn bench(o: &BenchOptions) -> anyhow::Result<RunFile> {
             queries: workload.queries.len(),
             synthetic: workload.synthetic.clone(),
         },
-        k: o.k,
-        metric: o.metric.to_string(),
-        concurrency: o.concurrency.clone(),
-        duration_seconds: o.duration.as_secs_f64(),
-        threads: o.threads,
+        k: o.case.k,
+        metric: o.case.metric.to_string(),
+        concurrency: o.case.concurrency.clone(),
+        duration_seconds: o.case.duration.as_secs_f64(),
+        threads: o.case.threads,
         prices: o.prices.clone(),
         results: Vec::new(),
         skipped: Vec::new(),
@@ -135,14 +128,14 @@ pub fn bench(o: &BenchOptions) -> anyhow::Result<RunFile> {
                 let r = summarize(
                     &raw,
                     &workload.truth.lists,
-                    o.k,
+                    o.case.k,
                     config.knob(),
                     config.knob_value()?,
                     &o.prices,
                 );
                 eprintln!(
                     "   {}: load {:.1} s, max QPS {:.0} (at {}), recall@{} {:.4}, serial p99 {:.2} ms",
-                    r.label, r.load_duration, r.qps, r.qps_concurrency, o.k, r.recall, r.serial_latency_p99
+                    r.label, r.load_duration, r.qps, r.qps_concurrency, o.case.k, r.recall, r.serial_latency_p99
                 );
                 run.results.push(r);
             }
@@ -158,19 +151,20 @@ pub fn bench(o: &BenchOptions) -> anyhow::Result<RunFile> {
 fn common_args(o: &BenchOptions, config: &Config, workdir: &Path, out: &Path) -> Vec<String> {
     vec![
         format!("--dataset={}", o.dataset.display()),
-        format!("--k={}", o.k),
-        format!("--metric={}", o.metric),
+        format!("--k={}", o.case.k),
+        format!("--metric={}", o.case.metric),
         format!(
             "--concurrency={}",
-            o.concurrency
+            o.case
+                .concurrency
                 .iter()
                 .map(|c| c.to_string())
                 .collect::<Vec<_>>()
                 .join(",")
         ),
-        format!("--duration={}", o.duration.as_secs_f64()),
-        format!("--sweep-duration={}", o.sweep_duration.as_secs_f64()),
-        format!("--threads={}", o.threads),
+        format!("--duration={}", o.case.duration.as_secs_f64()),
+        format!("--sweep-duration={}", o.case.sweep_duration.as_secs_f64()),
+        format!("--threads={}", o.case.threads),
         format!("--workdir={}", workdir.display()),
         format!("--out={}", out.display()),
         format!("--label={}", config.label),
@@ -178,7 +172,7 @@ fn common_args(o: &BenchOptions, config: &Config, workdir: &Path, out: &Path) ->
 }
 
 fn run_one(o: &BenchOptions, config: &Config, raw_path: &Path) -> anyhow::Result<CaseRaw> {
-    let workdir = o.workdir.join(safe_name(&config.label));
+    let workdir = o.case.workdir.join(safe_name(&config.label));
     let mut cmd = if config.kind.is_peer() {
         let python = config
             .options
@@ -200,7 +194,7 @@ fn run_one(o: &BenchOptions, config: &Config, raw_path: &Path) -> anyhow::Result
                  interpreter with python=PATH in the configuration or DISKVEC_PEER_PYTHON"
             );
         }
-        let driver = o.workdir.join("peer_driver.py");
+        let driver = o.case.workdir.join("peer_driver.py");
         std::fs::write(&driver, PEER_DRIVER)
             .with_context(|| format!("writing {}", driver.display()))?;
         let mut c = Command::new(python);

@@ -3,10 +3,11 @@
 
 use std::path::Path;
 
-fn status_kib(pid: &str, field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+/// The number after `label` on its line of a /proc file ("VmHWM:   1234 kB" gives 1234).
+fn proc_number(path: &str, label: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
     text.lines()
-        .find(|l| l.starts_with(field))?
+        .find(|l| l.starts_with(label))?
         .split_whitespace()
         .nth(1)?
         .parse()
@@ -15,11 +16,16 @@ fn status_kib(pid: &str, field: &str) -> Option<u64> {
 
 /// This process's peak resident set size in bytes (VmHWM), if the kernel reports it.
 pub fn peak_rss_bytes() -> Option<u64> {
-    status_kib("self", "VmHWM:").map(|k| k * 1024)
+    proc_number("/proc/self/status", "VmHWM:").map(|k| k * 1024)
+}
+
+/// `peak_rss_bytes` in MiB, NaN where the kernel does not report it (for tables and JSON).
+pub fn peak_rss_mib() -> f64 {
+    peak_rss_bytes().map_or(f64::NAN, |b| b as f64 / 1048576.0)
 }
 
 pub fn rss_bytes() -> Option<u64> {
-    status_kib("self", "VmRSS:").map(|k| k * 1024)
+    proc_number("/proc/self/status", "VmRSS:").map(|k| k * 1024)
 }
 
 /// Returns freed heap to the system and restarts the peak-RSS mark from the current RSS,
@@ -35,13 +41,7 @@ pub fn reset_peak_rss() -> bool {
 
 /// Bytes this process has caused to be read from storage (`read_bytes` of /proc/self/io).
 pub fn device_read_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/io").ok()?;
-    text.lines()
-        .find(|l| l.starts_with("read_bytes:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    proc_number("/proc/self/io", "read_bytes:")
 }
 
 /// Package energy counters of Intel/AMD RAPL under /sys/class/powercap.
@@ -122,7 +122,7 @@ pub fn describe() -> String {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let mem_gib = status_meminfo_kib().map(|k| k as f64 / 1048576.0);
+    let mem_gib = proc_number("/proc/meminfo", "MemTotal:").map(|k| k as f64 / 1048576.0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
@@ -130,16 +130,6 @@ pub fn describe() -> String {
         "{cores} x {cpu}, {} RAM, Linux {kernel}",
         mem_gib.map_or("? GiB".into(), |g| format!("{g:.0} GiB"))
     )
-}
-
-fn status_meminfo_kib() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines()
-        .find(|l| l.starts_with("MemTotal:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 /// Total bytes of the regular files under `path`.

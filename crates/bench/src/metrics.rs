@@ -126,6 +126,7 @@ mod tests {
         // Two results for k = 4: the missing ones are misses.
         assert_eq!(recall_at(&[1, 2], &[1, 2, 3, 4], 4), 0.5);
         assert_eq!(recall_at(&[], &[1, 2], 2), 0.0);
+        assert_eq!(recall_at(&[1], &[1, 2], 2), 0.5);
         // Ground truth of two ids at k = 10: the share is of those two.
         assert_eq!(recall_at(&[2, 9, 1], &[1, 2], 10), 1.0);
     }

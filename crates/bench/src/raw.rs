@@ -31,6 +31,17 @@ pub struct RunRaw {
     pub index_reads: Option<u64>,
 }
 
+impl RunRaw {
+    /// Answered queries per second of wall time (VectorDBBench's QPS); 0 for an empty run.
+    pub fn qps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.queries as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Everything one configuration's run reports.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CaseRaw {

@@ -64,14 +64,6 @@ pub struct CaseResult {
     pub notes: Vec<String>,
 }
 
-fn qps(r: &RunRaw) -> f64 {
-    if r.seconds > 0.0 {
-        r.queries as f64 / r.seconds
-    } else {
-        0.0
-    }
-}
-
 pub fn summarize(
     raw: &CaseRaw,
     truth: &[Vec<i64>],
@@ -89,8 +81,8 @@ pub fn summarize(
         .levels
         .iter()
         .enumerate()
-        .max_by(|a, b| qps(a.1).total_cmp(&qps(b.1)));
-    let (best_qps, best_conc) = best.map_or((0.0, 0), |(_, l)| (qps(l), l.concurrency));
+        .max_by(|a, b| a.1.qps().total_cmp(&b.1.qps()));
+    let (best_qps, best_conc) = best.map_or((0.0, 0), |(_, l)| (l.qps(), l.concurrency));
     let (recall, ndcg) = accuracy(&raw.serial.answers, truth, k);
     let serial = Latency::of(&raw.serial.latencies_ms);
     let per_query = |x: Option<u64>| {
@@ -111,7 +103,7 @@ pub fn summarize(
             SweepPoint {
                 knob: r.knob,
                 concurrency: r.concurrency,
-                qps: qps(r),
+                qps: r.qps(),
                 recall,
                 ndcg,
                 latency_p99: Latency::of(&r.latencies_ms).p99,
@@ -128,7 +120,7 @@ pub fn summarize(
         qps: best_qps,
         qps_concurrency: best_conc,
         conc_num_list: raw.levels.iter().map(|l| l.concurrency).collect(),
-        conc_qps_list: raw.levels.iter().map(qps).collect(),
+        conc_qps_list: raw.levels.iter().map(RunRaw::qps).collect(),
         conc_latency_avg_list: lat.iter().map(|l| l.avg).collect(),
         conc_latency_p50_list: lat.iter().map(|l| l.p50).collect(),
         conc_latency_p95_list: lat.iter().map(|l| l.p95).collect(),

@@ -21,8 +21,9 @@ pub struct Workload {
 /// Queries checked by brute force against the train vectors.
 const SAMPLED: usize = 8;
 
-/// Loads and checks a dataset directory for a benchmark at `k`.
-pub fn load_workload(dir: &Path, metric: Metric, k: usize) -> anyhow::Result<Workload> {
+/// A dataset's test queries and its ground truth, refused unless the truth has one row per
+/// query with the same query ids.
+pub fn load_queries(dir: &Path) -> anyhow::Result<(Matrix, Neighbors)> {
     let d = DatasetDir::open(dir)?;
     let queries = d.test()?;
     let truth = d.neighbors()?;
@@ -41,6 +42,14 @@ pub fn load_workload(dir: &Path, metric: Metric, k: usize) -> anyhow::Result<Wor
             gt_path.display()
         );
     }
+    Ok((queries, truth))
+}
+
+/// Loads and checks a dataset directory for a benchmark at `k`.
+pub fn load_workload(dir: &Path, metric: Metric, k: usize) -> anyhow::Result<Workload> {
+    let (queries, truth) = load_queries(dir)?;
+    let d = DatasetDir::open(dir)?;
+    let gt_path = d.neighbors_path()?;
     if let Some((i, short)) = truth.lists.iter().enumerate().find(|(_, l)| l.len() < k) {
         bail!(
             "{}: query {} has {} true neighbours, fewer than k = {k}; lower --k or recompute the ground truth",

@@ -18,15 +18,9 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
+/// How every configuration is measured; `bench` hands the same values to its children.
 #[derive(clap::Args)]
-pub struct Args {
-    /// Dataset directory (train, test, neighbors) in VectorDBBench's layout.
-    #[arg(long)]
-    pub dataset: PathBuf,
-    /// A configuration: hnsw, diskann, hnswlib, diskannpy or milvus, with options after a
-    /// colon, e.g. diskann:paths=4 or hnsw:m=30,ef=100,sweep=32/64/100/200. Repeat it.
-    #[arg(long = "config", required = true)]
-    pub configs: Vec<Config>,
+pub struct MethodArgs {
     #[arg(long, default_value_t = 100)]
     pub k: usize,
     #[arg(long, default_value = "cosine")]
@@ -43,6 +37,39 @@ pub struct Args {
     /// Search threads on the serving side (default: one per core).
     #[arg(long, default_value_t = default_threads())]
     pub threads: usize,
+}
+
+impl MethodArgs {
+    fn case_options(&self, workdir: PathBuf) -> anyhow::Result<CaseOptions> {
+        anyhow::ensure!(self.duration > 0.0, "--duration must be positive");
+        anyhow::ensure!(
+            !self.concurrency.is_empty() && self.concurrency.iter().all(|&c| c > 0),
+            "--concurrency levels must be at least 1"
+        );
+        anyhow::ensure!(self.threads > 0, "--threads must be at least 1");
+        Ok(CaseOptions {
+            k: self.k,
+            metric: self.metric,
+            concurrency: self.concurrency.clone(),
+            duration: Duration::from_secs_f64(self.duration),
+            sweep_duration: Duration::from_secs_f64(self.sweep_duration),
+            threads: self.threads,
+            workdir,
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Dataset directory (train, test, neighbors) in VectorDBBench's layout.
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// A configuration: hnsw, diskann, hnswlib, diskannpy or milvus, with options after a
+    /// colon, e.g. diskann:paths=4 or hnsw:m=30,ef=100,sweep=32/64/100/200. Repeat it.
+    #[arg(long = "config", required = true)]
+    pub configs: Vec<Config>,
+    #[command(flatten)]
+    pub method: MethodArgs,
     /// Where results, the report and charts go.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
@@ -58,12 +85,9 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    anyhow::ensure!(a.duration > 0.0, "--duration must be positive");
-    anyhow::ensure!(
-        !a.concurrency.is_empty() && a.concurrency.iter().all(|&c| c > 0),
-        "--concurrency levels must be at least 1"
-    );
-    anyhow::ensure!(a.threads > 0, "--threads must be at least 1");
+    let case = a
+        .method
+        .case_options(a.workdir.unwrap_or_else(|| a.out.join("work")))?;
     let prices = match &a.prices {
         Some(p) => PriceTable::load(p)?,
         None => PriceTable::default(),
@@ -71,13 +95,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let o = BenchOptions {
         dataset: a.dataset.clone(),
         configs: a.configs,
-        k: a.k,
-        metric: a.metric,
-        concurrency: a.concurrency,
-        duration: Duration::from_secs_f64(a.duration),
-        sweep_duration: Duration::from_secs_f64(a.sweep_duration),
-        threads: a.threads,
-        workdir: a.workdir.unwrap_or_else(|| a.out.join("work")),
+        case,
         out: a.out.clone(),
         prices,
         diskvec: std::env::current_exe().context("locating the diskvec binary")?,
@@ -127,18 +145,8 @@ pub struct CaseArgs {
     pub label: String,
     #[arg(long)]
     pub dataset: PathBuf,
-    #[arg(long)]
-    pub k: usize,
-    #[arg(long)]
-    pub metric: Metric,
-    #[arg(long, value_delimiter = ',')]
-    pub concurrency: Vec<usize>,
-    #[arg(long)]
-    pub duration: f64,
-    #[arg(long)]
-    pub sweep_duration: f64,
-    #[arg(long)]
-    pub threads: usize,
+    #[command(flatten)]
+    pub method: MethodArgs,
     #[arg(long)]
     pub workdir: PathBuf,
     #[arg(long)]
@@ -146,16 +154,8 @@ pub struct CaseArgs {
 }
 
 pub fn run_case_cmd(a: CaseArgs) -> anyhow::Result<()> {
-    crate::set_threads(Some(a.threads))?;
-    let o = CaseOptions {
-        k: a.k,
-        metric: a.metric,
-        concurrency: a.concurrency,
-        duration: Duration::from_secs_f64(a.duration),
-        sweep_duration: Duration::from_secs_f64(a.sweep_duration),
-        threads: a.threads,
-        workdir: a.workdir,
-    };
+    let o = a.method.case_options(a.workdir)?;
+    crate::set_threads(Some(o.threads))?;
     let bars = Bars::new();
     let mut raw = run_case(&a.config, &a.dataset, &o, &bars)?;
     bars.finish();

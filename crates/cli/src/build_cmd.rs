@@ -7,7 +7,7 @@ use diskvec_index::diskann::{build, BuildParams, BuildReport};
 use diskvec_vector::Metric;
 
 use crate::progress::Bars;
-use crate::stats::peak_rss_mb;
+use diskvec_bench::machine::peak_rss_mib as peak_rss_mb;
 
 #[derive(clap::Args)]
 pub struct Args {

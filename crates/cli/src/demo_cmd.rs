@@ -5,8 +5,9 @@ use diskvec_index::diskann::{DiskIndex, OpenOptions, SearchParams};
 use diskvec_vector::{Metric, Rows};
 
 use crate::build_cmd;
-use crate::search_cmd::{load_queries, print_row, print_table_header, summarize};
-use crate::stats::peak_rss_mb;
+use crate::search_cmd::{print_row, print_table_header, summarize};
+use diskvec_bench::machine::peak_rss_mib as peak_rss_mb;
+use diskvec_bench::truth::load_queries;
 
 const BUNDLED: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

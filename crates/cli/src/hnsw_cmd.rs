@@ -9,8 +9,9 @@ use serde_json::json;
 
 use crate::build_cmd::load_train;
 use crate::progress::Bars;
-use crate::search_cmd::{load_queries, print_row, print_table_header, summarize};
-use crate::stats::peak_rss_mb;
+use crate::search_cmd::{print_row, print_table_header, summarize};
+use diskvec_bench::machine::peak_rss_mib as peak_rss_mb;
+use diskvec_bench::truth::load_queries;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -10,7 +10,6 @@ mod inspect_cmd;
 mod iobench_cmd;
 mod progress;
 mod search_cmd;
-mod stats;
 
 use clap::{Parser, Subcommand};
 

@@ -1,13 +1,14 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use diskvec_dataset::{DatasetDir, Matrix, Neighbors};
+use diskvec_dataset::Neighbors;
 use diskvec_index::diskann::{DiskIndex, OpenOptions, SearchParams, SearchResult};
 use diskvec_io::EngineChoice;
 use diskvec_vector::Rows;
 use serde_json::json;
 
-use crate::stats::{peak_rss_mb, percentile, recall_at};
+use diskvec_bench::machine::peak_rss_mib as peak_rss_mb;
+use diskvec_bench::metrics::{recall_at, Latency};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -53,27 +54,7 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Test queries and ground truth, checked against each other.
-pub fn load_queries(dir: &std::path::Path) -> anyhow::Result<(Matrix, Neighbors)> {
-    let d = DatasetDir::open(dir)?;
-    let test = d.test()?;
-    let gt = d.neighbors()?;
-    if gt.lists.len() != test.len() {
-        bail!(
-            "{}: ground truth has {} rows but there are {} test queries; it does not belong to these queries",
-            d.neighbors_path()?.display(),
-            gt.lists.len(),
-            test.len()
-        );
-    }
-    if gt.query_ids != test.ids {
-        bail!(
-            "{}: ground-truth query ids do not match the test query ids",
-            d.neighbors_path()?.display()
-        );
-    }
-    Ok((test, gt))
-}
+use diskvec_bench::truth::load_queries;
 
 /// Aggregates of one run over all test queries.
 pub struct RunSummary {
@@ -104,17 +85,17 @@ pub fn summarize(
         .map(|(r, t)| recall_at(&r.ids, t, k))
         .sum::<f64>()
         / n;
-    let mut lat: Vec<f64> = results.iter().map(|r| r.latency_us / 1000.0).collect();
-    lat.sort_by(f64::total_cmp);
+    let lat: Vec<f64> = results.iter().map(|r| r.latency_us / 1000.0).collect();
+    let latency = Latency::of(&lat);
     let reads: f64 = results.iter().map(|r| r.reads as f64).sum();
     RunSummary {
         search_list,
         recall,
         qps: n / seconds,
-        mean_ms: lat.iter().sum::<f64>() / n,
-        p50_ms: percentile(&lat, 50.0),
-        p95_ms: percentile(&lat, 95.0),
-        p99_ms: percentile(&lat, 99.0),
+        mean_ms: latency.avg,
+        p50_ms: latency.p50,
+        p95_ms: latency.p95,
+        p99_ms: latency.p99,
         mean_ios: reads / n,
         mean_cache_hits: results.iter().map(|r| r.cache_hits as f64).sum::<f64>() / n,
         mean_free: results

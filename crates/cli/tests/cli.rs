@@ -1,35 +1,13 @@
 //! The `diskvec` binary end to end on the bundled real sample, and its errors.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use common::{fails, ok};
 
 fn sample() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/wordnet-minilm384-5k")
-}
-
-fn diskvec(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_diskvec"))
-        .args(args)
-        .output()
-        .expect("run diskvec")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = diskvec(args);
-    assert!(
-        out.status.success(),
-        "diskvec {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = diskvec(args);
-    assert!(!out.status.success(), "diskvec {args:?} succeeded");
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!err.contains("panicked"), "{err}");
-    err
 }
 
 fn last_json(stdout: &str) -> serde_json::Value {

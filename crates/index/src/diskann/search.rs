@@ -138,6 +138,18 @@ impl DiskIndex {
         })
     }
 
+    /// Refuses queries of another dimension and non-finite values.
+    pub(crate) fn check_queries(&self, data: &[f32], dim: usize) -> Result<()> {
+        if dim != self.dim() {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim(),
+                got: dim,
+            });
+        }
+        check_vectors(data, dim)?;
+        Ok(())
+    }
+
     /// Searches one query.
     pub fn search(&self, query: &[f32], params: &SearchParams) -> Result<SearchResult> {
         let p = SearchParams {
@@ -156,13 +168,7 @@ impl DiskIndex {
         threads: usize,
     ) -> Result<(Vec<SearchResult>, BatchStats)> {
         let params = self.check_params(params)?;
-        if queries.dim() != self.dim() {
-            return Err(IndexError::DimensionMismatch {
-                expected: self.dim(),
-                got: queries.dim(),
-            });
-        }
-        check_vectors(queries.data(), queries.dim())?;
+        self.check_queries(queries.data(), queries.dim())?;
         let threads = threads.clamp(1, queries.len().max(1));
         let next = AtomicUsize::new(0);
         let start = Instant::now();

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use diskvec_vector::check_vectors;
 
 use super::search::{Fetch, QueryFeed};
 use super::{DiskIndex, SearchParams, SearchResult};
@@ -59,13 +58,7 @@ impl SearchService {
 
     /// Searches one query and waits for its answer.
     pub fn search(&self, query: &[f32]) -> Result<SearchResult> {
-        if query.len() != self.index.dim() {
-            return Err(IndexError::DimensionMismatch {
-                expected: self.index.dim(),
-                got: query.len(),
-            });
-        }
-        check_vectors(query, query.len())?;
+        self.index.check_queries(query, query.len())?;
         let (reply, answer) = crossbeam_channel::bounded(1);
         let request = Request {
             vector: query.to_vec(),

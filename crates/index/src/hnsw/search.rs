@@ -171,16 +171,7 @@ impl HnswIndex {
         ef: usize,
         threads: usize,
     ) -> Result<(Vec<HnswResult>, f64)> {
-        if k == 0 {
-            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
-        }
-        if queries.dim() != self.dim {
-            return Err(IndexError::DimensionMismatch {
-                expected: self.dim,
-                got: queries.dim(),
-            });
-        }
-        check_vectors(queries.data(), queries.dim())?;
+        self.check_queries(queries.data(), queries.dim(), k)?;
         let next = AtomicUsize::new(0);
         let start = Instant::now();
         let parts: Vec<Vec<(usize, HnswResult)>> = std::thread::scope(|s| {
@@ -215,6 +206,21 @@ impl HnswIndex {
         Ok((results, seconds))
     }
 
+    /// Refuses k = 0, queries of another dimension, and non-finite values.
+    fn check_queries(&self, data: &[f32], dim: usize, k: usize) -> Result<()> {
+        if k == 0 {
+            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
+        }
+        if dim != self.dim {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dim,
+                got: dim,
+            });
+        }
+        check_vectors(data, dim)?;
+        Ok(())
+    }
+
     /// Per-thread search memory, reused across queries (a visited mark per node).
     pub fn scratch(&self) -> HnswScratch {
         HnswScratch(Visited::new(self.len()))
@@ -228,16 +234,7 @@ impl HnswIndex {
         ef: usize,
         scratch: &mut HnswScratch,
     ) -> Result<HnswResult> {
-        if k == 0 {
-            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
-        }
-        if query.len() != self.dim {
-            return Err(IndexError::DimensionMismatch {
-                expected: self.dim,
-                got: query.len(),
-            });
-        }
-        check_vectors(query, self.dim)?;
+        self.check_queries(query, query.len(), k)?;
         if scratch.0.marks.len() != self.len() {
             return Err(IndexError::InvalidArgument(
                 "this scratch belongs to another index".into(),
@@ -248,7 +245,6 @@ impl HnswIndex {
 
     /// Searches one query.
     pub fn search(&self, query: &[f32], k: usize, ef: usize) -> Result<HnswResult> {
-        let (mut r, _) = self.search_batch(Rows::new(query, query.len().max(1)), k, ef, 1)?;
-        Ok(r.pop().unwrap_or_default())
+        self.search_with(query, k, ef, &mut self.scratch())
     }
 }
