@@ -197,7 +197,7 @@ fn job_loop(
         source,
     };
     let depth = spec.queue_depth;
-    let mut ring = IoUring::new(depth.next_power_of_two().max(8) as u32).map_err(os)?;
+    let ring = IoUring::new(depth.next_power_of_two().max(8) as u32).map_err(os)?;
     // Registered files spare the kernel a file lookup per operation, as fio's
     // `registerfiles` does; where registration is refused, plain descriptors are used.
     let raw: Vec<i32> = files.iter().map(|(f, _)| f.as_raw_fd()).collect();
@@ -208,10 +208,14 @@ fn job_loop(
     for b in &mut bufs {
         SmallRng::seed_from_u64(job as u64).fill(b.as_mut_slice());
     }
+    let mut job_ring = JobRing {
+        ring,
+        bufs,
+        in_flight: 0,
+    };
     let mut rng = SmallRng::seed_from_u64(0x10b_e7c4 ^ job as u64);
     let mut sent = vec![(Instant::now(), 0usize); depth];
     let mut next_path = job % files.len();
-    let mut in_flight = 0usize;
     let mut issue = |slot: usize,
                      ring: &mut IoUring,
                      bufs: &mut [AlignedBuf],
@@ -242,16 +246,22 @@ fn job_loop(
         };
         sent[slot] = (Instant::now(), path);
         stats[path].started(spec.block_bytes);
-        // SAFETY: the buffer lives in `bufs` until its completion is reaped below.
+        // SAFETY: the buffer lives in the `JobRing`, which does not free it before the
+        // operation's completion is reaped (see `JobRing`).
         unsafe { ring.submission().push(&entry.user_data(slot as u64)) }
             .map_err(|_| IoError::Usage("io_uring submission queue full".into()))?;
         Ok(())
     };
+    let JobRing {
+        ring,
+        bufs,
+        in_flight,
+    } = &mut job_ring;
     for slot in 0..depth {
-        issue(slot, &mut ring, &mut bufs, &mut rng, &mut sent)?;
-        in_flight += 1;
+        issue(slot, ring, bufs, &mut rng, &mut sent)?;
+        *in_flight += 1;
     }
-    while in_flight > 0 {
+    while *in_flight > 0 {
         match ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
@@ -264,15 +274,43 @@ fn job_loop(
         for (slot, res) in done {
             let (at, path) = sent[slot];
             stats[path].finished(at.elapsed().as_secs_f64() * 1e6);
-            in_flight -= 1;
+            *in_flight -= 1;
             if res < 0 {
                 return Err(os(std::io::Error::from_raw_os_error(-res)));
             }
             if !stop.load(Ordering::Relaxed) {
-                issue(slot, &mut ring, &mut bufs, &mut rng, &mut sent)?;
-                in_flight += 1;
+                issue(slot, ring, bufs, &mut rng, &mut sent)?;
+                *in_flight += 1;
             }
         }
     }
     Ok(())
+}
+
+/// One job's ring and the buffers its operations read into and write from.
+///
+/// Soundness: the kernel uses a buffer from the push of its operation until that
+/// operation's completion is taken off the ring; `in_flight` counts those operations
+/// (pushed ones, sent or not). An early return (an error, or unwinding from a panic)
+/// drops this value, and `Drop` waits for every one of them before the buffers are freed;
+/// if the ring cannot be waited on, the buffers are leaked instead.
+struct JobRing {
+    ring: IoUring,
+    bufs: Vec<AlignedBuf>,
+    in_flight: usize,
+}
+
+impl Drop for JobRing {
+    fn drop(&mut self) {
+        while self.in_flight > 0 {
+            match self.ring.submit_and_wait(self.in_flight) {
+                Ok(_) => self.in_flight -= self.ring.completion().count(),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(_) => {
+                    std::mem::forget(std::mem::take(&mut self.bufs));
+                    return;
+                }
+            }
+        }
+    }
 }

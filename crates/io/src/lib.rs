@@ -26,7 +26,7 @@ pub use stats::{PathSnapshot, PathStats};
 pub use stripe::{Piece, StripeMap};
 pub use striped_writer::StripedWriter;
 pub use uring::UringEngine;
-pub use volume::{Volume, VolumeEngine};
+pub use volume::{expected_path_len, SectorCheck, Volume, VolumeEngine};
 
 /// The unit of direct I/O and of the on-disk layout.
 pub const SECTOR: usize = 4096;
@@ -42,6 +42,8 @@ pub enum IoError {
     },
     #[error("{path}: read past end of file at offset {offset} (file truncated?)")]
     UnexpectedEof { path: String, offset: u64 },
+    #[error("{path}: the sector at offset {offset} fails its checksum")]
+    Corrupt { path: String, offset: u64 },
     #[error("{0}")]
     Usage(String),
 }

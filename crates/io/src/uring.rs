@@ -8,6 +8,13 @@ use crate::{DataFile, EngineKind, EngineStats, IoError, ReadDone, ReadEngine, Re
 
 /// io_uring engine: one ring per engine (one engine per thread), reads into registered
 /// buffers where the kernel allows it, any number of reads in flight up to the depth.
+///
+/// Soundness: the kernel writes into a slot's buffer from the moment its read is pushed
+/// until its completion is taken off the ring. `in_flight` counts exactly those reads
+/// (pushed, resubmitted after a short read, or not yet sent), and no buffer is freed while
+/// it is non-zero: `Drop` waits for every outstanding completion first, and if the ring
+/// can no longer be waited on, the buffers are leaked rather than freed. Errors and
+/// unwinding leave the engine (and so its buffers) alive until that `Drop` runs.
 pub struct UringEngine {
     file: Arc<DataFile>,
     ring: IoUring,
@@ -54,6 +61,9 @@ impl UringEngine {
     fn push(&mut self, slot: usize) -> Result<()> {
         let (offset, len, done) = self.pending[slot];
         let fd = types::Fd(self.file.file.as_raw_fd());
+        debug_assert!(done < len && len <= self.slots.bufs[slot].len());
+        // SAFETY: `done < len <= buffer length` (a short read resubmits only the rest), so
+        // the pointer stays inside the slot's allocation.
         let ptr = unsafe { self.slots.bufs[slot].as_mut_ptr().add(done) };
         let remaining = (len - done) as u32;
         let at = offset + done as u64;
@@ -65,12 +75,15 @@ impl UringEngine {
             opcode::Read::new(fd, ptr, remaining).offset(at).build()
         };
         let entry = entry.user_data(slot as u64);
-        // SAFETY: the buffer stays alive and untouched until its completion is reaped.
+        // SAFETY: the slot is taken (not on the free list) and counted in `in_flight`
+        // until its completion is reaped, so its buffer is neither reused nor freed while
+        // the kernel may write to it (see the type's soundness note).
         if unsafe { self.ring.submission().push(&entry) }.is_err() {
             // The submission queue is as deep as the slot count, so it is full only when
             // earlier entries were not yet sent: send them and try once more.
             self.ring.submit().map_err(|e| self.os(e))?;
             self.unsent = 0;
+            // SAFETY: as above.
             unsafe { self.ring.submission().push(&entry) }
                 .map_err(|_| IoError::Usage("io_uring submission queue full".into()))?;
         }
@@ -97,8 +110,11 @@ impl UringEngine {
                 })
             } else if done + (res as usize) < len {
                 self.pending[slot].2 = done + res as usize;
-                self.push(slot)?;
-                continue;
+                match self.push(slot) {
+                    Ok(()) => continue,
+                    // The rest could not be queued: this read fails, the others finish.
+                    Err(e) => Err(e),
+                }
             } else {
                 Ok(())
             };
@@ -113,10 +129,41 @@ impl UringEngine {
         Ok(count)
     }
 
+    /// Sends what is queued and waits until the kernel has finished every read it was
+    /// given. Returns false if the ring could not be waited on.
+    fn wait_for_kernel(&mut self) -> bool {
+        let mut discard = Vec::new();
+        while self.in_flight > 0 {
+            match self.ring.submit_and_wait(self.in_flight) {
+                Ok(_) => self.unsent = 0,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => return false,
+            }
+            discard.clear();
+            if self.reap(&mut discard).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
     fn os(&self, source: std::io::Error) -> IoError {
         IoError::Os {
             path: self.file.path.display().to_string(),
             source,
+        }
+    }
+}
+
+impl Drop for UringEngine {
+    fn drop(&mut self) {
+        if !self.wait_for_kernel() {
+            // The kernel may still write into the buffers: never free them.
+            log::error!(
+                "{}: io_uring reads still in flight at shutdown; leaking their buffers",
+                self.file.path.display()
+            );
+            std::mem::forget(std::mem::take(&mut self.slots.bufs));
         }
     }
 }

@@ -10,13 +10,25 @@ use crate::engine::Slots;
 use crate::stripe::{Piece, StripeMap};
 use crate::{
     open_engine, open_for_reading, DataFile, EngineChoice, EngineKind, EngineStats, IoError,
-    PathEmulation, PathStats, ReadDone, ReadEngine, Result,
+    PathEmulation, PathStats, ReadDone, ReadEngine, Result, SECTOR,
 };
+
+/// Checks one sector as read: its number in the logical file and its bytes. The layer
+/// above knows the sector format; the volume uses the check to tell a good copy from a
+/// bad one and to name the file and offset of bad bytes.
+pub type SectorCheck = fn(logical_sector: u64, sector: &[u8]) -> bool;
 
 /// A logical file striped over several storage paths (files on separate devices or
 /// NVMe-oF namespaces). One path is a plain file.
+///
+/// With mirroring, a path whose file is missing, unreadable or the wrong size at open is
+/// marked failed and served from its copy, as is a path whose reads fail later; a sector
+/// that fails its check is read again from its copy.
 pub struct Volume {
-    pub files: Vec<Arc<DataFile>>,
+    /// Each path's file; `None` for a path lost at open (mirrored volumes only).
+    pub files: Vec<Option<Arc<DataFile>>>,
+    /// Each path's file name, lost or not.
+    pub names: Vec<PathBuf>,
     pub map: StripeMap,
     pub stats: Vec<Arc<PathStats>>,
     emulation: Vec<Option<Arc<EmulatedPath>>>,
@@ -24,13 +36,57 @@ pub struct Volume {
     pub mirror: bool,
     logical_len: u64,
     health: Arc<Health>,
+    check: Option<SectorCheck>,
 }
 
 /// Which paths have failed, shared by every engine of a volume, and injected faults.
 struct Health {
     failed: Vec<AtomicBool>,
+    /// Why each failed path failed (first reason), for messages.
+    reasons: std::sync::Mutex<Vec<Option<String>>>,
     /// A path fails once it has served this many reads (fault injection; u64::MAX: never).
     fail_after: Vec<AtomicU64>,
+    /// Fault injection: every n-th piece sent to a path fails (0: none).
+    fail_every: Vec<AtomicU64>,
+    /// Pieces sent per path, counted for `fail_every`.
+    sent: Vec<AtomicU64>,
+    /// Reads failed by injection, all paths.
+    injected: AtomicU64,
+}
+
+impl Health {
+    fn new(paths: usize) -> Self {
+        Self {
+            failed: (0..paths).map(|_| AtomicBool::new(false)).collect(),
+            reasons: std::sync::Mutex::new(vec![None; paths]),
+            fail_after: (0..paths).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            fail_every: (0..paths).map(|_| AtomicU64::new(0)).collect(),
+            sent: (0..paths).map(|_| AtomicU64::new(0)).collect(),
+            injected: AtomicU64::new(0),
+        }
+    }
+
+    /// Marks `path` failed; returns true the first time.
+    fn fail(&self, path: usize, reason: impl FnOnce() -> String) -> bool {
+        if self.failed[path].swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
+        reasons[path] = Some(reason());
+        true
+    }
+
+    /// Whether the next piece sent to `path` should fail by injection.
+    fn injected(&self, path: usize, served: u64) -> bool {
+        let every = self.fail_every[path].load(Ordering::Relaxed);
+        let n = self.sent[path].fetch_add(1, Ordering::Relaxed) + 1;
+        let fail = served >= self.fail_after[path].load(Ordering::Relaxed)
+            || (every > 0 && n.is_multiple_of(every));
+        if fail {
+            self.injected.fetch_add(1, Ordering::Relaxed);
+        }
+        fail
+    }
 }
 
 /// Where the mirror copy of the bytes at `physical` on `path` lives: on the next path,
@@ -40,9 +96,22 @@ fn mirror_target(map: &StripeMap, logical_len: u64, path: usize, physical: u64) 
     (q, map.path_len(q, logical_len) + physical)
 }
 
+/// Bytes each path's file must have: its own stripes, plus with mirroring a copy of the
+/// previous path's.
+pub fn expected_path_len(map: &StripeMap, logical_len: u64, mirror: bool, path: usize) -> u64 {
+    let mirrored = if mirror {
+        map.path_len((path + map.paths - 1) % map.paths, logical_len)
+    } else {
+        0
+    };
+    map.path_len(path, logical_len) + mirrored
+}
+
 impl Volume {
     /// Opens the path files of a volume whose logical size is `logical_len`, checking that
-    /// each file has exactly the bytes the stripe map puts on it.
+    /// each file has exactly the bytes the stripe map puts on it. With `mirror`, a path
+    /// that cannot be opened or has the wrong size is marked failed (and logged) as long
+    /// as its copy's path is there; without it, any such path is an error.
     pub fn open(
         paths: &[PathBuf],
         stripe_bytes: u64,
@@ -54,23 +123,45 @@ impl Volume {
         if mirror && paths.len() < 2 {
             return Err(IoError::Usage("mirroring needs at least two paths".into()));
         }
+        let health = Arc::new(Health::new(paths.len()));
         let mut files = Vec::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {
-            let f = open_for_reading(p, direct)?;
-            let mirrored = if mirror {
-                map.path_len((i + paths.len() - 1) % paths.len(), logical_len)
-            } else {
-                0
-            };
-            let want = map.path_len(i, logical_len) + mirrored;
-            if f.len != want {
-                return Err(IoError::Usage(format!(
-                    "{}: size is {} bytes, the index expects {want} on this path (truncated or from another build?)",
-                    p.display(),
-                    f.len
-                )));
+            let want = expected_path_len(&map, logical_len, mirror, i);
+            let opened = open_for_reading(p, direct).and_then(|f| {
+                if f.len == want {
+                    Ok(f)
+                } else {
+                    Err(IoError::Usage(format!(
+                        "{}: size is {} bytes, the index expects {want} on this path (truncated or from another build?)",
+                        p.display(),
+                        f.len
+                    )))
+                }
+            });
+            match opened {
+                Ok(f) => files.push(Some(Arc::new(f))),
+                Err(e) if mirror => {
+                    log::warn!(
+                        "path {i} lost at open, serving its stripes from the copy on path {}: {e}",
+                        (i + 1) % paths.len()
+                    );
+                    health.fail(i, || e.to_string());
+                    files.push(None);
+                }
+                Err(e) => return Err(e),
             }
-            files.push(Arc::new(f));
+        }
+        if mirror {
+            for i in 0..paths.len() {
+                let next = (i + 1) % paths.len();
+                if files[i].is_none() && files[next].is_none() {
+                    return Err(IoError::Usage(format!(
+                        "{} and its mirror {} are both lost: the stripes of the first have no readable copy",
+                        paths[i].display(),
+                        paths[next].display()
+                    )));
+                }
+            }
         }
         Ok(Self {
             stats: paths
@@ -80,13 +171,18 @@ impl Volume {
             emulation: paths.iter().map(|_| None).collect(),
             mirror,
             logical_len,
-            health: Arc::new(Health {
-                failed: paths.iter().map(|_| AtomicBool::new(false)).collect(),
-                fail_after: paths.iter().map(|_| AtomicU64::new(u64::MAX)).collect(),
-            }),
+            health,
+            check: None,
+            names: paths.to_vec(),
             files,
             map,
         })
+    }
+
+    /// Checks every sector read (the query path's reads and `read_exact_at`) with `check`.
+    /// Set it before making engines.
+    pub fn set_sector_check(&mut self, check: SectorCheck) {
+        self.check = Some(check);
     }
 
     /// Fault injection: `path` fails every read after serving `reads` more.
@@ -95,10 +191,41 @@ impl Volume {
         self.health.fail_after[path].store(served + reads, Ordering::Relaxed);
     }
 
+    /// Fault injection: every `n`-th read sent to `path` fails (0 stops it). Unlike a
+    /// failed path, these faults are transient: the path is not marked failed when the
+    /// volume has no mirror.
+    pub fn inject_intermittent_fault(&self, path: usize, n: u64) {
+        self.health.fail_every[path].store(n, Ordering::Relaxed);
+    }
+
+    /// Reads failed by injection so far.
+    pub fn injected_faults(&self) -> u64 {
+        self.health.injected.load(Ordering::Relaxed)
+    }
+
     /// Paths that have failed since the volume was opened.
     pub fn failed_paths(&self) -> Vec<usize> {
-        (0..self.files.len())
+        (0..self.names.len())
             .filter(|&p| self.health.failed[p].load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Each failed path, with the file and why it failed.
+    pub fn lost_paths(&self) -> Vec<(usize, PathBuf, String)> {
+        let reasons = self
+            .health
+            .reasons
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.failed_paths()
+            .into_iter()
+            .map(|p| {
+                (
+                    p,
+                    self.names[p].clone(),
+                    reasons[p].clone().unwrap_or_default(),
+                )
+            })
             .collect()
     }
 
@@ -106,41 +233,91 @@ impl Volume {
     /// ones: one spec for every path, or one per path. Engines made afterwards use it.
     pub fn set_emulation(&mut self, specs: &[PathEmulation]) -> Result<()> {
         self.emulation = match specs.len() {
-            0 => self.files.iter().map(|_| None).collect(),
+            0 => self.names.iter().map(|_| None).collect(),
             1 => self
-                .files
+                .names
                 .iter()
                 .map(|_| Some(Arc::new(EmulatedPath::new(specs[0]))))
                 .collect(),
-            n if n == self.files.len() => specs
+            n if n == self.names.len() => specs
                 .iter()
                 .map(|s| Some(Arc::new(EmulatedPath::new(*s))))
                 .collect(),
             n => {
                 return Err(IoError::Usage(format!(
                     "{n} path emulations given for {} paths: give one for all, or one per path",
-                    self.files.len()
+                    self.names.len()
                 )))
             }
         };
         Ok(())
     }
 
-    /// True when every path bypasses the page cache.
+    /// True when every path that is there bypasses the page cache.
     pub fn direct(&self) -> bool {
-        self.files.iter().all(|f| f.direct)
+        self.files.iter().flatten().all(|f| f.direct)
     }
 
-    /// Reads a logical range synchronously (for open-time loading, not the query path).
+    /// The first sector of `bytes` (which start at logical byte `logical`) that fails the
+    /// sector check, if any.
+    fn first_bad(&self, bytes: &[u8], logical: u64) -> Option<usize> {
+        let check = self.check?;
+        let first = logical / SECTOR as u64;
+        bytes
+            .chunks_exact(SECTOR)
+            .enumerate()
+            .position(|(i, s)| !check(first + i as u64, s))
+    }
+
+    /// Reads one piece from one file synchronously and checks its sectors.
+    fn read_piece(&self, path: usize, physical: u64, buf: &mut [u8], logical: u64) -> Result<()> {
+        let name = &self.names[path];
+        let file = self.files[path]
+            .as_ref()
+            .ok_or_else(|| IoError::Usage(format!("{}: path lost at open", name.display())))?;
+        file.file
+            .read_exact_at(buf, physical)
+            .map_err(|source| IoError::Os {
+                path: name.display().to_string(),
+                source,
+            })?;
+        match self.first_bad(buf, logical) {
+            Some(bad) => Err(IoError::Corrupt {
+                path: name.display().to_string(),
+                offset: physical + (bad * SECTOR) as u64,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads a logical range synchronously (for open-time loading, not the query path),
+    /// checking sectors and falling back to the mirror copy of a piece that fails.
     pub fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         for piece in self.map.pieces(offset, buf.len()) {
-            let file = &self.files[piece.path];
-            file.file
-                .read_exact_at(&mut buf[piece.at..piece.at + piece.len], piece.physical)
-                .map_err(|source| IoError::Os {
-                    path: file.path.display().to_string(),
-                    source,
-                })?;
+            let dst = &mut buf[piece.at..piece.at + piece.len];
+            let logical = offset + piece.at as u64;
+            let primary = if self.health.failed[piece.path].load(Ordering::Relaxed) {
+                Err(IoError::Usage(format!(
+                    "{}: path failed",
+                    self.names[piece.path].display()
+                )))
+            } else {
+                self.read_piece(piece.path, piece.physical, dst, logical)
+            };
+            let Err(err) = primary else { continue };
+            if !self.mirror {
+                return Err(err);
+            }
+            if !matches!(err, IoError::Corrupt { .. }) {
+                self.health.fail(piece.path, || err.to_string());
+            }
+            self.stats[piece.path]
+                .failovers
+                .fetch_add(1, Ordering::Relaxed);
+            let (q, physical) =
+                mirror_target(&self.map, self.logical_len, piece.path, piece.physical);
+            self.read_piece(q, physical, dst, logical)
+                .map_err(|copy| IoError::Usage(format!("{err}; its mirror copy: {copy}")))?;
         }
         Ok(())
     }
@@ -162,40 +339,38 @@ impl Volume {
         let paths = self
             .files
             .iter()
-            .map(|f| open_engine(f.clone(), choice, path_depth, slot_bytes))
+            .map(|f| {
+                f.as_ref()
+                    .map(|f| open_engine(f.clone(), choice, path_depth, slot_bytes))
+                    .transpose()
+            })
             .collect::<Result<Vec<_>>>()?;
+        let unused = Piece {
+            path: 0,
+            physical: 0,
+            at: 0,
+            len: 0,
+        };
         Ok(VolumeEngine {
             map: self.map,
             mirror: self.mirror,
             logical_len: self.logical_len,
             health: self.health.clone(),
-            names: self
-                .files
-                .iter()
-                .map(|f| f.path.display().to_string())
-                .collect(),
+            check: self.check,
+            names: self.names.iter().map(|p| p.display().to_string()).collect(),
             stats: self.stats.clone(),
             emulation: self.emulation.clone(),
-            release_at: paths
-                .iter()
-                .map(|e| vec![Instant::now(); e.depth()])
+            release_at: (0..paths.len())
+                .map(|_| vec![Instant::now(); path_depth])
                 .collect(),
             held: Vec::new(),
-            started: paths
-                .iter()
-                .map(|e| {
-                    let unused = Piece {
-                        path: 0,
-                        physical: 0,
-                        at: 0,
-                        len: 0,
-                    };
-                    vec![(Instant::now(), unused, false); e.depth()]
-                })
+            started: (0..paths.len())
+                .map(|_| vec![(Instant::now(), unused, false); path_depth])
                 .collect(),
             waiting: paths.iter().map(|_| VecDeque::new()).collect(),
             paths,
             slots: Slots::new(depth, slot_bytes),
+            offsets: vec![0; depth],
             outstanding: vec![0; depth],
             failure: (0..depth).map(|_| None).collect(),
             in_flight: 0,
@@ -208,11 +383,17 @@ impl Volume {
 
 /// Reads from a striped volume: splits each logical read into per-path pieces, sends them
 /// to that path's engine within its queue-depth cap, and reassembles them.
+///
+/// Every piece of a logical read ends in exactly one of three ways: it lands (and passes
+/// the sector check), it is sent again to its mirror copy, or it fails its logical read.
+/// A logical read is reported once all its pieces have ended, so `complete` always makes
+/// progress: no failure, on any path, leaves a read that never finishes.
 pub struct VolumeEngine {
     map: StripeMap,
     mirror: bool,
     logical_len: u64,
     health: Arc<Health>,
+    check: Option<SectorCheck>,
     names: Vec<String>,
     stats: Vec<Arc<PathStats>>,
     emulation: Vec<Option<Arc<EmulatedPath>>>,
@@ -221,13 +402,17 @@ pub struct VolumeEngine {
     /// Pieces the device has finished but their emulated path has not: (path, read).
     /// They keep their path slot, so the queue-depth cap also bounds emulated queueing.
     held: Vec<(usize, ReadDone)>,
-    paths: Vec<Box<dyn ReadEngine>>,
-    /// Per path, per inner slot: when the piece there was sent, and the piece.
+    /// Each path's engine; `None` for a path lost at open.
+    paths: Vec<Option<Box<dyn ReadEngine>>>,
+    /// Per path, per inner slot: when the piece there was sent, the piece, and whether it
+    /// is a mirror copy.
     started: Vec<Vec<(Instant, Piece, bool)>>,
     /// Per path: pieces (logical slot, piece, is a mirror copy) waiting for room on the path.
     waiting: Vec<VecDeque<(usize, Piece, bool)>>,
     slots: Slots,
-    /// Per logical slot: pieces not yet landed.
+    /// Per logical slot: the logical offset read (to check sectors by their number).
+    offsets: Vec<u64>,
+    /// Per logical slot: pieces not yet ended.
     outstanding: Vec<usize>,
     failure: Vec<Option<IoError>>,
     in_flight: usize,
@@ -237,42 +422,57 @@ pub struct VolumeEngine {
 }
 
 impl VolumeEngine {
+    fn path_free_slots(&self, path: usize) -> usize {
+        self.paths[path].as_ref().map_or(0, |e| e.free_slots())
+    }
+
+    fn path_in_flight(&self, path: usize) -> usize {
+        self.paths[path].as_ref().map_or(0, |e| e.in_flight())
+    }
+
     /// Sends waiting pieces to `path` while it is under its cap.
-    fn pump(&mut self, path: usize) -> Result<()> {
-        while self.paths[path].free_slots() > 0 {
+    fn pump(&mut self, path: usize) {
+        while self.path_free_slots(path) > 0 {
             let Some((slot, piece, is_copy)) = self.waiting[path].pop_front() else {
                 break;
             };
             let served = self.stats[path].reads.load(Ordering::Relaxed);
-            if served >= self.health.fail_after[path].load(Ordering::Relaxed) {
+            if self.health.injected(path, served) {
                 let err = IoError::Usage(format!(
                     "{}: read failed (injected fault)",
                     self.names[path]
                 ));
-                self.piece_failed(path, slot, piece, is_copy, err)?;
+                self.piece_failed(path, slot, piece, is_copy, err, true);
                 continue;
             }
-            let inner = self.paths[path].submit(
-                piece.physical,
-                piece.len,
-                (slot as u64) << 32 | piece.at as u64,
-            )?;
-            self.started[path][inner] = (Instant::now(), piece, is_copy);
-            if let Some(em) = &self.emulation[path] {
-                self.release_at[path][inner] = em.schedule(piece.len);
+            let tag = (slot as u64) << 32 | piece.at as u64;
+            let engine = self.paths[path].as_mut().expect("a path with free slots");
+            match engine.submit(piece.physical, piece.len, tag) {
+                Ok(inner) => {
+                    self.started[path][inner] = (Instant::now(), piece, is_copy);
+                    if let Some(em) = &self.emulation[path] {
+                        self.release_at[path][inner] = em.schedule(piece.len);
+                    }
+                    self.stats[path].started(piece.len);
+                }
+                Err(e) => self.piece_failed(path, slot, piece, is_copy, e, true),
             }
-            self.stats[path].started(piece.len);
         }
-        Ok(())
     }
 
     /// Queues a piece on the path that should serve it: its own, or its mirror once the
     /// path has failed.
-    fn enqueue(&mut self, slot: usize, piece: Piece) -> Result<()> {
-        if self.mirror && self.health.failed[piece.path].load(Ordering::Relaxed) {
-            return self.enqueue_copy(slot, piece);
+    fn enqueue(&mut self, slot: usize, piece: Piece) {
+        if self.health.failed[piece.path].load(Ordering::Relaxed)
+            || self.paths[piece.path].is_none()
+        {
+            if self.mirror {
+                return self.enqueue_copy(slot, piece);
+            }
+            let err = IoError::Usage(format!("{}: path has failed", self.names[piece.path]));
+            return self.piece_failed(piece.path, slot, piece, true, err, false);
         }
-        if self.paths[piece.path].free_slots() == 0 {
+        if self.path_free_slots(piece.path) == 0 {
             self.stats[piece.path]
                 .waited
                 .fetch_add(1, Ordering::Relaxed);
@@ -281,22 +481,27 @@ impl VolumeEngine {
         self.pump(piece.path)
     }
 
-    fn enqueue_copy(&mut self, slot: usize, piece: Piece) -> Result<()> {
+    fn enqueue_copy(&mut self, slot: usize, piece: Piece) {
         let (q, physical) = mirror_target(&self.map, self.logical_len, piece.path, piece.physical);
-        self.waiting[q].push_back((
-            slot,
-            Piece {
-                path: q,
-                physical,
-                ..piece
-            },
-            true,
-        ));
+        let copy = Piece {
+            path: q,
+            physical,
+            ..piece
+        };
+        if self.paths[q].is_none() || self.health.failed[q].load(Ordering::Relaxed) {
+            let err = IoError::Usage(format!(
+                "{}: the primary copy on {} and the mirror copy on {} are both unavailable",
+                "volume", self.names[piece.path], self.names[q]
+            ));
+            return self.piece_failed(q, slot, copy, true, err, false);
+        }
+        self.waiting[q].push_back((slot, copy, true));
         self.pump(q)
     }
 
-    /// A piece failed on `path`: with a mirror, the path is marked failed and the piece
-    /// goes to the copy; otherwise (or if the copy failed too) the logical read fails.
+    /// A piece failed on `path` (`piece` is where it was read from). A primary piece of a
+    /// mirrored volume goes to its copy, and if `path_fault` (the read itself failed, not
+    /// just one sector's check) the path is marked failed; otherwise the logical read fails.
     fn piece_failed(
         &mut self,
         path: usize,
@@ -304,9 +509,14 @@ impl VolumeEngine {
         piece: Piece,
         is_copy: bool,
         err: IoError,
-    ) -> Result<()> {
+        path_fault: bool,
+    ) {
         if self.mirror && !is_copy {
-            self.health.failed[path].store(true, Ordering::Relaxed);
+            if path_fault && self.health.fail(path, || err.to_string()) {
+                log::warn!(
+                    "path {path} failed, serving it from its mirror copy from now on: {err}"
+                );
+            }
             self.stats[path].failovers.fetch_add(1, Ordering::Relaxed);
             return self.enqueue_copy(slot, piece);
         }
@@ -314,7 +524,6 @@ impl VolumeEngine {
             self.failure[slot] = Some(err);
         }
         self.piece_done(slot);
-        Ok(())
     }
 
     fn piece_done(&mut self, slot: usize) {
@@ -335,14 +544,14 @@ impl VolumeEngine {
 
     /// Takes in finished pieces of `path` from `self.scratch`; pieces whose emulated path
     /// is not done yet are held.
-    fn land(&mut self, path: usize) -> Result<()> {
+    fn land(&mut self, path: usize) {
         let mut done = std::mem::take(&mut self.scratch);
         let now = Instant::now();
         for d in done.drain(..) {
             if self.emulation[path].is_some() && self.release_at[path][d.slot] > now {
                 self.held.push((path, d));
             } else {
-                self.finish_piece(path, d)?;
+                self.finish_piece(path, d);
             }
         }
         self.scratch = done;
@@ -350,57 +559,91 @@ impl VolumeEngine {
     }
 
     /// Finishes held pieces whose time has come.
-    fn release_held(&mut self) -> Result<()> {
+    fn release_held(&mut self) {
         let now = Instant::now();
         let mut i = 0;
         while i < self.held.len() {
             let (path, slot) = (self.held[i].0, self.held[i].1.slot);
             if self.release_at[path][slot] <= now {
                 let (path, d) = self.held.swap_remove(i);
-                self.finish_piece(path, d)?;
-                self.pump(path)?;
+                self.finish_piece(path, d);
+                self.pump(path);
             } else {
                 i += 1;
             }
         }
-        Ok(())
     }
 
-    fn finish_piece(&mut self, path: usize, d: ReadDone) -> Result<()> {
+    fn finish_piece(&mut self, path: usize, d: ReadDone) {
         let slot = (d.tag >> 32) as usize;
         let (sent, piece, is_copy) = self.started[path][d.slot];
         self.stats[path].finished(sent.elapsed().as_secs_f64() * 1e6);
+        let engine = self.paths[path]
+            .as_mut()
+            .expect("a path that served a read");
         let outcome = match d.result {
             Ok(()) => {
-                let src = &self.paths[path].buffer(d.slot)[..piece.len];
-                self.slots.bufs[slot].as_mut_slice()[piece.at..piece.at + piece.len]
-                    .copy_from_slice(src);
-                Ok(())
+                let src = &engine.buffer(d.slot)[..piece.len];
+                let logical = self.offsets[slot] + piece.at as u64;
+                let bad = self.check.and_then(|check| {
+                    let first = logical / SECTOR as u64;
+                    src.chunks_exact(SECTOR)
+                        .enumerate()
+                        .position(|(i, s)| !check(first + i as u64, s))
+                });
+                match bad {
+                    None => {
+                        self.slots.bufs[slot].as_mut_slice()[piece.at..piece.at + piece.len]
+                            .copy_from_slice(src);
+                        Ok(())
+                    }
+                    Some(i) => Err((
+                        IoError::Corrupt {
+                            path: self.names[path].clone(),
+                            offset: piece.physical + (i * SECTOR) as u64,
+                        },
+                        false,
+                    )),
+                }
             }
-            Err(e) => Err(e),
+            Err(e) => Err((e, true)),
         };
-        self.paths[path].release(d.slot);
+        engine.release(d.slot);
         match outcome {
-            Ok(()) => {
-                self.piece_done(slot);
-                Ok(())
-            }
-            Err(e) => {
-                // A failed read on the mirror copy names the original primary piece for the retry.
-                let original = if is_copy {
+            Ok(()) => self.piece_done(slot),
+            Err((e, path_fault)) => {
+                // A primary piece is retried at its copy, which `enqueue_copy` finds from
+                // the primary's place; a copy that fails ends the logical read.
+                let at = if is_copy {
                     piece
                 } else {
                     Piece { path, ..piece }
                 };
-                self.piece_failed(path, slot, original, is_copy, e)
+                self.piece_failed(path, slot, at, is_copy, e, path_fault)
             }
         }
+    }
+
+    /// Polls every path that is there, landing what finished.
+    fn poll_paths(&mut self) -> Result<()> {
+        for p in 0..self.paths.len() {
+            if let Some(engine) = self.paths[p].as_mut() {
+                engine.poll(&mut self.scratch)?;
+                self.land(p);
+            }
+        }
+        Ok(())
     }
 }
 
 impl ReadEngine for VolumeEngine {
     fn kind(&self) -> EngineKind {
-        self.paths[0].kind()
+        self.paths
+            .iter()
+            .flatten()
+            .map(|e| e.kind())
+            .next()
+            .unwrap_or(EngineKind::Pread)
     }
     fn depth(&self) -> usize {
         self.slots.bufs.len()
@@ -417,12 +660,13 @@ impl ReadEngine for VolumeEngine {
 
     fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
         let slot = self.slots.take(offset, len, tag, &"volume")?;
+        self.offsets[slot] = offset;
         self.outstanding[slot] = self.map.piece_count(offset, len);
         self.in_flight += 1;
         self.max_in_flight = self.max_in_flight.max(self.in_flight);
         let map = self.map;
         for piece in map.iter_pieces(offset, len) {
-            self.enqueue(slot, piece)?;
+            self.enqueue(slot, piece);
         }
         Ok(slot)
     }
@@ -431,17 +675,11 @@ impl ReadEngine for VolumeEngine {
         let want = min.min(self.in_flight + self.ready.len());
         loop {
             // Send what is queued and take what has finished, on every path, without waiting.
-            for p in 0..self.paths.len() {
-                self.paths[p].poll(&mut self.scratch)?;
-                self.land(p)?;
-            }
-            self.release_held()?;
+            self.poll_paths()?;
+            self.release_held();
             if self.ready.len() >= want {
                 // Pieces pumped while landing are sent now, not at the next call.
-                for p in 0..self.paths.len() {
-                    self.paths[p].poll(&mut self.scratch)?;
-                    self.land(p)?;
-                }
+                self.poll_paths()?;
                 out.append(&mut self.ready);
                 return Ok(());
             }
@@ -461,21 +699,27 @@ impl ReadEngine for VolumeEngine {
             }
             // Wait on the busiest path; the others' completions are taken on the next pass.
             let busiest = (0..self.paths.len())
-                .max_by_key(|&p| self.paths[p].in_flight())
+                .max_by_key(|&p| self.path_in_flight(p))
                 .unwrap_or(0);
+            if self.path_in_flight(busiest) == 0 {
+                // Nothing is on any device and nothing is held, yet reads are missing: by
+                // the piece invariant this cannot happen; fail loudly rather than spin.
+                return Err(IoError::Usage(format!(
+                    "volume: {} reads outstanding with none on any path",
+                    want - self.ready.len()
+                )));
+            }
             let short = want - self.ready.len();
             let wait_for = if self.paths.len() == 1 { short } else { 1 };
-            self.paths[busiest].complete(wait_for, &mut self.scratch)?;
-            self.land(busiest)?;
+            let engine = self.paths[busiest].as_mut().expect("busiest path is there");
+            engine.complete(wait_for, &mut self.scratch)?;
+            self.land(busiest);
         }
     }
 
     fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
-        for p in 0..self.paths.len() {
-            self.paths[p].poll(&mut self.scratch)?;
-            self.land(p)?;
-        }
-        self.release_held()?;
+        self.poll_paths()?;
+        self.release_held();
         out.append(&mut self.ready);
         Ok(())
     }

@@ -10,7 +10,7 @@ use diskvec_io::{
 use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
 use super::meta::Meta;
 use super::{Header, META_FILE};
-use crate::error::{corrupt, file_error};
+use crate::error::file_error;
 use crate::{IndexError, Result};
 
 /// How to open an index for search.
@@ -95,17 +95,18 @@ impl DiskIndex {
             header.mirrored,
         )?;
         volume.set_emulation(&options.emulate)?;
+        volume.set_sector_check(|number, sector| first_bad_sector(sector, number).is_none());
         let layout = header.layout();
         let count = header.count as usize;
         let cached = options.cache_nodes.unwrap_or(count / 100).min(count);
-        let cache = load_prefix(&volume, &layout, cached, &nodes_path)?;
+        let cache = load_prefix(&volume, &layout, cached)?;
         let entry_ids: Vec<u32> = meta
             .entries
             .iter()
             .copied()
             .filter(|&e| e as usize >= cached)
             .collect();
-        let entry_cache = load_records(&volume, &layout, &entry_ids, &nodes_path)?;
+        let entry_cache = load_records(&volume, &layout, &entry_ids)?;
         Ok(Self {
             header,
             layout,
@@ -152,10 +153,7 @@ impl DiskIndex {
 
     /// The files holding the nodes, one per path, and the stripe size.
     pub fn placement(&self) -> (Vec<PathBuf>, u64) {
-        (
-            self.volume.files.iter().map(|f| f.path.clone()).collect(),
-            self.volume.map.stripe_bytes,
-        )
+        (self.volume.names.clone(), self.volume.map.stripe_bytes)
     }
 
     /// Each path's counters since the last `reset_path_stats`.
@@ -171,6 +169,21 @@ impl DiskIndex {
     /// Paths that failed since the index was opened (reads then go to their mirrors).
     pub fn failed_paths(&self) -> Vec<usize> {
         self.volume.failed_paths()
+    }
+
+    /// Paths that failed, with their file and the reason (at open or during search).
+    pub fn lost_paths(&self) -> Vec<(usize, PathBuf, String)> {
+        self.volume.lost_paths()
+    }
+
+    /// Fault injection: every `n`-th read sent to the `path`-th path fails (0 stops it).
+    pub fn inject_intermittent_fault(&self, path: usize, n: u64) {
+        self.volume.inject_intermittent_fault(path, n);
+    }
+
+    /// Reads failed by injection so far.
+    pub fn injected_faults(&self) -> u64 {
+        self.volume.injected_faults()
     }
 
     pub fn mirrored(&self) -> bool {
@@ -229,6 +242,10 @@ impl DiskIndex {
     }
 
     pub(crate) fn return_engine(&self, engine: Box<dyn diskvec_io::ReadEngine>) {
+        if engine.in_flight() > 0 {
+            // Reads it could not drain keep their slots; a fresh engine serves instead.
+            return;
+        }
         self.engines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -236,31 +253,21 @@ impl DiskIndex {
     }
 }
 
-/// Reads the records of the given nodes (sorted ids), checking CRCs.
-fn load_records(volume: &Volume, layout: &NodeLayout, ids: &[u32], path: &Path) -> Result<Vec<u8>> {
+/// Reads the records of the given nodes (sorted ids); the volume checks their sectors.
+fn load_records(volume: &Volume, layout: &NodeLayout, ids: &[u32]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(ids.len() * layout.node_bytes);
     let mut buf = AlignedBuf::new(layout.read_bytes());
     let mut scratch = Vec::new();
     for &id in ids {
-        let offset = layout.offset_of(id);
-        volume.read_exact_at(buf.as_mut_slice(), offset)?;
-        if let Some(bad) = first_bad_sector(buf.as_slice(), offset / SECTOR as u64) {
-            return Err(corrupt(
-                path,
-                format!(
-                    "sector {} checksum mismatch",
-                    offset / SECTOR as u64 + bad as u64
-                ),
-            ));
-        }
+        volume.read_exact_at(buf.as_mut_slice(), layout.offset_of(id))?;
         out.extend_from_slice(layout.record(buf.as_slice(), id, &mut scratch).bytes());
     }
     Ok(out)
 }
 
-/// Reads the records of nodes `0..count` (the front of the file) into one buffer,
-/// checking every sector's CRC on the way.
-fn load_prefix(volume: &Volume, layout: &NodeLayout, count: usize, path: &Path) -> Result<Vec<u8>> {
+/// Reads the records of nodes `0..count` (the front of the file) into one buffer; the
+/// volume checks every sector on the way.
+fn load_prefix(volume: &Volume, layout: &NodeLayout, count: usize) -> Result<Vec<u8>> {
     let mut cache = Vec::with_capacity(count * layout.node_bytes);
     let groups = count.div_ceil(layout.nodes_per_sector);
     let group_bytes = layout.read_bytes();
@@ -276,15 +283,6 @@ fn load_prefix(volume: &Volume, layout: &NodeLayout, count: usize, path: &Path) 
             (SECTOR + g * group_bytes) as u64,
         )?;
         let chunk = &buf.as_slice()[..bytes];
-        if let Some(bad) = first_bad_sector(chunk, (1 + g * layout.sectors_per_node) as u64) {
-            return Err(corrupt(
-                path,
-                format!(
-                    "sector {} checksum mismatch",
-                    1 + g * layout.sectors_per_node + bad
-                ),
-            ));
-        }
         for (i, group) in chunk.chunks_exact(group_bytes).enumerate() {
             for slot in 0..layout.nodes_per_sector {
                 let id = ((g + i) * layout.nodes_per_sector + slot) as u32;

@@ -15,9 +15,8 @@ use diskvec_graph::CandidateList;
 use diskvec_io::{EngineKind, ReadDone, ReadEngine};
 use diskvec_vector::{check_vectors, PqTable, Rows};
 
-use super::layout::{first_bad_sector, NodeRecord};
+use super::layout::NodeRecord;
 use super::DiskIndex;
-use crate::error::corrupt;
 use crate::{IndexError, Result};
 
 /// Parameters of a search.
@@ -93,7 +92,7 @@ type IdSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
 
 /// What one search thread returns: its (query index, result) pairs, the most reads it had
 /// in flight, and its engine.
-type WorkerOutcome = Result<(Vec<(usize, SearchResult)>, usize, EngineKind)>;
+type WorkerOutcome = Result<(Vec<(usize, Result<SearchResult>)>, usize, EngineKind)>;
 
 struct Query {
     index: usize,
@@ -103,6 +102,9 @@ struct Query {
     visited: IdSet,
     exact: Vec<(f32, u32)>,
     in_flight: usize,
+    /// The first failed read of this query: it sends no more reads, waits for those in
+    /// flight, and then reports this error instead of an answer.
+    failed: Option<IndexError>,
     result: SearchResult,
     started: Instant,
 }
@@ -205,7 +207,7 @@ impl DiskIndex {
             max_in_flight = max_in_flight.max(max);
             engine = kind;
             for (i, r) in done {
-                results[i] = r;
+                results[i] = r.map_err(|e| IndexError::SearchFailed(format!("query {i}: {e}")))?;
             }
         }
         let stats = BatchStats {
@@ -227,6 +229,7 @@ impl DiskIndex {
             visited: IdSet::with_capacity_and_hasher(params.search_list * 32, Default::default()),
             exact: Vec::with_capacity(params.search_list * 2),
             in_flight: 0,
+            failed: None,
             result: SearchResult::default(),
             started: Instant::now(),
         };
@@ -282,7 +285,8 @@ impl DiskIndex {
     }
 
     /// Expands cached nodes and sends reads until the query has `beam_width` in flight
-    /// or nothing left to expand. Returns true when the query is finished.
+    /// or nothing left to expand. Returns true when the query is finished (answered, or
+    /// failed with no read of its own still in flight).
     fn advance(
         &self,
         q: &mut Query,
@@ -290,8 +294,8 @@ impl DiskIndex {
         params: &SearchParams,
         engine: &mut dyn ReadEngine,
         scratch: &mut Scratch,
-    ) -> Result<bool> {
-        while q.in_flight < params.beam_width {
+    ) -> bool {
+        while q.failed.is_none() && q.in_flight < params.beam_width {
             let Some(pos) = q.list.next_unexpanded(|_| false) else {
                 break;
             };
@@ -302,29 +306,24 @@ impl DiskIndex {
                 self.expand(q, id, &record, scratch);
                 continue;
             }
-            engine.submit(
+            match engine.submit(
                 self.layout.offset_of(id),
                 self.layout.read_bytes(),
                 (slot as u64) << 32 | id as u64,
-            )?;
-            q.in_flight += 1;
-            q.result.reads += 1;
+            ) {
+                Ok(_) => {
+                    q.in_flight += 1;
+                    q.result.reads += 1;
+                }
+                Err(e) => q.failed = Some(e.into()),
+            }
         }
-        Ok(q.in_flight == 0)
+        q.in_flight == 0
     }
 
-    /// Handles one finished read: checks the sector CRCs, expands the node, and expands
-    /// for free any node sharing its sector that the query wants next.
-    fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) -> Result<()> {
-        let first_sector = self.layout.offset_of(id) / diskvec_io::SECTOR as u64;
-        if let Some(bad) = first_bad_sector(data, first_sector) {
-            let logical = self.layout.offset_of(id) + (bad * diskvec_io::SECTOR) as u64;
-            let (path, physical) = self.volume.map.locate(logical);
-            return Err(corrupt(
-                &self.volume.files[path].path,
-                format!("sector at offset {physical} checksum mismatch"),
-            ));
-        }
+    /// Handles one finished read (the volume has checked its sectors): expands the node,
+    /// and expands for free any node sharing its sector that the query wants next.
+    fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) {
         let mut record_buf = std::mem::take(&mut scratch.record);
         let record = self.layout.record(data, id, &mut record_buf);
         self.expand(q, id, &record, scratch);
@@ -345,7 +344,6 @@ impl DiskIndex {
             }
         }
         scratch.record = record_buf;
-        Ok(())
     }
 
     fn finish(&self, mut q: Query, k: usize) -> (usize, SearchResult) {
@@ -366,7 +364,7 @@ impl DiskIndex {
         params: &SearchParams,
         next: &AtomicUsize,
         engine: &mut dyn ReadEngine,
-    ) -> Result<Vec<(usize, SearchResult)>> {
+    ) -> Result<Vec<(usize, Result<SearchResult>)>> {
         let mut feed = BatchFeed {
             queries,
             next,
@@ -377,8 +375,11 @@ impl DiskIndex {
     }
 
     /// Runs queries from `feed` on one engine, up to `queries_per_thread` at a time, until
-    /// the feed closes. After an error the engine is drained so it can be reused; the
-    /// queries that were active are lost (the feed is told through the error).
+    /// the feed closes. A failed read fails only the query it was for; every read that
+    /// lands is released, whatever its query's state. Only an error of the engine itself
+    /// (its ring cannot be waited on) ends the loop: the engine is then drained so it can
+    /// be reused, and the queries that were active are lost (the feed is told through the
+    /// error).
     pub(crate) fn serve(
         &self,
         feed: &mut dyn QueryFeed,
@@ -408,10 +409,16 @@ impl DiskIndex {
                             }
                         }
                     }
-                    let q = active[slot].as_mut().unwrap();
-                    if self.advance(q, slot, params, engine, &mut scratch)? {
-                        let (i, r) = self.finish(active[slot].take().unwrap(), params.k);
-                        feed.deliver(i, r);
+                    let q = active[slot].as_mut().expect("an active query");
+                    if self.advance(q, slot, params, engine, &mut scratch) {
+                        let mut q = active[slot].take().expect("an active query");
+                        match q.failed.take() {
+                            Some(e) => feed.deliver(q.index, Err(e)),
+                            None => {
+                                let (i, r) = self.finish(q, params.k);
+                                feed.deliver(i, Ok(r));
+                            }
+                        }
                         continue;
                     }
                     break;
@@ -429,19 +436,27 @@ impl DiskIndex {
             for d in done.drain(..) {
                 let slot = (d.tag >> 32) as usize;
                 let id = d.tag as u32;
-                let q = active[slot].as_mut().expect("a read for a finished query");
-                q.in_flight -= 1;
-                let landed = match d.result {
-                    Ok(()) => self.land(
-                        q,
-                        id,
-                        &engine.buffer(d.slot)[..self.layout.read_bytes()],
-                        &mut scratch,
-                    ),
-                    Err(e) => Err(e.into()),
-                };
+                match active.get_mut(slot).and_then(Option::as_mut) {
+                    Some(q) => {
+                        q.in_flight -= 1;
+                        match d.result {
+                            Ok(()) if q.failed.is_none() => self.land(
+                                q,
+                                id,
+                                &engine.buffer(d.slot)[..self.layout.read_bytes()],
+                                &mut scratch,
+                            ),
+                            Ok(()) => {}
+                            Err(e) => {
+                                if q.failed.is_none() {
+                                    q.failed = Some(e.into());
+                                }
+                            }
+                        }
+                    }
+                    None => debug_assert!(false, "a read for a finished query"),
+                }
                 engine.release(d.slot);
-                landed?;
             }
         })();
         if result.is_err() {
@@ -465,14 +480,14 @@ pub(crate) enum Fetch {
 pub(crate) trait QueryFeed {
     /// The next query; `wait` is true when the worker has nothing else to do and may block.
     fn next(&mut self, wait: bool) -> Fetch;
-    fn deliver(&mut self, tag: usize, result: SearchResult);
+    fn deliver(&mut self, tag: usize, result: Result<SearchResult>);
 }
 
 /// A fixed batch shared by several workers, each taking the next unclaimed row.
 struct BatchFeed<'a> {
     queries: Rows<'a>,
     next: &'a AtomicUsize,
-    out: Vec<(usize, SearchResult)>,
+    out: Vec<(usize, Result<SearchResult>)>,
 }
 
 impl QueryFeed for BatchFeed<'_> {
@@ -484,7 +499,7 @@ impl QueryFeed for BatchFeed<'_> {
         Fetch::Query(i, self.queries.get(i as u32).to_vec())
     }
 
-    fn deliver(&mut self, tag: usize, result: SearchResult) {
+    fn deliver(&mut self, tag: usize, result: Result<SearchResult>) {
         self.out.push((tag, result));
     }
 }

@@ -113,9 +113,9 @@ impl QueryFeed for ServiceFeed {
         }
     }
 
-    fn deliver(&mut self, tag: usize, result: SearchResult) {
+    fn deliver(&mut self, tag: usize, result: Result<SearchResult>) {
         if let Some(reply) = self.pending.remove(&tag) {
-            let _ = reply.send(Ok(result));
+            let _ = reply.send(result);
         }
     }
 }
@@ -131,11 +131,20 @@ fn worker(
         pending: HashMap::new(),
         next_tag: 0,
     };
-    // A failed read fails the queries this worker had in flight, not the service.
+    // A failed read fails its own query inside `serve`; an error of the engine itself
+    // fails the queries this worker had in flight, not the service.
     while let Err(e) = index.serve(&mut feed, &params, engine.as_mut()) {
         let message = e.to_string();
         for (_, reply) in feed.pending.drain() {
             let _ = reply.send(Err(IndexError::SearchFailed(message.clone())));
+        }
+        if engine.in_flight() > 0 {
+            // The engine could not be drained: replace it (dropping it waits for the
+            // kernel, or leaks its buffers, never frees them under a read).
+            match index.take_engine(params.queries_per_thread * params.beam_width) {
+                Ok(fresh) => engine = fresh,
+                Err(_) => return,
+            }
         }
     }
     index.return_engine(engine);
