@@ -1,5 +1,3 @@
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -10,7 +8,7 @@ use diskvec_vector::{mips_to_l2, Metric, ProductQuantizer, Rows};
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta::Meta;
 use super::reorder::sector_order;
-use super::{Header, META_FILE, NODES_FILE};
+use super::{commit, Header};
 use crate::error::file_error;
 use crate::{IndexError, Progress, Result};
 
@@ -97,40 +95,6 @@ fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
     Ok(pq_bytes)
 }
 
-/// Where the nodes go: the files to write, and how meta.dvm names them. One path (or
-/// none given) keeps `nodes.dvn` in the index directory; several get
-/// `<index name>.<i>.dvn` each, named in meta.dvm by absolute path.
-fn placement(out: &Path, paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<String>)> {
-    if paths.is_empty() {
-        return Ok((vec![out.join(NODES_FILE)], vec![NODES_FILE.to_string()]));
-    }
-    let name = out
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "index".to_string());
-    let mut targets = Vec::with_capacity(paths.len());
-    for (i, dir) in paths.iter().enumerate() {
-        let dir = dir.canonicalize().map_err(file_error(dir))?;
-        if !dir.is_dir() {
-            return Err(IndexError::InvalidArgument(format!(
-                "{}: not a directory",
-                dir.display()
-            )));
-        }
-        let target = dir.join(format!("{name}.{i}.dvn"));
-        if targets.contains(&target) {
-            return Err(IndexError::InvalidArgument(format!(
-                "{} is given twice in the paths",
-                dir.display()
-            )));
-        }
-        targets.push(target);
-    }
-    let stored = targets.iter().map(|t| t.display().to_string()).collect();
-    Ok((targets, stored))
-}
-
 /// A seeded uniform sample of node positions, sorted: spread over the data in proportion
 /// to its density, which is where queries land.
 fn entry_sample(n: usize, count: usize, seed: u64) -> Vec<u32> {
@@ -169,6 +133,9 @@ pub fn build(
         )));
     }
     std::fs::create_dir_all(out).map_err(file_error(out))?;
+    // Leftovers of an interrupted build go first, so they do not hold disk space twice.
+    commit::remove_files(&commit::stale_files(out, &params.paths, &[]));
+    let previous = commit::current_files(out);
 
     let mut prepared = data.to_vec();
     prepared
@@ -211,7 +178,12 @@ pub fn build(
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
     let write_start = Instant::now();
-    let (targets, stored_paths) = placement(out, &params.paths)?;
+    let build_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        ^ ((std::process::id() as u64) << 32);
+    let (targets, stored_paths) = commit::placement(out, &params.paths, build_id)?;
     let header_probe = Header {
         metric: params.metric,
         dim: dim as u32,
@@ -246,11 +218,6 @@ pub fn build(
         build_id: 0,
         crc: 0,
     };
-    let build_id = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-        ^ ((std::process::id() as u64) << 32);
     let (meta_bytes, meta_crc) = meta.encode(build_id);
     let header = Header {
         medoid: position[graph.medoid as usize],
@@ -259,7 +226,6 @@ pub fn build(
         ..header_probe
     };
 
-    let meta_tmp = out.join(format!("{META_FILE}.tmp"));
     let groups = n.div_ceil(layout.nodes_per_sector);
     progress.phase("layout write", groups as u64);
     if params.mirror && targets.len() < 2 {
@@ -302,18 +268,13 @@ pub fn build(
         progress.advance(1);
     }
     w.finish()?;
-    {
-        let mut f = File::create(&meta_tmp).map_err(file_error(&meta_tmp))?;
-        f.write_all(&meta_bytes).map_err(file_error(&meta_tmp))?;
-        f.sync_all().map_err(file_error(&meta_tmp))?;
+    for dir in targets.iter().filter_map(|t| t.parent()) {
+        commit::sync_dir(dir)?;
     }
-    let meta_path = out.join(META_FILE);
-    std::fs::rename(&meta_tmp, &meta_path).map_err(file_error(&meta_path))?;
-    for dir in std::iter::once(out).chain(params.paths.iter().map(PathBuf::as_path)) {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
+    commit::failpoint("build:nodes-written");
+    commit::write_meta(out, &meta_bytes)?;
+    commit::failpoint("build:committed");
+    commit::remove_files(&commit::stale_files(out, &params.paths, &previous));
     Ok(BuildReport {
         count: n,
         dim,

@@ -2,10 +2,13 @@
 //! sectors on SSD, searched with PQ distances from DRAM and direct reads of the sectors.
 //!
 //! Files of an index directory (drawn in docs/format.md):
-//! - `nodes.dvn`: a header sector, then node sectors, each sector checksummed;
-//! - `meta.dvm`: what search keeps in DRAM: PQ codebook, PQ codes, external ids.
+//! - `nodes.<generation>.dvn` (or one file per storage path): a header sector, then node
+//!   sectors, each sector checksummed;
+//! - `meta.dvm`: what search keeps in DRAM: PQ codebook, PQ codes, external ids, and the
+//!   names of the node files; replacing it is the one atomic switch of a build (commit.rs).
 
 mod build;
+mod commit;
 mod header;
 mod index;
 mod layout;

@@ -1,0 +1,167 @@
+//! A build replaces an index atomically: a crash at any step (an abort at each named
+//! failpoint, and kill -9 at random moments) leaves the old index or the new one, whole
+//! and searchable, and the next build removes what the interrupted one left behind.
+
+#[allow(dead_code)]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::ok;
+
+fn synth(root: &Path, n: usize, name: &str) -> PathBuf {
+    let out = root.join(name);
+    ok(&[
+        "dataset",
+        "synth",
+        "--n",
+        &n.to_string(),
+        "--dim",
+        "16",
+        "--queries",
+        "20",
+        "--clusters",
+        "8",
+        "--intrinsic-dim",
+        "4",
+        "--k",
+        "10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+fn build_command(dataset: &Path, index: &Path, paths: &[PathBuf]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_diskvec"));
+    c.args(["build", "--dataset"])
+        .arg(dataset)
+        .arg("--index")
+        .arg(index)
+        .args(["--max-degree", "16", "--build-list", "32"]);
+    if !paths.is_empty() {
+        let joined: Vec<&str> = paths.iter().map(|p| p.to_str().unwrap()).collect();
+        c.arg("--paths")
+            .arg(joined.join(","))
+            .args(["--stripe-kib", "4", "--mirror"]);
+    }
+    c.stdout(Stdio::null()).stderr(Stdio::piped());
+    c
+}
+
+/// The index's vector count, after checking it opens and answers its dataset's queries.
+fn count_and_search(index: &Path, dataset: &Path) -> u64 {
+    let out = ok(&["inspect", "--index", index.to_str().unwrap(), "--json"]);
+    let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    ok(&[
+        "search",
+        "--index",
+        index.to_str().unwrap(),
+        "--dataset",
+        dataset.to_str().unwrap(),
+        "--search-list",
+        "20",
+    ]);
+    json["count"].as_u64().unwrap()
+}
+
+/// Every file under the index directory and the path directories.
+fn files(index: &Path, paths: &[PathBuf]) -> Vec<String> {
+    let mut all: Vec<String> = std::iter::once(index.to_path_buf())
+        .chain(paths.iter().cloned())
+        .flat_map(|d| std::fs::read_dir(d).unwrap().flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    all.sort();
+    all
+}
+
+fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
+    let small = synth(root, 600, "small");
+    let large = synth(root, 900, "large");
+    let index = root.join("idx");
+    assert!(build_command(&small, &index, paths)
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(count_and_search(&index, &small), 600);
+    let settled = files(&index, paths);
+
+    for (step, survivor) in [
+        ("build:nodes-written", 600),
+        ("build:meta-written", 600),
+        ("build:committed", 900),
+    ] {
+        let out = build_command(&large, &index, paths)
+            .env("DISKVEC_FAILPOINT", step)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{step}: the build did not stop");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(step),
+            "{step}"
+        );
+        let dataset = if survivor == 600 { &small } else { &large };
+        assert_eq!(count_and_search(&index, dataset), survivor, "after {step}");
+        // Put the small index back for the next step.
+        if survivor != 600 {
+            assert!(build_command(&small, &index, paths)
+                .status()
+                .unwrap()
+                .success());
+        }
+    }
+
+    // kill -9 at moments spread over a build: the index is always one whole generation.
+    let started = Instant::now();
+    let full = {
+        let t = Instant::now();
+        assert!(build_command(&large, &index, paths)
+            .status()
+            .unwrap()
+            .success());
+        t.elapsed()
+    };
+    for i in 0..8u32 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "kill loop too slow"
+        );
+        let dataset = if i % 2 == 0 { &small } else { &large };
+        let mut child = build_command(dataset, &index, paths).spawn().unwrap();
+        std::thread::sleep(full * i / 8);
+        let _ = child.kill();
+        let _ = child.wait();
+        let count = count_and_search(&index, if i % 2 == 0 { &small } else { &large });
+        assert!(
+            count == 600 || count == 900,
+            "kill {i}: index of {count} vectors"
+        );
+    }
+
+    // A complete build removes every leftover: the same file names as one clean build.
+    assert!(build_command(&small, &index, paths)
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(count_and_search(&index, &small), 600);
+    let now = files(&index, paths);
+    assert_eq!(now.len(), settled.len(), "{now:?} vs {settled:?}");
+    assert!(now.iter().all(|f| !f.ends_with(".tmp")), "{now:?}");
+}
+
+#[test]
+fn an_interrupted_build_in_one_directory_keeps_a_whole_index() {
+    let root = tempfile::tempdir().unwrap();
+    interrupted_builds_leave_a_whole_index(&[], root.path());
+}
+
+#[test]
+fn an_interrupted_build_over_mirrored_paths_keeps_a_whole_index() {
+    let root = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = (0..3).map(|i| root.path().join(format!("ns{i}"))).collect();
+    paths.iter().for_each(|p| std::fs::create_dir(p).unwrap());
+    interrupted_builds_leave_a_whole_index(&paths, root.path());
+}
