@@ -10,6 +10,7 @@ mod inspect_cmd;
 mod iobench_cmd;
 mod progress;
 mod search_cmd;
+mod verify_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,8 @@ enum Command {
     Hnsw(hnsw_cmd::Args),
     /// Print an index's header, sizes and placement.
     Inspect(inspect_cmd::Args),
+    /// Check every sector of an index, every copy, and name each damaged one.
+    Verify(verify_cmd::Args),
     /// Measure storage like fio: IOPS, MB/s, latency and CPU for block sizes, mixes, depths.
     Iobench(iobench_cmd::Args),
     /// Compute exact nearest neighbours (FLAT) and write neighbors.parquet.
@@ -61,6 +64,7 @@ fn main() {
         Command::Build(a) => build_cmd::run(a),
         Command::Search(a) => search_cmd::run(a),
         Command::Inspect(a) => inspect_cmd::run(a),
+        Command::Verify(a) => verify_cmd::run(a),
         Command::Hnsw(a) => hnsw_cmd::run(a),
         Command::Groundtruth(a) => groundtruth_cmd::run(a),
         Command::Iobench(a) => iobench_cmd::run_cmd(a),

@@ -15,6 +15,7 @@ mod stats;
 mod stripe;
 mod striped_writer;
 mod uring;
+mod verify;
 mod volume;
 
 pub use aligned::AlignedBuf;
@@ -26,6 +27,7 @@ pub use stats::{PathSnapshot, PathStats};
 pub use stripe::{Piece, StripeMap};
 pub use striped_writer::StripedWriter;
 pub use uring::UringEngine;
+pub use verify::{verify_volume, Damage, VerifyReport};
 pub use volume::{expected_path_len, SectorCheck, Volume, VolumeEngine};
 
 /// The unit of direct I/O and of the on-disk layout.

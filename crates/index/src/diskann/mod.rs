@@ -16,6 +16,7 @@ mod meta;
 mod reorder;
 mod search;
 mod service;
+mod verify;
 
 pub use build::{build, BuildParams, BuildReport};
 pub use header::{Header, LAYOUT_VERSION};
@@ -23,6 +24,7 @@ pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
 pub use search::{BatchStats, SearchParams, SearchResult};
 pub use service::SearchService;
+pub use verify::verify;
 
 pub const NODES_FILE: &str = "nodes.dvn";
 pub const META_FILE: &str = "meta.dvm";
