@@ -29,3 +29,17 @@ pub fn recall(got: &[i64], truth: &[i64], k: usize) -> f64 {
     let truth = &truth[..k.min(truth.len())];
     got.iter().take(k).filter(|id| truth.contains(id)).count() as f64 / truth.len() as f64
 }
+
+/// The engines to test: pread, and io_uring by name wherever it can run (so a silent
+/// fallback cannot pass for it). DISKVEC_REQUIRE_URING (set by CI) makes its absence fail.
+pub fn engines() -> Vec<diskvec_io::EngineChoice> {
+    use diskvec_io::EngineChoice;
+    if diskvec_io::uring_available() {
+        return vec![EngineChoice::Pread, EngineChoice::Uring];
+    }
+    assert!(
+        std::env::var_os("DISKVEC_REQUIRE_URING").is_none(),
+        "io_uring is required (DISKVEC_REQUIRE_URING) but cannot be set up here"
+    );
+    vec![EngineChoice::Pread]
+}

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{clustered, recall};
+use common::{clustered, engines, recall};
 use diskvec_index::diskann::{
     build, BuildParams, DiskIndex, OpenOptions, SearchParams, SearchService,
 };
@@ -58,7 +58,7 @@ fn recall_is_high_on_both_engines_and_all_metrics() {
         let data = build_small(dir.path(), 4000, metric);
         let queries = clustered(100, DIM, 99);
         let gt = truth(&data, &queries, metric, 10);
-        for engine in [EngineChoice::Pread, EngineChoice::Auto] {
+        for engine in engines() {
             let mut hits_without_cache = 0;
             for cache in [0, 200] {
                 let idx = DiskIndex::open(
@@ -108,9 +108,11 @@ fn recall_is_high_on_both_engines_and_all_metrics() {
                         "cache of {cache} added no hits: {hits} vs {hits_without_cache}"
                     );
                 }
-                if engine == EngineChoice::Pread {
-                    assert_eq!(stats.engine, EngineKind::Pread);
-                }
+                let expected = match engine {
+                    EngineChoice::Uring => EngineKind::Uring,
+                    _ => EngineKind::Pread,
+                };
+                assert_eq!(stats.engine, expected, "the engine asked for must run");
                 assert!(results
                     .iter()
                     .all(|r| r.distances.windows(2).all(|w| w[0] <= w[1])));
@@ -331,7 +333,15 @@ fn damaged_files_are_refused_with_clear_errors() {
         build_small(dir.path(), 600, Metric::Cosine);
         dir
     };
-    let nodes = |d: &tempfile::TempDir| d.path().join("nodes.dvn");
+    // The one node file of a single-directory index (its name carries the generation).
+    let nodes = |d: &tempfile::TempDir| {
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "dvn"))
+            .unwrap()
+    };
     let meta = |d: &tempfile::TempDir| d.path().join("meta.dvm");
 
     let d = fresh();
@@ -400,7 +410,11 @@ fn damaged_files_are_refused_with_clear_errors() {
         .search(&q, &SearchParams::default())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("checksum") && e.contains("nodes.dvn"), "{e}");
+    let file = nodes(&d);
+    assert!(
+        e.contains("checksum") && e.contains(file.to_str().unwrap()),
+        "{e}"
+    );
     // The same damage inside the cached prefix is caught at open.
     assert!(DiskIndex::open(
         d.path(),
@@ -443,6 +457,11 @@ fn damaged_files_are_refused_with_clear_errors() {
     let d = fresh();
     let other = fresh();
     std::fs::copy(meta(&other), meta(&d)).unwrap();
+    // The copied meta names the other build's node file; alone, that file is missing.
+    let wanted = d.path().join(nodes(&other).file_name().unwrap());
+    assert!(open_err(d.path()).contains(wanted.to_str().unwrap()));
+    // Given that name, this build's node file is refused as another build's.
+    std::fs::rename(nodes(&d), &wanted).unwrap();
     assert!(open_err(d.path()).contains("different build"));
 }
 

@@ -9,8 +9,10 @@ pub struct AlignedBuf {
     len: usize,
 }
 
-// The buffer is plain owned memory; moving it between threads is sound.
+// SAFETY: the buffer is plain memory owned by this value alone (no aliasing pointer is
+// kept elsewhere), so moving it to another thread is sound.
 unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references only read (`as_slice`); writing needs `&mut self`.
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {

@@ -87,6 +87,11 @@ pub trait ReadEngine: Send {
 
 static URING_FALLBACK_SAID: AtomicBool = AtomicBool::new(false);
 
+/// Whether this process may set up an io_uring (kernels and sandboxes can forbid it).
+pub fn uring_available() -> bool {
+    io_uring::IoUring::new(8).is_ok()
+}
+
 /// Opens an engine over `file` with `depth` slots of `slot_bytes` each.
 /// `Auto` prefers io_uring and falls back to pread, logging the reason once per process.
 pub fn open_engine(

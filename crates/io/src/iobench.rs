@@ -89,8 +89,9 @@ fn lay_out(path: &Path, size: u64) -> Result<()> {
 }
 
 fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only into the struct it is given, which lives on this stack.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     t(u.ru_utime) + t(u.ru_stime)

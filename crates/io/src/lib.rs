@@ -20,7 +20,9 @@ mod volume;
 
 pub use aligned::AlignedBuf;
 pub use emulation::PathEmulation;
-pub use engine::{open_engine, EngineChoice, EngineKind, EngineStats, ReadDone, ReadEngine};
+pub use engine::{
+    open_engine, uring_available, EngineChoice, EngineKind, EngineStats, ReadDone, ReadEngine,
+};
 pub use file::{open_for_reading, DataFile};
 pub use pread::PreadEngine;
 pub use stats::{PathSnapshot, PathStats};

@@ -19,8 +19,27 @@ fn file_with_sectors(n: usize) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// Both engines where io_uring can run here (asked for by name, so a silent fallback to
+/// pread cannot pass for it); pread alone elsewhere, unless DISKVEC_REQUIRE_URING is set
+/// (CI sets it), which makes a missing io_uring a failure.
 fn engines() -> Vec<EngineChoice> {
-    vec![EngineChoice::Pread, EngineChoice::Auto]
+    if diskvec_io::uring_available() {
+        return vec![EngineChoice::Pread, EngineChoice::Uring];
+    }
+    assert!(
+        std::env::var_os("DISKVEC_REQUIRE_URING").is_none(),
+        "io_uring is required (DISKVEC_REQUIRE_URING) but cannot be set up here"
+    );
+    eprintln!("io_uring is unavailable here: only the pread engine is tested");
+    vec![EngineChoice::Pread]
+}
+
+/// The engine a choice must give.
+fn kind_of(choice: EngineChoice) -> diskvec_io::EngineKind {
+    match choice {
+        EngineChoice::Uring => diskvec_io::EngineKind::Uring,
+        _ => diskvec_io::EngineKind::Pread,
+    }
 }
 
 #[test]
@@ -29,6 +48,7 @@ fn reads_land_in_their_slots_with_many_in_flight() {
     for choice in engines() {
         let file = Arc::new(open_for_reading(&path, true).unwrap());
         let mut eng = open_engine(file, choice, 16, 2 * SECTOR).unwrap();
+        assert_eq!(eng.kind(), kind_of(choice));
         let mut done: Vec<ReadDone> = Vec::new();
         let mut seen = 0;
         let order: Vec<u64> = (0..63).map(|i| (i * 37) % 63).collect();
@@ -72,6 +92,7 @@ fn read_past_end_is_an_error_naming_the_file() {
     for choice in engines() {
         let file = Arc::new(open_for_reading(&path, true).unwrap());
         let mut eng = open_engine(file, choice, 4, SECTOR).unwrap();
+        assert_eq!(eng.kind(), kind_of(choice));
         eng.submit(10 * SECTOR as u64, SECTOR, 1).unwrap();
         let mut done = Vec::new();
         eng.complete(1, &mut done).unwrap();
@@ -100,6 +121,18 @@ fn misuse_is_an_error_not_a_panic() {
         eng.submit(0, SECTOR, 0).is_err(),
         "read without a free slot accepted"
     );
+}
+
+#[test]
+fn auto_runs_io_uring_wherever_it_is_available() {
+    let (_dir, path) = file_with_sectors(2);
+    let file = Arc::new(open_for_reading(&path, true).unwrap());
+    let auto = open_engine(file, EngineChoice::Auto, 4, SECTOR).unwrap();
+    if diskvec_io::uring_available() {
+        assert_eq!(auto.kind(), diskvec_io::EngineKind::Uring);
+    } else {
+        assert!(std::env::var_os("DISKVEC_REQUIRE_URING").is_none());
+    }
 }
 
 #[test]
@@ -186,6 +219,7 @@ fn striped_volume_reassembles_reads_that_cross_stripes_on_both_engines() {
         .unwrap();
         // Reads of 3 sectors starting at every sector cross at least one stripe boundary.
         let mut eng = vol.engine(choice, 8, 3 * SECTOR, 2).unwrap();
+        assert_eq!(eng.kind(), kind_of(choice));
         let mut next = 0u64;
         let mut seen = 0u64;
         let mut done = Vec::new();
@@ -324,6 +358,7 @@ fn a_mirrored_volume_survives_a_path_failing_mid_stream_and_counts_failovers() {
             let vol = diskvec_io::Volume::open(&targets, 2 * SECTOR as u64, logical, true, mirror)
                 .unwrap();
             let mut eng = vol.engine(choice, 8, SECTOR, 4).unwrap();
+            assert_eq!(eng.kind(), kind_of(choice));
             vol.inject_fault(1, 5);
             let got = read_all(&mut eng, sectors);
             let failovers = vol.stats[1].snapshot().failovers;
@@ -407,6 +442,7 @@ fn short_reads_are_continued_at_the_right_offset_on_both_engines() {
     for choice in engines() {
         let file = Arc::new(open_for_reading(&path, true).unwrap());
         let mut eng = open_engine(file, choice, 2, 2 * SECTOR).unwrap();
+        assert_eq!(eng.kind(), kind_of(choice));
         eng.submit(2 * SECTOR as u64, 2 * SECTOR, 0).unwrap();
         let mut done = Vec::new();
         eng.complete(1, &mut done).unwrap();
