@@ -490,8 +490,8 @@ impl VolumeEngine {
         };
         if self.paths[q].is_none() || self.health.failed[q].load(Ordering::Relaxed) {
             let err = IoError::Usage(format!(
-                "{}: the primary copy on {} and the mirror copy on {} are both unavailable",
-                "volume", self.names[piece.path], self.names[q]
+                "no readable copy: {} has failed, and so has its mirror {}",
+                self.names[piece.path], self.names[q]
             ));
             return self.piece_failed(q, slot, copy, true, err, false);
         }

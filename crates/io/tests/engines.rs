@@ -459,3 +459,102 @@ fn short_reads_are_continued_at_the_right_offset_on_both_engines() {
         assert_eq!(eng.in_flight(), 0);
     }
 }
+
+/// Every read of `reads` random sectors ends exactly once, within a time bound; returns
+/// how many failed. Successful reads must hold their sector.
+fn read_random_bounded(eng: &mut dyn ReadEngine, sectors: u64, reads: u64) -> u64 {
+    let start = std::time::Instant::now();
+    let mut seen = vec![false; reads as usize];
+    let (mut next, mut ended, mut failed) = (0u64, 0u64, 0u64);
+    let mut done = Vec::new();
+    while ended < reads {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{ended} of {reads} reads ended in 60 s: hung"
+        );
+        while next < reads && eng.free_slots() > 0 {
+            let sector = (next * 7919) % sectors;
+            eng.submit(sector * SECTOR as u64, SECTOR, next).unwrap();
+            next += 1;
+        }
+        done.clear();
+        eng.complete(1, &mut done).unwrap();
+        for d in &done {
+            assert!(!seen[d.tag as usize], "read {} reported twice", d.tag);
+            seen[d.tag as usize] = true;
+            ended += 1;
+            match &d.result {
+                Ok(()) => {
+                    let got = u64::from_le_bytes(eng.buffer(d.slot)[..8].try_into().unwrap());
+                    assert_eq!(got, (d.tag * 7919) % sectors);
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains("injected") || e.contains("no readable copy"),
+                        "{e}"
+                    );
+                    failed += 1;
+                }
+            }
+        }
+        for d in &done {
+            eng.release(d.slot);
+        }
+    }
+    failed
+}
+
+#[test]
+fn thousands_of_faults_on_a_volume_end_every_read_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sectors = 96u64;
+    let targets: Vec<_> = (0..3).map(|p| dir.path().join(format!("f{p}"))).collect();
+    let logical = sectors * SECTOR as u64;
+    for mirror in [false, true] {
+        let mut w =
+            diskvec_io::StripedWriter::create(&targets, SECTOR as u64, mirror, logical).unwrap();
+        for s in 0..sectors {
+            let mut sector = vec![0u8; SECTOR];
+            sector[..8].copy_from_slice(&s.to_le_bytes());
+            w.write_all(&sector).unwrap();
+        }
+        w.finish().unwrap();
+        for choice in engines() {
+            let mut vol =
+                diskvec_io::Volume::open(&targets, SECTOR as u64, logical, true, mirror).unwrap();
+            // The check the index uses, in miniature: a sector holds its own number.
+            vol.set_sector_check(|n, s| u64::from_le_bytes(s[..8].try_into().unwrap()) == n);
+            let mut eng = vol.engine(choice, 32, 2 * SECTOR, 4).unwrap();
+            assert_eq!(eng.kind(), kind_of(choice));
+            vol.inject_intermittent_fault(0, 3);
+            if !mirror {
+                vol.inject_intermittent_fault(2, 5);
+            }
+            let failed = read_random_bounded(&mut eng, sectors, 6000);
+            let injected = vol.injected_faults();
+            if !mirror {
+                assert!(injected >= 1000, "{injected} faults");
+            }
+            // Without a mirror each fault fails its read and nothing else. With one, the
+            // first fault fails the path over to its copies, and no read fails.
+            if mirror {
+                assert_eq!(failed, 0);
+                assert!(injected >= 1);
+                assert_eq!(vol.failed_paths(), vec![0]);
+            } else {
+                assert!(failed >= 1, "no fault reached a caller");
+                assert!(
+                    failed <= injected,
+                    "{failed} failed reads from {injected} faults"
+                );
+            }
+            // Faults stop: the same engine reads everything again.
+            vol.inject_intermittent_fault(0, 0);
+            vol.inject_intermittent_fault(2, 0);
+            if !mirror {
+                assert_eq!(read_random_bounded(&mut eng, sectors, 500), 0);
+            }
+        }
+    }
+}
