@@ -21,13 +21,18 @@ pub struct Workload {
 /// Queries checked by brute force against the train vectors.
 const SAMPLED: usize = 8;
 
-/// A dataset's test queries and its ground truth, refused unless the truth has one row per
-/// query with the same query ids.
-pub fn load_queries(dir: &Path) -> anyhow::Result<(Matrix, Neighbors)> {
+/// A dataset's test queries and its ground truth for recall at `k`, refused unless the
+/// truth has one row per query with the same query ids and at least `k` neighbours a row.
+pub fn load_queries(dir: &Path, k: usize) -> anyhow::Result<(Matrix, Neighbors)> {
     let d = DatasetDir::open(dir)?;
     let queries = d.test()?;
+    let gt_path = d.neighbors_path().map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; `diskvec groundtruth --dataset {}` computes it",
+            dir.display()
+        )
+    })?;
     let truth = d.neighbors()?;
-    let gt_path = d.neighbors_path()?;
     if truth.lists.len() != queries.len() {
         bail!(
             "{}: the ground truth has {} rows but there are {} test queries; it does not belong to these queries",
@@ -42,14 +47,6 @@ pub fn load_queries(dir: &Path) -> anyhow::Result<(Matrix, Neighbors)> {
             gt_path.display()
         );
     }
-    Ok((queries, truth))
-}
-
-/// Loads and checks a dataset directory for a benchmark at `k`.
-pub fn load_workload(dir: &Path, metric: Metric, k: usize) -> anyhow::Result<Workload> {
-    let (queries, truth) = load_queries(dir)?;
-    let d = DatasetDir::open(dir)?;
-    let gt_path = d.neighbors_path()?;
     if let Some((i, short)) = truth.lists.iter().enumerate().find(|(_, l)| l.len() < k) {
         bail!(
             "{}: query {} has {} true neighbours, fewer than k = {k}; lower --k or recompute the ground truth",
@@ -58,6 +55,47 @@ pub fn load_workload(dir: &Path, metric: Metric, k: usize) -> anyhow::Result<Wor
             short.len()
         );
     }
+    Ok((queries, truth))
+}
+
+/// Refuses a ground truth whose first `k` neighbours of each query are not all among `ids`
+/// (the vectors searched, `what`): recall against it would measure nothing. One pass over
+/// `ids` with a set of the truth's ids, which is far smaller than the index.
+pub fn check_truth_ids(truth: &Neighbors, k: usize, ids: &[i64], what: &str) -> anyhow::Result<()> {
+    let mut missing: HashMap<i64, bool> = truth
+        .lists
+        .iter()
+        .flat_map(|l| l.iter().take(k))
+        .map(|&id| (id, true))
+        .collect();
+    let listed = missing.len();
+    for id in ids {
+        if let Some(m) = missing.get_mut(id) {
+            *m = false;
+        }
+    }
+    let mut absent: Vec<i64> = missing
+        .into_iter()
+        .filter_map(|(id, m)| m.then_some(id))
+        .collect();
+    if absent.is_empty() {
+        return Ok(());
+    }
+    absent.sort_unstable();
+    let shown: Vec<String> = absent.iter().take(5).map(i64::to_string).collect();
+    bail!(
+        "{} of the {listed} neighbour ids the ground truth lists (first {k} per query) are not in {what} \
+         (e.g. {}); it was computed for other vectors, or {what} was built from other vectors",
+        absent.len(),
+        shown.join(", ")
+    )
+}
+
+/// Loads and checks a dataset directory for a benchmark at `k`.
+pub fn load_workload(dir: &Path, metric: Metric, k: usize) -> anyhow::Result<Workload> {
+    let (queries, truth) = load_queries(dir, k)?;
+    let d = DatasetDir::open(dir)?;
+    let gt_path = d.neighbors_path()?;
     let train = d.train()?;
     ensure!(
         train.dim == queries.dim,
@@ -237,6 +275,17 @@ mod tests {
             load_workload(dir.path(), Metric::Cosine, 10).err().unwrap()
         );
         assert!(err.contains("not a train vector id"), "{err}");
+        // Fewer neighbours than k: refused already when loading the queries.
+        let err = load_queries(dir.path(), 50).err().unwrap().to_string();
+        assert!(err.contains("fewer than k = 50"), "{err}");
+        // Ids the searched vectors do not have.
+        let err = check_truth_ids(&gt, 10, &[0, 1, 2], "the index")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("are not in the index"), "{err}");
+        let train = d.train().unwrap();
+        check_truth_ids(&gt, 10, &train.ids, "the index").unwrap();
         // The right truth under another metric.
         write_neighbors(&dir.path().join("neighbors.parquet"), &gt).unwrap();
         assert!(load_workload(dir.path(), Metric::Cosine, 10).is_ok());

@@ -4,6 +4,7 @@ use std::time::Instant;
 use anyhow::Context;
 use diskvec_dataset::{read_vectors, DatasetDir, Matrix};
 use diskvec_index::diskann::{build, BuildParams, BuildReport};
+use diskvec_index::limits;
 use diskvec_vector::Metric;
 
 use crate::progress::Bars;
@@ -59,6 +60,9 @@ pub fn load_train(path: &Path) -> anyhow::Result<Matrix> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Refuse bad sizes before a possibly long load; the dimension-dependent ones wait for it.
+    limits::MAX_DEGREE.check(args.max_degree)?;
+    limits::BUILD_LIST.check(args.build_list)?;
     crate::set_threads(args.threads)?;
     let start = Instant::now();
     let train = load_train(&args.dataset)?;

@@ -7,23 +7,45 @@ use diskvec_vector::{Metric, Rows};
 use crate::build_cmd;
 use crate::search_cmd::{print_row, print_table_header, summarize};
 use diskvec_bench::machine::peak_rss_mib as peak_rss_mb;
-use diskvec_bench::truth::load_queries;
+use diskvec_bench::truth::{check_truth_ids, load_queries};
 
-const BUNDLED: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../data/wordnet-minilm384-5k"
-);
+/// Where the repository keeps the sample, relative to its root.
+const SAMPLE: &str = "data/wordnet-minilm384-5k";
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Dataset directory (default: the WordNet sample bundled in the repository).
-    #[arg(long, default_value = BUNDLED)]
-    pub dataset: PathBuf,
+    /// Dataset directory (default: data/wordnet-minilm384-5k of the repository, looked for
+    /// under the current directory, then next to the executable and its parent directories).
+    #[arg(long)]
+    pub dataset: Option<PathBuf>,
     /// Where to write the index.
     #[arg(long, default_value = "demo-index")]
     pub index: PathBuf,
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+}
+
+/// The bundled sample: under the current directory (a checkout's root, as `cargo run`
+/// starts from there), else under the executable's directory or one of its parents (as
+/// `target/release/diskvec` sits two levels below the root). The binary carries no path
+/// fixed at compile time, so it works wherever it and the checkout are.
+fn find_sample() -> anyhow::Result<PathBuf> {
+    let mut tried = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        tried.push(cwd.join(SAMPLE));
+    }
+    if let Ok(exe) = std::env::current_exe().and_then(|e| e.canonicalize()) {
+        tried.extend(exe.ancestors().skip(1).map(|d| d.join(SAMPLE)));
+    }
+    if let Some(found) = tried.iter().find(|p| p.is_dir()) {
+        return Ok(found.clone());
+    }
+    let places: Vec<String> = tried.iter().map(|p| format!("  {}", p.display())).collect();
+    anyhow::bail!(
+        "the demo's sample dataset ({SAMPLE}) is not in any of the places looked:\n{}\n\
+         run the demo from the repository's root, or pass --dataset <directory>",
+        places.join("\n")
+    )
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -33,13 +55,21 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    diskvec_index::limits::THREADS.check(args.threads)?;
+    let dataset = match args.dataset {
+        Some(d) => d,
+        None => find_sample()?,
+    };
     println!(
         "diskvec demo: a DISKANN index on {} (WordNet glosses, all-MiniLM-L6-v2 embeddings)\n",
-        args.dataset.display()
+        dataset.display()
     );
-    let train = build_cmd::load_train(&args.dataset).context("loading the demo dataset")?;
+    let train = build_cmd::load_train(&dataset).context("loading the demo dataset")?;
+    let (test, gt) = load_queries(&dataset, 10)?;
+    check_truth_ids(&gt, 10, &train.ids, "the train vectors")
+        .with_context(|| format!("checking the ground truth in {}", dataset.display()))?;
     let build_args = build_cmd::Args {
-        dataset: args.dataset.clone(),
+        dataset: dataset.clone(),
         index: args.index.clone(),
         metric: Metric::Cosine,
         max_degree: 64,
@@ -55,7 +85,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let report = build_cmd::build_index(&train, &build_args)?;
     build_cmd::print_report(&report, &args.index, peak_rss_mb());
 
-    let (test, gt) = load_queries(&args.dataset)?;
     let index = DiskIndex::open(&args.index, &OpenOptions::default())?;
     println!(
         "\nsearching {} test queries, k=10, beam width 4, {} threads, engine {}, {}, {} cached nodes:",
@@ -77,8 +106,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print_row(&summarize(&results, &gt, 10, stats.seconds, l));
     }
 
-    let train_text = lines(&args.dataset.join("train.txt"));
-    let test_text = lines(&args.dataset.join("test.txt"));
+    let train_text = lines(&dataset.join("train.txt"));
+    let test_text = lines(&dataset.join("test.txt"));
     if train_text.is_empty() || test_text.is_empty() {
         return Ok(());
     }

@@ -24,6 +24,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    diskvec_index::limits::K.check(args.k)?;
     crate::set_threads(args.threads)?;
     let d = DatasetDir::open(&args.dataset)?;
     let (mut train, mut test) = (d.train()?, d.test()?);

@@ -1,9 +1,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use diskvec_index::diskann::SearchResult;
 use diskvec_index::hnsw::{HnswIndex, HnswParams};
+use diskvec_index::limits;
 use diskvec_vector::{Metric, Rows};
 use serde_json::json;
 
@@ -11,7 +12,7 @@ use crate::build_cmd::load_train;
 use crate::progress::Bars;
 use crate::search_cmd::{print_row, print_table_header, summarize};
 use diskvec_bench::machine::peak_rss_mib as peak_rss_mb;
-use diskvec_bench::truth::load_queries;
+use diskvec_bench::truth::{check_truth_ids, load_queries};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -26,7 +27,7 @@ pub struct Args {
     /// The briefs use 360.
     #[arg(long, default_value_t = 360)]
     pub ef_construction: usize,
-    /// ef at search; a comma-separated list runs a sweep. The briefs use 100.
+    /// ef at search; a comma-separated list runs a sweep. Raised to k if below. The briefs use 100.
     #[arg(long, default_value = "100", value_delimiter = ',')]
     pub ef: Vec<usize>,
     #[arg(long, default_value_t = 10)]
@@ -41,8 +42,21 @@ pub struct Args {
 /// Builds an in-memory HNSW index on the dataset and runs its test queries: the baseline
 /// the disk index is compared with.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    limits::HNSW_M.check(args.m)?;
+    limits::EF_CONSTRUCTION.check(args.ef_construction)?;
+    limits::K.check(args.k)?;
+    limits::THREADS.check(args.threads)?;
+    for &ef in &args.ef {
+        limits::EF.check(ef)?;
+    }
+    if args.ef.iter().any(|&ef| ef < args.k) {
+        eprintln!(
+            "note: ef raised to k={} where below it (the search needs at least k candidates)",
+            args.k
+        );
+    }
     let train = load_train(&args.dataset)?;
-    let (test, gt) = load_queries(&args.dataset)?;
+    let (test, gt) = load_queries(&args.dataset, args.k)?;
     if test.dim != train.dim {
         bail!(
             "test queries have dimension {}, train vectors {}",
@@ -50,6 +64,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             train.dim
         );
     }
+    check_truth_ids(&gt, args.k, &train.ids, "the train vectors")
+        .with_context(|| format!("checking the ground truth in {}", args.dataset.display()))?;
     let start = Instant::now();
     let bars = Bars::new();
     let params = HnswParams {
@@ -78,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print_table_header();
     let mut lines = Vec::new();
     for &ef in &args.ef {
+        let ef = ef.max(args.k);
         let (results, seconds) =
             index.search_batch(Rows::new(&test.data, test.dim), args.k, ef, args.threads)?;
         let as_disk: Vec<SearchResult> = results

@@ -19,7 +19,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ..Default::default()
         },
     )
-    .with_context(|| format!("opening {}", args.index.display()))?;
+    .with_context(|| format!("opening the index {}", args.index.display()))?;
     let h = idx.header();
     let l = idx.layout();
     let raw = h.count as f64 * h.dim as f64 * 4.0;

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use diskvec_index::limits;
 use diskvec_io::iobench::{prepare_targets, run, BenchSpec};
 use serde_json::json;
 
@@ -47,16 +48,37 @@ fn read_percent(mix: &str) -> anyhow::Result<u32> {
 }
 
 pub fn run_cmd(args: Args) -> anyhow::Result<()> {
-    if args.seconds.is_nan() || args.seconds <= 0.0 {
-        bail!("--seconds must be positive");
+    // Duration::from_secs_f64 panics on values it cannot hold; a day is plenty.
+    if !(args.seconds > 0.0 && args.seconds <= 86_400.0) {
+        bail!(
+            "--seconds must be above 0 and at most 86400, got {}",
+            args.seconds
+        );
     }
+    for &bs in &args.bs {
+        if bs == 0 || bs % 4 != 0 || bs > 1024 {
+            bail!("--bs must be a multiple of 4 (KiB) between 4 and 1024, got {bs}");
+        }
+    }
+    for &qd in &args.qd {
+        limits::QUEUE_DEPTH.check(qd)?;
+    }
+    limits::THREADS.check(args.jobs)?;
+    let size_bytes = match args.size_mib.checked_mul(1 << 20) {
+        Some(b) if b > 0 => b,
+        _ => bail!(
+            "--size-mib must be between 1 and {}, got {}",
+            u64::MAX >> 20,
+            args.size_mib
+        ),
+    };
     let mixes: Vec<(String, u32)> = args
         .mix
         .iter()
         .map(|m| read_percent(m).map(|p| (m.clone(), p)))
         .collect::<anyhow::Result<_>>()?;
     let writes = mixes.iter().any(|(_, p)| *p < 100);
-    let targets = prepare_targets(&args.paths, args.size_mib << 20, writes)?;
+    let targets = prepare_targets(&args.paths, size_bytes, writes)?;
     println!(
         "{:>5} {:>6} {:>8} {:>4} {:>4} {:>10} {:>9} {:>9} {:>9} {:>6}",
         "paths", "bs KiB", "mix", "qd", "jobs", "IOPS", "MB/s", "p50 us", "p99 us", "CPU %"

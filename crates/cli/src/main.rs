@@ -56,6 +56,7 @@ enum Command {
 }
 
 fn main() {
+    quiet_on_closed_stdout();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
@@ -75,15 +76,48 @@ fn main() {
         Command::BenchCase(a) => bench_cmd::run_case_cmd(a),
     };
     if let Err(e) = outcome {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", message(&e));
         std::process::exit(1);
     }
+}
+
+/// Ends the process quietly when stdout's reader goes away (`diskvec search ... | head`),
+/// as Unix tools do, instead of panicking in `println!` on EPIPE.
+fn quiet_on_closed_stdout() {
+    // SAFETY: called first thing in main, before any other thread exists, so nothing can
+    // race on the signal disposition; SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// The error and its causes, each said once. Several error types name their cause in their
+/// own message and also return it as their source, which `{:#}` would print a second time;
+/// and a context like "opening X" need not be followed by "X: ..." again.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let mut text = cause.to_string();
+        if out == text || out.ends_with(&format!(": {text}")) {
+            continue;
+        }
+        if let Some((head, rest)) = text.split_once(": ") {
+            if !head.is_empty() && out.ends_with(&format!(" {head}")) {
+                text = rest.to_string();
+            }
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Sizes the global thread pool; `None` keeps one thread per core.
 pub(crate) fn set_threads(threads: Option<usize>) -> anyhow::Result<()> {
     if let Some(t) = threads {
-        anyhow::ensure!(t > 0, "--threads must be at least 1");
+        diskvec_index::limits::THREADS.check(t)?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
             .build_global()?;

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use diskvec_dataset::Neighbors;
 use diskvec_index::diskann::{DiskIndex, OpenOptions, SearchParams, SearchResult};
+use diskvec_index::limits::{check_open_options, check_search_params};
 use diskvec_io::EngineChoice;
 use diskvec_vector::Rows;
 use serde_json::json;
@@ -19,7 +20,7 @@ pub struct Args {
     pub dataset: PathBuf,
     #[arg(long, default_value_t = 10)]
     pub k: usize,
-    /// L, the candidate-list size; a comma-separated list runs a sweep.
+    /// L, the candidate-list size; a comma-separated list runs a sweep. Raised to k if below.
     #[arg(long, default_value = "100", value_delimiter = ',')]
     pub search_list: Vec<usize>,
     /// W: reads one query keeps in flight.
@@ -54,7 +55,7 @@ pub struct Args {
     pub json: bool,
 }
 
-use diskvec_bench::truth::load_queries;
+use diskvec_bench::truth::{check_truth_ids, load_queries};
 
 /// Aggregates of one run over all test queries.
 pub struct RunSummary {
@@ -139,8 +140,34 @@ pub fn print_row(s: &RunSummary) {
     );
 }
 
+/// The parameters of each run of the sweep, checked before anything is loaded, with the
+/// search list each run actually uses. Says once when the search raises L to k.
+fn sweep(args: &Args) -> anyhow::Result<Vec<SearchParams>> {
+    diskvec_index::limits::THREADS.check(args.threads)?;
+    let runs = args
+        .search_list
+        .iter()
+        .map(|&l| {
+            check_search_params(&SearchParams {
+                k: args.k,
+                search_list: l,
+                beam_width: args.beam_width,
+                queries_per_thread: args.queries_per_thread,
+                entry_set: !args.no_entry_set,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.search_list.iter().any(|&l| l < args.k) {
+        eprintln!(
+            "note: search list raised to k={} where below it (the search needs at least k candidates)",
+            args.k
+        );
+    }
+    Ok(runs)
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (test, gt) = load_queries(&args.dataset)?;
+    let runs = sweep(&args)?;
     let options = OpenOptions {
         engine: args.engine,
         direct: !args.buffered,
@@ -148,8 +175,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         queue_depth: args.queue_depth,
         emulate: args.emulate_path.clone(),
     };
+    check_open_options(&options)?;
+    let (test, gt) = load_queries(&args.dataset, args.k)?;
     let index = DiskIndex::open(&args.index, &options)
-        .with_context(|| format!("opening {}", args.index.display()))?;
+        .with_context(|| format!("opening the index {}", args.index.display()))?;
     if test.dim != index.dim() {
         bail!(
             "the test queries have dimension {}, the index has {}",
@@ -157,6 +186,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             index.dim()
         );
     }
+    check_truth_ids(&gt, args.k, index.ids(), "the index")
+        .with_context(|| format!("checking the ground truth in {}", args.dataset.display()))?;
     let engine = index.engine_kind()?;
     println!(
         "index {}: {} vectors x {} dims, {} cached nodes, engine {engine}, {}; k={}, W={}, {} threads x {} queries in flight",
@@ -172,17 +203,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     print_table_header();
     let mut json_lines = Vec::new();
-    for &l in &args.search_list {
-        let params = SearchParams {
-            k: args.k,
-            search_list: l,
-            beam_width: args.beam_width,
-            queries_per_thread: args.queries_per_thread,
-            entry_set: !args.no_entry_set,
-        };
+    for params in &runs {
+        let l = params.search_list;
         index.reset_path_stats();
         let (results, stats) =
-            index.search_batch(Rows::new(&test.data, test.dim), &params, args.threads)?;
+            index.search_batch(Rows::new(&test.data, test.dim), params, args.threads)?;
         let (files, _) = index.placement();
         let paths: Vec<serde_json::Value> = files
             .iter()

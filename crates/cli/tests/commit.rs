@@ -51,10 +51,13 @@ fn build_command(dataset: &Path, index: &Path, paths: &[PathBuf]) -> Command {
     c
 }
 
-/// The index's vector count, after checking it opens and answers its dataset's queries.
-fn count_and_search(index: &Path, dataset: &Path) -> u64 {
+/// The index's vector count, after checking that it opens and answers the queries of
+/// the dataset it was built from (`datasets` by size: 600 or 900 vectors).
+fn count_and_search(index: &Path, datasets: (&Path, &Path)) -> u64 {
     let out = ok(&["inspect", "--index", index.to_str().unwrap(), "--json"]);
     let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let count = json["count"].as_u64().unwrap();
+    let dataset = if count == 600 { datasets.0 } else { datasets.1 };
     ok(&[
         "search",
         "--index",
@@ -64,7 +67,7 @@ fn count_and_search(index: &Path, dataset: &Path) -> u64 {
         "--search-list",
         "20",
     ]);
-    json["count"].as_u64().unwrap()
+    count
 }
 
 /// Every file under the index directory and the path directories.
@@ -86,7 +89,7 @@ fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
         .status()
         .unwrap()
         .success());
-    assert_eq!(count_and_search(&index, &small), 600);
+    assert_eq!(count_and_search(&index, (&small, &large)), 600);
     let settled = files(&index, paths);
 
     for (step, survivor) in [
@@ -103,8 +106,11 @@ fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
             String::from_utf8_lossy(&out.stderr).contains(step),
             "{step}"
         );
-        let dataset = if survivor == 600 { &small } else { &large };
-        assert_eq!(count_and_search(&index, dataset), survivor, "after {step}");
+        assert_eq!(
+            count_and_search(&index, (&small, &large)),
+            survivor,
+            "after {step}"
+        );
         // Put the small index back for the next step.
         if survivor != 600 {
             assert!(build_command(&small, &index, paths)
@@ -134,7 +140,7 @@ fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
         std::thread::sleep(full * i / 8);
         let _ = child.kill();
         let _ = child.wait();
-        let count = count_and_search(&index, if i % 2 == 0 { &small } else { &large });
+        let count = count_and_search(&index, (&small, &large));
         assert!(
             count == 600 || count == 900,
             "kill {i}: index of {count} vectors"
@@ -146,7 +152,7 @@ fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
         .status()
         .unwrap()
         .success());
-    assert_eq!(count_and_search(&index, &small), 600);
+    assert_eq!(count_and_search(&index, (&small, &large)), 600);
     let now = files(&index, paths);
     assert_eq!(now.len(), settled.len(), "{now:?} vs {settled:?}");
     assert!(now.iter().all(|f| !f.ends_with(".tmp")), "{now:?}");

@@ -69,6 +69,9 @@ pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> DatasetErr
 /// Reads vectors from a .parquet (VectorDBBench `emb` column), .fvecs, .bvecs or .npy file.
 /// Refuses empty files, ragged rows and non-finite values.
 pub fn read_vectors(path: &Path) -> Result<Matrix> {
+    if !path.exists() {
+        return Err(invalid(path, "no such file or directory"));
+    }
     let ext = path
         .extension()
         .and_then(|e| e.to_str())

@@ -6,6 +6,7 @@ mod error;
 pub mod flat;
 pub mod hnsw;
 mod input;
+pub mod limits;
 mod progress;
 mod topk;
 

@@ -595,6 +595,10 @@ fn the_search_service_answers_many_callers_like_the_batch() {
     let (batch, _) = idx
         .search_batch(Rows::new(&queries, DIM), &params, 1)
         .unwrap();
+    // No threads is refused, as build and the CLI refuse it.
+    let zero = idx.search_batch(Rows::new(&queries, DIM), &params, 0);
+    assert!(zero.unwrap_err().to_string().contains("threads"));
+    assert!(SearchService::start(idx.clone(), params, 0).is_err());
     let service = SearchService::start(idx.clone(), params, 2).unwrap();
     let answers: Vec<Vec<i64>> = std::thread::scope(|s| {
         let callers: Vec<_> = (0..8)

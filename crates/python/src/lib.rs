@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use diskvec_index::diskann::{self, BuildParams, DiskIndex as Inner, OpenOptions, SearchParams};
+use diskvec_index::limits::{self, Limit};
 use diskvec_index::{flat, IndexError, NoProgress};
 use diskvec_vector::{Metric, Rows};
 use numpy::ndarray::Array2;
@@ -37,15 +38,35 @@ fn contiguous<'a>(a: &'a PyReadonlyArray2<f32>) -> PyResult<&'a [f32]> {
         .map_err(|_| value_err("array must be C-contiguous"))
 }
 
-fn pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
+/// A size parameter checked against its limit. Taken from Python as a wide integer so
+/// that negative and huge values get the same message as any other out-of-range value.
+fn size(limit: Limit, value: i128) -> PyResult<usize> {
+    usize::try_from(value)
+        .map_err(|_| limit.out_of_range(value))
+        .and_then(|v| limit.check(v))
+        .map_err(to_py)
+}
+
+fn pool(threads: Option<i128>) -> PyResult<rayon::ThreadPool> {
     let mut b = rayon::ThreadPoolBuilder::new();
     if let Some(t) = threads {
-        if t == 0 {
-            return Err(value_err("threads must be at least 1"));
-        }
-        b = b.num_threads(t);
+        b = b.num_threads(size(limits::THREADS, t)?);
     }
     b.build().map_err(value_err)
+}
+
+/// Refuses negative ids: -1 marks "no result" in the padded answers.
+fn external_ids<'a>(ids: &'a PyReadonlyArray1<i64>) -> PyResult<&'a [i64]> {
+    let ids = ids
+        .as_slice()
+        .map_err(|_| value_err("ids must be contiguous"))?;
+    if let Some(pos) = ids.iter().position(|&id| id < 0) {
+        return Err(value_err(format!(
+            "ids must be non-negative (-1 marks a missing result), got {} at position {pos}",
+            ids[pos]
+        )));
+    }
+    Ok(ids)
 }
 
 #[pyfunction]
@@ -57,24 +78,24 @@ fn build_index<'py>(
     path: PathBuf,
     ids: PyReadonlyArray1<i64>,
     metric: &str,
-    max_degree: usize,
-    build_list: usize,
+    max_degree: i128,
+    build_list: i128,
     alpha: f32,
-    pq_bytes: Option<usize>,
-    threads: Option<usize>,
+    pq_bytes: Option<i128>,
+    threads: Option<i128>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let metric: Metric = metric.parse().map_err(value_err)?;
     let dim = vectors.shape()[1];
     let data = contiguous(&vectors)?;
-    let ids = ids
-        .as_slice()
-        .map_err(|_| value_err("ids must be contiguous"))?;
+    let ids = external_ids(&ids)?;
     let params = BuildParams {
         metric,
-        max_degree,
-        build_list,
+        max_degree: size(limits::MAX_DEGREE, max_degree)?,
+        build_list: size(limits::BUILD_LIST, build_list)?,
         alpha,
-        pq_bytes,
+        pq_bytes: pq_bytes
+            .map(|b| size(limits::pq_bytes(dim), b))
+            .transpose()?,
         ..Default::default()
     };
     let workers = pool(threads)?;
@@ -100,9 +121,10 @@ fn flat_search<'py>(
     py: Python<'py>,
     base: PyReadonlyArray2<f32>,
     queries: PyReadonlyArray2<f32>,
-    k: usize,
+    k: i128,
     metric: &str,
 ) -> PyResult<Batch<'py>> {
+    let k = size(limits::K, k)?;
     let metric: Metric = metric.parse().map_err(value_err)?;
     let (bd, qd) = (base.shape()[1].max(1), queries.shape()[1].max(1));
     let mut b = contiguous(&base)?.to_vec();
@@ -125,7 +147,7 @@ fn flat_search<'py>(
         .into_iter()
         .map(|r| r.into_iter().map(|(i, d)| (i as i64, d)).collect())
         .collect();
-    Ok(padded(py, &rows, k.min(b.len() / bd)))
+    Ok(padded(py, &rows, k))
 }
 
 /// Results as (ids, distances) arrays of `k` columns; short rows are padded with -1 / inf.
@@ -153,11 +175,14 @@ impl DiskIndex {
     #[pyo3(signature = (path, cache_nodes=None, engine="auto", direct=true))]
     fn open(
         path: PathBuf,
-        cache_nodes: Option<usize>,
+        cache_nodes: Option<i128>,
         engine: &str,
         direct: bool,
     ) -> PyResult<Self> {
         let engine = engine.parse().map_err(value_err)?;
+        let cache_nodes = cache_nodes
+            .map(|c| size(limits::CACHE_NODES, c))
+            .transpose()?;
         let inner = Inner::open(
             &path,
             &OpenOptions {
@@ -206,32 +231,31 @@ impl DiskIndex {
         self.inner.direct_io()
     }
 
-    /// Searches one query; returns (ids, distances, reads).
+    /// Searches one query; returns (ids [k], distances [k], reads), padded like batches.
     #[pyo3(signature = (query, k, search_list, beam_width))]
     fn search<'py>(
         &self,
         py: Python<'py>,
         query: PyReadonlyArray1<f32>,
-        k: usize,
-        search_list: usize,
-        beam_width: usize,
+        k: i128,
+        search_list: i128,
+        beam_width: i128,
     ) -> PyResult<Single<'py>> {
         let q = query
             .as_slice()
             .map_err(|_| value_err("query must be contiguous"))?;
         let params = SearchParams {
-            k,
-            search_list,
-            beam_width,
+            k: size(limits::K, k)?,
+            search_list: size(limits::SEARCH_LIST, search_list)?,
+            beam_width: size(limits::BEAM_WIDTH, beam_width)?,
             queries_per_thread: 1,
             ..Default::default()
         };
         let r = py.detach(|| self.inner.search(q, &params)).map_err(to_py)?;
-        Ok((
-            r.ids.into_pyarray(py),
-            r.distances.into_pyarray(py),
-            r.reads,
-        ))
+        let (mut ids, mut distances) = (r.ids, r.distances);
+        ids.resize(params.k, -1);
+        distances.resize(params.k, f32::INFINITY);
+        Ok((ids.into_pyarray(py), distances.into_pyarray(py), r.reads))
     }
 
     /// Searches every row; returns (ids [n, k], distances [n, k], mean reads per query).
@@ -241,24 +265,26 @@ impl DiskIndex {
         &self,
         py: Python<'py>,
         queries: PyReadonlyArray2<f32>,
-        k: usize,
-        search_list: usize,
-        beam_width: usize,
-        threads: usize,
-        queries_per_thread: usize,
+        k: i128,
+        search_list: i128,
+        beam_width: i128,
+        threads: i128,
+        queries_per_thread: i128,
     ) -> PyResult<(Batch<'py>, f64)> {
+        let params = SearchParams {
+            k: size(limits::K, k)?,
+            search_list: size(limits::SEARCH_LIST, search_list)?,
+            beam_width: size(limits::BEAM_WIDTH, beam_width)?,
+            queries_per_thread: size(limits::QUERIES_PER_THREAD, queries_per_thread)?,
+            ..Default::default()
+        };
+        let threads = size(limits::THREADS, threads)?;
+        let k = params.k;
         let dim = queries.shape()[1];
         let data = contiguous(&queries)?;
         if dim == 0 || data.is_empty() {
             return Err(value_err("queries must be a non-empty 2-D array"));
         }
-        let params = SearchParams {
-            k,
-            search_list,
-            beam_width,
-            queries_per_thread,
-            ..Default::default()
-        };
         let (results, _) = py
             .detach(|| {
                 self.inner
@@ -289,19 +315,17 @@ impl HnswIndex {
         vectors: PyReadonlyArray2<f32>,
         ids: PyReadonlyArray1<i64>,
         metric: &str,
-        m: usize,
-        ef_construction: usize,
-        threads: Option<usize>,
+        m: i128,
+        ef_construction: i128,
+        threads: Option<i128>,
     ) -> PyResult<Self> {
         let metric: Metric = metric.parse().map_err(value_err)?;
         let dim = vectors.shape()[1];
         let data = contiguous(&vectors)?;
-        let ids = ids
-            .as_slice()
-            .map_err(|_| value_err("ids must be contiguous"))?;
+        let ids = external_ids(&ids)?;
         let params = diskvec_index::hnsw::HnswParams {
-            m,
-            ef_construction,
+            m: size(limits::HNSW_M, m)?,
+            ef_construction: size(limits::EF_CONSTRUCTION, ef_construction)?,
             seed: 1,
         };
         let workers = pool(threads)?;
@@ -337,15 +361,18 @@ impl HnswIndex {
         self.inner.dram_bytes()
     }
 
-    /// Searches every row; returns (ids [n, k], distances [n, k]).
+    /// Searches every row; returns (ids [n, k], distances [n, k]), padded with -1 / inf.
     fn search_batch<'py>(
         &self,
         py: Python<'py>,
         queries: PyReadonlyArray2<f32>,
-        k: usize,
-        ef: usize,
-        threads: usize,
+        k: i128,
+        ef: i128,
+        threads: i128,
     ) -> PyResult<Batch<'py>> {
+        let k = size(limits::K, k)?;
+        let ef = size(limits::EF, ef)?;
+        let threads = size(limits::THREADS, threads)?;
         let dim = queries.shape()[1];
         let data = contiguous(&queries)?;
         if dim == 0 || data.is_empty() {

@@ -128,3 +128,74 @@ def test_hnsw_baseline_matches_exact_search_and_refuses_bad_input():
         index.search(np.zeros(31))
     with pytest.raises(ValueError, match="more than once"):
         diskvec.HnswIndex(data[:3], ids=[1, 1, 2])
+
+
+def test_sizes_out_of_range_raise_value_error_naming_the_range(small_index, tmp_path):
+    path, data, _ = small_index
+    index = diskvec.DiskIndex(path)
+    q = data[0]
+    for kwargs, message in [
+        (dict(k=2**40), "k must be between 1 and 10000, got 1099511627776"),
+        (dict(k=-1), "k must be between 1 and 10000, got -1"),
+        (dict(k=2**64 - 1), "k must be between 1 and 10000"),
+        (dict(search_list=2**40), "search list must be between 1 and 10000"),
+        (dict(beam_width=0), "beam width must be between 1 and 64, got 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            index.search(q, **kwargs)
+        with pytest.raises(ValueError, match=message):
+            index.search_batch(data[:3], **kwargs)
+    with pytest.raises(ValueError, match="threads must be between 1 and 1024, got 0"):
+        index.search_batch(data[:3], threads=0)
+    with pytest.raises(ValueError, match="queries per thread must be between 1 and 64"):
+        index.search_batch(data[:3], queries_per_thread=1000)
+    with pytest.raises(ValueError, match="cache nodes must be between 0 and"):
+        diskvec.DiskIndex(path, cache_nodes=-1)
+    small = clustered(50, 8, 8)
+    for kwargs, message in [
+        (dict(max_degree=0), "max degree must be between 1 and 1024, got 0"),
+        (dict(build_list=2**40), "build list must be between 1 and 10000"),
+        (dict(pq_bytes=-1), "PQ bytes must be between 1 and 8, got -1"),
+        (dict(threads=0), "threads must be between 1 and 1024, got 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            diskvec.build_index(small, tmp_path / "never", **kwargs)
+    with pytest.raises(ValueError, match="M must be between 2 and 512, got 1"):
+        diskvec.HnswIndex(small, m=1)
+    with pytest.raises(ValueError, match="efConstruction must be between 1 and 10000"):
+        diskvec.HnswIndex(small, ef_construction=2**40)
+    hnsw = diskvec.HnswIndex(small, m=8, ef_construction=20)
+    with pytest.raises(ValueError, match="ef must be between 1 and 10000"):
+        hnsw.search(small[0], ef=2**40)
+    with pytest.raises(ValueError, match="k must be between 1 and 10000"):
+        hnsw.search_batch(small[:2], k=2**40)
+    with pytest.raises(ValueError, match="threads must be between 1 and 1024, got 0"):
+        hnsw.search_batch(small[:2], threads=0)
+    with pytest.raises(ValueError, match="k must be between 1 and 10000"):
+        diskvec.flat_search(small, small[:2], k=2**40)
+
+
+def test_negative_ids_are_refused(tmp_path):
+    data = clustered(20, 8, 9)
+    ids = np.arange(20, dtype=np.int64)
+    ids[7] = -1
+    with pytest.raises(ValueError, match="non-negative .* got -1 at position 7"):
+        diskvec.build_index(data, tmp_path / "neg", ids=ids, pq_bytes=2)
+    with pytest.raises(ValueError, match="non-negative"):
+        diskvec.HnswIndex(data, ids=ids)
+
+
+def test_every_search_answers_k_columns_padded_with_minus_one_and_inf(tmp_path):
+    data = clustered(20, 8, 5)
+    diskvec.build_index(data, tmp_path / "tiny", metric="l2", pq_bytes=2)
+    kinds = [diskvec.DiskIndex(tmp_path / "tiny"), diskvec.HnswIndex(data, metric="l2", m=4, ef_construction=20)]
+    for index in kinds:
+        ids, dists = index.search(data[0], k=25)
+        assert ids.shape == (25,) and dists.shape == (25,), type(index)
+        assert sorted(ids[:20]) == list(range(20)) and (ids[20:] == -1).all() and np.isinf(dists[20:]).all()
+        ids, dists = index.search_batch(data[:2], k=25)
+        assert ids.shape == (2, 25) and (ids[:, 20:] == -1).all() and np.isinf(dists[:, 20:]).all()
+        ids, dists = index.search(data[0], k=5)
+        assert ids.shape == (5,) and (ids >= 0).all()
+    rows, dists = diskvec.flat_search(data, data[:2], k=25, metric="l2")
+    assert rows.shape == (2, 25) and (rows[:, 20:] == -1).all() and np.isinf(dists[:, 20:]).all()

@@ -70,29 +70,15 @@ pub struct BuildReport {
 }
 
 fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
-    let bad = |m: String| Err(IndexError::InvalidArgument(m));
-    if p.max_degree == 0 || p.max_degree > 1024 {
-        return bad(format!(
-            "max degree must be between 1 and 1024, got {}",
-            p.max_degree
-        ));
-    }
-    if p.build_list == 0 {
-        return bad("build list must be at least 1".into());
-    }
+    crate::limits::MAX_DEGREE.check(p.max_degree)?;
+    crate::limits::BUILD_LIST.check(p.build_list)?;
     if !(p.alpha >= 1.0 && p.alpha.is_finite()) {
-        return bad(format!(
+        return Err(IndexError::InvalidArgument(format!(
             "alpha must be a finite number >= 1.0, got {}",
             p.alpha
-        ));
+        )));
     }
-    let pq_bytes = p.pq_bytes.unwrap_or((dim / 4).max(1));
-    if pq_bytes == 0 || pq_bytes > dim {
-        return bad(format!(
-            "PQ bytes must be between 1 and the dimension {dim}, got {pq_bytes}"
-        ));
-    }
-    Ok(pq_bytes)
+    crate::limits::pq_bytes(dim).check(p.pq_bytes.unwrap_or((dim / 4).max(1)))
 }
 
 /// A seeded uniform sample of node positions, sorted: spread over the data in proportion

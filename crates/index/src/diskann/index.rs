@@ -68,11 +68,7 @@ impl DiskIndex {
                 ),
             });
         }
-        if options.queue_depth == 0 {
-            return Err(IndexError::InvalidArgument(
-                "queue depth must be at least 1".into(),
-            ));
-        }
+        crate::limits::check_open_options(options)?;
         let meta_path = dir.join(META_FILE);
         let meta = Meta::read(&meta_path)?;
         let paths: Vec<PathBuf> = meta.paths.iter().map(|p| dir.join(p)).collect();
@@ -250,6 +246,11 @@ impl DiskIndex {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(engine);
+    }
+
+    /// The external ids of the indexed vectors, in node order.
+    pub fn ids(&self) -> &[i64] {
+        &self.meta.ids
     }
 }
 

@@ -17,17 +17,21 @@ use diskvec_vector::{check_vectors, PqTable, Rows};
 
 use super::layout::NodeRecord;
 use super::DiskIndex;
+use crate::limits;
 use crate::{IndexError, Result};
 
 /// Parameters of a search.
 #[derive(Clone, Copy, Debug)]
 pub struct SearchParams {
+    /// Results per query, 1 to `limits::K.max`.
     pub k: usize,
-    /// L: candidate-list size; larger is slower and more accurate. Raised to `k` if below.
+    /// L: candidate-list size; larger is slower and more accurate. Raised to `k` if below
+    /// (`limits::check_search_params` returns the value used). 1 to `limits::SEARCH_LIST.max`.
     pub search_list: usize,
-    /// W: reads one query keeps in flight.
+    /// W: reads one query keeps in flight, 1 to `limits::BEAM_WIDTH.max`.
     pub beam_width: usize,
-    /// Queries one thread interleaves (1 = one query at a time, as DiskANN does).
+    /// Queries one thread interleaves (1 = one query at a time, as DiskANN does), 1 to
+    /// `limits::QUERIES_PER_THREAD.max`.
     pub queries_per_thread: usize,
     /// Start from the entry nodes closest to the query (by PQ distance) as well as the medoid.
     pub entry_set: bool,
@@ -119,25 +123,7 @@ struct Scratch {
 
 impl DiskIndex {
     pub(crate) fn check_params(&self, p: &SearchParams) -> Result<SearchParams> {
-        if p.k == 0 {
-            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
-        }
-        if p.beam_width == 0 || p.beam_width > 64 {
-            return Err(IndexError::InvalidArgument(format!(
-                "beam width must be between 1 and 64, got {}",
-                p.beam_width
-            )));
-        }
-        if p.queries_per_thread == 0 || p.queries_per_thread > 64 {
-            return Err(IndexError::InvalidArgument(format!(
-                "queries per thread must be between 1 and 64, got {}",
-                p.queries_per_thread
-            )));
-        }
-        Ok(SearchParams {
-            search_list: p.search_list.max(p.k),
-            ..*p
-        })
+        limits::check_search_params(p)
     }
 
     /// Refuses queries of another dimension and non-finite values.
@@ -171,7 +157,8 @@ impl DiskIndex {
     ) -> Result<(Vec<SearchResult>, BatchStats)> {
         let params = self.check_params(params)?;
         self.check_queries(queries.data(), queries.dim())?;
-        let threads = threads.clamp(1, queries.len().max(1));
+        limits::THREADS.check(threads)?;
+        let threads = threads.min(queries.len().max(1));
         let next = AtomicUsize::new(0);
         let start = Instant::now();
         let depth = params.queries_per_thread * params.beam_width;

@@ -29,11 +29,7 @@ impl SearchService {
     /// Starts `threads` workers searching with `params`.
     pub fn start(index: Arc<DiskIndex>, params: SearchParams, threads: usize) -> Result<Self> {
         let params = index.check_params(&params)?;
-        if threads == 0 {
-            return Err(IndexError::InvalidArgument(
-                "a search service needs at least one thread".into(),
-            ));
-        }
+        crate::limits::THREADS.check(threads)?;
         let (queue, requests) = crossbeam_channel::unbounded::<Request>();
         let depth = params.queries_per_thread * params.beam_width;
         let mut workers = Vec::with_capacity(threads);

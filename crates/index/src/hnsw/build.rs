@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::search::{search_layer, Visited};
 use super::HnswIndex;
-use crate::{IndexError, Progress, Result};
+use crate::{Progress, Result};
 
 /// HNSW build parameters (names as in the paper and hnswlib).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,17 +39,8 @@ impl HnswIndex {
         progress: &dyn Progress,
     ) -> Result<Self> {
         let n = crate::input::check_build_input(data, dim, ids)?;
-        if params.m < 2 || params.m > 512 {
-            return Err(IndexError::InvalidArgument(format!(
-                "M must be between 2 and 512, got {}",
-                params.m
-            )));
-        }
-        if params.ef_construction == 0 {
-            return Err(IndexError::InvalidArgument(
-                "efConstruction must be at least 1".into(),
-            ));
-        }
+        crate::limits::HNSW_M.check(params.m)?;
+        crate::limits::EF_CONSTRUCTION.check(params.ef_construction)?;
         let mut prepared = data.to_vec();
         prepared
             .chunks_exact_mut(dim)

@@ -6,7 +6,7 @@ use std::time::Instant;
 use diskvec_vector::{check_vectors, Rows};
 
 use super::HnswIndex;
-use crate::{IndexError, Result};
+use crate::{limits, IndexError, Result};
 
 /// Memory one searching thread reuses; see `HnswIndex::scratch`.
 pub struct HnswScratch(Visited);
@@ -171,7 +171,8 @@ impl HnswIndex {
         ef: usize,
         threads: usize,
     ) -> Result<(Vec<HnswResult>, f64)> {
-        self.check_queries(queries.data(), queries.dim(), k)?;
+        self.check_queries(queries.data(), queries.dim(), k, ef)?;
+        limits::THREADS.check(threads)?;
         let next = AtomicUsize::new(0);
         let start = Instant::now();
         let parts: Vec<Vec<(usize, HnswResult)>> = std::thread::scope(|s| {
@@ -206,11 +207,10 @@ impl HnswIndex {
         Ok((results, seconds))
     }
 
-    /// Refuses k = 0, queries of another dimension, and non-finite values.
-    fn check_queries(&self, data: &[f32], dim: usize, k: usize) -> Result<()> {
-        if k == 0 {
-            return Err(IndexError::InvalidArgument("k must be at least 1".into()));
-        }
+    /// Refuses k and ef out of range, queries of another dimension, and non-finite values.
+    fn check_queries(&self, data: &[f32], dim: usize, k: usize, ef: usize) -> Result<()> {
+        limits::K.check(k)?;
+        limits::EF.check(ef)?;
         if dim != self.dim {
             return Err(IndexError::DimensionMismatch {
                 expected: self.dim,
@@ -234,7 +234,7 @@ impl HnswIndex {
         ef: usize,
         scratch: &mut HnswScratch,
     ) -> Result<HnswResult> {
-        self.check_queries(query, query.len(), k)?;
+        self.check_queries(query, query.len(), k, ef)?;
         if scratch.0.marks.len() != self.len() {
             return Err(IndexError::InvalidArgument(
                 "this scratch belongs to another index".into(),

@@ -8,7 +8,10 @@
 
 Vectors are float32 numpy arrays (other float dtypes are converted). Distances are
 "smaller is closer": 1 - cosine for cosine, squared L2 for l2, -dot for ip.
-Bad input raises ValueError; missing, damaged or unsupported index files raise OSError.
+Every search answers exactly k results per query, closest first; when fewer are found
+(k above the number of vectors) the rest are id -1 and distance inf, so ids must be >= 0.
+Bad input (including sizes out of range, e.g. k above 10000) raises ValueError; missing,
+damaged or unsupported index files raise OSError.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def build_index(vectors, path: str | os.PathLike, *, metric: str = "cosine", ids
                 threads: Optional[int] = None) -> dict:
     """Builds a DISKANN index of `vectors` (n x dim) in the directory `path`.
 
-    `ids` are int64 external ids (default 0..n-1). Returns a report of the build.
+    `ids` are non-negative int64 external ids (default 0..n-1). Returns a report of the build.
     """
     vectors = _matrix(vectors, "vectors")
     ids = np.arange(len(vectors), dtype=np.int64) if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
@@ -47,7 +50,8 @@ def build_index(vectors, path: str | os.PathLike, *, metric: str = "cosine", ids
 
 
 def flat_search(base, queries, k: int = 10, metric: str = "cosine") -> Tuple[np.ndarray, np.ndarray]:
-    """Exact search: row numbers of `base` and distances, shape (len(queries), k)."""
+    """Exact search: row numbers of `base` and distances, shape (len(queries), k); missing
+    results (k above len(base)) are -1 / inf."""
     return _native.flat_search(_matrix(base, "base"), _matrix(queries, "queries"), k, metric)
 
 
@@ -71,7 +75,8 @@ class DiskIndex:
         return self.count
 
     def search(self, query, k: int = 10, *, search_list: int = 100, beam_width: int = 4):
-        """Nearest `k` of one query: (ids, distances), closest first."""
+        """Nearest `k` of one query: (ids, distances) of length k, closest first; missing
+        results (k above the count) are -1 / inf."""
         q = np.ascontiguousarray(query, dtype=np.float32)
         if q.ndim != 1:
             raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
@@ -108,6 +113,8 @@ class HnswIndex:
         return self.count
 
     def search(self, query, k: int = 10, *, ef: int = 100):
+        """Nearest `k` of one query: (ids, distances) of length k, closest first; missing
+        results (k above the count) are -1 / inf."""
         q = np.ascontiguousarray(query, dtype=np.float32)
         if q.ndim != 1:
             raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
@@ -115,4 +122,5 @@ class HnswIndex:
         return ids[0], dists[0]
 
     def search_batch(self, queries, k: int = 10, *, ef: int = 100, threads: int = 2):
+        """Nearest `k` of every row: (ids, distances) of shape (n, k); missing results are -1 / inf."""
         return self._inner.search_batch(_matrix(queries, "queries"), k, ef, threads)
