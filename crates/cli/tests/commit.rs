@@ -171,3 +171,34 @@ fn an_interrupted_build_over_mirrored_paths_keeps_a_whole_index() {
     paths.iter().for_each(|p| std::fs::create_dir(p).unwrap());
     interrupted_builds_leave_a_whole_index(&paths, root.path());
 }
+
+#[test]
+fn indexes_sharing_path_directories_never_remove_each_others_files() {
+    let root = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = (0..2).map(|i| root.path().join(format!("ns{i}"))).collect();
+    paths.iter().for_each(|p| std::fs::create_dir(p).unwrap());
+    let data = synth(root.path(), 600, "data");
+    // Same directory name in two places, and a name that is a prefix of another's.
+    let indexes = [
+        root.path().join("a").join("index"),
+        root.path().join("b").join("index"),
+        root.path().join("c").join("index.v2"),
+    ];
+    for round in 0..2 {
+        for index in &indexes {
+            std::fs::create_dir_all(index).unwrap();
+            assert!(build_command(&data, index, &paths)
+                .status()
+                .unwrap()
+                .success());
+        }
+        for index in &indexes {
+            ok(&["verify", "--index", index.to_str().unwrap()]);
+            assert_eq!(
+                count_and_search(index, (&data, &data)),
+                600,
+                "round {round}"
+            );
+        }
+    }
+}

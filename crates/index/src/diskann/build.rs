@@ -119,8 +119,9 @@ pub fn build(
         )));
     }
     std::fs::create_dir_all(out).map_err(file_error(out))?;
+    let _lock = commit::lock(out)?;
     // Leftovers of an interrupted build go first, so they do not hold disk space twice.
-    commit::remove_files(&commit::stale_files(out, &params.paths, &[]));
+    commit::remove_interrupted(out);
     let previous = commit::current_files(out);
 
     let mut prepared = data.to_vec();
@@ -170,6 +171,7 @@ pub fn build(
         .unwrap_or(0)
         ^ ((std::process::id() as u64) << 32);
     let (targets, stored_paths) = commit::placement(out, &params.paths, build_id)?;
+    let intent = commit::record_intent(out, build_id, &targets, &previous)?;
     let header_probe = Header {
         metric: params.metric,
         dim: dim as u32,
@@ -260,7 +262,7 @@ pub fn build(
     commit::failpoint("build:nodes-written");
     commit::write_meta(out, &meta_bytes)?;
     commit::failpoint("build:committed");
-    commit::remove_files(&commit::stale_files(out, &params.paths, &previous));
+    commit::remove_previous(out, &previous, &intent);
     Ok(BuildReport {
         count: n,
         dim,

@@ -5,9 +5,11 @@
 //! written and synced beside the files of the index in place, which stays searchable.
 //! `meta.dvm` names the node files of its generation, so the one switch is writing a new
 //! `meta.dvm` (temp file, fsync, rename over the old, fsync the directory). A crash before
-//! that rename leaves the old index whole; after it, the new one. The files no `meta.dvm`
-//! names (the previous generation, leftovers of an interrupted build) are removed after
-//! the switch, and before a build starts.
+//! that rename leaves the old index whole; after it, the new one. Before it creates any
+//! node file, a build writes an intent record (`pending.<generation>`) listing them, so the
+//! leftovers of a crashed build are known by that list, never guessed from file names
+//! (path directories may be shared with other indexes). After the switch the previous
+//! generation's files are removed; a build lock keeps two builds out of one directory.
 
 use std::fs::File;
 use std::io::Write;
@@ -100,11 +102,23 @@ pub(crate) fn write_meta(out: &Path, meta_bytes: &[u8]) -> Result<()> {
     sync_dir(out)
 }
 
-/// The node files `meta.dvm` in `out` names, resolved; empty when there is none or it
-/// cannot be read (then nothing is known to be in use, and nothing is removed for it).
+/// The node files `meta.dvm` in `out` names, resolved; `None` when there is none or it
+/// cannot be read.
 fn files_in_use(out: &Path) -> Option<Vec<PathBuf>> {
     let meta = Meta::read(&out.join(META_FILE)).ok()?;
     Some(meta.paths.iter().map(|p| out.join(p)).collect())
+}
+
+/// The node files the index in `out` uses now (to remove after the next commit).
+pub(crate) fn current_files(out: &Path) -> Vec<PathBuf> {
+    let mut files = files_in_use(out).unwrap_or_default();
+    // An index of layout version 2 kept its single node file under this fixed name in its
+    // own directory; its meta.dvm is no longer readable, so name the file here.
+    let old = out.join(NODES_FILE);
+    if old.exists() {
+        files.push(old);
+    }
+    files
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -114,56 +128,150 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Node files of this index in `out` and `paths` that the current `meta.dvm` does not
-/// name: earlier generations and leftovers of interrupted builds. Nothing is listed when
-/// `meta.dvm` cannot be read, since then nothing is known to be unused. `also` are files
-/// of the previous generation to include wherever they live.
-pub(crate) fn stale_files(out: &Path, paths: &[PathBuf], also: &[PathBuf]) -> Vec<PathBuf> {
-    let Some(in_use) = files_in_use(out) else {
-        return Vec::new();
+/// Holds the index directory for one build: a second build into the same directory is
+/// refused while this one runs (its cleanup could otherwise remove this build's files).
+pub(crate) struct BuildLock {
+    _file: File,
+}
+
+pub(crate) fn lock(out: &Path) -> Result<BuildLock> {
+    let path = out.join(LOCK_FILE);
+    let file = File::create(&path).map_err(file_error(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(BuildLock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(IndexError::InvalidArgument(format!(
+            "{}: another build is writing this index",
+            out.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(file_error(&path)(e)),
+    }
+}
+
+const LOCK_FILE: &str = ".build.lock";
+const PENDING_PREFIX: &str = "pending.";
+
+/// Records, before any node file of generation `build_id` exists, which files the build
+/// will create (`new`) and which the index uses now (`old`, to remove once the new
+/// generation is committed), so a crash leaves a list of exactly what to remove: names
+/// alone cannot tell a leftover from another index's file on a shared path directory.
+pub(crate) fn record_intent(
+    out: &Path,
+    build_id: u64,
+    targets: &[PathBuf],
+    previous: &[PathBuf],
+) -> Result<PathBuf> {
+    let path = out.join(format!("{PENDING_PREFIX}{}", generation(build_id)));
+    let mut text = String::new();
+    for (kind, files) in [("new", targets), ("old", previous)] {
+        for f in files {
+            text.push_str(&format!("{kind} {}\n", f.display()));
+        }
+    }
+    {
+        let mut f = File::create(&path).map_err(file_error(&path))?;
+        f.write_all(text.as_bytes()).map_err(file_error(&path))?;
+        f.sync_all().map_err(file_error(&path))?;
+    }
+    sync_dir(out)?;
+    Ok(path)
+}
+
+/// Removes what interrupted builds left, by their intent records in `out`: a build that
+/// crashed before its switch leaves its new files (and their temporary names); one that
+/// crashed after it leaves the previous generation's. Then the record, and a meta.dvm.tmp
+/// that was never renamed.
+pub(crate) fn remove_interrupted(out: &Path) {
+    let in_use = files_in_use(out).unwrap_or_default();
+    let used = |f: &Path| in_use.iter().any(|u| same_file(u, f));
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return;
     };
-    let name = index_name(out);
-    let mut candidates: Vec<PathBuf> = also.to_vec();
-    let mut scan = |dir: &Path, ours: &dyn Fn(&str) -> bool| {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                let file_name = e.file_name().to_string_lossy().into_owned();
-                if ours(&file_name) {
-                    candidates.push(e.path());
-                }
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == format!("{META_FILE}.tmp") {
+            remove_files(&[e.path()]);
+            continue;
+        }
+        if !name.starts_with(PENDING_PREFIX) {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let listed = |kind: &str| -> Vec<PathBuf> {
+            text.lines()
+                .filter_map(|l| l.strip_prefix(kind))
+                .map(PathBuf::from)
+                .collect()
+        };
+        let (new, old) = (listed("new "), listed("old "));
+        let committed = new.iter().any(|f| used(f));
+        let mut leftovers = Vec::new();
+        for f in if committed { &old } else { &new } {
+            if !used(f) {
+                leftovers.push(f.with_extension("tmp"));
+                leftovers.push(f.clone());
             }
         }
-    };
-    scan(out, &|f: &str| {
-        f == NODES_FILE
-            || f == format!("{META_FILE}.tmp")
-            || (f.starts_with("nodes.") && (f.ends_with(".dvn") || f.ends_with(".tmp")))
-    });
-    let prefix = format!("{name}.");
-    for dir in paths {
-        scan(dir, &|f: &str| {
-            f.starts_with(&prefix) && (f.ends_with(".dvn") || f.ends_with(".tmp"))
-        });
+        leftovers.retain(|f| f.exists());
+        remove_files(&leftovers);
+        remove_files(&[e.path()]);
     }
-    candidates.sort();
-    candidates.dedup();
-    candidates
-        .into_iter()
-        .filter(|c| c.exists() && !in_use.iter().any(|u| same_file(u, c)))
-        .collect()
+}
+
+/// After the switch: removes the previous generation's files that the new meta.dvm does
+/// not name, and this build's intent record.
+pub(crate) fn remove_previous(out: &Path, previous: &[PathBuf], intent: &Path) {
+    let in_use = files_in_use(out).unwrap_or_default();
+    let stale: Vec<PathBuf> = previous
+        .iter()
+        .filter(|p| p.exists() && !in_use.iter().any(|u| same_file(u, p)))
+        .cloned()
+        .collect();
+    remove_files(&stale);
+    remove_files(&[intent.to_path_buf()]);
 }
 
 /// Removes `files`, logging what could not be removed (a leftover wastes space, nothing more).
-pub(crate) fn remove_files(files: &[PathBuf]) {
+fn remove_files(files: &[PathBuf]) {
     for f in files {
         match std::fs::remove_file(f) {
             Ok(()) => log::info!("removed {}, which no index generation uses", f.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => log::warn!("could not remove unused {}: {e}", f.display()),
         }
     }
 }
 
-/// The node files the index in `out` uses now (to remove after the next commit).
-pub(crate) fn current_files(out: &Path) -> Vec<PathBuf> {
-    files_in_use(out).unwrap_or_default()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_build_of_one_directory_is_refused_while_the_first_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock(dir.path()).unwrap();
+        let err = lock(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("another build"), "{err}");
+        drop(first);
+        lock(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn interrupted_leftovers_are_known_by_their_record_not_by_their_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        // Another index's file on a shared path directory, under a look-alike name.
+        let foreign = shared.join("idx.00000000000000aa.0.dvn");
+        std::fs::write(&foreign, b"theirs").unwrap();
+        let ours = shared.join("idx.00000000000000bb.0.dvn");
+        std::fs::write(&ours, b"half written").unwrap();
+        std::fs::write(ours.with_extension("tmp"), b"temp").unwrap();
+        let out = dir.path().join("idx");
+        std::fs::create_dir(&out).unwrap();
+        record_intent(&out, 0xbb, std::slice::from_ref(&ours), &[]).unwrap();
+        remove_interrupted(&out);
+        assert!(foreign.exists());
+        assert!(!ours.exists() && !ours.with_extension("tmp").exists());
+        assert!(std::fs::read_dir(&out).unwrap().next().is_none());
+    }
 }
