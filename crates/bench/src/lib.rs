@@ -2,6 +2,7 @@
 //! phase) run on diskvec's index kinds and on peers, with reports; and synthetic datasets.
 
 pub mod case;
+pub mod charts;
 pub mod config;
 pub mod harness;
 pub mod machine;

@@ -1,8 +1,9 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use diskvec_bench::case::{run_case, CaseOptions};
+use diskvec_bench::charts::draw_run;
 use diskvec_bench::config::Config;
 use diskvec_bench::harness::{bench, BenchOptions, RunFile};
 use diskvec_bench::price::PriceTable;
@@ -10,9 +11,6 @@ use diskvec_bench::report::{merge_by_dataset, render_briefs, render_run};
 use diskvec_vector::Metric;
 
 use crate::progress::Bars;
-
-/// The chart script, embedded so the binary needs no checkout.
-const CHARTS: &str = include_str!("../../../benchmarks/bench_charts.py");
 
 fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
@@ -79,9 +77,6 @@ pub struct Args {
     /// A JSON price table (dram_usd_per_gb, ssd_usd_per_gb, source) instead of the defaults.
     #[arg(long)]
     pub prices: Option<PathBuf>,
-    /// The Python that draws the charts (needs matplotlib); default $DISKVEC_PEER_PYTHON or python3.
-    #[arg(long)]
-    pub chart_python: Option<String>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -114,25 +109,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         json_path.display(),
         md_path.display()
     );
-    draw_charts(a.chart_python, &a.out, &[json_path]);
+    draw_charts(std::slice::from_ref(&run), &a.out);
     Ok(())
 }
 
-fn draw_charts(python: Option<String>, out: &std::path::Path, files: &[PathBuf]) {
-    let python = python
-        .or_else(|| std::env::var("DISKVEC_PEER_PYTHON").ok())
-        .unwrap_or_else(|| "python3".into());
-    let script = out.join("bench_charts.py");
-    let drawn = std::fs::write(&script, CHARTS).is_ok()
-        && std::process::Command::new(&python)
-            .arg(&script)
-            .arg(out)
-            .args(files)
-            .status()
-            .is_ok_and(|s| s.success());
-    let _ = std::fs::remove_file(&script);
-    if !drawn {
-        eprintln!("charts not drawn: {python} with matplotlib is needed (--chart-python)");
+/// Draws each run's chart into `dir`, naming the images written; a chart that cannot be
+/// drawn is a note, not an error, as the results are already written.
+fn draw_charts(runs: &[RunFile], dir: &Path) {
+    for run in runs {
+        let charted = draw_run(run, dir);
+        for note in &charted.notes {
+            eprintln!("chart: {note}");
+        }
+        if let Some(p) = &charted.path {
+            println!("chart: {}", p.display());
+        }
     }
 }
 
@@ -178,8 +169,6 @@ pub struct ReportArgs {
     /// directory.
     #[arg(long)]
     pub charts: Option<PathBuf>,
-    #[arg(long)]
-    pub chart_python: Option<String>,
 }
 
 pub fn report(a: ReportArgs) -> anyhow::Result<()> {
@@ -205,15 +194,13 @@ pub fn report(a: ReportArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = &a.charts {
         std::fs::create_dir_all(dir)?;
-        // Chart the merged runs, so configurations benched separately share a chart.
-        let mut files = Vec::new();
         for run in &runs {
             let path = dir.join(format!("{}.json", run.dataset.name));
             std::fs::write(&path, serde_json::to_string_pretty(run)?)
                 .with_context(|| format!("writing {}", path.display()))?;
-            files.push(path);
         }
-        draw_charts(a.chart_python, dir, &files);
+        // The merged runs, so configurations benched separately share a chart.
+        draw_charts(&runs, dir);
     }
     Ok(())
 }
