@@ -272,17 +272,24 @@ fn job_loop(
             .completion()
             .map(|c| (c.user_data() as usize, c.result()))
             .collect();
+        // Every completion taken off the ring is counted before anything can return, so
+        // `JobRing::drop` waits for exactly the operations still with the kernel.
+        *in_flight -= done.len();
+        let mut first_error = None;
         for (slot, res) in done {
             let (at, path) = sent[slot];
             stats[path].finished(at.elapsed().as_secs_f64() * 1e6);
-            *in_flight -= 1;
             if res < 0 {
-                return Err(os(std::io::Error::from_raw_os_error(-res)));
+                first_error.get_or_insert(os(std::io::Error::from_raw_os_error(-res)));
+                continue;
             }
-            if !stop.load(Ordering::Relaxed) {
+            if first_error.is_none() && !stop.load(Ordering::Relaxed) {
                 issue(slot, ring, bufs, &mut rng, &mut sent)?;
                 *in_flight += 1;
             }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
         }
     }
     Ok(())
