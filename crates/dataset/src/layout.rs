@@ -76,3 +76,14 @@ impl DatasetDir {
         }
     }
 }
+
+/// Bytes-in decoders of every file kind a dataset directory may hold, for callers (the
+/// fuzz targets) that have bytes rather than files; `path` only names the source in errors.
+#[doc(hidden)]
+pub mod decode {
+    pub use crate::npy::decode_npy as npy;
+    pub use crate::parquet_io::{
+        decode_neighbors as neighbors_parquet, decode_vectors as vectors_parquet,
+    };
+    pub use crate::vecs::{decode_bvecs as bvecs, decode_fvecs as fvecs, decode_ivecs as ivecs};
+}

@@ -8,6 +8,7 @@ mod vecs;
 
 use std::path::{Path, PathBuf};
 
+pub use layout::decode;
 pub use layout::DatasetDir;
 pub use parquet_io::{read_neighbors, write_neighbors, write_vectors, VectorWriter};
 

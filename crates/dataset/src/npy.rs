@@ -5,6 +5,12 @@ use crate::{invalid, io_error, Matrix, Result};
 /// Reads a 2-D, C-ordered .npy array of float32 or float64 (NumPy format versions 1-3).
 pub(crate) fn read_npy(path: &Path) -> Result<Matrix> {
     let bytes = std::fs::read(path).map_err(io_error(path))?;
+    decode_npy(&bytes, path)
+}
+
+/// Parses the bytes of a .npy file read from `path` (see `read_npy`). The shape is checked
+/// against the bytes present before anything is allocated for the data.
+pub fn decode_npy(bytes: &[u8], path: &Path) -> Result<Matrix> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(invalid(path, "not a .npy file (bad magic)"));
     }
@@ -14,12 +20,32 @@ pub(crate) fn read_npy(path: &Path) -> Result<Matrix> {
             u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
             12,
         ),
+        2 | 3 => return Err(invalid(path, "truncated .npy header")),
         v => return Err(invalid(path, format!("unsupported .npy version {v}"))),
     };
+    let header_end = header_start + header_len;
     let header = bytes
-        .get(header_start..header_start + header_len)
-        .and_then(|h| std::str::from_utf8(h).ok())
-        .ok_or_else(|| invalid(path, "truncated .npy header"))?;
+        .get(header_start..header_end)
+        .ok_or_else(|| {
+            invalid(
+                path,
+                format!(
+                    "truncated .npy header: it says {header_len} bytes at offset {header_start}, the file has {}",
+                    bytes.len()
+                ),
+            )
+        })
+        .and_then(|h| {
+            std::str::from_utf8(h).map_err(|e| {
+                invalid(
+                    path,
+                    format!(
+                        "the .npy header is not text (offset {})",
+                        header_start + e.valid_up_to()
+                    ),
+                )
+            })
+        })?;
     let field = |key: &str| -> Option<&str> {
         let at = header.find(&format!("'{key}'"))?;
         Some(header[at + key.len() + 2..].trim_start_matches([':', ' ']))
@@ -41,15 +67,17 @@ pub(crate) fn read_npy(path: &Path) -> Result<Matrix> {
     if field("fortran_order").is_some_and(|v| v.starts_with("True")) {
         return Err(invalid(path, "Fortran-ordered arrays are not supported"));
     }
+    let bad_shape = || invalid(path, "bad shape in the .npy header");
     let shape = field("shape").ok_or_else(|| invalid(path, "no shape in the .npy header"))?;
-    let inner = &shape[1..shape.find(')').ok_or_else(|| invalid(path, "bad shape"))?];
-    let dims: Vec<usize> = inner
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|_| invalid(path, "bad shape in the .npy header"))?;
+    let inner = shape.strip_prefix('(').ok_or_else(bad_shape)?;
+    let inner = &inner[..inner.find(')').ok_or_else(bad_shape)?];
+    let mut dims = Vec::new();
+    for s in inner.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if dims.len() == 2 {
+            return Err(invalid(path, "expected a 2-D array, found more dimensions"));
+        }
+        dims.push(s.parse::<usize>().map_err(|_| bad_shape())?);
+    }
     let [n, dim] = dims[..] else {
         return Err(invalid(
             path,
@@ -59,20 +87,24 @@ pub(crate) fn read_npy(path: &Path) -> Result<Matrix> {
     if dim == 0 {
         return Err(invalid(path, "vectors have dimension 0"));
     }
-    let body = &bytes[header_start + header_len..];
-    if body.len() < n * dim * elem {
+    let body = &bytes[header_end..];
+    let need = n.checked_mul(dim).and_then(|v| v.checked_mul(elem));
+    let Some(need) = need.filter(|&need| need <= body.len()) else {
         return Err(invalid(
             path,
-            "the .npy data is shorter than its shape says (truncated?)",
+            format!(
+                "the .npy data ({} bytes from offset {header_end}) is shorter than its shape ({n}, {dim}) says (truncated?)",
+                body.len()
+            ),
         ));
-    }
+    };
     let data: Vec<f32> = if elem == 4 {
-        body[..n * dim * 4]
+        body[..need]
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
             .collect()
     } else {
-        body[..n * dim * 8]
+        body[..need]
             .chunks_exact(8)
             .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32)
             .collect()

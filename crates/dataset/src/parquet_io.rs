@@ -11,17 +11,42 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::ChunkReader;
 
 use crate::{invalid, io_error, Matrix, Neighbors, Result};
 
-fn batches(path: &Path) -> Result<Vec<RecordBatch>> {
-    let file = File::open(path).map_err(io_error(path))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(8192).build())
-        .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
-    reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| invalid(path, format!("corrupt parquet data: {e}")))
+/// Turns bytes into the in-memory input the parquet reader takes (`bytes::Bytes`), naming
+/// that type through `File`'s `get_bytes`, so this crate needs no `bytes` dependency of its own.
+fn in_memory(bytes: &[u8]) -> impl ChunkReader + 'static {
+    fn same_as<B: From<Vec<u8>>>(
+        _: fn(&File, u64, usize) -> parquet::errors::Result<B>,
+        v: Vec<u8>,
+    ) -> B {
+        B::from(v)
+    }
+    same_as(<File as ChunkReader>::get_bytes, bytes.to_vec())
+}
+
+fn batches<R: ChunkReader + 'static>(input: R, path: &Path) -> Result<Vec<RecordBatch>> {
+    let read = || -> Result<Vec<RecordBatch>> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(input)
+            .and_then(|b| b.with_batch_size(8192).build())
+            .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
+        reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| invalid(path, format!("corrupt parquet data: {e}")))
+    };
+    // The parquet crate panics on some malformed files (a negative column chunk offset in
+    // the footer, for one) instead of returning an error; such a file is reported like any
+    // other corrupt one. Nothing outlives the closure, so no broken state is observed.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|p| {
+        let why = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(invalid(path, format!("corrupt parquet file: {why}")))
+    })
 }
 
 fn column<'a>(path: &Path, batch: &'a RecordBatch, names: &[&str]) -> Result<&'a ArrayRef> {
@@ -67,24 +92,35 @@ fn ids_of(path: &Path, batch: &RecordBatch, first_row: usize) -> Result<Vec<i64>
     })
 }
 
-/// Appends each row of a list column to `out` as f32/i64 values via `push`, returning row lengths.
+/// Calls `push(values, lo, hi)` for each row of a list column, the row being
+/// `values[lo..hi]`; refuses null rows and null values (a null would read as 0).
 fn for_each_list_row(
     path: &Path,
     col: &ArrayRef,
     mut push: impl FnMut(&ArrayRef, usize, usize) -> Result<()>,
 ) -> Result<()> {
+    let mut row = |values: &ArrayRef, i: usize, lo: usize, hi: usize| -> Result<()> {
+        if values.null_count() > 0 && (lo..hi).any(|j| values.is_null(j)) {
+            return Err(invalid(
+                path,
+                format!("row {i} of a list column holds a null"),
+            ));
+        }
+        push(values, lo, hi)
+    };
     fn rows<O: OffsetSizeTrait>(
         path: &Path,
         list: &arrow_array::GenericListArray<O>,
-        push: &mut impl FnMut(&ArrayRef, usize, usize) -> Result<()>,
+        row: &mut impl FnMut(&ArrayRef, usize, usize, usize) -> Result<()>,
     ) -> Result<()> {
         let offsets = list.value_offsets();
         for i in 0..list.len() {
             if list.is_null(i) {
                 return Err(invalid(path, format!("row {i} of a list column is null")));
             }
-            push(
+            row(
                 list.values(),
+                i,
                 offsets[i].as_usize(),
                 offsets[i + 1].as_usize(),
             )?;
@@ -92,16 +128,17 @@ fn for_each_list_row(
         Ok(())
     }
     match col.data_type() {
-        DataType::List(_) => rows(path, col.as_list::<i32>(), &mut push),
-        DataType::LargeList(_) => rows(path, col.as_list::<i64>(), &mut push),
-        DataType::FixedSizeList(_, len) => {
+        DataType::List(_) => rows(path, col.as_list::<i32>(), &mut row),
+        DataType::LargeList(_) => rows(path, col.as_list::<i64>(), &mut row),
+        DataType::FixedSizeList(_, _) => {
             let list = col.as_fixed_size_list();
-            let len = *len as usize;
+            let len = list.value_length() as usize;
             for i in 0..list.len() {
                 if list.is_null(i) {
                     return Err(invalid(path, format!("row {i} of a list column is null")));
                 }
-                push(list.values(), i * len, (i + 1) * len)?;
+                let lo = list.value_offset_at(i);
+                row(list.values(), i, lo, lo + len)?;
             }
             Ok(())
         }
@@ -113,10 +150,22 @@ fn for_each_list_row(
 }
 
 pub(crate) fn read_vectors(path: &Path) -> Result<Matrix> {
+    vectors(
+        batches(File::open(path).map_err(io_error(path))?, path)?,
+        path,
+    )
+}
+
+/// Parses the bytes of a vector parquet file (train/test) read from `path`.
+pub fn decode_vectors(bytes: &[u8], path: &Path) -> Result<Matrix> {
+    vectors(batches(in_memory(bytes), path)?, path)
+}
+
+fn vectors(batches: Vec<RecordBatch>, path: &Path) -> Result<Matrix> {
     let mut data = Vec::new();
     let mut ids = Vec::new();
     let mut dim = 0usize;
-    for batch in batches(path)? {
+    for batch in batches {
         ids.extend(ids_of(path, &batch, ids.len())?);
         let col = column(path, &batch, &["emb", "vector", "embedding"])?;
         for_each_list_row(path, col, |values, lo, hi| {
@@ -160,9 +209,21 @@ pub(crate) fn read_vectors(path: &Path) -> Result<Matrix> {
 
 /// Reads VectorDBBench's `neighbors.parquet`: `id` and `neighbors_id` (list of int64).
 pub fn read_neighbors(path: &Path) -> Result<Neighbors> {
+    neighbors(
+        batches(File::open(path).map_err(io_error(path))?, path)?,
+        path,
+    )
+}
+
+/// Parses the bytes of a ground-truth parquet file read from `path`.
+pub fn decode_neighbors(bytes: &[u8], path: &Path) -> Result<Neighbors> {
+    neighbors(batches(in_memory(bytes), path)?, path)
+}
+
+fn neighbors(batches: Vec<RecordBatch>, path: &Path) -> Result<Neighbors> {
     let mut query_ids = Vec::new();
     let mut lists = Vec::new();
-    for batch in batches(path)? {
+    for batch in batches {
         query_ids.extend(ids_of(path, &batch, query_ids.len())?);
         let col = column(path, &batch, &["neighbors_id", "neighbors"])?;
         for_each_list_row(path, col, |values, lo, hi| {

@@ -365,8 +365,21 @@ fn damaged_files_are_refused_with_clear_errors() {
     assert!(open_err(d.path()).contains("header checksum"));
 
     let d = fresh();
+    // A damaged version field is damage, not a version this build cannot read.
     flip_byte(&nodes(&d), 8);
-    assert!(open_err(d.path()).contains("layout version"));
+    let msg = open_err(d.path());
+    assert!(msg.contains("header checksum mismatch"), "{msg}");
+    assert!(msg.contains("the version field reads"), "{msg}");
+    assert!(!msg.contains("not supported"), "{msg}");
+
+    let d = fresh();
+    flip_byte(&meta(&d), 10);
+    let msg = open_err(d.path());
+    assert!(
+        msg.contains("meta.dvm") && msg.contains("checksum mismatch"),
+        "{msg}"
+    );
+    assert!(!msg.contains("not supported"), "{msg}");
 
     let d = fresh();
     flip_byte(&meta(&d), 100);

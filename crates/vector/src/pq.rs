@@ -39,9 +39,11 @@ fn transpose(offsets: &[usize], centroids: &[f32]) -> Vec<f32> {
     out
 }
 
-/// Distances from one query to every centroid of every subspace.
+/// Distances from one query to every centroid of every subspace. A row holds all 256
+/// centroids of a subspace, so every value a code byte can take indexes inside its row:
+/// lookups need no bounds check and no `unsafe`.
 pub struct PqTable {
-    values: Vec<f32>,
+    values: Vec<[f32; CENTROIDS]>,
 }
 
 impl ProductQuantizer {
@@ -123,9 +125,8 @@ impl ProductQuantizer {
 
     /// The lookup table for a prepared query.
     pub fn table(&self, query: &[f32]) -> PqTable {
-        let mut values = vec![0f32; self.code_bytes() * CENTROIDS];
-        for (m, out) in values.chunks_exact_mut(CENTROIDS).enumerate() {
-            let out: &mut [f32; CENTROIDS] = out.try_into().unwrap();
+        let mut values = vec![[0f32; CENTROIDS]; self.code_bytes()];
+        for (m, out) in values.iter_mut().enumerate() {
             let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
             let columns = self.transposed[lo * CENTROIDS..hi * CENTROIDS].chunks_exact(CENTROIDS);
             for (&q, column) in query[lo..hi].iter().zip(columns) {
@@ -160,6 +161,7 @@ impl ProductQuantizer {
     }
 
     /// Parses `to_bytes` output; `None` when the bytes are not a consistent quantizer.
+    /// The sizes are checked against `bytes.len()` before anything is allocated.
     pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
         let word = |i: usize| -> Option<u32> {
             Some(u32::from_le_bytes(
@@ -168,8 +170,17 @@ impl ProductQuantizer {
         };
         let dim = word(0)? as usize;
         let subspaces = word(1)? as usize;
-        let use_l2 = word(2)? != 0;
+        let use_l2 = match word(2)? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
         if subspaces == 0 || subspaces > dim {
+            return None;
+        }
+        let start = (4 + subspaces) * 4;
+        let floats = dim.checked_mul(CENTROIDS)?;
+        if Some(bytes.len()) != floats.checked_mul(4).and_then(|b| b.checked_add(start)) {
             return None;
         }
         let offsets: Vec<usize> = (0..=subspaces)
@@ -177,11 +188,6 @@ impl ProductQuantizer {
             .collect::<Option<_>>()?;
         if offsets[0] != 0 || offsets[subspaces] != dim || offsets.windows(2).any(|w| w[0] >= w[1])
         {
-            return None;
-        }
-        let start = (4 + subspaces) * 4;
-        let floats = dim * CENTROIDS;
-        if bytes.len() != start + floats * 4 {
             return None;
         }
         let centroids: Vec<f32> = bytes[start..]
@@ -205,7 +211,8 @@ impl PqTable {
     pub fn prefetch(code: &[u8]) {
         #[cfg(target_arch = "x86_64")]
         for line in code.chunks(64) {
-            // SAFETY: prefetch is a hint; the address is valid.
+            // SAFETY: the intrinsic is unsafe only for its target feature, SSE, which every
+            // x86_64 CPU has; a prefetch never faults, and the address lies inside `code`.
             unsafe {
                 std::arch::x86_64::_mm_prefetch(
                     line.as_ptr().cast(),
@@ -218,14 +225,23 @@ impl PqTable {
     }
 
     /// Approximate distance from the query to the vector with this code.
+    ///
+    /// Panics when `code` is not one byte per subspace: a caller passing codes of another
+    /// quantizer would otherwise get a quietly wrong distance.
     #[inline]
     pub fn distance(&self, code: &[u8]) -> f32 {
+        assert_eq!(code.len(), self.values.len(), "PQ code of the wrong length");
         let mut sum = 0f32;
-        for (m, &c) in code.iter().enumerate() {
-            // SAFETY: the table has 256 entries per subspace and `code` has one byte per subspace.
-            sum += unsafe { *self.values.get_unchecked(m * CENTROIDS + c as usize) };
+        for (row, &c) in self.values.iter().zip(code) {
+            // A u8 is below 256, the row's length: the compiler drops the bounds check.
+            sum += row[c as usize];
         }
         sum
+    }
+
+    /// Code bytes this table scores (one per subspace).
+    pub fn code_bytes(&self) -> usize {
+        self.values.len()
     }
 }
 
@@ -280,7 +296,7 @@ mod tests {
                     } else {
                         -q[lo..hi].iter().zip(cent).map(|(a, b)| a * b).sum::<f32>()
                     };
-                    assert!((t.values[m * 256 + c] - want).abs() < 1e-4);
+                    assert!((t.values[m][c] - want).abs() < 1e-4);
                 }
             }
         }
@@ -311,6 +327,35 @@ mod tests {
             None
         );
         assert_eq!(ProductQuantizer::from_bytes(&[0u8; 8]), None);
+    }
+
+    /// `distance` is safe, so it must be sound for any code: every byte value scores,
+    /// and a code of the wrong length is refused rather than read past the table.
+    #[test]
+    fn distance_is_sound_for_every_code() {
+        let data = random_data(300, 4);
+        let pq = ProductQuantizer::train(&data, 4, 2, true, 300, 1).unwrap();
+        let t = pq.table(&data[..4]);
+        for b in 0..=255u8 {
+            assert!(t.distance(&[b, 255 - b]).is_finite());
+        }
+        for len in [0, 1, 3, 1000] {
+            let code = vec![255u8; len];
+            assert!(std::panic::catch_unwind(|| t.distance(&code)).is_err());
+        }
+    }
+
+    #[test]
+    fn lying_sizes_are_refused_before_allocating() {
+        let data = random_data(300, 4);
+        let bytes = ProductQuantizer::train(&data, 4, 2, true, 300, 1)
+            .unwrap()
+            .to_bytes();
+        for (at, v) in [(0, u32::MAX), (4, u32::MAX), (0, 1 << 30), (8, 2), (16, 9)] {
+            let mut bad = bytes.clone();
+            bad[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            assert_eq!(ProductQuantizer::from_bytes(&bad), None, "field {at} = {v}");
+        }
     }
 
     #[test]

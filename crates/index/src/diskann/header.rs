@@ -9,7 +9,7 @@ use crate::{IndexError, Result};
 
 pub const NODES_MAGIC: &[u8; 8] = b"DISKVECN";
 /// Bumped whenever the bytes of `nodes.dvn` or `meta.dvm` change meaning.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// The first sector of `nodes.dvn`: everything needed to interpret the rest.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,32 +71,36 @@ impl Header {
         s
     }
 
-    /// Parses and checks a header sector read from `path`.
+    /// Parses and checks a header sector read from `path`. Magic first, then the
+    /// checksum, and only then any field: a damaged sector must never be reported as
+    /// anything but damaged.
     pub fn decode(sector: &[u8], path: &Path) -> Result<Self> {
         if sector.len() < SECTOR {
             return Err(corrupt(
                 path,
-                "file is shorter than its header sector (truncated?)",
+                format!(
+                    "file is {} bytes, shorter than its {SECTOR}-byte header sector (truncated?)",
+                    sector.len()
+                ),
             ));
         }
+        let sector = &sector[..SECTOR];
         if &sector[..8] != NODES_MAGIC {
             return Err(corrupt(path, "not a diskvec index file (bad magic)"));
         }
         let mut r = Reader { buf: sector, at: 8 };
         let version = r.u32();
-        if version != LAYOUT_VERSION {
-            return Err(IndexError::UnsupportedVersion {
-                path: path.to_path_buf(),
-                found: version,
-                supported: LAYOUT_VERSION,
-            });
+        if first_bad_sector(sector, 0).is_some() {
+            return Err(corrupt(path, checksum_message("header", version)));
         }
-        if first_bad_sector(&sector[..SECTOR], 0).is_some() {
-            return Err(corrupt(path, "header checksum mismatch"));
-        }
+        check_version(version, path)?;
         let metric_code = r.u32();
-        let metric = Metric::from_code(metric_code)
-            .ok_or_else(|| corrupt(path, format!("unknown metric code {metric_code}")))?;
+        let metric = Metric::from_code(metric_code).ok_or_else(|| {
+            corrupt(
+                path,
+                format!("unknown metric code {metric_code} at offset 12"),
+            )
+        })?;
         let h = Header {
             metric,
             dim: r.u32(),
@@ -126,17 +130,31 @@ impl Header {
         let h = Header {
             stripe_bytes: r.u64(),
             path_count: r.u32(),
-            mirrored: r.u32() != 0,
             ..h
         };
-        if (h.mirrored && h.path_count < 2)
+        let mirrored = r.u32();
+        let h = Header {
+            mirrored: mirrored == 1,
+            ..h
+        };
+        if mirrored > 1
+            || (h.mirrored && h.path_count < 2)
             || h.path_count == 0
             || h.stripe_bytes == 0
             || !h.stripe_bytes.is_multiple_of(SECTOR as u64)
         {
             return Err(corrupt(path, "header describes an impossible placement"));
         }
-        if h.dim == 0 || h.count == 0 || h.max_degree == 0 || h.medoid as u64 >= h.count {
+        // Node numbers are u32, so more than 2^32 nodes cannot be addressed; the bound also
+        // keeps the geometry arithmetic below (and in every user of the header) in range.
+        if h.dim == 0
+            || h.count == 0
+            || h.count > 1 << 32
+            || h.max_degree == 0
+            || h.pq_bytes == 0
+            || h.medoid as u64 >= h.count
+            || h.pq_bytes > h.dim
+        {
             return Err(corrupt(path, "header describes an impossible index"));
         }
         let l = h.layout();
@@ -146,7 +164,12 @@ impl Header {
                 l.nodes_per_sector as u32,
                 l.sectors_per_node as u32,
             )
+            || l.node_bytes > u32::MAX as usize
             || data_sectors != l.data_sectors(h.count as usize)
+            || data_sectors
+                .checked_add(1)
+                .and_then(|s| s.checked_mul(SECTOR as u64))
+                .is_none()
         {
             return Err(corrupt(
                 path,
@@ -155,6 +178,47 @@ impl Header {
         }
         Ok(h)
     }
+}
+
+impl Header {
+    /// `meta.dvm`'s decoder (`Meta::decode`), reachable from outside the crate for the fuzz
+    /// targets: `Meta` lives in a private module and is only ever opened through an index.
+    #[doc(hidden)]
+    pub fn decode_meta(bytes: &[u8], path: &Path) -> Result<super::meta::Meta> {
+        super::meta::Meta::decode(bytes, path)
+    }
+}
+
+/// What a file that failed its checksum says: its version field is not to be trusted, but
+/// when it differs from ours it hints at the cause (a file of another version that was
+/// also damaged, or a stray write over the field), so it is shown, as a reading only.
+pub(crate) fn checksum_message(what: &str, version: u32) -> String {
+    if version == LAYOUT_VERSION {
+        format!("{what} checksum mismatch (the file is damaged)")
+    } else {
+        format!("{what} checksum mismatch (the file is damaged); the version field reads {version}")
+    }
+}
+
+/// Refuses a version other than ours, once the checksum vouched for the field.
+pub(crate) fn check_version(version: u32, path: &Path) -> Result<()> {
+    if version < LAYOUT_VERSION {
+        // Not corrupt, only old; the error enum has no variant of its own for this yet.
+        return Err(corrupt(
+            path,
+            format!(
+                "layout version {version} is older than this build's ({LAYOUT_VERSION}) and is no longer read: rebuild the index"
+            ),
+        ));
+    }
+    if version > LAYOUT_VERSION {
+        return Err(IndexError::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found: version,
+            supported: LAYOUT_VERSION,
+        });
+    }
+    Ok(())
 }
 
 pub(crate) struct Writer<'a> {
@@ -234,10 +298,34 @@ mod tests {
             .contains("magic"));
         let mut bad = s.clone();
         bad[8] = 99;
+        seal_sectors(&mut bad, 0);
         assert!(matches!(
             Header::decode(&bad, p),
             Err(IndexError::UnsupportedVersion { found: 99, .. })
         ));
         assert!(Header::decode(&s[..100], p).is_err());
+    }
+
+    /// A damaged version field is damage, never an unsupported version.
+    #[test]
+    fn checksum_is_checked_before_the_version() {
+        let p = Path::new("nodes.dvn");
+        let mut bad = sample().encode();
+        bad[10] ^= 0xff;
+        let msg = Header::decode(&bad, p).unwrap_err().to_string();
+        assert!(msg.contains("checksum mismatch"), "{msg}");
+        assert!(msg.contains("the version field reads 16711683"), "{msg}");
+        assert!(!msg.contains("not supported"), "{msg}");
+    }
+
+    #[test]
+    fn older_versions_ask_for_a_rebuild() {
+        let p = Path::new("nodes.dvn");
+        let mut old = sample().encode();
+        old[8..12].copy_from_slice(&2u32.to_le_bytes());
+        seal_sectors(&mut old, 0);
+        let msg = Header::decode(&old, p).unwrap_err().to_string();
+        assert!(msg.contains("layout version 2"), "{msg}");
+        assert!(msg.contains("rebuild the index"), "{msg}");
     }
 }

@@ -2,16 +2,17 @@ use std::path::Path;
 
 use diskvec_vector::ProductQuantizer;
 
-use super::header::{Reader, Writer};
+use super::header::{check_version, checksum_message, Reader, Writer};
 use super::Header;
 use crate::error::{corrupt, file_error};
-use crate::{IndexError, Result};
+use crate::Result;
 
 pub const META_MAGIC: &[u8; 8] = b"DISKVECM";
 const META_HEADER: usize = 56;
 
 /// The DRAM-resident part of an index: PQ codebook, one PQ code per node and the
 /// external id of each node (nodes are numbered by their place on disk).
+#[derive(Debug)]
 pub struct Meta {
     pub pq: ProductQuantizer,
     pub codes: Vec<u8>,
@@ -41,32 +42,34 @@ fn decode_paths(bytes: &[u8]) -> Option<Vec<String>> {
     };
     let count = word(0)?;
     let mut at = 4;
-    let mut out = Vec::with_capacity(count.min(1024));
+    // Every path costs at least its 4-byte length, which bounds a lying count.
+    let mut out = Vec::with_capacity(count.min(bytes.len() / 4));
     for _ in 0..count {
         let len = word(at)?;
-        let s = std::str::from_utf8(bytes.get(at + 4..at + 4 + len)?).ok()?;
+        let s = std::str::from_utf8(bytes.get(at + 4..(at + 4).checked_add(len)?)?).ok()?;
         out.push(s.to_string());
         at += 4 + len;
     }
     (at == bytes.len()).then_some(out)
 }
 
+/// Offset of the CRC field; the CRC covers every other byte of the file, header included,
+/// so no field is read before the checksum has vouched for it.
+const CRC_AT: usize = 12;
+
+fn file_crc(bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[..CRC_AT]);
+    h.update(&bytes[CRC_AT + 4..]);
+    h.finalize()
+}
+
 impl Meta {
-    /// Serializes to the bytes of `meta.dvm`; returns them and the body CRC.
+    /// Serializes to the bytes of `meta.dvm`; returns them and the file's CRC (the one
+    /// `nodes.dvn`'s header repeats as `meta_crc`).
     pub fn encode(&self, build_id: u64) -> (Vec<u8>, u32) {
         let pq = self.pq.to_bytes();
-        let mut body = Vec::with_capacity(pq.len() + self.codes.len() + self.ids.len() * 8);
-        body.extend_from_slice(&pq);
-        body.extend_from_slice(&self.codes);
-        for id in &self.ids {
-            body.extend_from_slice(&id.to_le_bytes());
-        }
-        for e in &self.entries {
-            body.extend_from_slice(&e.to_le_bytes());
-        }
         let placement = encode_paths(&self.paths);
-        body.extend_from_slice(&placement);
-        let crc = crc32fast::hash(&body);
         let mut out = vec![0u8; META_HEADER];
         let mut w = Writer {
             buf: &mut out,
@@ -74,58 +77,101 @@ impl Meta {
         };
         w.bytes(META_MAGIC);
         w.u32(super::LAYOUT_VERSION);
-        w.u32(crc);
+        w.u32(0);
         w.u64(build_id);
         w.u64(self.ids.len() as u64);
         w.u64(pq.len() as u64);
         w.u64(self.entries.len() as u64);
         w.u64(placement.len() as u64);
-        out.extend_from_slice(&body);
+        out.reserve(
+            pq.len()
+                + self.codes.len()
+                + self.ids.len() * 8
+                + self.entries.len() * 4
+                + placement.len(),
+        );
+        out.extend_from_slice(&pq);
+        out.extend_from_slice(&self.codes);
+        for id in &self.ids {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        for e in &self.entries {
+            out.extend_from_slice(&e.to_le_bytes());
+        }
+        out.extend_from_slice(&placement);
+        let crc = file_crc(&out);
+        out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
         (out, crc)
     }
 
-    /// Reads `meta.dvm`, checking its own consistency (magic, version, size, CRC).
+    /// Reads `meta.dvm` and checks its own consistency (see `decode`).
     pub fn read(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(file_error(path))?;
-        if bytes.len() < META_HEADER || &bytes[..8] != META_MAGIC {
-            return Err(corrupt(
-                path,
-                "not a diskvec meta file (bad magic or truncated)",
-            ));
+        Self::decode(&bytes, path)
+    }
+
+    /// Parses the bytes of `meta.dvm` read from `path`: magic, then the checksum, then the
+    /// version, then sizes; nothing is allocated beyond what the bytes themselves hold.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<Self> {
+        if bytes.len() < 8 || &bytes[..8] != META_MAGIC {
+            return Err(corrupt(path, "not a diskvec meta file (bad magic)"));
         }
-        let mut r = Reader { buf: &bytes, at: 8 };
-        let version = r.u32();
-        if version != super::LAYOUT_VERSION {
-            return Err(IndexError::UnsupportedVersion {
-                path: path.to_path_buf(),
-                found: version,
-                supported: super::LAYOUT_VERSION,
-            });
-        }
-        let (crc, build_id, count) = (r.u32(), r.u64(), r.u64() as usize);
-        let (pq_len, entries, placement) = (r.u64() as usize, r.u64() as usize, r.u64() as usize);
-        let body = &bytes[META_HEADER..];
-        if crc32fast::hash(body) != crc {
-            return Err(corrupt(path, "checksum mismatch"));
-        }
-        let pq = ProductQuantizer::from_bytes(
-            body.get(..pq_len)
-                .ok_or_else(|| corrupt(path, "truncated"))?,
-        )
-        .ok_or_else(|| corrupt(path, "unreadable PQ codebook"))?;
-        let m = pq.code_bytes();
-        let codes_at = pq_len;
-        let ids_at = codes_at + count * m;
-        let entries_at = ids_at + count * 8;
-        let placement_at = entries_at + entries * 4;
-        if body.len() != placement_at + placement {
+        if bytes.len() < META_HEADER {
             return Err(corrupt(
                 path,
                 format!(
-                    "size {} does not match its header (truncated?)",
+                    "file is {} bytes, shorter than its {META_HEADER}-byte header (truncated?)",
                     bytes.len()
                 ),
             ));
+        }
+        let mut r = Reader { buf: bytes, at: 8 };
+        let (version, crc) = (r.u32(), r.u32());
+        if file_crc(bytes) != crc {
+            // Version 2 checksummed the body only; an intact file of that version is old,
+            // not damaged, and is refused as such.
+            if version == 2 && crc32fast::hash(&bytes[META_HEADER..]) == crc {
+                check_version(version, path)?;
+            }
+            return Err(corrupt(path, checksum_message("meta", version)));
+        }
+        check_version(version, path)?;
+        let build_id = r.u64();
+        let mut size = || usize::try_from(r.u64()).ok();
+        let (count, pq_len, entries, placement) = (size(), size(), size(), size());
+        let body = &bytes[META_HEADER..];
+        let too_big = || {
+            corrupt(
+                path,
+                format!(
+                    "the sizes in its header do not add up to its {} bytes (truncated?)",
+                    bytes.len()
+                ),
+            )
+        };
+        let (Some(count), Some(pq_len), Some(entries), Some(placement)) =
+            (count, pq_len, entries, placement)
+        else {
+            return Err(too_big());
+        };
+        let pq = ProductQuantizer::from_bytes(body.get(..pq_len).ok_or_else(too_big)?).ok_or_else(
+            || {
+                corrupt(
+                    path,
+                    format!("unreadable PQ codebook at offset {META_HEADER}"),
+                )
+            },
+        )?;
+        let m = pq.code_bytes();
+        let codes_at = pq_len;
+        let end_of = |at: usize, n: usize, width: usize| {
+            n.checked_mul(width).and_then(|b| b.checked_add(at))
+        };
+        let ids_at = end_of(codes_at, count, m).ok_or_else(too_big)?;
+        let entries_at = end_of(ids_at, count, 8).ok_or_else(too_big)?;
+        let placement_at = end_of(entries_at, entries, 4).ok_or_else(too_big)?;
+        if end_of(placement_at, placement, 1) != Some(body.len()) {
+            return Err(too_big());
         }
         let ids = body[ids_at..entries_at]
             .chunks_exact(8)
@@ -135,12 +181,27 @@ impl Meta {
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
             .collect();
-        if entries.iter().any(|&e| e as usize >= count) {
-            return Err(corrupt(path, "an entry node is out of range"));
+        if let Some(i) = entries.iter().position(|&e| e as usize >= count) {
+            return Err(corrupt(
+                path,
+                format!(
+                    "entry node {} at offset {} is out of range ({count} nodes)",
+                    entries[i],
+                    META_HEADER + entries_at + 4 * i
+                ),
+            ));
         }
         let paths = decode_paths(&body[placement_at..])
             .filter(|p| !p.is_empty())
-            .ok_or_else(|| corrupt(path, "unreadable placement (list of path files)"))?;
+            .ok_or_else(|| {
+                corrupt(
+                    path,
+                    format!(
+                        "unreadable placement (list of path files) at offset {}",
+                        META_HEADER + placement_at
+                    ),
+                )
+            })?;
         Ok(Self {
             pq,
             codes: body[codes_at..ids_at].to_vec(),
@@ -174,5 +235,98 @@ impl Meta {
 
     pub fn dram_bytes(&self) -> usize {
         self.pq.dram_bytes() + self.codes.len() + self.ids.len() * 8 + self.entries.len() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::IndexError;
+
+    fn sample() -> Meta {
+        let data: Vec<f32> = (0..4 * 300).map(|i| (i % 17) as f32 * 0.1).collect();
+        let pq = ProductQuantizer::train(&data, 4, 2, true, 300, 1).unwrap();
+        Meta {
+            codes: pq.encode_all(&data[..4 * 3]),
+            pq,
+            ids: vec![10, 11, 12],
+            entries: vec![0, 2],
+            paths: vec!["nodes.dvn".into()],
+            build_id: 7,
+            crc: 0,
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let m = sample();
+        let (bytes, crc) = m.encode(7);
+        let back = Meta::decode(&bytes, Path::new("meta.dvm")).unwrap();
+        assert_eq!(back.crc, crc);
+        assert_eq!(back.build_id, 7);
+        assert_eq!(
+            (back.pq, back.codes, back.ids, back.entries, back.paths),
+            (m.pq, m.codes, m.ids, m.entries, m.paths)
+        );
+    }
+
+    /// Every header field is under the checksum: a flipped byte in the version field (or
+    /// anywhere else) is reported as damage, never as an unsupported version.
+    #[test]
+    fn checksum_covers_the_header_and_comes_before_the_version() {
+        let p = Path::new("meta.dvm");
+        let (bytes, _) = sample().encode(7);
+        let mut bad = bytes.clone();
+        bad[10] ^= 0xff;
+        let msg = Meta::decode(&bad, p).unwrap_err().to_string();
+        assert!(msg.contains("meta.dvm"), "{msg}");
+        assert!(msg.contains("checksum mismatch"), "{msg}");
+        assert!(msg.contains("the version field reads 16711683"), "{msg}");
+        assert!(!msg.contains("not supported"), "{msg}");
+        for at in (8..bytes.len()).filter(|&at| !(CRC_AT..CRC_AT + 4).contains(&at)) {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1;
+            let msg = Meta::decode(&bad, p).unwrap_err().to_string();
+            assert!(msg.contains("checksum mismatch"), "byte {at}: {msg}");
+        }
+    }
+
+    #[test]
+    fn versions_other_than_ours_are_refused_once_intact() {
+        let p = Path::new("meta.dvm");
+        let (mut bytes, _) = sample().encode(7);
+        // An intact version-2 file: same layout, CRC over the body only.
+        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[META_HEADER..]);
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+        let msg = Meta::decode(&bytes, p).unwrap_err().to_string();
+        assert!(msg.contains("layout version 2"), "{msg}");
+        assert!(msg.contains("rebuild the index"), "{msg}");
+        // A newer version, intact.
+        bytes[8..12].copy_from_slice(&9u32.to_le_bytes());
+        let crc = file_crc(&bytes);
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            Meta::decode(&bytes, p),
+            Err(IndexError::UnsupportedVersion { found: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn lying_sizes_are_refused_without_allocating() {
+        let p = Path::new("meta.dvm");
+        let (bytes, _) = sample().encode(7);
+        for field in [24, 32, 40, 48] {
+            for value in [u64::MAX, u64::MAX / 8, 1 << 40, 0] {
+                let mut bad = bytes.clone();
+                bad[field..field + 8].copy_from_slice(&value.to_le_bytes());
+                let crc = file_crc(&bad);
+                bad[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+                let msg = Meta::decode(&bad, p).unwrap_err().to_string();
+                assert!(msg.starts_with("meta.dvm: "), "{msg}");
+            }
+        }
+        assert!(Meta::decode(&bytes[..30], p).is_err());
+        assert!(Meta::decode(b"DISK", p).is_err());
     }
 }

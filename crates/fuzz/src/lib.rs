@@ -1,0 +1,232 @@
+//! Fuzz targets for every decoder that reads bytes from outside: one plain `fn(&[u8])` per
+//! target, so the same code runs under the stable mutation loop (`tests/fuzz.rs`) and under
+//! cargo-fuzz (`fuzz/`, nightly, coverage-guided). A target panics when an invariant breaks:
+//! the decoder panicked, a decoded value does not round-trip through its encoder, or the
+//! decoder allocated more than a small multiple of its input.
+
+pub mod alloc;
+pub mod mutate;
+pub mod seeds;
+
+use std::path::Path;
+
+use diskvec_dataset::{decode, Matrix, Neighbors};
+use diskvec_index::diskann::Header;
+use diskvec_vector::ProductQuantizer;
+
+/// A target: its name (also the cargo-fuzz target's and the corpus directory's) and body.
+pub type Target = (&'static str, fn(&[u8]));
+
+pub const TARGETS: &[Target] = &[
+    ("header", header),
+    ("meta", meta),
+    ("pq", pq),
+    ("npy", npy),
+    ("vecs", vecs),
+    ("parquet_vectors", parquet_vectors),
+    ("parquet_neighbors", parquet_neighbors),
+];
+
+pub fn target(name: &str) -> Option<fn(&[u8])> {
+    TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// Bytes a decoder may allocate beyond a multiple of its input: fixed-size scratch such as
+/// a header sector or a parquet reader's per-batch buffers.
+const SLACK: usize = 64 << 10;
+
+/// Runs `decode` and fails when the peak of what it allocated exceeds `factor` times the
+/// input plus `slack`: a decoder must never let a length field size an allocation.
+fn bounded<T>(input: usize, factor: usize, slack: usize, decode: impl FnOnce() -> T) -> T {
+    let (out, peak) = alloc::measure(decode);
+    let limit = input.saturating_mul(factor).saturating_add(slack);
+    assert!(
+        peak <= limit,
+        "allocated {peak} bytes at peak for a {input}-byte input (limit {limit})"
+    );
+    out
+}
+
+fn expect_error_names<E: std::fmt::Display>(r: &Result<impl Sized, E>, file: &str) {
+    if let Err(e) = r {
+        let msg = e.to_string();
+        assert!(msg.contains(file), "error does not name {file}: {msg}");
+    }
+}
+
+/// Seals a copy of the header sector (CRC-32 of the sector number 0 and the first 4092 bytes,
+/// as `nodes.dvn` does), so mutations reach the fields behind the checksum.
+pub fn seal_header(data: &[u8]) -> Vec<u8> {
+    let mut s = data.to_vec();
+    if s.len() >= 4096 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&0u64.to_le_bytes());
+        h.update(&s[..4092]);
+        let crc = h.finalize();
+        s[4092..4096].copy_from_slice(&crc.to_le_bytes());
+    }
+    s
+}
+
+/// Seals a copy of a meta.dvm image: its CRC (bytes 12..16) covers every other byte.
+pub fn seal_meta(data: &[u8]) -> Vec<u8> {
+    let mut s = data.to_vec();
+    if s.len() >= 16 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&s[..12]);
+        h.update(&s[16..]);
+        let crc = h.finalize();
+        s[12..16].copy_from_slice(&crc.to_le_bytes());
+    }
+    s
+}
+
+/// `nodes.dvn`'s header sector, as read and as resealed.
+pub fn header(data: &[u8]) {
+    let p = Path::new("nodes.dvn");
+    for input in [data.to_vec(), seal_header(data)] {
+        let r = bounded(input.len(), 2, SLACK, || Header::decode(&input, p));
+        expect_error_names(&r, "nodes.dvn");
+        if let Ok(h) = r {
+            let again = h.encode();
+            let back = Header::decode(&again, p).expect("an encoded header decodes");
+            assert_eq!(back.encode(), again, "header does not round-trip");
+            // Fields the decoder checks are exactly what it read: the sector re-encodes to
+            // the input except for padding after the fields.
+            assert_eq!(again[..96], input[..96], "header fields do not round-trip");
+        }
+    }
+}
+
+/// `meta.dvm`, as read and as resealed.
+pub fn meta(data: &[u8]) {
+    let p = Path::new("meta.dvm");
+    for input in [data.to_vec(), seal_meta(data)] {
+        let r = bounded(input.len(), 6, SLACK, || Header::decode_meta(&input, p));
+        expect_error_names(&r, "meta.dvm");
+        if let Ok(m) = r {
+            let (bytes, crc) = m.encode(m.build_id);
+            assert_eq!(crc, m.crc, "meta CRC does not round-trip");
+            assert_eq!(bytes, input, "meta.dvm does not re-encode to its input");
+        }
+    }
+}
+
+/// A PQ codebook, and a table built from it scoring codes of every byte value.
+pub fn pq(data: &[u8]) {
+    let r = bounded(data.len(), 6, SLACK, || ProductQuantizer::from_bytes(data));
+    if let Some(pq) = r {
+        assert_eq!(
+            pq.to_bytes(),
+            data,
+            "PQ codebook does not re-encode to its input"
+        );
+        if pq.dim <= 4096 {
+            let table = pq.table(&vec![0.5; pq.dim]);
+            let m = pq.code_bytes();
+            assert_eq!(table.code_bytes(), m);
+            for b in [0u8, 1, 127, 255] {
+                let _ = table.distance(&vec![b; m]);
+            }
+        }
+    }
+}
+
+fn check_matrix(m: &Matrix) {
+    assert!(m.dim > 0);
+    assert_eq!(
+        m.data.len(),
+        m.ids.len() * m.dim,
+        "matrix shape is inconsistent"
+    );
+}
+
+fn check_neighbors(n: &Neighbors) {
+    assert_eq!(
+        n.query_ids.len(),
+        n.lists.len(),
+        "neighbours are inconsistent"
+    );
+}
+
+pub fn npy(data: &[u8]) {
+    let r = bounded(data.len(), 4, SLACK, || {
+        decode::npy(data, Path::new("x.npy"))
+    });
+    expect_error_names(&r, "x.npy");
+    if let Ok(m) = r {
+        check_matrix(&m);
+    }
+}
+
+/// The same bytes as .fvecs, .bvecs and .ivecs; each re-encodes to its input.
+pub fn vecs(data: &[u8]) {
+    let f = bounded(data.len(), 4, SLACK, || {
+        decode::fvecs(data, Path::new("x.fvecs"))
+    });
+    expect_error_names(&f, "x.fvecs");
+    if let Ok(m) = f {
+        check_matrix(&m);
+        let mut out = Vec::new();
+        for row in m.data.chunks_exact(m.dim) {
+            out.extend_from_slice(&(m.dim as i32).to_le_bytes());
+            row.iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+        }
+        assert_eq!(out, data, ".fvecs does not round-trip");
+    }
+    let b = bounded(data.len(), 8, SLACK, || {
+        decode::bvecs(data, Path::new("x.bvecs"))
+    });
+    expect_error_names(&b, "x.bvecs");
+    if let Ok(m) = b {
+        check_matrix(&m);
+        let mut out = Vec::new();
+        for row in m.data.chunks_exact(m.dim) {
+            out.extend_from_slice(&(m.dim as i32).to_le_bytes());
+            out.extend(row.iter().map(|&x| x as u8));
+        }
+        assert_eq!(out, data, ".bvecs does not round-trip");
+    }
+    let i = bounded(data.len(), 12, SLACK, || {
+        decode::ivecs(data, Path::new("x.ivecs"))
+    });
+    expect_error_names(&i, "x.ivecs");
+    if let Ok(n) = i {
+        check_neighbors(&n);
+        let mut out = Vec::new();
+        for l in &n.lists {
+            out.extend_from_slice(&(l.len() as i32).to_le_bytes());
+            l.iter()
+                .for_each(|&x| out.extend_from_slice(&(x as i32).to_le_bytes()));
+        }
+        assert_eq!(out, data, ".ivecs does not round-trip");
+    }
+}
+
+/// The parquet reader's own buffers (a page, a batch) come on top of the input.
+const PARQUET_SLACK: usize = 4 << 20;
+
+pub fn parquet_vectors(data: &[u8]) {
+    let r = bounded(data.len(), 16, PARQUET_SLACK, || {
+        decode::vectors_parquet(data, Path::new("train.parquet"))
+    });
+    expect_error_names(&r, "train.parquet");
+    if let Ok(m) = r {
+        assert_eq!(
+            m.data.len(),
+            m.ids.len() * m.dim,
+            "matrix shape is inconsistent"
+        );
+    }
+}
+
+pub fn parquet_neighbors(data: &[u8]) {
+    let r = bounded(data.len(), 16, PARQUET_SLACK, || {
+        decode::neighbors_parquet(data, Path::new("neighbors.parquet"))
+    });
+    expect_error_names(&r, "neighbors.parquet");
+    if let Ok(n) = r {
+        check_neighbors(&n);
+    }
+}
