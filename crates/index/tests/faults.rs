@@ -212,6 +212,22 @@ fn a_mirrored_index_survives_missing_unreadable_and_corrupt_path_files() {
     drop(idx);
     std::fs::rename(dir.path().join("moved"), &files[1]).unwrap();
 
+    // The first path, which holds the header sector, missing or with a damaged header:
+    // the index opens with meta.dvm's copy of the header and serves the path's mirror.
+    let first = std::fs::read(&files[0]).unwrap();
+    std::fs::remove_file(&files[0]).unwrap();
+    let idx = open(&out, 0).unwrap();
+    assert_eq!(idx.failed_paths(), vec![0]);
+    assert_finds_itself(&search_every_node(&idx, &data).unwrap());
+    drop(idx);
+    let mut damaged = first.clone();
+    damaged[100] ^= 0xff;
+    std::fs::write(&files[0], &damaged).unwrap();
+    let idx = open(&out, N).unwrap();
+    assert_finds_itself(&search_every_node(&idx, &data).unwrap());
+    drop(idx);
+    std::fs::write(&files[0], &first).unwrap();
+
     // Wrong size (truncated) at open.
     std::fs::write(&files[1], &saved[..saved.len() / 2]).unwrap();
     let idx = open(&out, N).unwrap();

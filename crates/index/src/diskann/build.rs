@@ -203,15 +203,18 @@ pub fn build(
         ids: order.iter().map(|&old| ids[old as usize]).collect(),
         entries: entry_sample(n, params.entry_points, params.seed),
         paths: stored_paths,
+        geometry: Header {
+            medoid: position[graph.medoid as usize],
+            build_id,
+            ..header_probe
+        },
         build_id: 0,
         crc: 0,
     };
     let (meta_bytes, meta_crc) = meta.encode(build_id);
     let header = Header {
-        medoid: position[graph.medoid as usize],
-        build_id,
         meta_crc,
-        ..header_probe
+        ..meta.geometry.clone()
     };
 
     let groups = n.div_ceil(layout.nodes_per_sector);

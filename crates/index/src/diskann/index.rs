@@ -72,17 +72,23 @@ impl DiskIndex {
         let meta_path = dir.join(META_FILE);
         let meta = Meta::read(&meta_path)?;
         let paths: Vec<PathBuf> = meta.paths.iter().map(|p| dir.join(p)).collect();
-        // The header is the first sector of the logical file: always on the first path.
-        let nodes_path = paths[0].clone();
-        let first_file = open_for_reading(&nodes_path, options.direct)?;
-        let mut first = AlignedBuf::new(SECTOR);
-        let got = first_file
-            .file
-            .read_at(first.as_mut_slice(), 0)
-            .map_err(file_error(&nodes_path))?;
-        let header = Header::decode(&first.as_slice()[..got], &nodes_path)?;
-        drop(first_file);
-        meta.check(&header, &meta_path)?;
+        // The header is the first sector of the logical file, on the first path; meta.dvm
+        // holds a copy, which a mirrored index opens with when that path is lost (the
+        // volume then serves the path from its mirror).
+        let header = match read_header(&paths[0], options.direct) {
+            Ok(header) => {
+                meta.check(&header, &meta_path)?;
+                header
+            }
+            Err(e) if meta.geometry.mirrored => {
+                log::warn!(
+                    "{e}; opening with the copy of the header in {}",
+                    meta_path.display()
+                );
+                meta.header()
+            }
+            Err(e) => return Err(e),
+        };
         let mut volume = Volume::open(
             &paths,
             header.stripe_bytes,
@@ -252,6 +258,17 @@ impl DiskIndex {
     pub fn ids(&self) -> &[i64] {
         &self.meta.ids
     }
+}
+
+/// Reads and checks the header sector at the front of the first path's file.
+pub(crate) fn read_header(nodes_path: &Path, direct: bool) -> Result<Header> {
+    let file = open_for_reading(nodes_path, direct)?;
+    let mut first = AlignedBuf::new(SECTOR);
+    let got = file
+        .file
+        .read_at(first.as_mut_slice(), 0)
+        .map_err(file_error(nodes_path))?;
+    Header::decode(&first.as_slice()[..got], nodes_path)
 }
 
 /// Reads the records of the given nodes (sorted ids); the volume checks their sectors.

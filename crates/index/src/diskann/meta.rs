@@ -6,6 +6,7 @@ use super::header::{check_version, checksum_message, Reader, Writer};
 use super::Header;
 use crate::error::{corrupt, file_error};
 use crate::Result;
+use diskvec_io::SECTOR;
 
 pub const META_MAGIC: &[u8; 8] = b"DISKVECM";
 const META_HEADER: usize = 56;
@@ -22,6 +23,10 @@ pub struct Meta {
     /// The files holding `nodes.dvn`'s stripes, one per path; relative ones are relative
     /// to the index directory.
     pub paths: Vec<String>,
+    /// The nodes header as the build wrote it, but with `meta_crc` 0 (the CRC of this
+    /// very file cannot be inside it): a copy that lets a mirrored index open when the
+    /// first path's file, which holds the header sector, is lost.
+    pub geometry: Header,
     /// Read from the file; checked against the nodes header by `check`.
     pub build_id: u64,
     pub crc: u32,
@@ -99,6 +104,13 @@ impl Meta {
             out.extend_from_slice(&e.to_le_bytes());
         }
         out.extend_from_slice(&placement);
+        out.extend_from_slice(
+            &Header {
+                meta_crc: 0,
+                ..self.geometry.clone()
+            }
+            .encode(),
+        );
         let crc = file_crc(&out);
         out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
         (out, crc)
@@ -170,9 +182,11 @@ impl Meta {
         let ids_at = end_of(codes_at, count, m).ok_or_else(too_big)?;
         let entries_at = end_of(ids_at, count, 8).ok_or_else(too_big)?;
         let placement_at = end_of(entries_at, entries, 4).ok_or_else(too_big)?;
-        if end_of(placement_at, placement, 1) != Some(body.len()) {
+        let geometry_at = end_of(placement_at, placement, 1).ok_or_else(too_big)?;
+        if end_of(geometry_at, 1, SECTOR) != Some(body.len()) {
             return Err(too_big());
         }
+        let geometry = Header::decode(&body[geometry_at..], path)?;
         let ids = body[ids_at..entries_at]
             .chunks_exact(8)
             .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
@@ -191,7 +205,7 @@ impl Meta {
                 ),
             ));
         }
-        let paths = decode_paths(&body[placement_at..])
+        let paths = decode_paths(&body[placement_at..geometry_at])
             .filter(|p| !p.is_empty())
             .ok_or_else(|| {
                 corrupt(
@@ -208,9 +222,18 @@ impl Meta {
             ids,
             entries,
             paths,
+            geometry,
             build_id,
             crc,
         })
+    }
+
+    /// The nodes header this meta file was written with (from its copy).
+    pub fn header(&self) -> Header {
+        Header {
+            meta_crc: self.crc,
+            ..self.geometry.clone()
+        }
     }
 
     /// Checks that this meta file and the nodes header come from the same build.
@@ -223,6 +246,12 @@ impl Meta {
         }
         if self.pq.dim != header.dim as usize || self.pq.code_bytes() != header.pq_bytes as usize {
             return Err(corrupt(path, "PQ codebook does not match the index"));
+        }
+        if self.header() != *header {
+            return Err(corrupt(
+                path,
+                "its copy of the nodes header differs from the header in nodes.dvn",
+            ));
         }
         if self.paths.len() != header.path_count as usize {
             return Err(corrupt(
@@ -252,6 +281,21 @@ mod tests {
             ids: vec![10, 11, 12],
             entries: vec![0, 2],
             paths: vec!["nodes.dvn".into()],
+            geometry: Header {
+                metric: diskvec_vector::Metric::L2,
+                dim: 4,
+                max_degree: 8,
+                count: 3,
+                medoid: 1,
+                build_list: 20,
+                alpha: 1.2,
+                pq_bytes: 2,
+                build_id: 7,
+                meta_crc: 0,
+                stripe_bytes: 65536,
+                path_count: 1,
+                mirrored: false,
+            },
             build_id: 7,
             crc: 0,
         }
@@ -264,6 +308,8 @@ mod tests {
         let back = Meta::decode(&bytes, Path::new("meta.dvm")).unwrap();
         assert_eq!(back.crc, crc);
         assert_eq!(back.build_id, 7);
+        assert_eq!(back.geometry, m.geometry);
+        assert_eq!(back.header().meta_crc, crc);
         assert_eq!(
             (back.pq, back.codes, back.ids, back.entries, back.paths),
             (m.pq, m.codes, m.ids, m.entries, m.paths)

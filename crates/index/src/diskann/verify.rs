@@ -1,13 +1,13 @@
 //! `diskvec verify`: every sector of an index, every copy, checked against its checksum.
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use diskvec_io::{verify_volume, Damage, VerifyReport, SECTOR};
+use diskvec_io::{verify_volume, Damage, VerifyReport};
 
+use super::index::read_header;
 use super::layout::first_bad_sector;
 use super::meta::Meta;
-use super::{Header, META_FILE};
+use super::META_FILE;
 use crate::{IndexError, Progress, Result};
 
 fn damage(file: &Path, offset: Option<u64>, problem: impl Into<String>) -> Damage {
@@ -16,19 +16,6 @@ fn damage(file: &Path, offset: Option<u64>, problem: impl Into<String>) -> Damag
         offset,
         problem: problem.into(),
     }
-}
-
-/// Reads the header sector at the front of the first path file.
-fn read_header(path: &Path) -> std::result::Result<Header, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
-    let mut sector = vec![0u8; SECTOR];
-    let got = file
-        .read_at(&mut sector, 0)
-        .map_err(|e| format!("read failed: {e}"))?;
-    Header::decode(&sector[..got], path).map_err(|e| match e {
-        IndexError::Corrupt { message, .. } => message,
-        other => other.to_string(),
-    })
 }
 
 /// Checks `meta.dvm`, the header, and every sector of every node file and mirror copy of
@@ -61,16 +48,13 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
         }
     };
     let paths: Vec<PathBuf> = meta.paths.iter().map(|p| dir.join(p)).collect();
-    let header = match read_header(&paths[0]) {
-        Ok(h) => h,
-        Err(problem) => {
-            report.files += 1;
-            report.damage.push(damage(&paths[0], Some(0), problem));
-            return Ok(report);
+    // A damaged or missing first path is reported by the scan below (header sector
+    // included); the geometry to scan with comes from meta.dvm's copy of the header.
+    let header = meta.header();
+    if let Ok(on_disk) = read_header(&paths[0], false) {
+        if let Err(e) = meta.check(&on_disk, &meta_path) {
+            report.damage.push(damage(&meta_path, None, e.to_string()));
         }
-    };
-    if let Err(e) = meta.check(&header, &meta_path) {
-        report.damage.push(damage(&meta_path, None, e.to_string()));
     }
     let total = header.nodes_file_bytes() * if header.mirrored { 2 } else { 1 };
     progress.phase("verify", total);
