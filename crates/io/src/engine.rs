@@ -126,6 +126,9 @@ pub(crate) struct Slots {
     pub bufs: Vec<crate::AlignedBuf>,
     pub free: Vec<usize>,
     pub tags: Vec<u64>,
+    /// Per slot: its read has been reported finished (so the device no longer writes it)
+    /// and it is not yet released. Only such a slot may be looked at or released.
+    pub landed: Vec<bool>,
     pub stats: EngineStats,
 }
 
@@ -137,6 +140,7 @@ impl Slots {
                 .collect(),
             free: (0..depth).rev().collect(),
             tags: vec![0; depth],
+            landed: vec![false; depth],
             stats: EngineStats::default(),
         }
     }
@@ -172,8 +176,36 @@ impl Slots {
         Ok(slot)
     }
 
+    /// Frees a slot taken for a read that was never sent to the device.
+    pub fn unsent(&mut self, slot: usize) {
+        self.landed[slot] = false;
+        self.free.push(slot);
+    }
+
+    /// Marks `slot`'s read finished, as it is reported to the caller.
+    pub fn land(&mut self, slot: usize) {
+        self.landed[slot] = true;
+    }
+
+    /// The bytes of a slot whose read was reported finished. Looking at a slot whose read
+    /// may still be landing would race the device, so it is refused loudly (a caller bug).
+    pub fn buffer(&self, slot: usize) -> &[u8] {
+        assert!(
+            self.landed[slot],
+            "slot {slot} looked at before its read was reported finished"
+        );
+        self.bufs[slot].as_slice()
+    }
+
+    /// Frees a slot whose read was reported finished. Releasing one still in flight would
+    /// let the next read reuse a buffer the device may still write; it is ignored.
     pub fn release(&mut self, slot: usize) {
-        debug_assert!(!self.free.contains(&slot), "slot {slot} released twice");
+        if !self.landed.get(slot).copied().unwrap_or(false) {
+            debug_assert!(false, "slot {slot} released while not landed");
+            log::error!("slot {slot} released while its read was not reported finished; ignored");
+            return;
+        }
+        self.landed[slot] = false;
         self.free.push(slot);
     }
 }

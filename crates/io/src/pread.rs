@@ -76,6 +76,7 @@ impl ReadEngine for PreadEngine {
         for (slot, offset, len) in self.queued.drain(..) {
             let buf = &mut self.slots.bufs[slot].as_mut_slice()[..len];
             let result = read_fully(&self.file, buf, offset);
+            self.slots.land(slot);
             out.push(ReadDone {
                 slot,
                 tag: self.slots.tags[slot],
@@ -86,7 +87,7 @@ impl ReadEngine for PreadEngine {
     }
 
     fn buffer(&self, slot: usize) -> &[u8] {
-        self.slots.bufs[slot].as_slice()
+        self.slots.buffer(slot)
     }
     fn release(&mut self, slot: usize) {
         self.slots.release(slot)

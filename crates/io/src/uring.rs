@@ -81,8 +81,8 @@ impl UringEngine {
         if unsafe { self.ring.submission().push(&entry) }.is_err() {
             // The submission queue is as deep as the slot count, so it is full only when
             // earlier entries were not yet sent: send them and try once more.
-            self.ring.submit().map_err(|e| self.os(e))?;
-            self.unsent = 0;
+            let sent = self.ring.submit().map_err(|e| self.os(e))?;
+            self.unsent = self.unsent.saturating_sub(sent);
             // SAFETY: as above.
             unsafe { self.ring.submission().push(&entry) }
                 .map_err(|_| IoError::Usage("io_uring submission queue full".into()))?;
@@ -120,6 +120,7 @@ impl UringEngine {
             };
             self.in_flight -= 1;
             count += 1;
+            self.slots.land(slot);
             out.push(ReadDone {
                 slot,
                 tag: self.slots.tags[slot],
@@ -135,7 +136,7 @@ impl UringEngine {
         let mut discard = Vec::new();
         while self.in_flight > 0 {
             match self.ring.submit_and_wait(self.in_flight) {
-                Ok(_) => self.unsent = 0,
+                Ok(sent) => self.unsent = self.unsent.saturating_sub(sent),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(_) => return false,
             }
@@ -191,7 +192,7 @@ impl ReadEngine for UringEngine {
             .take(offset, len, tag, &self.file.path.display())?;
         self.pending[slot] = (offset, len, 0);
         if let Err(e) = self.push(slot) {
-            self.slots.release(slot);
+            self.slots.unsent(slot);
             return Err(e);
         }
         self.in_flight += 1;
@@ -203,7 +204,7 @@ impl ReadEngine for UringEngine {
         let mut wanted = min.min(self.in_flight);
         loop {
             match self.ring.submit_and_wait(wanted) {
-                Ok(_) => self.unsent = 0,
+                Ok(sent) => self.unsent = self.unsent.saturating_sub(sent),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(self.os(e)),
             }
@@ -216,15 +217,15 @@ impl ReadEngine for UringEngine {
 
     fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
         if self.unsent > 0 {
-            self.ring.submit().map_err(|e| self.os(e))?;
-            self.unsent = 0;
+            let sent = self.ring.submit().map_err(|e| self.os(e))?;
+            self.unsent = self.unsent.saturating_sub(sent);
         }
         self.reap(out)?;
         Ok(())
     }
 
     fn buffer(&self, slot: usize) -> &[u8] {
-        self.slots.bufs[slot].as_slice()
+        self.slots.buffer(slot)
     }
     fn release(&mut self, slot: usize) {
         self.slots.release(slot)

@@ -1,12 +1,11 @@
 //! Reading every sector of a volume, each copy of it, to find damage that queries have not
 //! met yet (a flipped byte in a sector no query visits is otherwise never noticed).
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use crate::volume::expected_path_len;
-use crate::{SectorCheck, StripeMap, SECTOR};
+use crate::{open_for_reading, AlignedBuf, SectorCheck, StripeMap, SECTOR};
 
 /// One thing wrong with a volume's files.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +59,9 @@ pub fn verify_volume(
 ) -> crate::Result<VerifyReport> {
     let map = StripeMap::new(paths.len(), stripe_bytes)?;
     let mut report = VerifyReport::default();
-    let mut buf = vec![0u8; 1 << 20];
+    // O_DIRECT where the file system allows it, so the media is checked, not the page
+    // cache that a build just filled.
+    let mut buf = AlignedBuf::new(1 << 20);
     for (i, name) in paths.iter().enumerate() {
         report.files += 1;
         let whole = |problem: String| Damage {
@@ -69,14 +70,14 @@ pub fn verify_volume(
             problem,
         };
         let want = expected_path_len(&map, logical_len, mirror, i);
-        let file = match File::open(name) {
+        let file = match open_for_reading(name, true) {
             Ok(f) => f,
             Err(e) => {
                 report.damage.push(whole(format!("cannot be opened: {e}")));
                 continue;
             }
         };
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let len = file.len;
         if len != want {
             report.damage.push(whole(format!(
                 "size is {len} bytes, the index expects {want} (the sectors present are checked)"
@@ -86,7 +87,7 @@ pub fn verify_volume(
         let mut at = 0u64;
         while at < end {
             let take = buf.len().min((end - at) as usize);
-            if let Err(e) = file.read_exact_at(&mut buf[..take], at) {
+            if let Err(e) = file.file.read_exact_at(&mut buf.as_mut_slice()[..take], at) {
                 report.damage.push(Damage {
                     file: name.clone(),
                     offset: Some(at),
@@ -95,7 +96,7 @@ pub fn verify_volume(
                 at += take as u64;
                 continue;
             }
-            for (k, sector) in buf[..take].chunks_exact(SECTOR).enumerate() {
+            for (k, sector) in buf.as_slice()[..take].chunks_exact(SECTOR).enumerate() {
                 let physical = at + (k * SECTOR) as u64;
                 let logical = logical_of(&map, logical_len, mirror, i, physical);
                 report.sectors += 1;

@@ -534,6 +534,7 @@ impl VolumeEngine {
                 Some(e) => Err(e),
                 None => Ok(()),
             };
+            self.slots.land(slot);
             self.ready.push(ReadDone {
                 slot,
                 tag: self.slots.tags[slot],
@@ -651,14 +652,26 @@ impl ReadEngine for VolumeEngine {
     fn slot_bytes(&self) -> usize {
         self.slots.bufs[0].len()
     }
+    /// Reads not yet handed to the caller: on a device, queued, or finished and waiting
+    /// to be collected (so an engine with any of them is not taken for idle).
     fn in_flight(&self) -> usize {
-        self.in_flight
+        self.in_flight + self.ready.len()
     }
     fn free_slots(&self) -> usize {
         self.slots.free.len()
     }
 
     fn submit(&mut self, offset: u64, len: usize, tag: u64) -> Result<usize> {
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > self.logical_len)
+        {
+            // Past the end is the caller's error, not the path's: it must not fail a path.
+            return Err(IoError::Usage(format!(
+                "volume: read of {len} bytes at offset {offset} is past its end ({} bytes)",
+                self.logical_len
+            )));
+        }
         let slot = self.slots.take(offset, len, tag, &"volume")?;
         self.offsets[slot] = offset;
         self.outstanding[slot] = self.map.piece_count(offset, len);
@@ -725,7 +738,7 @@ impl ReadEngine for VolumeEngine {
     }
 
     fn buffer(&self, slot: usize) -> &[u8] {
-        self.slots.bufs[slot].as_slice()
+        self.slots.buffer(slot)
     }
     fn release(&mut self, slot: usize) {
         self.slots.release(slot)
