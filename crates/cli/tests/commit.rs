@@ -2,7 +2,6 @@
 //! failpoint, and kill -9 at random moments) leaves the old index or the new one, whole
 //! and searchable, and the next build removes what the interrupted one left behind.
 
-#[allow(dead_code)]
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -13,24 +12,7 @@ use common::ok;
 
 fn synth(root: &Path, n: usize, name: &str) -> PathBuf {
     let out = root.join(name);
-    ok(&[
-        "dataset",
-        "synth",
-        "--n",
-        &n.to_string(),
-        "--dim",
-        "16",
-        "--queries",
-        "20",
-        "--clusters",
-        "8",
-        "--intrinsic-dim",
-        "4",
-        "--k",
-        "10",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    common::synth(&out, n, 10);
     out
 }
 

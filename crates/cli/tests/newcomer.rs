@@ -3,7 +3,6 @@
 //! binary moved away from the checkout. Each must end in a clear message (exit 1), never a
 //! panic or an abort.
 
-#[allow(dead_code)]
 mod common;
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -11,7 +10,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{diskvec, ok};
+use common::{diskvec, ok, synth};
 
 /// A small synthetic dataset (ground truth of 20 per query) and an index built on it.
 struct Fixture {
@@ -25,24 +24,7 @@ impl Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().join("synth");
         let index = tmp.path().join("idx");
-        ok(&[
-            "dataset",
-            "synth",
-            "--n",
-            "1000",
-            "--dim",
-            "16",
-            "--queries",
-            "20",
-            "--clusters",
-            "8",
-            "--intrinsic-dim",
-            "4",
-            "--k",
-            "20",
-            "--out",
-            data.to_str().unwrap(),
-        ]);
+        synth(&data, 1000, 20);
         ok(&[
             "build",
             "--dataset",

@@ -1,34 +1,16 @@
 //! `diskvec verify` from the terminal: exit 0 on an intact index; on damage, each bad
 //! sector printed with its file and offset, and exit 1.
 
-#[allow(dead_code)]
 mod common;
 
-use common::{diskvec, ok};
+use common::{diskvec, ok, synth};
 
 #[test]
 fn verify_prints_each_bad_sector_and_exits_non_zero() {
     let root = tempfile::tempdir().unwrap();
     let data = root.path().join("data");
     let index = root.path().join("idx");
-    ok(&[
-        "dataset",
-        "synth",
-        "--n",
-        "500",
-        "--dim",
-        "16",
-        "--queries",
-        "5",
-        "--clusters",
-        "4",
-        "--intrinsic-dim",
-        "4",
-        "--k",
-        "5",
-        "--out",
-        data.to_str().unwrap(),
-    ]);
+    synth(&data, 500, 5);
     ok(&[
         "build",
         "--dataset",

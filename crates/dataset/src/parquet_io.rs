@@ -7,7 +7,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, Int64Array, OffsetSizeTrait, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -17,7 +17,7 @@ use crate::{invalid, io_error, Matrix, Neighbors, Result};
 
 /// Turns bytes into the in-memory input the parquet reader takes (`bytes::Bytes`), naming
 /// that type through `File`'s `get_bytes`, so this crate needs no `bytes` dependency of its own.
-fn in_memory(bytes: &[u8]) -> impl ChunkReader + 'static {
+pub(crate) fn in_memory(bytes: &[u8]) -> impl ChunkReader + 'static {
     fn same_as<B: From<Vec<u8>>>(
         _: fn(&File, u64, usize) -> parquet::errors::Result<B>,
         v: Vec<u8>,
@@ -28,8 +28,14 @@ fn in_memory(bytes: &[u8]) -> impl ChunkReader + 'static {
 }
 
 fn batches<R: ChunkReader + 'static>(input: R, path: &Path) -> Result<Vec<RecordBatch>> {
+    crate::parquet_footer::check(&input)
+        .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
     let read = || -> Result<Vec<RecordBatch>> {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(input)
+        // The embedded Arrow schema (base64 flatbuffers in the footer's key-value metadata)
+        // is not needed to read our columns, and decoding it lets a few damaged bytes
+        // reserve gigabytes (found by fuzzing): the Parquet schema alone is used.
+        let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        let reader = ParquetRecordBatchReaderBuilder::try_new_with_options(input, options)
             .and_then(|b| b.with_batch_size(8192).build())
             .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
         reader

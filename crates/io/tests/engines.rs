@@ -311,6 +311,18 @@ fn an_emulated_path_is_never_faster_than_its_caps() {
     assert!(snap.max_in_flight <= 8, "{snap:?}");
 }
 
+/// Stripes `sectors` sectors over `targets`, each starting with its own number.
+fn write_numbered_volume(targets: &[std::path::PathBuf], stripe: u64, mirror: bool, sectors: u64) {
+    let logical = sectors * SECTOR as u64;
+    let mut w = diskvec_io::StripedWriter::create(targets, stripe, mirror, logical).unwrap();
+    for s in 0..sectors {
+        let mut sector = vec![0u8; SECTOR];
+        sector[..8].copy_from_slice(&s.to_le_bytes());
+        w.write_all(&sector).unwrap();
+    }
+    w.finish().unwrap();
+}
+
 /// Reads every sector of a volume through one engine; returns the per-read results.
 fn read_all(eng: &mut dyn ReadEngine, sectors: u64) -> Vec<Result<u64, String>> {
     let mut out = vec![Err("not read".to_string()); sectors as usize];
@@ -346,14 +358,7 @@ fn a_mirrored_volume_survives_a_path_failing_mid_stream_and_counts_failovers() {
     let targets: Vec<_> = (0..3).map(|p| dir.path().join(format!("m{p}"))).collect();
     let logical = sectors * SECTOR as u64;
     for mirror in [true, false] {
-        let mut w = diskvec_io::StripedWriter::create(&targets, 2 * SECTOR as u64, mirror, logical)
-            .unwrap();
-        for s in 0..sectors {
-            let mut sector = vec![0u8; SECTOR];
-            sector[..8].copy_from_slice(&s.to_le_bytes());
-            w.write_all(&sector).unwrap();
-        }
-        w.finish().unwrap();
+        write_numbered_volume(&targets, 2 * SECTOR as u64, mirror, sectors);
         for choice in engines() {
             let vol = diskvec_io::Volume::open(&targets, 2 * SECTOR as u64, logical, true, mirror)
                 .unwrap();
@@ -512,14 +517,7 @@ fn thousands_of_faults_on_a_volume_end_every_read_exactly_once() {
     let targets: Vec<_> = (0..3).map(|p| dir.path().join(format!("f{p}"))).collect();
     let logical = sectors * SECTOR as u64;
     for mirror in [false, true] {
-        let mut w =
-            diskvec_io::StripedWriter::create(&targets, SECTOR as u64, mirror, logical).unwrap();
-        for s in 0..sectors {
-            let mut sector = vec![0u8; SECTOR];
-            sector[..8].copy_from_slice(&s.to_le_bytes());
-            w.write_all(&sector).unwrap();
-        }
-        w.finish().unwrap();
+        write_numbered_volume(&targets, SECTOR as u64, mirror, sectors);
         for choice in engines() {
             let mut vol =
                 diskvec_io::Volume::open(&targets, SECTOR as u64, logical, true, mirror).unwrap();
