@@ -238,9 +238,16 @@ mod tests {
         assert!(check(&file_with_footer(&long_string))
             .unwrap_err()
             .contains("claims"));
-        // A well-formed struct: field 1 i32 = 5, field 2 a list of two i32, stop.
-        let fine = [0x15, 0x0a, 0x19, 0x25, 0x02, 0x04, 0x00];
+        // A well-formed struct: field 1 i32 = 5, field 3 a list of two i32, stop.
+        let fine = [0x15, 0x0a, 0x29, 0x25, 0x02, 0x04, 0x00];
         check(&file_with_footer(&fine)).unwrap();
+        // The schema (field 2): one element claiming 5 children is refused; 0 is fine.
+        let greedy = [0x29, 0x1c, 0x55, 0x0a, 0x00, 0x00];
+        assert!(check(&file_with_footer(&greedy))
+            .unwrap_err()
+            .contains("children"));
+        let leaf = [0x29, 0x1c, 0x55, 0x00, 0x00, 0x00];
+        check(&file_with_footer(&leaf)).unwrap();
         assert!(check(b"PAR1").is_err());
     }
 }
