@@ -96,6 +96,17 @@ fn mirror_target(map: &StripeMap, logical_len: u64, path: usize, physical: u64) 
     (q, map.path_len(q, logical_len) + physical)
 }
 
+/// The first sector of `bytes` (which start at logical byte `logical`) that fails
+/// `check`, if any.
+fn first_bad(check: Option<SectorCheck>, bytes: &[u8], logical: u64) -> Option<usize> {
+    let check = check?;
+    let first = logical / SECTOR as u64;
+    bytes
+        .chunks_exact(SECTOR)
+        .enumerate()
+        .position(|(i, s)| !check(first + i as u64, s))
+}
+
 /// Bytes each path's file must have: its own stripes, plus with mirroring a copy of the
 /// previous path's.
 pub fn expected_path_len(map: &StripeMap, logical_len: u64, mirror: bool, path: usize) -> u64 {
@@ -258,17 +269,6 @@ impl Volume {
         self.files.iter().flatten().all(|f| f.direct)
     }
 
-    /// The first sector of `bytes` (which start at logical byte `logical`) that fails the
-    /// sector check, if any.
-    fn first_bad(&self, bytes: &[u8], logical: u64) -> Option<usize> {
-        let check = self.check?;
-        let first = logical / SECTOR as u64;
-        bytes
-            .chunks_exact(SECTOR)
-            .enumerate()
-            .position(|(i, s)| !check(first + i as u64, s))
-    }
-
     /// Reads one piece from one file synchronously and checks its sectors.
     fn read_piece(&self, path: usize, physical: u64, buf: &mut [u8], logical: u64) -> Result<()> {
         let name = &self.names[path];
@@ -281,7 +281,7 @@ impl Volume {
                 path: name.display().to_string(),
                 source,
             })?;
-        match self.first_bad(buf, logical) {
+        match first_bad(self.check, buf, logical) {
             Some(bad) => Err(IoError::Corrupt {
                 path: name.display().to_string(),
                 offset: physical + (bad * SECTOR) as u64,
@@ -586,13 +586,7 @@ impl VolumeEngine {
             Ok(()) => {
                 let src = &engine.buffer(d.slot)[..piece.len];
                 let logical = self.offsets[slot] + piece.at as u64;
-                let bad = self.check.and_then(|check| {
-                    let first = logical / SECTOR as u64;
-                    src.chunks_exact(SECTOR)
-                        .enumerate()
-                        .position(|(i, s)| !check(first + i as u64, s))
-                });
-                match bad {
+                match first_bad(self.check, src, logical) {
                     None => {
                         self.slots.bufs[slot].as_mut_slice()[piece.at..piece.at + piece.len]
                             .copy_from_slice(src);
