@@ -1,0 +1,40 @@
+use std::path::PathBuf;
+
+/// Why a database operation failed. Messages name the collection, file or argument at fault;
+/// an operation that fails this way has written nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The caller's input is wrong (dimension, NaN, id type, payload size, ...).
+    #[error("{0}")]
+    InvalidInput(String),
+    #[error("collection {0:?} does not exist")]
+    UnknownCollection(String),
+    #[error("collection {0:?} already exists")]
+    CollectionExists(String),
+    #[error("bad filter: {0}")]
+    BadFilter(#[from] crate::filter::FilterError),
+    #[error("write-ahead log: {0}")]
+    Wal(#[from] crate::wal::WalError),
+    #[error("{path}: {message}")]
+    Corrupt { path: PathBuf, message: String },
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Index(#[from] diskvec_index::IndexError),
+    /// The database was closed, or a background failure stopped writes.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+pub type Result<T> = std::result::Result<T, DbError>;
+
+pub(crate) fn file_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> DbError + '_ {
+    move |source| DbError::File {
+        path: path.to_path_buf(),
+        source,
+    }
+}

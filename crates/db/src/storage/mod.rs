@@ -1,0 +1,1 @@
+//! The small file-system interface the WAL and the manifest write through. (Being written.)
