@@ -72,7 +72,11 @@ mod tests {
 
     #[test]
     fn ids_round_trip_through_json() {
-        for id in [PointId::Num(0), PointId::Num(u64::MAX), PointId::Uuid(0x1234 << 64 | 7)] {
+        for id in [
+            PointId::Num(0),
+            PointId::Num(u64::MAX),
+            PointId::Uuid(0x1234 << 64 | 7),
+        ] {
             assert_eq!(PointId::from_json(&id.to_json()).unwrap(), id);
         }
         assert!(PointId::from_json(&Value::from(-1)).is_err());

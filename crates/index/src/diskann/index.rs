@@ -55,6 +55,7 @@ pub struct DiskIndex {
     pub(crate) engine_choice: EngineChoice,
     pub(crate) queue_depth: usize,
     pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
+    pub(crate) node_by_id: super::fetch::NodeById,
 }
 
 impl DiskIndex {
@@ -121,6 +122,7 @@ impl DiskIndex {
             engine_choice: options.engine,
             queue_depth: options.queue_depth,
             engines: Mutex::new(Vec::new()),
+            node_by_id: Default::default(),
         })
     }
 

@@ -9,6 +9,7 @@
 
 mod build;
 mod commit;
+mod fetch;
 mod header;
 mod index;
 mod layout;
@@ -22,7 +23,7 @@ pub use build::{build, BuildParams, BuildReport};
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
-pub use search::{BatchStats, SearchParams, SearchResult};
+pub use search::{Accept, BatchStats, SearchParams, SearchResult};
 pub use service::SearchService;
 pub use verify::verify;
 

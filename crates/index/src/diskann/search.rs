@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use diskvec_graph::CandidateList;
@@ -48,6 +49,11 @@ impl Default for SearchParams {
         }
     }
 }
+
+/// Which results a query may return, by external id. Rejected nodes still route the search
+/// (a deleted point, or one a filter excludes, is a good stepping stone to its neighbours);
+/// they are only kept out of the answer.
+pub type Accept = Arc<dyn Fn(i64) -> bool + Send + Sync>;
 
 /// One query's answer and what it cost.
 #[derive(Clone, Debug, Default)]
@@ -100,6 +106,8 @@ type WorkerOutcome = Result<(Vec<(usize, Result<SearchResult>)>, usize, EngineKi
 
 struct Query {
     index: usize,
+    params: SearchParams,
+    accept: Option<Accept>,
     vector: Vec<f32>,
     table: PqTable,
     list: CandidateList,
@@ -140,11 +148,24 @@ impl DiskIndex {
 
     /// Searches one query.
     pub fn search(&self, query: &[f32], params: &SearchParams) -> Result<SearchResult> {
+        self.search_where(query, params, None)
+    }
+
+    /// Searches one query, returning only ids `accept` takes (all when `None`). Fewer than
+    /// k come back when fewer accepted ids were among the nodes the search reached; a
+    /// caller wanting k raises the search list and asks again.
+    pub fn search_where(
+        &self,
+        query: &[f32],
+        params: &SearchParams,
+        accept: Option<Accept>,
+    ) -> Result<SearchResult> {
         let p = SearchParams {
             queries_per_thread: 1,
             ..*params
         };
-        let (mut results, _) = self.search_batch(Rows::new(query, query.len().max(1)), &p, 1)?;
+        let (mut results, _) =
+            self.search_batch_where(Rows::new(query, query.len().max(1)), &p, 1, accept)?;
         Ok(results.pop().unwrap_or_default())
     }
 
@@ -154,6 +175,17 @@ impl DiskIndex {
         queries: Rows,
         params: &SearchParams,
         threads: usize,
+    ) -> Result<(Vec<SearchResult>, BatchStats)> {
+        self.search_batch_where(queries, params, threads, None)
+    }
+
+    /// `search_batch` returning only ids `accept` takes (see `search_where`).
+    pub fn search_batch_where(
+        &self,
+        queries: Rows,
+        params: &SearchParams,
+        threads: usize,
+        accept: Option<Accept>,
     ) -> Result<(Vec<SearchResult>, BatchStats)> {
         let params = self.check_params(params)?;
         self.check_queries(queries.data(), queries.dim())?;
@@ -167,7 +199,13 @@ impl DiskIndex {
                 .map(|_| {
                     s.spawn(|| {
                         let mut engine = self.take_engine(depth)?;
-                        let out = self.run_worker(queries, &params, &next, engine.as_mut());
+                        let out = self.run_worker(
+                            queries,
+                            &params,
+                            accept.clone(),
+                            &next,
+                            engine.as_mut(),
+                        );
                         let max = engine.stats().max_in_flight;
                         let kind = engine.kind();
                         self.return_engine(engine);
@@ -205,11 +243,19 @@ impl DiskIndex {
         Ok((results, stats))
     }
 
-    fn start_query(&self, index: usize, mut vector: Vec<f32>, params: &SearchParams) -> Query {
+    fn start_query(
+        &self,
+        index: usize,
+        mut vector: Vec<f32>,
+        params: SearchParams,
+        accept: Option<Accept>,
+    ) -> Query {
         self.header.metric.prepare(&mut vector);
         let table = self.meta.pq.table(&vector);
         let mut q = Query {
             index,
+            params,
+            accept,
             table,
             vector,
             list: CandidateList::new(params.search_list),
@@ -278,11 +324,10 @@ impl DiskIndex {
         &self,
         q: &mut Query,
         slot: usize,
-        params: &SearchParams,
         engine: &mut dyn ReadEngine,
         scratch: &mut Scratch,
     ) -> bool {
-        while q.failed.is_none() && q.in_flight < params.beam_width {
+        while q.failed.is_none() && q.in_flight < q.params.beam_width {
             let Some(pos) = q.list.next_unexpanded(|_| false) else {
                 break;
             };
@@ -333,12 +378,17 @@ impl DiskIndex {
         scratch.record = record_buf;
     }
 
-    fn finish(&self, mut q: Query, k: usize) -> (usize, SearchResult) {
+    fn finish(&self, mut q: Query) -> (usize, SearchResult) {
         q.exact
             .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         q.exact.dedup_by_key(|e| e.1);
-        for &(d, id) in q.exact.iter().take(k) {
-            q.result.ids.push(self.meta.ids[id as usize]);
+        let ids = &self.meta.ids;
+        let accepted = q
+            .exact
+            .iter()
+            .filter(|&&(_, id)| q.accept.as_ref().is_none_or(|a| a(ids[id as usize])));
+        for &(d, id) in accepted.take(q.params.k) {
+            q.result.ids.push(ids[id as usize]);
             q.result.distances.push(d);
         }
         q.result.latency_us = q.started.elapsed().as_secs_f64() * 1e6;
@@ -349,11 +399,14 @@ impl DiskIndex {
         &self,
         queries: Rows,
         params: &SearchParams,
+        accept: Option<Accept>,
         next: &AtomicUsize,
         engine: &mut dyn ReadEngine,
     ) -> Result<Vec<(usize, Result<SearchResult>)>> {
         let mut feed = BatchFeed {
             queries,
+            params: *params,
+            accept,
             next,
             out: Vec::new(),
         };
@@ -386,8 +439,19 @@ impl DiskIndex {
                         }
                         let idle = active.iter().all(Option::is_none);
                         match feed.next(idle) {
-                            Fetch::Query(i, vector) => {
-                                active[slot] = Some(self.start_query(i, vector, params))
+                            Fetch::Query(query) => {
+                                // A query's own beam may not exceed the one the engine
+                                // was sized for.
+                                let own = SearchParams {
+                                    beam_width: query.params.beam_width.min(params.beam_width),
+                                    ..query.params
+                                };
+                                active[slot] = Some(self.start_query(
+                                    query.tag,
+                                    query.vector,
+                                    own,
+                                    query.accept,
+                                ))
                             }
                             Fetch::Empty => break,
                             Fetch::Closed => {
@@ -397,12 +461,12 @@ impl DiskIndex {
                         }
                     }
                     let q = active[slot].as_mut().expect("an active query");
-                    if self.advance(q, slot, params, engine, &mut scratch) {
+                    if self.advance(q, slot, engine, &mut scratch) {
                         let mut q = active[slot].take().expect("an active query");
                         match q.failed.take() {
                             Some(e) => feed.deliver(q.index, Err(e)),
                             None => {
-                                let (i, r) = self.finish(q, params.k);
+                                let (i, r) = self.finish(q);
                                 feed.deliver(i, Ok(r));
                             }
                         }
@@ -453,10 +517,18 @@ impl DiskIndex {
     }
 }
 
+/// One query handed to a search worker: the caller's tag, the raw vector, its own
+/// (checked) parameters and result filter.
+pub(crate) struct QueryRequest {
+    pub tag: usize,
+    pub vector: Vec<f32>,
+    pub params: SearchParams,
+    pub accept: Option<Accept>,
+}
+
 /// What a search worker gets when it asks for the next query.
 pub(crate) enum Fetch {
-    /// A query: the caller's tag and the raw vector.
-    Query(usize, Vec<f32>),
+    Query(QueryRequest),
     /// None waiting now; more may come.
     Empty,
     /// No more will come.
@@ -473,6 +545,8 @@ pub(crate) trait QueryFeed {
 /// A fixed batch shared by several workers, each taking the next unclaimed row.
 struct BatchFeed<'a> {
     queries: Rows<'a>,
+    params: SearchParams,
+    accept: Option<Accept>,
     next: &'a AtomicUsize,
     out: Vec<(usize, Result<SearchResult>)>,
 }
@@ -483,7 +557,12 @@ impl QueryFeed for BatchFeed<'_> {
         if i >= self.queries.len() {
             return Fetch::Closed;
         }
-        Fetch::Query(i, self.queries.get(i as u32).to_vec())
+        Fetch::Query(QueryRequest {
+            tag: i,
+            vector: self.queries.get(i as u32).to_vec(),
+            params: self.params,
+            accept: self.accept.clone(),
+        })
     }
 
     fn deliver(&mut self, tag: usize, result: Result<SearchResult>) {
@@ -492,7 +571,7 @@ impl QueryFeed for BatchFeed<'_> {
 }
 
 /// After an error, waits out the reads still in flight so the engine can be reused.
-fn drain(engine: &mut dyn ReadEngine) {
+pub(crate) fn drain(engine: &mut dyn ReadEngine) {
     let mut done = Vec::new();
     while engine.in_flight() > 0 {
         done.clear();

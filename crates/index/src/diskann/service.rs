@@ -9,18 +9,21 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
-use super::search::{Fetch, QueryFeed};
+use super::search::{Accept, Fetch, QueryFeed, QueryRequest};
 use super::{DiskIndex, SearchParams, SearchResult};
 use crate::{IndexError, Result};
 
 struct Request {
     vector: Vec<f32>,
+    params: SearchParams,
+    accept: Option<Accept>,
     reply: Sender<Result<SearchResult>>,
 }
 
 /// Search workers over a shared index; `search` may be called from any number of threads.
 pub struct SearchService {
     index: Arc<DiskIndex>,
+    params: SearchParams,
     queue: Option<Sender<Request>>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -43,6 +46,7 @@ impl SearchService {
         }
         Ok(Self {
             index,
+            params,
             queue: Some(queue),
             workers,
         })
@@ -52,12 +56,26 @@ impl SearchService {
         &self.index
     }
 
-    /// Searches one query and waits for its answer.
+    /// Searches one query with the service's parameters and waits for its answer.
     pub fn search(&self, query: &[f32]) -> Result<SearchResult> {
+        self.search_where(query, &self.params, None)
+    }
+
+    /// Searches one query with its own k, search list and beam width (a beam wider than
+    /// the service's is narrowed to it), returning only ids `accept` takes.
+    pub fn search_where(
+        &self,
+        query: &[f32],
+        params: &SearchParams,
+        accept: Option<Accept>,
+    ) -> Result<SearchResult> {
         self.index.check_queries(query, query.len())?;
+        let params = self.index.check_params(params)?;
         let (reply, answer) = crossbeam_channel::bounded(1);
         let request = Request {
             vector: query.to_vec(),
+            params,
+            accept,
             reply,
         };
         self.queue
@@ -90,7 +108,12 @@ impl ServiceFeed {
         let tag = self.next_tag;
         self.next_tag += 1;
         self.pending.insert(tag, r.reply);
-        Fetch::Query(tag, r.vector)
+        Fetch::Query(QueryRequest {
+            tag,
+            vector: r.vector,
+            params: r.params,
+            accept: r.accept,
+        })
     }
 }
 
