@@ -11,6 +11,8 @@ pub enum DbError {
     UnknownCollection(String),
     #[error("collection {0:?} already exists")]
     CollectionExists(String),
+    #[error("no point with id {0}")]
+    PointNotFound(crate::PointId),
     #[error("bad filter: {0}")]
     BadFilter(#[from] crate::filter::FilterError),
     #[error("write-ahead log: {0}")]

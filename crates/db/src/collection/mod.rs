@@ -1,0 +1,85 @@
+//! A collection: points with one vector size and metric, their log, segments and indexes.
+//!
+//! Writes are ordered by one writer lock: each is logged (its op number is the version of
+//! every point it writes), applied to memory under the state lock, and then waits for the
+//! log to be durable outside both locks, so concurrent writers share one flush. Searches
+//! take a snapshot of the segment list and never wait for sealing.
+
+mod info;
+mod open;
+mod optimize;
+mod read;
+mod state;
+mod write;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+pub use info::{CollectionInfo, SegmentInfo, Status};
+pub use open::RecoveryReport;
+pub use read::{Hit, Record, SearchRequest};
+
+use crate::config::CollectionConfig;
+use crate::manifest::Manifest;
+use crate::storage::Storage;
+use crate::wal::Wal;
+use state::State;
+
+/// Shared by the handle and the background worker.
+pub(crate) struct Inner {
+    name: String,
+    dir: PathBuf,
+    config: CollectionConfig,
+    storage: Arc<dyn Storage>,
+    wal: Wal,
+    writer: Mutex<()>,
+    state: RwLock<State>,
+    /// The manifest as last written; held while writing the next.
+    manifest: Mutex<Manifest>,
+    background: Mutex<optimize::Background>,
+    wake: Condvar,
+    recovered: RecoveryReport,
+}
+
+/// A collection handle; `Database::collection` hands out shared ones. Dropping the last
+/// stops its background worker (a seal in progress finishes first).
+pub struct Collection {
+    inner: Arc<Inner>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Collection {
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn config(&self) -> &CollectionConfig {
+        &self.inner.config
+    }
+
+    /// What opening found and replayed.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovered
+    }
+
+    /// Stops the background worker, waits for it, and makes every logged write durable.
+    pub fn close(&self) -> crate::Result<()> {
+        self.inner.stop_background();
+        if let Some(w) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = w.join();
+        }
+        self.inner.wal.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for Collection {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

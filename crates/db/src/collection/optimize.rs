@@ -1,0 +1,305 @@
+//! The background worker: seals frozen growing segments into DiskANN segments, one at a
+//! time, oldest first, and switches each in with one manifest write.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{lock, Collection, Inner};
+use crate::manifest::{Manifest, SegmentEntry};
+use crate::segment::{seal, write_deleted, Growing, Sealed, Segment};
+use crate::{DbError, Result};
+
+/// What the worker is doing; guarded by `Inner::background`.
+#[derive(Default)]
+pub(crate) struct Background {
+    pub stop: bool,
+    /// A seal is running.
+    pub busy: bool,
+    /// Seals finished since open.
+    pub sealed: u64,
+    /// The last background failure; the collection keeps serving.
+    pub error: Option<String>,
+    /// Writes are refused after a failure that leaves memory ahead of disk in a way
+    /// retrying cannot fix (none today; kept for the manifest writer).
+    pub read_only: Option<String>,
+}
+
+/// How long the worker sleeps when told nothing (it is woken on every freeze).
+const IDLE: Duration = Duration::from_millis(500);
+
+impl Inner {
+    pub(crate) fn wake_background(&self) {
+        self.wake.notify_all();
+    }
+
+    pub(crate) fn stop_background(&self) {
+        lock(&self.background).stop = true;
+        self.wake.notify_all();
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match &lock(&self.background).read_only {
+            Some(why) => Err(DbError::Unavailable(format!(
+                "collection {:?} takes no writes: {why}",
+                self.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn oldest_frozen(&self) -> Option<(u64, Arc<std::sync::RwLock<Growing>>)> {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let id = *state.frozen.front()?;
+        state.growing(id).map(|g| (id, g.clone()))
+    }
+
+    pub(crate) fn segment_dir(&self, id: u64) -> PathBuf {
+        self.dir.join("segments").join(format!("{id:016x}"))
+    }
+
+    /// Where a segment's nodes go on each storage path.
+    pub(crate) fn segment_paths(&self, id: u64) -> Vec<PathBuf> {
+        self.config
+            .paths
+            .iter()
+            .map(|p| p.join(&self.name).join(format!("{id:016x}")))
+            .collect()
+    }
+
+    /// Seals the oldest frozen segment, if any. Returns whether there was one.
+    fn seal_next(&self) -> Result<bool> {
+        let Some((id, frozen)) = self.oldest_frozen() else {
+            return Ok(false);
+        };
+        // Copy the points out so deletes on the frozen segment never wait for the build.
+        let (copy, frozen_at) = {
+            let g = frozen.read().unwrap_or_else(|e| e.into_inner());
+            let mut copy = Growing::new(id, self.config.dim, self.config.metric, &[]);
+            copy.clone_points_from(&g);
+            (copy, g.frozen_at.unwrap_or(0))
+        };
+        let dir = self.segment_dir(id);
+        let paths = self.segment_paths(id);
+        for p in &paths {
+            std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
+        }
+        let started = std::time::Instant::now();
+        seal(&copy, &dir, &self.config, &paths, &diskvec_index::NoProgress)?;
+        drop(copy);
+        let fields = self
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .fields
+            .clone();
+        let sealed = Sealed::open(
+            id,
+            &dir,
+            self.config.metric,
+            roaring::RoaringBitmap::new(),
+            &fields,
+        )?;
+        {
+            // Deletes take the state lock, so none lands between copying the bitmap and
+            // the switch.
+            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let deleted = frozen
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .deleted
+                .clone();
+            for offset in &deleted {
+                sealed.delete(offset);
+            }
+            state.segments.insert(id, Segment::Sealed(Arc::new(sealed)));
+            state.frozen.pop_front();
+        }
+        self.write_manifest(Some(frozen_at))?;
+        self.wal.truncate_below(frozen_at + 1)?;
+        log::info!(
+            "collection {:?}: sealed segment {id:016x} ({} points) in {:.1} s",
+            self.name,
+            frozen.read().unwrap_or_else(|e| e.into_inner()).len(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(true)
+    }
+
+    /// Writes the manifest from the current state: sealed segments with their deleted
+    /// bitmaps (a new file for each that changed), payload indexes, and `checkpoint` if
+    /// given (else the last one). Old bitmap files go once the new manifest is durable.
+    pub(crate) fn write_manifest(&self, checkpoint: Option<u64>) -> Result<()> {
+        let mut current = lock(&self.manifest);
+        let mut next: Manifest = current.clone();
+        next.generation += 1;
+        if let Some(c) = checkpoint {
+            next.checkpoint_op = c;
+        }
+        let mut bitmaps = Vec::new();
+        {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            next.payload_indexes = state
+                .fields
+                .iter()
+                .map(|(f, k)| (f.clone(), k.name().to_string()))
+                .collect();
+            next.next_segment_id = state.next_segment_id;
+            next.segments.clear();
+            for (&id, s) in &state.segments {
+                let Segment::Sealed(s) = s else { continue };
+                let old = current.segments.iter().find(|e| e.id == id);
+                let changes = s.deleted_changes.load(Ordering::Acquire);
+                let unchanged = old.is_some_and(|e| e.deleted_file.is_some() || changes == 0)
+                    && self.written_changes(id) == Some(changes);
+                let deleted_file = if unchanged {
+                    old.and_then(|e| e.deleted_file.clone())
+                } else if s.deleted_count() == 0 {
+                    None
+                } else {
+                    let name = format!("deleted.{:016x}.dvd", next.generation);
+                    let bits = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
+                    bitmaps.push((s.dir.join(&name), bits, id, changes));
+                    Some(name)
+                };
+                next.segments.push(SegmentEntry {
+                    id,
+                    points: s.len() as u32,
+                    deleted_file,
+                });
+            }
+        }
+        for (path, bits, _, _) in &bitmaps {
+            write_deleted(path, bits)?;
+        }
+        next.write(self.storage.as_ref(), &self.dir)?;
+        for (_, _, id, changes) in &bitmaps {
+            self.remember_written(*id, *changes);
+        }
+        for old in &current.segments {
+            let still = next.segments.iter().find(|e| e.id == old.id);
+            if let Some(file) = &old.deleted_file {
+                if still.and_then(|e| e.deleted_file.as_ref()) != Some(file) {
+                    let _ = std::fs::remove_file(self.segment_dir(old.id).join(file));
+                }
+            }
+        }
+        *current = next;
+        Ok(())
+    }
+
+    fn written_changes(&self, id: u64) -> Option<u64> {
+        lock(&self.written).get(&id).copied()
+    }
+
+    fn remember_written(&self, id: u64, changes: u64) {
+        lock(&self.written).insert(id, changes);
+    }
+
+    /// Freezes the active segment if it holds anything, so the worker seals it.
+    pub(crate) fn freeze_now(&self) -> bool {
+        let _guard = lock(&self.writer);
+        let op = self.wal.last_op();
+        let froze = self
+            .state
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .freeze(op);
+        if froze {
+            self.wake_background();
+        }
+        froze
+    }
+}
+
+/// The worker's loop: seal while there are frozen segments, sleep otherwise.
+pub(crate) fn run(inner: Arc<Inner>) {
+    loop {
+        {
+            let mut bg = lock(&inner.background);
+            if bg.stop {
+                return;
+            }
+            let pending = !inner
+                .state
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .frozen
+                .is_empty();
+            if !pending || bg.error.is_some() {
+                bg = inner
+                    .wake
+                    .wait_timeout(bg, IDLE)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                if bg.stop {
+                    return;
+                }
+                // After a failure, retry only when woken by new work or an optimize call.
+                let _ = &mut bg;
+                continue;
+            }
+            bg.busy = true;
+        }
+        let outcome = inner.seal_next();
+        let mut bg = lock(&inner.background);
+        bg.busy = false;
+        match outcome {
+            Ok(true) => {
+                bg.sealed += 1;
+                bg.error = None;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                log::error!("collection {:?}: sealing failed: {e}", inner.name);
+                bg.error = Some(format!("sealing failed: {e}"));
+            }
+        }
+        drop(bg);
+        inner.wake.notify_all();
+    }
+}
+
+impl Collection {
+    /// Seals everything written so far into DiskANN segments. With `wait`, returns once
+    /// they serve from SSD (or with the background failure that stopped it).
+    pub fn optimize(&self, wait: bool) -> Result<()> {
+        let inner = &self.inner;
+        {
+            let mut bg = lock(&inner.background);
+            bg.error = None;
+        }
+        inner.freeze_now();
+        inner.wake_background();
+        if !wait {
+            return Ok(());
+        }
+        let mut bg = lock(&inner.background);
+        loop {
+            if let Some(e) = &bg.error {
+                return Err(DbError::Unavailable(e.clone()));
+            }
+            let pending = !inner
+                .state
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .frozen
+                .is_empty();
+            if !pending && !bg.busy {
+                return Ok(());
+            }
+            if bg.stop {
+                return Err(DbError::Unavailable(format!(
+                    "collection {:?} is closing",
+                    inner.name
+                )));
+            }
+            bg = inner
+                .wake
+                .wait_timeout(bg, IDLE)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The read path: searches over a snapshot of the segments, point lookups, scrolls, counts.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use diskvec_index::limits;
+use diskvec_vector::{check_vectors, Metric};
+
+use super::state::Loc;
+use super::{Collection, Inner};
+use crate::filter::Filter;
+use crate::segment::Segment;
+use crate::{DbError, Payload, PointId, Result};
+
+/// A search: the k closest points (after skipping `offset`), optionally filtered.
+#[derive(Clone, Debug)]
+pub struct SearchRequest {
+    pub k: usize,
+    pub filter: Option<Filter>,
+    /// Search list (L) of the sealed segments' graph search; `None`: the collection's.
+    pub search_list: Option<usize>,
+    /// Results to skip (pagination); the search finds `offset + k`.
+    pub offset: usize,
+    pub with_payload: bool,
+    pub with_vector: bool,
+    /// Only results scoring at least this (at most, for l2, whose score is a distance).
+    pub score_threshold: Option<f32>,
+}
+
+impl SearchRequest {
+    pub fn new(k: usize) -> Self {
+        Self {
+            k,
+            filter: None,
+            search_list: None,
+            offset: 0,
+            with_payload: false,
+            with_vector: false,
+            score_threshold: None,
+        }
+    }
+}
+
+/// One search result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    pub id: PointId,
+    /// Qdrant's score: cosine similarity, dot product, or Euclidean distance for l2.
+    pub score: f32,
+    /// diskvec's distance (smaller is closer): 1 - cosine, -dot, squared Euclidean.
+    pub distance: f32,
+    pub version: u64,
+    pub payload: Option<Payload>,
+    pub vector: Option<Vec<f32>>,
+}
+
+/// A stored point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub id: PointId,
+    pub version: u64,
+    pub payload: Option<Payload>,
+    /// As stored: unit length for cosine collections.
+    pub vector: Option<Vec<f32>>,
+}
+
+/// The user-facing score of a distance.
+pub fn score_of(metric: Metric, distance: f32) -> f32 {
+    match metric {
+        Metric::Cosine => 1.0 - distance,
+        Metric::InnerProduct => -distance,
+        Metric::L2 => distance.max(0.0).sqrt(),
+    }
+}
+
+struct Found {
+    distance: f32,
+    id: PointId,
+    version: u64,
+    loc: Loc,
+}
+
+impl Inner {
+    pub(crate) fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
+        let dim = self.config.dim;
+        if query.len() != dim {
+            return Err(DbError::InvalidInput(format!(
+                "query has dimension {}, collection {:?} has {dim}",
+                query.len(),
+                self.name
+            )));
+        }
+        check_vectors(query, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
+        let wanted = req.k.checked_add(req.offset).unwrap_or(usize::MAX);
+        limits::K.check(req.k)?;
+        if wanted > limits::K.max {
+            return Err(DbError::InvalidInput(format!(
+                "offset + limit must be at most {}, got {wanted}",
+                limits::K.max
+            )));
+        }
+        let search_list = req.search_list.unwrap_or(self.config.search_list);
+        limits::SEARCH_LIST.check(search_list)?;
+        let mut prepared = query.to_vec();
+        self.config.metric.prepare(&mut prepared);
+        let filter = req.filter.clone().map(Arc::new);
+        let segments: Vec<(u64, Segment)> = {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            state
+                .segments
+                .iter()
+                .map(|(&id, s)| (id, s.clone()))
+                .collect()
+        };
+        let mut found: Vec<Found> = Vec::new();
+        for (segment, s) in &segments {
+            match s {
+                Segment::Growing(g) => {
+                    let g = g.read().unwrap_or_else(|e| e.into_inner());
+                    for h in g.search(&prepared, wanted, filter.as_deref()) {
+                        let version = g.versions[h.offset as usize];
+                        found.push(Found {
+                            distance: h.distance,
+                            id: g.ids[h.offset as usize],
+                            version,
+                            loc: Loc {
+                                segment: *segment,
+                                offset: h.offset,
+                                version,
+                            },
+                        });
+                    }
+                }
+                Segment::Sealed(sealed) => {
+                    for h in sealed.search(query, wanted, search_list, filter.as_ref())? {
+                        let version = sealed.versions[h.offset as usize];
+                        found.push(Found {
+                            distance: h.distance,
+                            id: sealed.ids[h.offset as usize],
+                            version,
+                            loc: Loc {
+                                segment: *segment,
+                                offset: h.offset,
+                                version,
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        // A point being rewritten while we searched can show up in two segments: keep the
+        // newer version.
+        let mut newest: HashMap<PointId, u64> = HashMap::with_capacity(found.len());
+        for f in &found {
+            let v = newest.entry(f.id).or_insert(f.version);
+            *v = (*v).max(f.version);
+        }
+        found.retain(|f| newest[&f.id] == f.version);
+        found.sort_by(|a, b| a.distance.total_cmp(&b.distance).then(a.id.cmp(&b.id)));
+        let metric = self.config.metric;
+        let mut hits = Vec::with_capacity(req.k);
+        for f in found.into_iter().skip(req.offset).take(req.k) {
+            let score = score_of(metric, f.distance);
+            if let Some(t) = req.score_threshold {
+                let passes = if metric == Metric::L2 {
+                    score <= t
+                } else {
+                    score >= t
+                };
+                if !passes {
+                    break;
+                }
+            }
+            hits.push((f, score));
+        }
+        let locs: Vec<Loc> = hits.iter().map(|(f, _)| f.loc).collect();
+        let mut details = self.details(&segments, &locs, req.with_payload, req.with_vector)?;
+        Ok(hits
+            .into_iter()
+            .zip(details.drain(..))
+            .map(|((f, score), (payload, vector))| Hit {
+                id: f.id,
+                score,
+                distance: f.distance,
+                version: f.version,
+                payload,
+                vector,
+            })
+            .collect())
+    }
+
+    /// Payloads and vectors of points at `locs`, as asked.
+    fn details(
+        &self,
+        segments: &[(u64, Segment)],
+        locs: &[Loc],
+        with_payload: bool,
+        with_vector: bool,
+    ) -> Result<Vec<(Option<Payload>, Option<Vec<f32>>)>> {
+        let mut out: Vec<(Option<Payload>, Option<Vec<f32>>)> = vec![(None, None); locs.len()];
+        if !with_payload && !with_vector {
+            return Ok(out);
+        }
+        let by_id: HashMap<u64, &Segment> = segments.iter().map(|(id, s)| (*id, s)).collect();
+        let mut sealed_reads: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (i, loc) in locs.iter().enumerate() {
+            match by_id.get(&loc.segment) {
+                Some(Segment::Growing(g)) => {
+                    let g = g.read().unwrap_or_else(|e| e.into_inner());
+                    if with_payload {
+                        out[i].0 = Some(g.payloads[loc.offset as usize].clone());
+                    }
+                    if with_vector {
+                        out[i].1 = Some(g.vector(loc.offset).to_vec());
+                    }
+                }
+                Some(Segment::Sealed(s)) => {
+                    if with_payload {
+                        out[i].0 = Some(s.payloads[loc.offset as usize].clone());
+                    }
+                    if with_vector {
+                        sealed_reads.entry(loc.segment).or_default().push(i);
+                    }
+                }
+                None => {}
+            }
+        }
+        for (segment, positions) in sealed_reads {
+            if let Some(Segment::Sealed(s)) = by_id.get(&segment) {
+                let offsets: Vec<u32> = positions.iter().map(|&i| locs[i].offset).collect();
+                for (&i, v) in positions.iter().zip(s.vectors(&offsets)?) {
+                    out[i].1 = Some(v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The stored points among `ids` (unknown ids are left out), in the order asked.
+    pub(crate) fn records(
+        &self,
+        ids: &[PointId],
+        with_payload: bool,
+        with_vector: bool,
+    ) -> Result<Vec<Record>> {
+        let (segments, found): (Vec<(u64, Segment)>, Vec<(PointId, Loc)>) = {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            let found = ids
+                .iter()
+                .filter_map(|id| state.tracker.get(id).map(|&loc| (*id, loc)))
+                .collect();
+            let segments = state
+                .segments
+                .iter()
+                .map(|(&id, s)| (id, s.clone()))
+                .collect();
+            (segments, found)
+        };
+        let locs: Vec<Loc> = found.iter().map(|(_, l)| *l).collect();
+        let details = self.details(&segments, &locs, with_payload, with_vector)?;
+        Ok(found
+            .into_iter()
+            .zip(details)
+            .map(|((id, loc), (payload, vector))| Record {
+                id,
+                version: loc.version,
+                payload,
+                vector,
+            })
+            .collect())
+    }
+
+    /// Ids of live points matching `filter`, ascending, from `from` on, at most `limit`.
+    pub(crate) fn matching_ids(
+        &self,
+        filter: Option<&Filter>,
+        from: Option<PointId>,
+        limit: usize,
+    ) -> Vec<PointId> {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let range = match from {
+            Some(f) => state.tracker.range(f..),
+            None => state.tracker.range(..),
+        };
+        let mut out = Vec::new();
+        for (&id, &loc) in range {
+            if out.len() >= limit {
+                break;
+            }
+            let matches = match filter {
+                None => true,
+                Some(f) => f.matches(id, Some(&state.payload(loc))),
+            };
+            if matches {
+                out.push(id);
+            }
+        }
+        out
+    }
+}
+
+impl Collection {
+    /// The `req.k` closest points to `query` (after `req.offset`), closest first.
+    pub fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
+        self.inner.search(query, req)
+    }
+
+    /// Points by id; unknown ids are left out.
+    pub fn get(&self, ids: &[PointId], with_payload: bool, with_vector: bool) -> Result<Vec<Record>> {
+        self.inner.records(ids, with_payload, with_vector)
+    }
+
+    /// A page of points matching `filter` in id order, starting at `offset` (an id); also
+    /// returns the id the next page starts at, if any.
+    pub fn scroll(
+        &self,
+        filter: Option<&Filter>,
+        limit: usize,
+        offset: Option<PointId>,
+        with_payload: bool,
+        with_vector: bool,
+    ) -> Result<(Vec<Record>, Option<PointId>)> {
+        if limit == 0 || limit > limits::K.max {
+            return Err(DbError::InvalidInput(format!(
+                "limit must be between 1 and {}, got {limit}",
+                limits::K.max
+            )));
+        }
+        let mut ids = self.inner.matching_ids(filter, offset, limit + 1);
+        let next = if ids.len() > limit { ids.pop() } else { None };
+        let records = self.inner.records(&ids, with_payload, with_vector)?;
+        Ok((records, next))
+    }
+
+    /// Live points matching `filter` (all live points without one).
+    pub fn count(&self, filter: Option<&Filter>) -> usize {
+        match filter {
+            None => self
+                .inner
+                .state
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .tracker
+                .len(),
+            Some(f) => self.inner.matching_ids(Some(f), None, usize::MAX).len(),
+        }
+    }
+}

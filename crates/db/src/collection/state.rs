@@ -1,0 +1,151 @@
+//! What a collection holds in memory: segments by id, the id tracker, and the payload
+//! index fields; changed only under the collection's state lock.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
+
+use diskvec_vector::Metric;
+
+use crate::filter::PayloadIndexKind;
+use crate::ops::{Operation, PointRecord};
+use crate::segment::{Growing, Segment};
+use crate::{Payload, PointId};
+
+/// Where the current version of a point lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub segment: u64,
+    pub offset: u32,
+    pub version: u64,
+}
+
+pub(crate) struct State {
+    pub dim: usize,
+    pub metric: Metric,
+    pub seal_threshold: usize,
+    /// In id order: sealed segments, then frozen ones, then the active growing one.
+    pub segments: BTreeMap<u64, Segment>,
+    pub active: u64,
+    /// Frozen growing segments waiting to be sealed, oldest first.
+    pub frozen: VecDeque<u64>,
+    pub next_segment_id: u64,
+    /// Point id to its current version's place; ordered, so scrolls page by id.
+    pub tracker: BTreeMap<PointId, Loc>,
+    pub fields: Vec<(String, PayloadIndexKind)>,
+}
+
+impl State {
+    pub fn growing(&self, id: u64) -> Option<&Arc<RwLock<Growing>>> {
+        match self.segments.get(&id) {
+            Some(Segment::Growing(g)) => Some(g),
+            _ => None,
+        }
+    }
+
+    fn active(&self) -> &Arc<RwLock<Growing>> {
+        self.growing(self.active)
+            .expect("the active segment is a growing one")
+    }
+
+    /// Starts a fresh active growing segment.
+    pub fn start_active(&mut self) {
+        let id = self.next_segment_id;
+        self.next_segment_id += 1;
+        let g = Growing::new(id, self.dim, self.metric, &self.fields);
+        self.segments
+            .insert(id, Segment::Growing(Arc::new(RwLock::new(g))));
+        self.active = id;
+    }
+
+    /// Freezes the active segment (if it holds anything) at `op`, the last operation applied
+    /// to it, and starts a new one. Returns whether it froze one.
+    pub fn freeze(&mut self, op: u64) -> bool {
+        let active = self.active().clone();
+        let mut g = active.write().unwrap_or_else(|e| e.into_inner());
+        if g.len() == 0 {
+            return false;
+        }
+        g.frozen_at = Some(op);
+        drop(g);
+        self.frozen.push_back(self.active);
+        self.start_active();
+        true
+    }
+
+    /// Marks the point at `loc` deleted in its segment.
+    fn delete_at(&mut self, loc: Loc) {
+        match self.segments.get(&loc.segment) {
+            Some(Segment::Growing(g)) => g
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .delete(loc.offset),
+            Some(Segment::Sealed(s)) => s.delete(loc.offset),
+            None => debug_assert!(false, "the tracker points at a missing segment"),
+        }
+    }
+
+    /// Applies operation `op`. Points whose tracked version is already `op` or later are
+    /// left alone, which makes replaying the log over a newer state harmless. Returns true
+    /// when the active segment passed the seal threshold and was frozen.
+    pub fn apply(&mut self, op: u64, operation: &Operation) -> bool {
+        match operation {
+            Operation::Upsert(points) => {
+                for p in points {
+                    self.upsert(op, p);
+                }
+                let full = self
+                    .active()
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .len()
+                    >= self.seal_threshold;
+                // Only after the whole operation: a segment must not hold half of one, or
+                // the checkpoint at its seal would skip the other half on replay.
+                full && self.freeze(op)
+            }
+            Operation::Delete(ids) => {
+                for id in ids {
+                    if let Some(&loc) = self.tracker.get(id) {
+                        if loc.version < op {
+                            self.delete_at(loc);
+                            self.tracker.remove(id);
+                        }
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    fn upsert(&mut self, op: u64, p: &PointRecord) {
+        if let Some(&old) = self.tracker.get(&p.id) {
+            if old.version >= op {
+                return;
+            }
+            self.delete_at(old);
+        }
+        let offset = self
+            .active()
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(p, op);
+        self.tracker.insert(
+            p.id,
+            Loc {
+                segment: self.active,
+                offset,
+                version: op,
+            },
+        );
+    }
+
+    /// The current payload of a tracked point.
+    pub fn payload(&self, loc: Loc) -> Payload {
+        match &self.segments[&loc.segment] {
+            Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).payloads
+                [loc.offset as usize]
+                .clone(),
+            Segment::Sealed(s) => s.payloads[loc.offset as usize].clone(),
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The write path: check, log, apply, wait for durability.
+
+use diskvec_vector::check_vectors;
+
+use super::{lock, Collection, Inner};
+use crate::filter::Filter;
+use crate::ops::{Operation, PointRecord};
+use crate::{DbError, Payload, PointId, Result};
+
+/// Points one write may carry (VectorDBBench writes 100 at a time; a bulk import a few
+/// thousand).
+pub const MAX_BATCH: usize = 100_000;
+
+impl Inner {
+    /// Logs and applies one operation; returns once it is durable (per the collection's
+    /// durability setting).
+    fn write(&self, operation: Operation) -> Result<u64> {
+        let body = operation.encode();
+        let guard = lock(&self.writer);
+        self.check_writable()?;
+        let op = self.wal.append_nowait(&body)?;
+        let froze = self
+            .state
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply(op, &operation);
+        drop(guard);
+        if froze {
+            self.wake_background();
+        }
+        self.wal.wait_durable(op)?;
+        Ok(op)
+    }
+
+    /// Checks points and prepares their vectors for the metric; nothing is written when
+    /// any point is refused.
+    fn check_points(&self, mut points: Vec<PointRecord>) -> Result<Vec<PointRecord>> {
+        if points.len() > MAX_BATCH {
+            return Err(DbError::InvalidInput(format!(
+                "{} points in one write; at most {MAX_BATCH}",
+                points.len()
+            )));
+        }
+        let dim = self.config.dim;
+        for p in &mut points {
+            if p.vector.len() != dim {
+                return Err(DbError::InvalidInput(format!(
+                    "point {}: vector has dimension {}, collection {:?} has {dim}",
+                    p.id,
+                    p.vector.len(),
+                    self.name
+                )));
+            }
+            check_vectors(&p.vector, dim)
+                .map_err(|e| DbError::InvalidInput(format!("point {}: {e}", p.id)))?;
+            let size = serde_json::to_vec(&p.payload).map_or(usize::MAX, |j| j.len());
+            if size > self.config.max_payload_bytes {
+                return Err(DbError::InvalidInput(format!(
+                    "point {}: payload is {size} bytes; at most {}",
+                    p.id, self.config.max_payload_bytes
+                )));
+            }
+            self.config.metric.prepare(&mut p.vector);
+        }
+        Ok(points)
+    }
+
+    pub(crate) fn upsert(&self, points: Vec<PointRecord>) -> Result<u64> {
+        let points = self.check_points(points)?;
+        if points.is_empty() {
+            return Ok(self.wal.last_op());
+        }
+        self.write(Operation::Upsert(points))
+    }
+
+    pub(crate) fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+        if ids.len() > MAX_BATCH {
+            return Err(DbError::InvalidInput(format!(
+                "{} ids in one delete; at most {MAX_BATCH}",
+                ids.len()
+            )));
+        }
+        if ids.is_empty() {
+            return Ok(self.wal.last_op());
+        }
+        self.write(Operation::Delete(ids))
+    }
+
+    /// Deletes every point matching `filter`. The matches are resolved under the writer
+    /// lock and logged as ids, so replay deletes exactly these.
+    pub(crate) fn delete_where(&self, filter: &Filter) -> Result<(u64, usize)> {
+        let guard = lock(&self.writer);
+        let ids = self.matching_ids(Some(filter), None, usize::MAX);
+        drop(guard);
+        // A write between the two locks is ordered after the match; deleting an id that a
+        // later write re-created is what a user sending both would expect of either order.
+        let n = ids.len();
+        let mut last = self.wal.last_op();
+        for chunk in ids.chunks(MAX_BATCH) {
+            last = self.delete(chunk.to_vec())?;
+        }
+        Ok((last, n))
+    }
+
+    /// Rewrites the payloads of `ids` with `change` and logs the points' new full contents
+    /// (vector included), so replay needs no earlier state. Unknown ids are an error and
+    /// nothing is written.
+    pub(crate) fn update_payloads(
+        &self,
+        ids: &[PointId],
+        change: &dyn Fn(&mut Payload),
+    ) -> Result<u64> {
+        if ids.len() > MAX_BATCH {
+            return Err(DbError::InvalidInput(format!(
+                "{} ids in one payload update; at most {MAX_BATCH}",
+                ids.len()
+            )));
+        }
+        let guard = lock(&self.writer);
+        let records = self.records(ids, true, true)?;
+        if let Some(missing) = ids
+            .iter()
+            .find(|id| !records.iter().any(|r| r.id == **id))
+        {
+            return Err(DbError::PointNotFound(*missing));
+        }
+        let mut points = Vec::with_capacity(records.len());
+        for r in records {
+            let mut payload = r.payload.unwrap_or_default();
+            change(&mut payload);
+            let size = serde_json::to_vec(&payload).map_or(usize::MAX, |j| j.len());
+            if size > self.config.max_payload_bytes {
+                return Err(DbError::InvalidInput(format!(
+                    "point {}: payload would be {size} bytes; at most {}",
+                    r.id, self.config.max_payload_bytes
+                )));
+            }
+            points.push(PointRecord {
+                id: r.id,
+                vector: r.vector.unwrap_or_default(),
+                payload,
+            });
+        }
+        drop(guard);
+        if points.is_empty() {
+            return Ok(self.wal.last_op());
+        }
+        // Vectors come back prepared; preparing again leaves them as they are.
+        self.upsert(points)
+    }
+}
+
+impl Collection {
+    /// Inserts or replaces points. Returns the operation number (the points' version) once
+    /// the write is searchable and durable.
+    pub fn upsert(&self, points: Vec<PointRecord>) -> Result<u64> {
+        self.inner.upsert(points)
+    }
+
+    /// Deletes points by id (unknown ids are ignored).
+    pub fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
+        self.inner.delete(ids)
+    }
+
+    /// Deletes every point matching `filter`; returns the op and how many matched.
+    pub fn delete_where(&self, filter: &Filter) -> Result<(u64, usize)> {
+        self.inner.delete_where(filter)
+    }
+
+    /// Merges `payload` into the payloads of `ids` (keys present are replaced).
+    pub fn set_payload(&self, ids: &[PointId], payload: &Payload) -> Result<u64> {
+        self.inner.update_payloads(ids, &|p| {
+            for (k, v) in payload {
+                p.insert(k.clone(), v.clone());
+            }
+        })
+    }
+
+    /// Replaces the payloads of `ids` with `payload`.
+    pub fn overwrite_payload(&self, ids: &[PointId], payload: &Payload) -> Result<u64> {
+        self.inner.update_payloads(ids, &|p| *p = payload.clone())
+    }
+
+    /// Removes `keys` from the payloads of `ids`.
+    pub fn delete_payload_keys(&self, ids: &[PointId], keys: &[String]) -> Result<u64> {
+        self.inner.update_payloads(ids, &|p| {
+            for k in keys {
+                p.remove(k);
+            }
+        })
+    }
+
+    /// Empties the payloads of `ids`.
+    pub fn clear_payload(&self, ids: &[PointId]) -> Result<u64> {
+        self.inner.update_payloads(ids, &|p| p.clear())
+    }
+}

@@ -1,0 +1,129 @@
+//! A collection's settings, fixed at creation and kept in its manifest.
+
+use std::path::PathBuf;
+
+use diskvec_vector::Metric;
+use serde::{Deserialize, Serialize};
+
+use crate::{DbError, Result};
+
+/// Largest vector dimension a collection takes (Qdrant's limit is 65,536).
+pub const MAX_DIM: usize = 65_536;
+
+/// How an acknowledged write reaches stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// A write returns once its log record is on stable storage (fdatasync; concurrent
+    /// writers share one flush).
+    Sync,
+    /// A write returns once its log record is written; a background flush every
+    /// `interval_ms` makes it durable, so a crash may lose the last interval's writes.
+    Interval { interval_ms: u64 },
+}
+
+/// Settings of one collection. `CollectionConfig::new(dim, metric)` gives the defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CollectionConfig {
+    pub dim: usize,
+    #[serde(with = "metric_name")]
+    pub metric: Metric,
+    /// Directories (devices or NVMe-oF namespaces) the sealed segments' nodes are striped
+    /// over; empty keeps them in the collection's directory.
+    pub paths: Vec<PathBuf>,
+    /// Where the write-ahead log lives; `None`: in the collection's directory.
+    pub wal_path: Option<PathBuf>,
+    pub durability: Durability,
+    /// Points a growing segment takes before it is frozen and sealed into a DiskANN segment.
+    pub seal_threshold: usize,
+    /// Share of deleted points at which a sealed segment is rebuilt without them.
+    pub vacuum_threshold: f64,
+    /// DiskANN build parameters of sealed segments.
+    pub max_degree: usize,
+    pub build_list: usize,
+    pub pq_bytes: Option<usize>,
+    /// Search list (L) of a search that names none.
+    pub search_list: usize,
+    /// Largest payload of one point, as JSON bytes.
+    pub max_payload_bytes: usize,
+}
+
+impl CollectionConfig {
+    pub fn new(dim: usize, metric: Metric) -> Self {
+        Self {
+            dim,
+            metric,
+            paths: Vec::new(),
+            wal_path: None,
+            durability: Durability::Sync,
+            seal_threshold: 20_000,
+            vacuum_threshold: 0.2,
+            max_degree: 64,
+            build_list: 100,
+            pq_bytes: None,
+            search_list: 100,
+            max_payload_bytes: 1 << 20,
+        }
+    }
+
+    /// Refuses settings no collection can work with, naming the setting.
+    pub fn check(&self) -> Result<()> {
+        let bad = |m: String| Err(DbError::InvalidInput(m));
+        if self.dim == 0 || self.dim > MAX_DIM {
+            return bad(format!("dim must be between 1 and {MAX_DIM}, got {}", self.dim));
+        }
+        if self.seal_threshold == 0 || self.seal_threshold > u32::MAX as usize / 2 {
+            return bad(format!(
+                "seal_threshold must be between 1 and {}, got {}",
+                u32::MAX / 2,
+                self.seal_threshold
+            ));
+        }
+        if !(self.vacuum_threshold > 0.0 && self.vacuum_threshold <= 1.0) {
+            return bad(format!(
+                "vacuum_threshold must be in (0, 1], got {}",
+                self.vacuum_threshold
+            ));
+        }
+        if let Durability::Interval { interval_ms } = self.durability {
+            if interval_ms == 0 || interval_ms > 60_000 {
+                return bad(format!(
+                    "the flush interval must be 1 to 60000 ms, got {interval_ms}"
+                ));
+            }
+        }
+        diskvec_index::limits::MAX_DEGREE.check(self.max_degree)?;
+        diskvec_index::limits::BUILD_LIST.check(self.build_list)?;
+        diskvec_index::limits::SEARCH_LIST.check(self.search_list)?;
+        if let Some(pq) = self.pq_bytes {
+            diskvec_index::limits::pq_bytes(self.dim).check(pq)?;
+        }
+        Ok(())
+    }
+}
+
+/// Metrics by the names users type.
+pub fn parse_metric(name: &str) -> Result<Metric> {
+    match name.to_ascii_lowercase().as_str() {
+        "cosine" => Ok(Metric::Cosine),
+        "l2" | "euclid" | "euclidean" => Ok(Metric::L2),
+        "ip" | "dot" | "inner_product" => Ok(Metric::InnerProduct),
+        other => Err(DbError::InvalidInput(format!(
+            "unknown metric {other:?}: use cosine, l2 or ip"
+        ))),
+    }
+}
+
+mod metric_name {
+    use diskvec_vector::Metric;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Metric, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Metric, D::Error> {
+        let name = String::deserialize(d)?;
+        super::parse_metric(&name).map_err(serde::de::Error::custom)
+    }
+}

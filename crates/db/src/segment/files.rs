@@ -1,0 +1,224 @@
+//! A sealed segment's own files besides its DiskANN index (drawn in docs/format.md):
+//!
+//! `points.dvp`: the external id, version and payload of every offset, written once at
+//! sealing.
+//! ```text
+//! 0        8        12       16       24
+//! +--------+--------+--------+--------+------------------------------------------+
+//! | magic  | crc32c | version| count  | count x (kind u8, id u128 LE)            |
+//! |DVPOINTS| of 12..| u32 LE | u64 LE | count x version u64 LE                   |
+//! |        |        |        |        | (count+1) x payload end offset u64 LE    |
+//! |        |        |        |        | payloads: JSON objects, back to back     |
+//! +--------+--------+--------+--------+------------------------------------------+
+//! ```
+//! `deleted.<generation>.dvd`: the deleted offsets as of a manifest generation.
+//! ```text
+//! 0        8        12       16
+//! +--------+--------+--------+--------------------------------+
+//! | magic  | crc32c | version| roaring bitmap, portable format |
+//! |DVDELETE| of 12..| u32 LE |                                |
+//! +--------+--------+--------+--------------------------------+
+//! ```
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use roaring::RoaringBitmap;
+
+use crate::error::file_error;
+use crate::{DbError, Payload, PointId, Result};
+
+pub const POINTS_FILE: &str = "points.dvp";
+const POINTS_MAGIC: &[u8; 8] = b"DVPOINTS";
+const DELETED_MAGIC: &[u8; 8] = b"DVDELETE";
+const VERSION: u32 = 1;
+
+fn corrupt(path: &Path, message: impl Into<String>) -> DbError {
+    DbError::Corrupt {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Writes `bytes` to `path` so that it is complete and durable or absent: a temp file,
+/// fsync, rename, fsync of the directory.
+pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp).map_err(file_error(&tmp))?;
+    f.write_all(bytes).map_err(file_error(&tmp))?;
+    f.sync_all().map_err(file_error(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(file_error(path))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(file_error(dir))
+}
+
+fn frame(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + body.len());
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(body);
+    let crc = crc32c::crc32c(&out[12..]);
+    out[8..12].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8], path: &Path) -> Result<&'a [u8]> {
+    if bytes.len() < 16 || &bytes[..8] != magic {
+        return Err(corrupt(path, "bad magic or too short"));
+    }
+    let stored = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    if crc32c::crc32c(&bytes[12..]) != stored {
+        return Err(corrupt(path, "checksum mismatch"));
+    }
+    let version = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
+    if version != VERSION {
+        return Err(corrupt(
+            path,
+            format!("version {version} is not supported (this build reads {VERSION})"),
+        ));
+    }
+    Ok(&bytes[16..])
+}
+
+pub(crate) fn write_points(
+    path: &Path,
+    ids: &[PointId],
+    versions: &[u64],
+    payloads: &[Payload],
+) -> Result<()> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+    for id in ids {
+        let (kind, raw) = match *id {
+            PointId::Num(n) => (0u8, n as u128),
+            PointId::Uuid(u) => (1u8, u),
+        };
+        body.push(kind);
+        body.extend_from_slice(&raw.to_le_bytes());
+    }
+    for v in versions {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    let jsons: Vec<Vec<u8>> = payloads
+        .iter()
+        .map(|p| serde_json::to_vec(p).expect("a JSON map serializes"))
+        .collect();
+    let mut end = 0u64;
+    body.extend_from_slice(&end.to_le_bytes());
+    for j in &jsons {
+        end += j.len() as u64;
+        body.extend_from_slice(&end.to_le_bytes());
+    }
+    for j in &jsons {
+        body.extend_from_slice(j);
+    }
+    write_durably(path, &frame(POINTS_MAGIC, &body))
+}
+
+/// What `points.dvp` holds: ids, versions and payloads by offset.
+pub(crate) type Points = (Vec<PointId>, Vec<u64>, Vec<Payload>);
+
+pub(crate) fn read_points(path: &Path) -> Result<Points> {
+    let bytes = std::fs::read(path).map_err(file_error(path))?;
+    let body = unframe(POINTS_MAGIC, &bytes, path)?;
+    let short = || corrupt(path, "shorter than its point count says");
+    let count = u64::from_le_bytes(body.get(..8).ok_or_else(short)?.try_into().unwrap());
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&c| c <= body.len() / 33)
+        .ok_or_else(short)?;
+    let mut at = 8;
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        let kind = body[at];
+        let raw = u128::from_le_bytes(body[at + 1..at + 17].try_into().unwrap());
+        ids.push(match kind {
+            0 if raw <= u64::MAX as u128 => PointId::Num(raw as u64),
+            1 => PointId::Uuid(raw),
+            _ => return Err(corrupt(path, format!("bad point id kind at byte {at}"))),
+        });
+        at += 17;
+    }
+    let u64_at = |at: usize| -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            body.get(at..at + 8).ok_or_else(short)?.try_into().unwrap(),
+        ))
+    };
+    let mut versions = Vec::with_capacity(count);
+    for i in 0..count {
+        versions.push(u64_at(at + i * 8)?);
+    }
+    at += count * 8;
+    let ends: Vec<u64> = (0..=count)
+        .map(|i| u64_at(at + i * 8))
+        .collect::<Result<_>>()?;
+    at += (count + 1) * 8;
+    let data = &body[at..];
+    if ends[count] as usize != data.len() || ends.windows(2).any(|w| w[0] > w[1]) {
+        return Err(corrupt(path, "payload offsets do not match the payload bytes"));
+    }
+    let payloads = ends
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| {
+            serde_json::from_slice(&data[w[0] as usize..w[1] as usize])
+                .map_err(|e| corrupt(path, format!("payload of offset {i}: {e}")))
+        })
+        .collect::<Result<Vec<Payload>>>()?;
+    Ok((ids, versions, payloads))
+}
+
+pub(crate) fn write_deleted(path: &Path, deleted: &RoaringBitmap) -> Result<()> {
+    let mut body = Vec::with_capacity(deleted.serialized_size());
+    deleted
+        .serialize_into(&mut body)
+        .expect("writing to a Vec cannot fail");
+    write_durably(path, &frame(DELETED_MAGIC, &body))
+}
+
+pub(crate) fn read_deleted(path: &Path) -> Result<RoaringBitmap> {
+    let bytes = std::fs::read(path).map_err(file_error(path))?;
+    let body = unframe(DELETED_MAGIC, &bytes, path)?;
+    RoaringBitmap::deserialize_from(body).map_err(|e| corrupt(path, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn points_and_deleted_files_round_trip_and_damage_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = vec![PointId::Num(1), PointId::Uuid(u128::MAX), PointId::Num(u64::MAX)];
+        let versions = vec![3, 9, 4];
+        let payloads: Vec<Payload> = vec![
+            json!({"a": 1}).as_object().unwrap().clone(),
+            Payload::new(),
+            json!({"s": "x", "l": [1, 2]}).as_object().unwrap().clone(),
+        ];
+        let p = dir.path().join(POINTS_FILE);
+        write_points(&p, &ids, &versions, &payloads).unwrap();
+        assert_eq!(read_points(&p).unwrap(), (ids, versions, payloads));
+        let bytes = std::fs::read(&p).unwrap();
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 1;
+            std::fs::write(&p, &bad).unwrap();
+            assert!(read_points(&p).is_err(), "byte {i}");
+        }
+        let d = dir.path().join("deleted.1.dvd");
+        let bits: RoaringBitmap = [0u32, 5, 70_000].into_iter().collect();
+        write_deleted(&d, &bits).unwrap();
+        assert_eq!(read_deleted(&d).unwrap(), bits);
+        let mut bad = std::fs::read(&d).unwrap();
+        bad[20] ^= 1;
+        std::fs::write(&d, &bad).unwrap();
+        assert!(read_deleted(&d).unwrap_err().to_string().contains("checksum"));
+    }
+}
