@@ -2,11 +2,24 @@
 //! they serve searches, log every write ahead to a checksummed log, keep fresh points in a
 //! growing in-memory segment and seal them into DiskANN segments on the storage paths.
 
+mod collection;
+mod config;
+mod db;
 mod error;
 pub mod filter;
+mod manifest;
+mod ops;
 mod point;
+mod segment;
 pub mod storage;
 pub mod wal;
 
+pub use collection::{
+    Collection, CollectionInfo, Hit, Record, RecoveryReport, SearchRequest, SegmentInfo, Status,
+};
+pub use config::{parse_metric, CollectionConfig, Durability, MAX_DIM};
+pub use db::{check_name, Database};
 pub use error::{DbError, Result};
+pub use filter::Filter;
+pub use ops::PointRecord;
 pub use point::{Payload, PointId};

@@ -5,6 +5,7 @@
 //! log to be durable outside both locks, so concurrent writers share one flush. Searches
 //! take a snapshot of the segment list and never wait for sealing.
 
+mod indexes;
 mod info;
 mod open;
 mod optimize;
@@ -38,6 +39,8 @@ pub(crate) struct Inner {
     /// The manifest as last written; held while writing the next.
     manifest: Mutex<Manifest>,
     background: Mutex<optimize::Background>,
+    /// Per sealed segment, its delete count as of the bitmap the manifest lists.
+    written: Mutex<std::collections::HashMap<u64, u64>>,
     wake: Condvar,
     recovered: RecoveryReport,
 }

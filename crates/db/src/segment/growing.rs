@@ -130,6 +130,15 @@ impl Growing {
         closest(hits, k)
     }
 
+    /// Copies another segment's points (not its deletes or indexes): what sealing builds
+    /// from, taken under a short read lock.
+    pub fn clone_points_from(&mut self, other: &Growing) {
+        self.vectors = other.vectors.clone();
+        self.ids = other.ids.clone();
+        self.versions = other.versions.clone();
+        self.payloads = other.payloads.clone();
+    }
+
     pub fn dram_bytes(&self) -> usize {
         self.vectors.capacity() * 4
             + self.ids.capacity() * 24

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 pub(crate) use files::{read_deleted, write_deleted, write_points};
 pub(crate) use growing::Growing;
-pub(crate) use sealed::Sealed;
+pub(crate) use sealed::{seal, Sealed};
 
 /// Matches a segment found for a query: offset and distance (smaller is closer).
 #[derive(Clone, Copy, Debug)]

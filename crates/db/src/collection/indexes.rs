@@ -1,0 +1,76 @@
+//! Payload indexes: created and dropped per field, for every segment at once, and kept in
+//! the manifest (an index changes speed, never answers, so it needs no log record).
+
+use super::{lock, Collection};
+use crate::filter::{PayloadIndex, PayloadIndexKind};
+use crate::segment::Segment;
+use crate::Result;
+
+impl Collection {
+    /// Indexes `field` as `kind` ("keyword" or "integer") in every segment; returns once
+    /// the manifest records it.
+    pub fn create_payload_index(&self, field: &str, kind: &str) -> Result<()> {
+        let kind = PayloadIndexKind::from_name(kind)?;
+        PayloadIndex::check_key(field)?;
+        let inner = &self.inner;
+        let _guard = lock(&inner.writer);
+        {
+            let mut state = inner.state.write().unwrap_or_else(|e| e.into_inner());
+            state.fields.retain(|(f, _)| f != field);
+            state.fields.push((field.to_string(), kind));
+            for s in state.segments.values() {
+                match s {
+                    Segment::Growing(g) => {
+                        let mut g = g.write().unwrap_or_else(|e| e.into_inner());
+                        g.index.add_field(field, kind);
+                        let g = &mut *g;
+                        for (offset, p) in g.payloads.iter().enumerate() {
+                            if !g.deleted.contains(offset as u32) {
+                                g.index.insert(offset as u32, p);
+                            }
+                        }
+                    }
+                    Segment::Sealed(s) => s.add_index_field(field, kind),
+                }
+            }
+        }
+        inner.write_manifest(None)
+    }
+
+    /// Drops the index of `field` (no error if there was none).
+    pub fn delete_payload_index(&self, field: &str) -> Result<()> {
+        let inner = &self.inner;
+        let _guard = lock(&inner.writer);
+        {
+            let mut state = inner.state.write().unwrap_or_else(|e| e.into_inner());
+            state.fields.retain(|(f, _)| f != field);
+            for s in state.segments.values() {
+                match s {
+                    Segment::Growing(g) => g
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .index
+                        .remove_field(field),
+                    Segment::Sealed(s) => s
+                        .payload_index
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove_field(field),
+                }
+            }
+        }
+        inner.write_manifest(None)
+    }
+
+    /// Indexed fields and their kinds.
+    pub fn payload_indexes(&self) -> Vec<(String, String)> {
+        self.inner
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .fields
+            .iter()
+            .map(|(f, k)| (f.clone(), k.name().to_string()))
+            .collect()
+    }
+}

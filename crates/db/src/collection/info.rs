@@ -1,0 +1,114 @@
+//! What a collection reports about itself.
+
+use serde::Serialize;
+
+use super::{lock, Collection};
+use crate::config::CollectionConfig;
+use crate::segment::Segment;
+
+/// Green: nothing pending. Yellow: a seal is queued or running. Red: a background task
+/// failed (`CollectionInfo::error` says why); the collection keeps serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Green,
+    Yellow,
+    Red,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentInfo {
+    pub id: u64,
+    /// "growing" (active), "frozen" (waiting to be sealed) or "sealed".
+    pub kind: &'static str,
+    pub points: usize,
+    pub deleted: usize,
+    pub dram_bytes: usize,
+    pub disk_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CollectionInfo {
+    pub name: String,
+    pub status: Status,
+    pub error: Option<String>,
+    /// Live points.
+    pub points: usize,
+    /// Live points in sealed (DiskANN) segments.
+    pub indexed_points: usize,
+    pub segments: Vec<SegmentInfo>,
+    pub payload_indexes: Vec<(String, String)>,
+    pub config: CollectionConfig,
+    pub last_op: u64,
+    pub wal_bytes: u64,
+    pub seals_done: u64,
+}
+
+impl Collection {
+    pub fn info(&self) -> CollectionInfo {
+        let inner = &self.inner;
+        let (busy, error, seals_done) = {
+            let bg = lock(&inner.background);
+            (bg.busy, bg.error.clone(), bg.sealed)
+        };
+        let state = inner.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut segments = Vec::new();
+        for (&id, s) in &state.segments {
+            segments.push(match s {
+                Segment::Growing(g) => {
+                    let g = g.read().unwrap_or_else(|e| e.into_inner());
+                    SegmentInfo {
+                        id,
+                        kind: if g.frozen_at.is_some() {
+                            "frozen"
+                        } else {
+                            "growing"
+                        },
+                        points: g.len(),
+                        deleted: g.len() - g.live(),
+                        dram_bytes: g.dram_bytes(),
+                        disk_bytes: 0,
+                    }
+                }
+                Segment::Sealed(s) => SegmentInfo {
+                    id,
+                    kind: "sealed",
+                    points: s.len(),
+                    deleted: s.deleted_count(),
+                    dram_bytes: s.dram_bytes(),
+                    disk_bytes: s.disk_bytes(),
+                },
+            });
+        }
+        let indexed_points = segments
+            .iter()
+            .filter(|s| s.kind == "sealed")
+            .map(|s| s.points - s.deleted)
+            .sum();
+        let status = if error.is_some() {
+            Status::Red
+        } else if busy || !state.frozen.is_empty() {
+            Status::Yellow
+        } else {
+            Status::Green
+        };
+        let stats = inner.wal.stats();
+        CollectionInfo {
+            name: inner.name.clone(),
+            status,
+            error,
+            points: state.tracker.len(),
+            indexed_points,
+            segments,
+            payload_indexes: state
+                .fields
+                .iter()
+                .map(|(f, k)| (f.clone(), k.name().to_string()))
+                .collect(),
+            config: inner.config.clone(),
+            last_op: inner.wal.last_op(),
+            wal_bytes: stats.bytes,
+            seals_done,
+        }
+    }
+}

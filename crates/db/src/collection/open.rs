@@ -1,0 +1,262 @@
+//! Creating a collection, and opening one: read the manifest, open its sealed segments,
+//! rebuild the id tracker from them, replay the log past the checkpoint.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::state::{Loc, State};
+use super::{optimize, Collection, Inner};
+use crate::config::{CollectionConfig, Durability};
+use crate::filter::PayloadIndexKind;
+use crate::manifest::Manifest;
+use crate::ops::Operation;
+use crate::segment::{read_deleted, Sealed, Segment};
+use crate::storage::Storage;
+use crate::wal::{SyncMode, Wal, WalOptions};
+use crate::{DbError, Result};
+
+/// What opening a collection found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RecoveryReport {
+    pub sealed_segments: usize,
+    pub sealed_points: usize,
+    /// Log records replayed past the manifest's checkpoint.
+    pub replayed_ops: u64,
+    pub checkpoint_op: u64,
+    pub last_op: u64,
+    /// A torn record cut from the log's end (a crash mid-write: it was never acknowledged).
+    pub torn_tail: Option<String>,
+    /// Segment directories left by a seal that crashed before its manifest switch.
+    pub removed_segments: Vec<String>,
+    pub seconds: f64,
+}
+
+impl Collection {
+    /// Creates a collection in `dir` (which must not hold one): its manifest is written
+    /// durably before this returns.
+    pub(crate) fn create(
+        name: &str,
+        dir: &Path,
+        config: CollectionConfig,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Self> {
+        config.check()?;
+        storage
+            .create_dir_all(dir)
+            .map_err(crate::error::file_error(dir))?;
+        Manifest::new(config).write(storage.as_ref(), dir)?;
+        Self::open(name, dir, storage)
+    }
+
+    pub(crate) fn open(name: &str, dir: &Path, storage: Arc<dyn Storage>) -> Result<Self> {
+        let started = Instant::now();
+        let manifest = Manifest::read(storage.as_ref(), dir)?;
+        let config = manifest.config.clone();
+        let mut report = RecoveryReport {
+            checkpoint_op: manifest.checkpoint_op,
+            ..Default::default()
+        };
+        let fields = manifest
+            .payload_indexes
+            .iter()
+            .map(|(f, k)| Ok((f.clone(), PayloadIndexKind::from_name(k)?)))
+            .collect::<Result<Vec<(String, PayloadIndexKind)>>>()?;
+        let segments_dir = dir.join("segments");
+        report.removed_segments = remove_unlisted(&segments_dir, &manifest, &config, name);
+        let mut segments = BTreeMap::new();
+        let mut written = HashMap::new();
+        for entry in &manifest.segments {
+            let seg_dir = segments_dir.join(format!("{:016x}", entry.id));
+            let deleted = match &entry.deleted_file {
+                Some(f) => read_deleted(&seg_dir.join(f))?,
+                None => roaring::RoaringBitmap::new(),
+            };
+            let sealed = Sealed::open(entry.id, &seg_dir, config.metric, deleted, &fields)?;
+            if sealed.len() != entry.points as usize {
+                return Err(DbError::Corrupt {
+                    path: seg_dir,
+                    message: format!(
+                        "segment holds {} points, the manifest says {}",
+                        sealed.len(),
+                        entry.points
+                    ),
+                });
+            }
+            report.sealed_points += sealed.len();
+            written.insert(entry.id, 0);
+            segments.insert(entry.id, Segment::Sealed(Arc::new(sealed)));
+        }
+        report.sealed_segments = segments.len();
+        let mut state = State {
+            dim: config.dim,
+            metric: config.metric,
+            seal_threshold: config.seal_threshold,
+            segments,
+            active: 0,
+            frozen: VecDeque::new(),
+            next_segment_id: manifest.next_segment_id,
+            tracker: BTreeMap::new(),
+            fields,
+        };
+        track_sealed(&mut state);
+        state.start_active();
+        let wal_dir = wal_dir(dir, &config, name);
+        let options = WalOptions {
+            sync: match config.durability {
+                Durability::Sync => SyncMode::Always,
+                Durability::Interval { interval_ms } => {
+                    SyncMode::Interval(Duration::from_millis(interval_ms))
+                }
+            },
+            ..WalOptions::default()
+        };
+        let mut replayed = 0u64;
+        let (wal, recovered) = Wal::open(
+            Arc::clone(&storage),
+            &wal_dir,
+            options,
+            manifest.checkpoint_op + 1,
+            &mut |op, body| {
+                let operation = Operation::decode(body).map_err(|e| format!("op {op}: {e}"))?;
+                state.apply(op, &operation);
+                replayed += 1;
+                Ok(())
+            },
+        )?;
+        if recovered.last_op < manifest.checkpoint_op {
+            return Err(DbError::Corrupt {
+                path: wal_dir,
+                message: format!(
+                    "the log ends at op {}, before the manifest's checkpoint {}: log files are missing",
+                    recovered.last_op, manifest.checkpoint_op
+                ),
+            });
+        }
+        report.replayed_ops = replayed;
+        report.last_op = recovered.last_op;
+        report.torn_tail = recovered.torn_tail.as_ref().map(|t| {
+            format!(
+                "{}: {} bytes cut at offset {}",
+                t.file.display(),
+                t.bytes_cut,
+                t.offset
+            )
+        });
+        report.seconds = started.elapsed().as_secs_f64();
+        log::info!(
+            "collection {name:?}: {} sealed segments ({} points), replayed {} log records from op {}{}",
+            report.sealed_segments,
+            report.sealed_points,
+            report.replayed_ops,
+            manifest.checkpoint_op + 1,
+            report
+                .torn_tail
+                .as_ref()
+                .map(|t| format!("; torn tail: {t}"))
+                .unwrap_or_default()
+        );
+        let inner = Arc::new(Inner {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            config,
+            storage,
+            wal,
+            writer: Mutex::new(()),
+            state: RwLock::new(state),
+            manifest: Mutex::new(manifest),
+            background: Mutex::new(optimize::Background::default()),
+            written: Mutex::new(written),
+            wake: Condvar::new(),
+            recovered: report,
+        });
+        let worker_inner = Arc::clone(&inner);
+        let worker = std::thread::Builder::new()
+            .name(format!("seal-{name}"))
+            .spawn(move || optimize::run(worker_inner))
+            .map_err(|e| DbError::Unavailable(format!("cannot start the background worker: {e}")))?;
+        Ok(Self {
+            inner,
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+}
+
+pub(crate) fn wal_dir(dir: &Path, config: &CollectionConfig, name: &str) -> PathBuf {
+    match &config.wal_path {
+        Some(p) => p.join(name),
+        None => dir.join("wal"),
+    }
+}
+
+/// Points of the sealed segments into the tracker. A point live in two segments (its new
+/// version's delete of the old one was not in a persisted bitmap yet) keeps the newer;
+/// the replay re-deletes the older anyway.
+fn track_sealed(state: &mut State) {
+    let mut stale = Vec::new();
+    for (&segment, s) in &state.segments {
+        let Segment::Sealed(s) = s else { continue };
+        let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
+        for (offset, (&id, &version)) in s.ids.iter().zip(&s.versions).enumerate() {
+            let offset = offset as u32;
+            if deleted.contains(offset) {
+                continue;
+            }
+            let loc = Loc {
+                segment,
+                offset,
+                version,
+            };
+            match state.tracker.get(&id) {
+                Some(&old) if old.version >= version => stale.push(loc),
+                Some(&old) => {
+                    stale.push(old);
+                    state.tracker.insert(id, loc);
+                }
+                None => {
+                    state.tracker.insert(id, loc);
+                }
+            }
+        }
+    }
+    for loc in stale {
+        if let Some(Segment::Sealed(s)) = state.segments.get(&loc.segment) {
+            s.delete(loc.offset);
+        }
+    }
+}
+
+/// Removes segment directories (and their node directories on the storage paths) that the
+/// manifest does not list: a seal that crashed before its switch. Returns their names.
+fn remove_unlisted(
+    segments_dir: &Path,
+    manifest: &Manifest,
+    config: &CollectionConfig,
+    name: &str,
+) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(segments_dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let file_name = e.file_name().to_string_lossy().to_string();
+        let listed = u64::from_str_radix(&file_name, 16)
+            .map(|id| manifest.segments.iter().any(|s| s.id == id))
+            .unwrap_or(false);
+        if listed {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(e.path());
+        for p in &config.paths {
+            let _ = std::fs::remove_dir_all(p.join(name).join(&file_name));
+        }
+        log::warn!(
+            "collection {name:?}: removed segment {file_name}, left by an interrupted seal"
+        );
+        removed.push(file_name);
+    }
+    removed
+}

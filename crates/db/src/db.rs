@@ -1,0 +1,181 @@
+//! A database: a directory of named collections.
+//!
+//! ```text
+//! <db>/.lock                              held (flock) by the process that has it open
+//! <db>/collections/<name>/manifest.dvc    settings, sealed segments, checkpoint
+//! <db>/collections/<name>/wal/            the write-ahead log (or under wal_path/<name>)
+//! <db>/collections/<name>/segments/<id>/  a sealed segment: DiskANN index, points, deletes
+//! <path>/<name>/<id>/                     its nodes on each storage path, when striped
+//! ```
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use crate::collection::Collection;
+use crate::config::CollectionConfig;
+use crate::error::file_error;
+use crate::manifest::MANIFEST_FILE;
+use crate::storage::{FsStorage, Storage};
+use crate::{DbError, Result};
+
+pub struct Database {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    collections: RwLock<BTreeMap<String, Arc<Collection>>>,
+    /// Held for the database's lifetime so a second process cannot open it.
+    _lock: Option<File>,
+}
+
+/// Collection names: 1 to 255 of `A-Z a-z 0-9 _ - .`, not starting with a dot.
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(DbError::InvalidInput(format!(
+            "collection name {name:?}: use 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'"
+        )))
+    }
+}
+
+impl Database {
+    /// Opens the database in `dir`, creating it if needed, and recovers every collection.
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(file_error(dir))?;
+        let lock_path = dir.join(".lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(file_error(&lock_path))?;
+        if lock.try_lock().is_err() {
+            return Err(DbError::Unavailable(format!(
+                "{} is open in another process",
+                dir.display()
+            )));
+        }
+        Self::open_with(dir, Arc::new(FsStorage), Some(lock))
+    }
+
+    /// Opens with another storage (tests: one that forgets unsynced writes) and no lock.
+    pub fn open_with_storage(dir: &Path, storage: Arc<dyn Storage>) -> Result<Self> {
+        Self::open_with(dir, storage, None)
+    }
+
+    fn open_with(dir: &Path, storage: Arc<dyn Storage>, lock: Option<File>) -> Result<Self> {
+        let root = dir.join("collections");
+        storage
+            .create_dir_all(&root)
+            .map_err(file_error(&root))?;
+        let mut collections = BTreeMap::new();
+        for name in storage.list(&root).map_err(file_error(&root))? {
+            let cdir = root.join(&name);
+            if name.starts_with('.') {
+                // A collection being dropped when the process died.
+                let _ = storage.remove_dir_all(&cdir);
+                continue;
+            }
+            if !storage.exists(&cdir.join(MANIFEST_FILE)) {
+                // Created up to its directory but not its manifest: it never existed.
+                log::warn!("removing {}: a collection whose creation did not finish", cdir.display());
+                let _ = storage.remove_dir_all(&cdir);
+                continue;
+            }
+            let c = Collection::open(&name, &cdir, Arc::clone(&storage))?;
+            collections.insert(name, Arc::new(c));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            storage,
+            collections: RwLock::new(collections),
+            _lock: lock,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn collection_dir(&self, name: &str) -> PathBuf {
+        self.dir.join("collections").join(name)
+    }
+
+    pub fn create_collection(&self, name: &str, config: CollectionConfig) -> Result<Arc<Collection>> {
+        check_name(name)?;
+        config.check()?;
+        let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
+        if all.contains_key(name) {
+            return Err(DbError::CollectionExists(name.to_string()));
+        }
+        let dir = self.collection_dir(name);
+        let c = Arc::new(Collection::create(
+            name,
+            &dir,
+            config,
+            Arc::clone(&self.storage),
+        )?);
+        let root = self.dir.join("collections");
+        self.storage.sync_dir(&root).map_err(file_error(&root))?;
+        all.insert(name.to_string(), Arc::clone(&c));
+        Ok(c)
+    }
+
+    pub fn collection(&self, name: &str) -> Result<Arc<Collection>> {
+        self.collections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .ok_or_else(|| DbError::UnknownCollection(name.to_string()))
+    }
+
+    pub fn collection_names(&self) -> Vec<String> {
+        self.collections
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Drops a collection and its files: renamed away first (one atomic step), then removed.
+    pub fn drop_collection(&self, name: &str) -> Result<()> {
+        let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
+        let c = all
+            .remove(name)
+            .ok_or_else(|| DbError::UnknownCollection(name.to_string()))?;
+        c.close()?;
+        let config = c.config().clone();
+        drop(c);
+        let dir = self.collection_dir(name);
+        let root = self.dir.join("collections");
+        let gone = root.join(format!(".dropped-{name}"));
+        self.storage.rename(&dir, &gone).map_err(file_error(&dir))?;
+        self.storage.sync_dir(&root).map_err(file_error(&root))?;
+        let _ = self.storage.remove_dir_all(&gone);
+        if let Some(w) = &config.wal_path {
+            let _ = self.storage.remove_dir_all(&w.join(name));
+        }
+        for p in &config.paths {
+            let _ = std::fs::remove_dir_all(p.join(name));
+        }
+        Ok(())
+    }
+
+    /// Closes every collection: background work stops, logged writes are flushed.
+    pub fn close(&self) -> Result<()> {
+        let all = self.collections.read().unwrap_or_else(|e| e.into_inner());
+        for c in all.values() {
+            c.close()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,298 @@
+//! A collection end to end: writes, reads, filters, sealing into DiskANN segments, deletes,
+//! payload updates and reopening.
+
+use std::path::Path;
+
+use diskvec_db::{
+    CollectionConfig, Database, DbError, Filter, Payload, PointId, PointRecord, SearchRequest,
+};
+use diskvec_vector::Metric;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+const DIM: usize = 16;
+
+fn vector(i: u64) -> Vec<f32> {
+    let mut rng = SmallRng::seed_from_u64(i);
+    let centre = (i % 7) as f32;
+    (0..DIM)
+        .map(|d| centre * ((d % 3) as f32) + rng.random_range(-1.0..1.0))
+        .collect()
+}
+
+fn payload(i: u64) -> Payload {
+    let pos = ["n", "v", "a", "r"][(i % 4) as usize];
+    json!({"pos": pos, "chars": i % 40, "group": format!("g{}", i % 10)})
+        .as_object()
+        .unwrap()
+        .clone()
+}
+
+fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
+    range
+        .map(|i| PointRecord {
+            id: PointId::Num(i),
+            vector: vector(i),
+            payload: payload(i),
+        })
+        .collect()
+}
+
+fn config(seal_threshold: usize) -> CollectionConfig {
+    let mut c = CollectionConfig::new(DIM, Metric::Cosine);
+    c.seal_threshold = seal_threshold;
+    c.max_degree = 24;
+    c.build_list = 50;
+    c
+}
+
+fn filter(v: serde_json::Value) -> Filter {
+    Filter::from_json(&v).unwrap()
+}
+
+/// Exact top-k ids among live ids passing `keep`, by cosine distance.
+fn exact(query: &[f32], ids: &[u64], k: usize, keep: &dyn Fn(u64) -> bool) -> Vec<u64> {
+    let mut q = query.to_vec();
+    Metric::Cosine.prepare(&mut q);
+    let mut scored: Vec<(f32, u64)> = ids
+        .iter()
+        .copied()
+        .filter(|&i| keep(i))
+        .map(|i| {
+            let mut v = vector(i);
+            Metric::Cosine.prepare(&mut v);
+            (Metric::Cosine.distance(&q, &v), i)
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    scored.into_iter().take(k).map(|(_, i)| i).collect()
+}
+
+fn num(id: PointId) -> u64 {
+    match id {
+        PointId::Num(n) => n,
+        other => panic!("unexpected id {other}"),
+    }
+}
+
+fn search_ids(c: &diskvec_db::Collection, q: &[f32], k: usize, f: Option<Filter>) -> Vec<u64> {
+    let mut req = SearchRequest::new(k);
+    req.filter = f;
+    req.search_list = Some(200);
+    c.search(q, &req).unwrap().into_iter().map(|h| num(h.id)).collect()
+}
+
+#[test]
+fn writes_are_read_back_at_once_and_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db.create_collection("docs", config(100_000)).unwrap();
+        c.upsert(points(0..500)).unwrap();
+        // Read-your-writes: the point just written is its own nearest neighbour.
+        let hits = c.search(&vector(42), &SearchRequest::new(1)).unwrap();
+        assert_eq!(hits[0].id, PointId::Num(42));
+        assert!((hits[0].score - 1.0).abs() < 1e-5);
+        c.delete(vec![PointId::Num(42), PointId::Num(999_999)]).unwrap();
+        assert_eq!(c.count(None), 499);
+        let uuid = PointId::parse_uuid("550e8400-e29b-41d4-a716-446655440000").unwrap();
+        c.upsert(vec![PointRecord {
+            id: uuid,
+            vector: vector(7),
+            payload: payload(7),
+        }])
+        .unwrap();
+        c.set_payload(&[PointId::Num(5)], json!({"extra": true}).as_object().unwrap())
+            .unwrap();
+        let err = c
+            .set_payload(&[PointId::Num(42)], &Payload::new())
+            .unwrap_err();
+        assert!(matches!(err, DbError::PointNotFound(PointId::Num(42))), "{err}");
+    }
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("docs").unwrap();
+    assert_eq!(c.recovery().replayed_ops, 4, "{:?}", c.recovery());
+    assert_eq!(c.count(None), 500);
+    assert!(c.get(&[PointId::Num(42)], true, true).unwrap().is_empty());
+    let got = c.get(&[PointId::Num(5)], true, true).unwrap();
+    assert_eq!(got[0].payload.as_ref().unwrap()["extra"], json!(true));
+    assert_eq!(got[0].payload.as_ref().unwrap()["pos"], json!("v"));
+    let mut want = vector(5);
+    Metric::Cosine.prepare(&mut want);
+    assert_eq!(got[0].vector.as_ref().unwrap(), &want);
+    let all: Vec<u64> = (0..500).filter(|&i| i != 42).collect();
+    for q in [3u64, 77, 301] {
+        assert_eq!(
+            search_ids(&c, &vector(q), 10, None)
+                .into_iter()
+                .filter(|&i| i < 500)
+                .take(5)
+                .collect::<Vec<_>>(),
+            exact(&vector(q), &all, 5, &|_| true).into_iter().collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(400)).unwrap();
+    c.create_payload_index("group", "keyword").unwrap();
+    for start in (0..2000).step_by(100) {
+        c.upsert(points(start..start + 100)).unwrap();
+    }
+    c.optimize(true).unwrap();
+    let info = c.info();
+    assert_eq!(info.points, 2000);
+    assert_eq!(info.indexed_points, 2000, "{info:#?}");
+    assert!(info.segments.iter().filter(|s| s.kind == "sealed").count() >= 5);
+    // Delete every 3rd point and rewrite the payload of a few sealed ones.
+    let deleted: Vec<PointId> = (0..2000).step_by(3).map(PointId::Num).collect();
+    c.delete(deleted).unwrap();
+    c.set_payload(
+        &[PointId::Num(1), PointId::Num(2)],
+        json!({"group": "special"}).as_object().unwrap(),
+    )
+    .unwrap();
+    let live: Vec<u64> = (0..2000).filter(|i| i % 3 != 0).collect();
+    let check = |c: &diskvec_db::Collection| {
+        let mut found = 0;
+        let mut wanted = 0;
+        for q in (0..2000).step_by(97) {
+            let got = search_ids(c, &vector(q), 10, None);
+            assert!(got.iter().all(|i| i % 3 != 0), "a deleted point came back");
+            let truth = exact(&vector(q), &live, 10, &|_| true);
+            wanted += truth.len();
+            found += got.iter().filter(|i| truth.contains(i)).count();
+            // Indexed, selective: exact from the payload index.
+            let f = filter(json!({"must": [{"key": "group", "match": {"value": "g3"}}]}));
+            let got = search_ids(c, &vector(q), 10, Some(f));
+            let truth = exact(&vector(q), &live, 10, &|i| i % 10 == 3 && i != 1 && i != 2);
+            assert_eq!(got, truth, "indexed filter, query {q}");
+            // Not indexed, broad: graph search with the predicate.
+            let f = filter(json!({"must_not": [{"key": "pos", "match": {"value": "n"}}]}));
+            let got = search_ids(c, &vector(q), 10, Some(f));
+            assert_eq!(got.len(), 10);
+            assert!(got.iter().all(|i| i % 4 != 0));
+        }
+        let recall = found as f64 / wanted as f64;
+        assert!(recall >= 0.9, "recall {recall}");
+        let special = filter(json!({"must": [{"key": "group", "match": {"value": "special"}}]}));
+        assert_eq!(c.count(Some(&special)), 2);
+        assert_eq!(c.count(None), live.len());
+    };
+    check(&c);
+    drop(c);
+    drop(db);
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("docs").unwrap();
+    check(&c);
+    assert_eq!(c.payload_indexes(), vec![("group".to_string(), "keyword".to_string())]);
+}
+
+#[test]
+fn scroll_pages_through_matches_in_id_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(150)).unwrap();
+    c.upsert(points(0..400)).unwrap();
+    c.optimize(true).unwrap();
+    c.upsert(points(400..450)).unwrap();
+    let f = filter(json!({"must": [{"key": "pos", "match": {"any": ["n", "a"]}}]}));
+    let mut seen = Vec::new();
+    let mut offset = None;
+    loop {
+        let (page, next) = c.scroll(Some(&f), 33, offset, true, false).unwrap();
+        assert!(page.len() <= 33);
+        seen.extend(page.iter().map(|r| num(r.id)));
+        match next {
+            Some(n) => offset = Some(n),
+            None => break,
+        }
+    }
+    let want: Vec<u64> = (0..450).filter(|i| i % 2 == 0).collect();
+    assert_eq!(seen, want);
+    assert_eq!(c.count(Some(&f)), want.len());
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(1000)).unwrap();
+    let before = c.info().last_op;
+    let err = |r: diskvec_db::Result<u64>| r.unwrap_err().to_string();
+    let mut short = points(0..2);
+    short[1].vector.pop();
+    assert!(err(c.upsert(short)).contains("dimension 15"), "dimension");
+    let mut nan = points(0..2);
+    nan[0].vector[3] = f32::NAN;
+    assert!(err(c.upsert(nan)).contains("point 0"));
+    let mut big = points(0..1);
+    big[0].payload.insert("blob".into(), json!("x".repeat(2 << 20)));
+    assert!(err(c.upsert(big)).contains("payload is"));
+    assert_eq!(c.info().last_op, before, "refused writes logged nothing");
+    assert_eq!(c.count(None), 0);
+    assert!(matches!(
+        db.create_collection("docs", config(10)),
+        Err(DbError::CollectionExists(_))
+    ));
+    assert!(matches!(db.collection("nope"), Err(DbError::UnknownCollection(_))));
+    for bad in ["", ".hidden", "a/b", "x y"] {
+        assert!(db.create_collection(bad, config(10)).is_err(), "{bad:?}");
+    }
+    let mut zero = config(10);
+    zero.dim = 0;
+    assert!(db.create_collection("zero", zero).is_err());
+    assert!(c.search(&[0.0; 3], &SearchRequest::new(10)).is_err());
+    assert!(c.search(&vector(1), &SearchRequest::new(0)).is_err());
+    assert!(c.create_payload_index("pos", "geo").is_err());
+    assert!(Filter::from_json(&json!({"must": 5})).is_err());
+    // A second process (here: a second open) cannot take the same database.
+    assert!(Database::open(dir.path()).is_err());
+}
+
+#[test]
+fn dropping_a_collection_removes_it_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let mut cfg = config(100);
+        cfg.paths = vec![paths.path().join("a"), paths.path().join("b")];
+        let c = db.create_collection("striped", cfg).unwrap();
+        c.upsert(points(0..250)).unwrap();
+        c.optimize(true).unwrap();
+        assert!(c.info().indexed_points == 250);
+        assert!(has_files(&paths.path().join("a/striped")));
+        drop(c);
+        db.drop_collection("striped").unwrap();
+        assert!(db.collection("striped").is_err());
+        assert!(!paths.path().join("a/striped").exists());
+        db.create_collection("striped", config(100)).unwrap();
+    }
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(db.collection("striped").unwrap().count(None), 0);
+}
+
+fn has_files(dir: &Path) -> bool {
+    walk(dir) > 0
+}
+
+fn walk(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    if e.path().is_dir() {
+                        walk(&e.path())
+                    } else {
+                        1
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
