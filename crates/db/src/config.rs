@@ -70,7 +70,10 @@ impl CollectionConfig {
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(DbError::InvalidInput(m));
         if self.dim == 0 || self.dim > MAX_DIM {
-            return bad(format!("dim must be between 1 and {MAX_DIM}, got {}", self.dim));
+            return bad(format!(
+                "dim must be between 1 and {MAX_DIM}, got {}",
+                self.dim
+            ));
         }
         if self.seal_threshold == 0 || self.seal_threshold > u32::MAX as usize / 2 {
             return bad(format!(

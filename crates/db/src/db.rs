@@ -72,9 +72,7 @@ impl Database {
 
     fn open_with(dir: &Path, storage: Arc<dyn Storage>, lock: Option<File>) -> Result<Self> {
         let root = dir.join("collections");
-        storage
-            .create_dir_all(&root)
-            .map_err(file_error(&root))?;
+        storage.create_dir_all(&root).map_err(file_error(&root))?;
         let mut collections = BTreeMap::new();
         for name in storage.list(&root).map_err(file_error(&root))? {
             let cdir = root.join(&name);
@@ -85,7 +83,10 @@ impl Database {
             }
             if !storage.exists(&cdir.join(MANIFEST_FILE)) {
                 // Created up to its directory but not its manifest: it never existed.
-                log::warn!("removing {}: a collection whose creation did not finish", cdir.display());
+                log::warn!(
+                    "removing {}: a collection whose creation did not finish",
+                    cdir.display()
+                );
                 let _ = storage.remove_dir_all(&cdir);
                 continue;
             }
@@ -108,7 +109,11 @@ impl Database {
         self.dir.join("collections").join(name)
     }
 
-    pub fn create_collection(&self, name: &str, config: CollectionConfig) -> Result<Arc<Collection>> {
+    pub fn create_collection(
+        &self,
+        name: &str,
+        config: CollectionConfig,
+    ) -> Result<Arc<Collection>> {
         check_name(name)?;
         config.check()?;
         let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());

@@ -79,7 +79,9 @@ impl Manifest {
             message,
         };
         if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-            return Err(corrupt("not a diskvec manifest (bad magic or too short)".into()));
+            return Err(corrupt(
+                "not a diskvec manifest (bad magic or too short)".into(),
+            ));
         }
         let stored = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
         if crc32c::crc32c(&bytes[12..]) != stored {
@@ -100,13 +102,18 @@ impl Manifest {
         }
         let manifest: Manifest = serde_json::from_slice(&bytes[HEADER..])
             .map_err(|e| corrupt(format!("manifest body: {e}")))?;
-        manifest.config.check().map_err(|e| corrupt(e.to_string()))?;
+        manifest
+            .config
+            .check()
+            .map_err(|e| corrupt(e.to_string()))?;
         Ok(manifest)
     }
 
     pub fn read(storage: &dyn Storage, dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
-        let bytes = storage.read(&path).map_err(crate::error::file_error(&path))?;
+        let bytes = storage
+            .read(&path)
+            .map_err(crate::error::file_error(&path))?;
         Self::decode(&bytes, &path)
     }
 

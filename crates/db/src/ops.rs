@@ -181,6 +181,8 @@ mod tests {
             longer.push(0);
             assert!(Operation::decode(&longer).is_err());
         }
-        assert!(Operation::decode(&[9]).unwrap_err().contains("unknown operation"));
+        assert!(Operation::decode(&[9])
+            .unwrap_err()
+            .contains("unknown operation"));
     }
 }

@@ -69,10 +69,11 @@ fn exact(query: &[f32], ids: &[u64], k: usize, keep: &dyn Fn(u64) -> bool) -> Ve
     scored.into_iter().take(k).map(|(_, i)| i).collect()
 }
 
+/// Numeric ids as they are; a UUID as u64::MAX (tests use at most one).
 fn num(id: PointId) -> u64 {
     match id {
         PointId::Num(n) => n,
-        other => panic!("unexpected id {other}"),
+        PointId::Uuid(_) => u64::MAX,
     }
 }
 
@@ -80,7 +81,11 @@ fn search_ids(c: &diskvec_db::Collection, q: &[f32], k: usize, f: Option<Filter>
     let mut req = SearchRequest::new(k);
     req.filter = f;
     req.search_list = Some(200);
-    c.search(q, &req).unwrap().into_iter().map(|h| num(h.id)).collect()
+    c.search(q, &req)
+        .unwrap()
+        .into_iter()
+        .map(|h| num(h.id))
+        .collect()
 }
 
 #[test]
@@ -94,7 +99,8 @@ fn writes_are_read_back_at_once_and_after_reopening() {
         let hits = c.search(&vector(42), &SearchRequest::new(1)).unwrap();
         assert_eq!(hits[0].id, PointId::Num(42));
         assert!((hits[0].score - 1.0).abs() < 1e-5);
-        c.delete(vec![PointId::Num(42), PointId::Num(999_999)]).unwrap();
+        c.delete(vec![PointId::Num(42), PointId::Num(999_999)])
+            .unwrap();
         assert_eq!(c.count(None), 499);
         let uuid = PointId::parse_uuid("550e8400-e29b-41d4-a716-446655440000").unwrap();
         c.upsert(vec![PointRecord {
@@ -103,12 +109,18 @@ fn writes_are_read_back_at_once_and_after_reopening() {
             payload: payload(7),
         }])
         .unwrap();
-        c.set_payload(&[PointId::Num(5)], json!({"extra": true}).as_object().unwrap())
-            .unwrap();
+        c.set_payload(
+            &[PointId::Num(5)],
+            json!({"extra": true}).as_object().unwrap(),
+        )
+        .unwrap();
         let err = c
             .set_payload(&[PointId::Num(42)], &Payload::new())
             .unwrap_err();
-        assert!(matches!(err, DbError::PointNotFound(PointId::Num(42))), "{err}");
+        assert!(
+            matches!(err, DbError::PointNotFound(PointId::Num(42))),
+            "{err}"
+        );
     }
     let db = Database::open(dir.path()).unwrap();
     let c = db.collection("docs").unwrap();
@@ -129,7 +141,9 @@ fn writes_are_read_back_at_once_and_after_reopening() {
                 .filter(|&i| i < 500)
                 .take(5)
                 .collect::<Vec<_>>(),
-            exact(&vector(q), &all, 5, &|_| true).into_iter().collect::<Vec<_>>()
+            exact(&vector(q), &all, 5, &|_| true)
+                .into_iter()
+                .collect::<Vec<_>>()
         );
     }
 }
@@ -189,7 +203,10 @@ fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
     let db = Database::open(dir.path()).unwrap();
     let c = db.collection("docs").unwrap();
     check(&c);
-    assert_eq!(c.payload_indexes(), vec![("group".to_string(), "keyword".to_string())]);
+    assert_eq!(
+        c.payload_indexes(),
+        vec![("group".to_string(), "keyword".to_string())]
+    );
 }
 
 #[test]
@@ -231,7 +248,9 @@ fn bad_input_is_refused_and_nothing_is_written() {
     nan[0].vector[3] = f32::NAN;
     assert!(err(c.upsert(nan)).contains("point 0"));
     let mut big = points(0..1);
-    big[0].payload.insert("blob".into(), json!("x".repeat(2 << 20)));
+    big[0]
+        .payload
+        .insert("blob".into(), json!("x".repeat(2 << 20)));
     assert!(err(c.upsert(big)).contains("payload is"));
     assert_eq!(c.info().last_op, before, "refused writes logged nothing");
     assert_eq!(c.count(None), 0);
@@ -239,7 +258,10 @@ fn bad_input_is_refused_and_nothing_is_written() {
         db.create_collection("docs", config(10)),
         Err(DbError::CollectionExists(_))
     ));
-    assert!(matches!(db.collection("nope"), Err(DbError::UnknownCollection(_))));
+    assert!(matches!(
+        db.collection("nope"),
+        Err(DbError::UnknownCollection(_))
+    ));
     for bad in ["", ".hidden", "a/b", "x y"] {
         assert!(db.create_collection(bad, config(10)).is_err(), "{bad:?}");
     }

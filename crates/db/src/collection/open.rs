@@ -45,8 +45,7 @@ impl Collection {
         storage: Arc<dyn Storage>,
     ) -> Result<Self> {
         config.check()?;
-        storage
-            .create_dir_all(dir)
+        crate::storage::create_dir_all_durable(storage.as_ref(), dir)
             .map_err(crate::error::file_error(dir))?;
         Manifest::new(config).write(storage.as_ref(), dir)?;
         Self::open(name, dir, storage)
@@ -75,7 +74,7 @@ impl Collection {
                 Some(f) => read_deleted(&seg_dir.join(f))?,
                 None => roaring::RoaringBitmap::new(),
             };
-            let sealed = Sealed::open(entry.id, &seg_dir, config.metric, deleted, &fields)?;
+            let sealed = Sealed::open(&seg_dir, config.metric, deleted, &fields)?;
             if sealed.len() != entry.points as usize {
                 return Err(DbError::Corrupt {
                     path: seg_dir,
@@ -177,7 +176,9 @@ impl Collection {
         let worker = std::thread::Builder::new()
             .name(format!("seal-{name}"))
             .spawn(move || optimize::run(worker_inner))
-            .map_err(|e| DbError::Unavailable(format!("cannot start the background worker: {e}")))?;
+            .map_err(|e| {
+                DbError::Unavailable(format!("cannot start the background worker: {e}"))
+            })?;
         Ok(Self {
             inner,
             worker: Mutex::new(Some(worker)),
@@ -253,9 +254,7 @@ fn remove_unlisted(
         for p in &config.paths {
             let _ = std::fs::remove_dir_all(p.join(name).join(&file_name));
         }
-        log::warn!(
-            "collection {name:?}: removed segment {file_name}, left by an interrupted seal"
-        );
+        log::warn!("collection {name:?}: removed segment {file_name}, left by an interrupted seal");
         removed.push(file_name);
     }
     removed

@@ -76,7 +76,7 @@ impl Inner {
         // Copy the points out so deletes on the frozen segment never wait for the build.
         let (copy, frozen_at) = {
             let g = frozen.read().unwrap_or_else(|e| e.into_inner());
-            let mut copy = Growing::new(id, self.config.dim, self.config.metric, &[]);
+            let mut copy = Growing::new(self.config.dim, self.config.metric, &[]);
             copy.clone_points_from(&g);
             (copy, g.frozen_at.unwrap_or(0))
         };
@@ -86,7 +86,13 @@ impl Inner {
             std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
         }
         let started = std::time::Instant::now();
-        seal(&copy, &dir, &self.config, &paths, &diskvec_index::NoProgress)?;
+        seal(
+            &copy,
+            &dir,
+            &self.config,
+            &paths,
+            &diskvec_index::NoProgress,
+        )?;
         drop(copy);
         let fields = self
             .state
@@ -95,7 +101,6 @@ impl Inner {
             .fields
             .clone();
         let sealed = Sealed::open(
-            id,
             &dir,
             self.config.metric,
             roaring::RoaringBitmap::new(),

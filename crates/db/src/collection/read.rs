@@ -73,6 +73,12 @@ pub fn score_of(metric: Metric, distance: f32) -> f32 {
     }
 }
 
+/// A point's payload and vector, each when asked for.
+type Details = (Option<Payload>, Option<Vec<f32>>);
+
+/// The segments as a read saw them, by id.
+type Snapshot = Vec<(u64, Segment)>;
+
 struct Found {
     distance: f32,
     id: PointId,
@@ -91,7 +97,7 @@ impl Inner {
             )));
         }
         check_vectors(query, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
-        let wanted = req.k.checked_add(req.offset).unwrap_or(usize::MAX);
+        let wanted = req.k.saturating_add(req.offset);
         limits::K.check(req.k)?;
         if wanted > limits::K.max {
             return Err(DbError::InvalidInput(format!(
@@ -196,8 +202,8 @@ impl Inner {
         locs: &[Loc],
         with_payload: bool,
         with_vector: bool,
-    ) -> Result<Vec<(Option<Payload>, Option<Vec<f32>>)>> {
-        let mut out: Vec<(Option<Payload>, Option<Vec<f32>>)> = vec![(None, None); locs.len()];
+    ) -> Result<Vec<Details>> {
+        let mut out: Vec<Details> = vec![(None, None); locs.len()];
         if !with_payload && !with_vector {
             return Ok(out);
         }
@@ -243,7 +249,7 @@ impl Inner {
         with_payload: bool,
         with_vector: bool,
     ) -> Result<Vec<Record>> {
-        let (segments, found): (Vec<(u64, Segment)>, Vec<(PointId, Loc)>) = {
+        let (segments, found): (Snapshot, Vec<(PointId, Loc)>) = {
             let state = self.state.read().unwrap_or_else(|e| e.into_inner());
             let found = ids
                 .iter()
@@ -306,7 +312,12 @@ impl Collection {
     }
 
     /// Points by id; unknown ids are left out.
-    pub fn get(&self, ids: &[PointId], with_payload: bool, with_vector: bool) -> Result<Vec<Record>> {
+    pub fn get(
+        &self,
+        ids: &[PointId],
+        with_payload: bool,
+        with_vector: bool,
+    ) -> Result<Vec<Record>> {
         self.inner.records(ids, with_payload, with_vector)
     }
 

@@ -51,7 +51,7 @@ impl State {
     pub fn start_active(&mut self) {
         let id = self.next_segment_id;
         self.next_segment_id += 1;
-        let g = Growing::new(id, self.dim, self.metric, &self.fields);
+        let g = Growing::new(self.dim, self.metric, &self.fields);
         self.segments
             .insert(id, Segment::Growing(Arc::new(RwLock::new(g))));
         self.active = id;
@@ -142,9 +142,9 @@ impl State {
     /// The current payload of a tracked point.
     pub fn payload(&self, loc: Loc) -> Payload {
         match &self.segments[&loc.segment] {
-            Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).payloads
-                [loc.offset as usize]
-                .clone(),
+            Segment::Growing(g) => {
+                g.read().unwrap_or_else(|e| e.into_inner()).payloads[loc.offset as usize].clone()
+            }
             Segment::Sealed(s) => s.payloads[loc.offset as usize].clone(),
         }
     }

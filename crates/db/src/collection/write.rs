@@ -118,10 +118,7 @@ impl Inner {
         }
         let guard = lock(&self.writer);
         let records = self.records(ids, true, true)?;
-        if let Some(missing) = ids
-            .iter()
-            .find(|id| !records.iter().any(|r| r.id == **id))
-        {
+        if let Some(missing) = ids.iter().find(|id| !records.iter().any(|r| r.id == **id)) {
             return Err(DbError::PointNotFound(*missing));
         }
         let mut points = Vec::with_capacity(records.len());
@@ -145,8 +142,9 @@ impl Inner {
         if points.is_empty() {
             return Ok(self.wal.last_op());
         }
-        // Vectors come back prepared; preparing again leaves them as they are.
-        self.upsert(points)
+        // The vectors are stored ones, already prepared: preparing twice would move them
+        // by rounding.
+        self.write(Operation::Upsert(points))
     }
 }
 

@@ -160,7 +160,10 @@ pub(crate) fn read_points(path: &Path) -> Result<Points> {
     at += (count + 1) * 8;
     let data = &body[at..];
     if ends[count] as usize != data.len() || ends.windows(2).any(|w| w[0] > w[1]) {
-        return Err(corrupt(path, "payload offsets do not match the payload bytes"));
+        return Err(corrupt(
+            path,
+            "payload offsets do not match the payload bytes",
+        ));
     }
     let payloads = ends
         .windows(2)
@@ -195,7 +198,11 @@ mod tests {
     #[test]
     fn points_and_deleted_files_round_trip_and_damage_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = vec![PointId::Num(1), PointId::Uuid(u128::MAX), PointId::Num(u64::MAX)];
+        let ids = vec![
+            PointId::Num(1),
+            PointId::Uuid(u128::MAX),
+            PointId::Num(u64::MAX),
+        ];
         let versions = vec![3, 9, 4];
         let payloads: Vec<Payload> = vec![
             json!({"a": 1}).as_object().unwrap().clone(),
@@ -219,6 +226,9 @@ mod tests {
         let mut bad = std::fs::read(&d).unwrap();
         bad[20] ^= 1;
         std::fs::write(&d, &bad).unwrap();
-        assert!(read_deleted(&d).unwrap_err().to_string().contains("checksum"));
+        assert!(read_deleted(&d)
+            .unwrap_err()
+            .to_string()
+            .contains("checksum"));
     }
 }

@@ -11,7 +11,6 @@ use crate::ops::PointRecord;
 use crate::{Payload, PointId};
 
 pub(crate) struct Growing {
-    pub id: u64,
     dim: usize,
     metric: Metric,
     /// Metric-prepared vectors, row-major.
@@ -26,13 +25,12 @@ pub(crate) struct Growing {
 }
 
 impl Growing {
-    pub fn new(id: u64, dim: usize, metric: Metric, fields: &[(String, PayloadIndexKind)]) -> Self {
+    pub fn new(dim: usize, metric: Metric, fields: &[(String, PayloadIndexKind)]) -> Self {
         let mut index = PayloadIndex::new();
         for (field, kind) in fields {
             index.add_field(field, *kind);
         }
         Self {
-            id,
             dim,
             metric,
             vectors: Vec::new(),
@@ -88,7 +86,10 @@ impl Growing {
     pub fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
         self.is_live(offset)
             && filter.is_none_or(|f| {
-                f.matches(self.ids[offset as usize], Some(&self.payloads[offset as usize]))
+                f.matches(
+                    self.ids[offset as usize],
+                    Some(&self.payloads[offset as usize]),
+                )
             })
     }
 

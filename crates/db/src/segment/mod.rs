@@ -8,7 +8,7 @@ mod sealed;
 
 use std::sync::{Arc, RwLock};
 
-pub(crate) use files::{read_deleted, write_deleted, write_points};
+pub(crate) use files::{read_deleted, write_deleted};
 pub(crate) use growing::Growing;
 pub(crate) use sealed::{seal, Sealed};
 
@@ -25,15 +25,6 @@ pub(crate) enum Segment {
     /// Taking writes (the active one) or frozen, waiting to be sealed; searched exactly.
     Growing(Arc<RwLock<Growing>>),
     Sealed(Arc<Sealed>),
-}
-
-impl Segment {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Segment::Growing(_) => "growing",
-            Segment::Sealed(_) => "sealed",
-        }
-    }
 }
 
 /// Keeps the `k` closest hits, closest first (ties by offset, so answers are repeatable).

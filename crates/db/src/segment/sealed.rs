@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use diskvec_index::diskann::{
-    build, Accept, BuildParams, DiskIndex, OpenOptions, SearchParams,
-};
+use diskvec_index::diskann::{build, Accept, BuildParams, DiskIndex, OpenOptions, SearchParams};
 use diskvec_index::limits;
 use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
@@ -25,7 +23,6 @@ use crate::{Payload, PointId, Result};
 pub(crate) const EXACT_LIMIT: u64 = 2_000;
 
 pub(crate) struct Sealed {
-    pub id: u64,
     pub dir: PathBuf,
     metric: Metric,
     index: DiskIndex,
@@ -57,7 +54,14 @@ pub(crate) fn seal(
         paths: paths.to_vec(),
         ..Default::default()
     };
-    build(frozen.vectors(), config.dim, &offsets, &params, dir, progress)?;
+    build(
+        frozen.vectors(),
+        config.dim,
+        &offsets,
+        &params,
+        dir,
+        progress,
+    )?;
     write_points(
         &dir.join(POINTS_FILE),
         &frozen.ids,
@@ -68,7 +72,6 @@ pub(crate) fn seal(
 
 impl Sealed {
     pub fn open(
-        id: u64,
         dir: &Path,
         metric: Metric,
         deleted: RoaringBitmap,
@@ -96,7 +99,6 @@ impl Sealed {
             }
         }
         Ok(Self {
-            id,
             dir: dir.to_path_buf(),
             metric,
             index,
@@ -157,7 +159,10 @@ impl Sealed {
     pub fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
         self.is_live(offset)
             && filter.is_none_or(|f| {
-                f.matches(self.ids[offset as usize], Some(&self.payloads[offset as usize]))
+                f.matches(
+                    self.ids[offset as usize],
+                    Some(&self.payloads[offset as usize]),
+                )
             })
     }
 
@@ -232,7 +237,9 @@ impl Sealed {
                 queries_per_thread: 1,
                 ..Default::default()
             };
-            let found = self.index.search_where(query, &params, Some(accept.clone()))?;
+            let found = self
+                .index
+                .search_where(query, &params, Some(accept.clone()))?;
             if found.ids.len() >= k || list >= cap {
                 if found.ids.len() < k && filter.is_some() && list < self.len() {
                     // The graph could not reach k matches within the largest list.
@@ -272,7 +279,8 @@ impl Sealed {
     pub fn vectors(&self, offsets: &[u32]) -> Result<Vec<Vec<f32>>> {
         let ids: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
         let mut out = vec![Vec::new(); offsets.len()];
-        self.index.fetch_vectors(&ids, |pos, v| out[pos] = v.to_vec())?;
+        self.index
+            .fetch_vectors(&ids, |pos, v| out[pos] = v.to_vec())?;
         Ok(out)
     }
 
