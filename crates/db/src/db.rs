@@ -72,7 +72,8 @@ impl Database {
 
     fn open_with(dir: &Path, storage: Arc<dyn Storage>, lock: Option<File>) -> Result<Self> {
         let root = dir.join("collections");
-        crate::storage::create_dir_all_durable(storage.as_ref(), &root).map_err(file_error(&root))?;
+        crate::storage::create_dir_all_durable(storage.as_ref(), &root)
+            .map_err(file_error(&root))?;
         let mut collections = BTreeMap::new();
         for name in storage.list(&root).map_err(file_error(&root))? {
             let cdir = root.join(&name);

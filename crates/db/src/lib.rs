@@ -22,4 +22,13 @@ pub use db::{check_name, Database};
 pub use error::{DbError, Result};
 pub use filter::Filter;
 pub use ops::PointRecord;
+
+/// Aborts the process (as kill -9 would stop it) when `DISKVEC_FAILPOINT` names `step`, so
+/// tests can crash at the exact moments that matter: around a seal's manifest switch.
+pub(crate) fn failpoint(step: &str) {
+    if std::env::var("DISKVEC_FAILPOINT").is_ok_and(|v| v == step) {
+        eprintln!("failpoint {step}: aborting");
+        std::process::abort();
+    }
+}
 pub use point::{Payload, PointId};

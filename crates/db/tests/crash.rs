@@ -95,7 +95,9 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
                                 .collect(),
                         )
                         .is_ok(),
-                    Step::Delete(ids) => c.delete(ids.iter().map(|&i| PointId::Num(i)).collect()).is_ok(),
+                    Step::Delete(ids) => c
+                        .delete(ids.iter().map(|&i| PointId::Num(i)).collect())
+                        .is_ok(),
                     Step::SetPayload(ids, g) => c
                         .set_payload(
                             &ids.iter().map(|&i| PointId::Num(i)).collect::<Vec<_>>(),
@@ -127,7 +129,9 @@ fn contents(storage: CrashStorage) -> Model {
     records
         .into_iter()
         .map(|r| {
-            let PointId::Num(id) = r.id else { panic!("uuid") };
+            let PointId::Num(id) = r.id else {
+                panic!("uuid")
+            };
             (id, (r.vector.unwrap(), r.payload.unwrap()))
         })
         .collect()
@@ -158,8 +162,7 @@ fn every_acknowledged_write_survives_a_crash_at_every_point() {
             };
             let got = contents(crashed);
             // The acknowledged steps are all there; the one in flight may be, whole.
-            let ok = got == models[acked]
-                || (acked < steps.len() && got == models[acked + 1]);
+            let ok = got == models[acked] || (acked < steps.len() && got == models[acked + 1]);
             assert!(
                 ok,
                 "crash after {n} of {total} storage operations ({torn:?}): {acked} steps acknowledged, \
@@ -172,4 +175,3 @@ fn every_acknowledged_write_survives_a_crash_at_every_point() {
     }
     assert!(checked >= 100, "{checked} crash points");
 }
-

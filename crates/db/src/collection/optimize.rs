@@ -94,6 +94,7 @@ impl Inner {
             &diskvec_index::NoProgress,
         )?;
         drop(copy);
+        crate::failpoint("seal:built");
         let fields = self
             .state
             .read()
@@ -122,6 +123,7 @@ impl Inner {
             state.frozen.pop_front();
         }
         self.write_manifest(Some(frozen_at))?;
+        crate::failpoint("seal:switched");
         self.wal.truncate_below(frozen_at + 1)?;
         log::info!(
             "collection {:?}: sealed segment {id:016x} ({} points) in {:.1} s",
@@ -177,6 +179,9 @@ impl Inner {
         }
         for (path, bits, _, _) in &bitmaps {
             write_deleted(path, bits)?;
+        }
+        if !bitmaps.is_empty() {
+            crate::failpoint("manifest:bitmaps-written");
         }
         next.write(self.storage.as_ref(), &self.dir)?;
         for (_, _, id, changes) in &bitmaps {
