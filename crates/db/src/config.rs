@@ -38,6 +38,8 @@ pub struct CollectionConfig {
     pub seal_threshold: usize,
     /// Share of deleted points at which a sealed segment is rebuilt without them.
     pub vacuum_threshold: f64,
+    /// Largest sealed segment a merge may produce (its build holds all its vectors in DRAM).
+    pub max_segment_points: usize,
     /// DiskANN build parameters of sealed segments.
     pub max_degree: usize,
     pub build_list: usize,
@@ -58,6 +60,7 @@ impl CollectionConfig {
             durability: Durability::Sync,
             seal_threshold: 20_000,
             vacuum_threshold: 0.2,
+            max_segment_points: 2_000_000,
             max_degree: 64,
             build_list: 100,
             pq_bytes: None,
@@ -80,6 +83,12 @@ impl CollectionConfig {
                 "seal_threshold must be between 1 and {}, got {}",
                 u32::MAX / 2,
                 self.seal_threshold
+            ));
+        }
+        if self.max_segment_points < self.seal_threshold {
+            return bad(format!(
+                "max_segment_points ({}) must be at least seal_threshold ({})",
+                self.max_segment_points, self.seal_threshold
             ));
         }
         if !(self.vacuum_threshold > 0.0 && self.vacuum_threshold <= 1.0) {

@@ -157,11 +157,14 @@ fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
     for start in (0..2000).step_by(100) {
         c.upsert(points(start..start + 100)).unwrap();
     }
-    c.optimize(true).unwrap();
-    let info = c.info();
+    // Five seals of 400, below the merge trigger: searches span several segments.
+    let info = wait_green(&c);
     assert_eq!(info.points, 2000);
     assert_eq!(info.indexed_points, 2000, "{info:#?}");
-    assert!(info.segments.iter().filter(|s| s.kind == "sealed").count() >= 5);
+    assert_eq!(
+        info.segments.iter().filter(|s| s.kind == "sealed").count(),
+        5
+    );
     // Delete every 3rd point and rewrite the payload of a few sealed ones.
     let deleted: Vec<PointId> = (0..2000).step_by(3).map(PointId::Num).collect();
     c.delete(deleted).unwrap();
@@ -317,4 +320,91 @@ fn walk(dir: &Path) -> usize {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+fn wait_green(c: &diskvec_db::Collection) -> diskvec_db::CollectionInfo {
+    let started = std::time::Instant::now();
+    loop {
+        let info = c.info();
+        if info.status == diskvec_db::Status::Green {
+            return info;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "still {:?} after 120 s: {info:#?}",
+            info.status
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn small_segments_merge_and_deleted_points_are_vacuumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(150)).unwrap();
+    c.create_payload_index("group", "keyword").unwrap();
+    for start in (0..3000).step_by(100) {
+        c.upsert(points(start..start + 100)).unwrap();
+    }
+    let info = wait_green(&c);
+    let sealed = info.segments.iter().filter(|s| s.kind == "sealed").count();
+    assert!(
+        sealed <= 8,
+        "the worker merges past 8 sealed segments: {sealed}"
+    );
+    assert!(info.rebuilds_done >= 1, "{info:#?}");
+    c.optimize(true).unwrap();
+    let info = c.info();
+    let sealed: Vec<_> = info
+        .segments
+        .iter()
+        .filter(|s| s.kind == "sealed")
+        .collect();
+    assert_eq!(sealed.len(), 1, "optimize merges everything: {info:#?}");
+    assert_eq!(info.indexed_points, 3000);
+    // Delete 30%: past the 20% vacuum threshold, the segment is rebuilt without them.
+    let gone: Vec<PointId> = (0..3000).filter(|i| i % 10 < 3).map(PointId::Num).collect();
+    c.delete(gone).unwrap();
+    let info = wait_green(&c);
+    let sealed: Vec<_> = info
+        .segments
+        .iter()
+        .filter(|s| s.kind == "sealed")
+        .collect();
+    assert_eq!(sealed.len(), 1, "{info:#?}");
+    assert_eq!(sealed[0].deleted, 0, "vacuumed: {info:#?}");
+    assert_eq!(sealed[0].points, 2100);
+    let on_disk = std::fs::read_dir(dir.path().join("collections/docs/segments"))
+        .unwrap()
+        .count();
+    assert_eq!(on_disk, 1, "replaced segments' directories are removed");
+    let live: Vec<u64> = (0..3000).filter(|i| i % 10 >= 3).collect();
+    let check = |c: &diskvec_db::Collection| {
+        assert_eq!(c.count(None), 2100);
+        let (mut found, mut wanted) = (0, 0);
+        for q in (0..3000).step_by(131) {
+            let got = search_ids(c, &vector(q), 10, None);
+            assert!(got.iter().all(|i| i % 10 >= 3));
+            let truth = exact(&vector(q), &live, 10, &|_| true);
+            wanted += truth.len();
+            found += got.iter().filter(|i| truth.contains(i)).count();
+            let f = filter(json!({"must": [{"key": "group", "match": {"value": "g5"}}]}));
+            assert_eq!(
+                search_ids(c, &vector(q), 5, Some(f)),
+                exact(&vector(q), &live, 5, &|i| i % 10 == 5)
+            );
+        }
+        assert!(found as f64 / wanted as f64 >= 0.9);
+        let got = c
+            .get(&[PointId::Num(7), PointId::Num(2)], true, true)
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].payload.as_ref().unwrap()["group"], json!("g7"));
+    };
+    check(&c);
+    drop(c);
+    drop(db);
+    let db = Database::open(dir.path()).unwrap();
+    check(&db.collection("docs").unwrap());
 }

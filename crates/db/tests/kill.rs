@@ -182,7 +182,13 @@ impl SplitMix {
     }
 }
 
-const FAILPOINTS: [&str; 3] = ["seal:built", "seal:switched", "manifest:bitmaps-written"];
+const FAILPOINTS: [&str; 5] = [
+    "seal:built",
+    "seal:switched",
+    "manifest:bitmaps-written",
+    "rebuild:built",
+    "rebuild:switched",
+];
 
 #[test]
 fn kill_nine_loses_nothing_acknowledged() {
@@ -205,6 +211,7 @@ fn kill_nine_loses_nothing_acknowledged() {
     let mut model = Model::new();
     let mut next_step = 0u64;
     let (mut checked_points, mut in_flight_applied, mut failpoint_rounds) = (0usize, 0, 0);
+    let mut failpoints_hit = 0;
     for round in 0..rounds {
         assert!(
             started.elapsed() < Duration::from_secs(20 * 60),
@@ -254,6 +261,13 @@ fn kill_nine_loses_nothing_acknowledged() {
         let status = child.wait().unwrap();
         reader.join().unwrap();
         assert!(!status.success(), "the child cannot finish on its own");
+        if failpoint.is_some() {
+            use std::os::unix::process::ExitStatusExt;
+            // SIGABRT: it reached the failpoint (SIGKILL: the bound ran out first).
+            if status.signal() == Some(libc_sigabrt()) {
+                failpoints_hit += 1;
+            }
+        }
         let last = acked.load(Ordering::SeqCst);
         // Steps acknowledged this round: next_step..=last (none if usize::MAX).
         let acked_until = if last == usize::MAX {
@@ -289,10 +303,19 @@ fn kill_nine_loses_nothing_acknowledged() {
         }
     }
     println!(
-        "kill test: {rounds} rounds ({failpoint_rounds} at failpoints), {next_step} steps acknowledged, \
+        "kill test: {rounds} rounds ({failpoint_rounds} with a failpoint set, {failpoints_hit} reached), {next_step} steps acknowledged, \
          {checked_points} acknowledged points checked, lost 0, in-flight step applied {in_flight_applied} times, \
          {:.0} s",
         started.elapsed().as_secs_f64()
     );
     assert!(next_step > 0, "no step was ever acknowledged");
+    assert!(
+        failpoint_rounds == 0 || failpoints_hit > 0,
+        "no failpoint was ever reached"
+    );
+}
+
+/// SIGABRT's number on Linux (what `std::process::abort` raises).
+fn libc_sigabrt() -> i32 {
+    6
 }

@@ -6,7 +6,7 @@ use super::{lock, Collection};
 use crate::config::CollectionConfig;
 use crate::segment::Segment;
 
-/// Green: nothing pending. Yellow: a seal is queued or running. Red: a background task
+/// Green: nothing pending. Yellow: a seal, vacuum or merge is queued or running. Red: a background task
 /// failed (`CollectionInfo::error` says why); the collection keeps serving.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -42,15 +42,24 @@ pub struct CollectionInfo {
     pub last_op: u64,
     pub wal_bytes: u64,
     pub seals_done: u64,
+    /// Vacuums and merges done since open.
+    pub rebuilds_done: u64,
 }
 
 impl Collection {
     pub fn info(&self) -> CollectionInfo {
         let inner = &self.inner;
-        let (busy, error, seals_done) = {
+        let (busy, error, seals_done, rebuilds_done, merge_all) = {
             let bg = lock(&inner.background);
-            (bg.busy, bg.error.clone(), bg.sealed)
+            (
+                bg.busy,
+                bg.error.clone(),
+                bg.sealed,
+                bg.rebuilt,
+                bg.merge_all,
+            )
         };
+        let maintenance_due = inner.next_maintenance(false).is_some();
         let state = inner.state.read().unwrap_or_else(|e| e.into_inner());
         let mut segments = Vec::new();
         for (&id, s) in &state.segments {
@@ -87,7 +96,7 @@ impl Collection {
             .sum();
         let status = if error.is_some() {
             Status::Red
-        } else if busy || !state.frozen.is_empty() {
+        } else if busy || merge_all || maintenance_due || !state.frozen.is_empty() {
             Status::Yellow
         } else {
             Status::Green
@@ -109,6 +118,7 @@ impl Collection {
             last_op: inner.wal.last_op(),
             wal_bytes: stats.bytes,
             seals_done,
+            rebuilds_done,
         }
     }
 }

@@ -10,6 +10,7 @@ mod info;
 mod open;
 mod optimize;
 mod read;
+mod rebuild;
 mod state;
 mod write;
 

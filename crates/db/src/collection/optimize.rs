@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::rebuild::Maintenance;
 use super::{lock, Collection, Inner};
 use crate::manifest::{Manifest, SegmentEntry};
 use crate::segment::{seal, write_deleted, Growing, Sealed, Segment};
@@ -19,6 +20,10 @@ pub(crate) struct Background {
     pub busy: bool,
     /// Seals finished since open.
     pub sealed: u64,
+    /// Vacuums and merges finished since open.
+    pub rebuilt: u64,
+    /// `optimize` asked for every sealed segment to be merged into one.
+    pub merge_all: bool,
     /// The last background failure; the collection keeps serving.
     pub error: Option<String>,
     /// Writes are refused after a failure that leaves memory ahead of disk in a way
@@ -47,6 +52,15 @@ impl Inner {
             ))),
             None => Ok(()),
         }
+    }
+
+    pub(crate) fn has_frozen(&self) -> bool {
+        !self
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .frozen
+            .is_empty()
     }
 
     fn oldest_frozen(&self) -> Option<(u64, Arc<std::sync::RwLock<Growing>>)> {
@@ -223,47 +237,73 @@ impl Inner {
     }
 }
 
-/// The worker's loop: seal while there are frozen segments, sleep otherwise.
+enum Task {
+    Seal,
+    Rebuild(Maintenance),
+}
+
+/// After a failure the worker waits this long before trying again (status stays red).
+const RETRY: Duration = Duration::from_secs(10);
+
+/// The worker's loop: seal frozen segments, then vacuum and merge, sleep otherwise.
 pub(crate) fn run(inner: Arc<Inner>) {
+    let mut failed_at: Option<std::time::Instant> = None;
     loop {
-        {
+        let task = {
             let mut bg = lock(&inner.background);
-            if bg.stop {
-                return;
-            }
-            let pending = !inner
-                .state
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .frozen
-                .is_empty();
-            if !pending || bg.error.is_some() {
+            let task = loop {
+                if bg.stop {
+                    return;
+                }
+                let may_run = failed_at.is_none_or(|t| t.elapsed() >= RETRY);
+                if may_run {
+                    if inner.has_frozen() {
+                        break Task::Seal;
+                    }
+                    if let Some(m) = inner.next_maintenance(bg.merge_all) {
+                        break Task::Rebuild(m);
+                    }
+                    if bg.merge_all {
+                        bg.merge_all = false;
+                        inner.wake.notify_all();
+                    }
+                }
                 bg = inner
                     .wake
                     .wait_timeout(bg, IDLE)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
-                if bg.stop {
-                    return;
-                }
-                // After a failure, retry only when woken by new work or an optimize call.
-                let _ = &mut bg;
-                continue;
-            }
+            };
             bg.busy = true;
-        }
-        let outcome = inner.seal_next();
+            task
+        };
+        let outcome = match &task {
+            Task::Seal => inner.seal_next().map(|_| ()),
+            Task::Rebuild(Maintenance::Vacuum(id)) => inner.rebuild(&[*id]),
+            Task::Rebuild(Maintenance::Merge(ids)) => inner.rebuild(ids),
+        };
         let mut bg = lock(&inner.background);
         bg.busy = false;
         match outcome {
-            Ok(true) => {
-                bg.sealed += 1;
+            Ok(()) => {
+                if matches!(task, Task::Seal) {
+                    bg.sealed += 1;
+                } else {
+                    bg.rebuilt += 1;
+                }
                 bg.error = None;
+                failed_at = None;
             }
-            Ok(false) => {}
             Err(e) => {
-                log::error!("collection {:?}: sealing failed: {e}", inner.name);
-                bg.error = Some(format!("sealing failed: {e}"));
+                let what = match task {
+                    Task::Seal => "sealing",
+                    Task::Rebuild(Maintenance::Vacuum(_)) => "vacuum",
+                    Task::Rebuild(Maintenance::Merge(_)) => "merge",
+                };
+                log::error!("collection {:?}: {what} failed: {e}", inner.name);
+                bg.error = Some(format!("{what} failed: {e}"));
+                bg.merge_all = false;
+                failed_at = Some(std::time::Instant::now());
             }
         }
         drop(bg);
@@ -272,13 +312,15 @@ pub(crate) fn run(inner: Arc<Inner>) {
 }
 
 impl Collection {
-    /// Seals everything written so far into DiskANN segments. With `wait`, returns once
-    /// they serve from SSD (or with the background failure that stopped it).
+    /// Seals everything written so far into DiskANN segments and merges the sealed ones
+    /// into as few as `max_segment_points` allows, without deleted points. With `wait`,
+    /// returns once they serve from SSD (or with the background failure that stopped it).
     pub fn optimize(&self, wait: bool) -> Result<()> {
         let inner = &self.inner;
         {
             let mut bg = lock(&inner.background);
             bg.error = None;
+            bg.merge_all = true;
         }
         inner.freeze_now();
         inner.wake_background();
@@ -290,13 +332,7 @@ impl Collection {
             if let Some(e) = &bg.error {
                 return Err(DbError::Unavailable(e.clone()));
             }
-            let pending = !inner
-                .state
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .frozen
-                .is_empty();
-            if !pending && !bg.busy {
+            if !bg.busy && !bg.merge_all && !inner.has_frozen() {
                 return Ok(());
             }
             if bg.stop {

@@ -11,11 +11,15 @@ use crate::{DbError, Payload, PointId, Result};
 /// thousand).
 pub const MAX_BATCH: usize = 100_000;
 
+/// Frozen segments that may wait for sealing before writers are held back.
+const MAX_FROZEN: usize = 2;
+
 impl Inner {
     /// Logs and applies one operation; returns once it is durable (per the collection's
     /// durability setting).
     fn write(&self, operation: Operation) -> Result<u64> {
         let body = operation.encode();
+        self.wait_for_room()?;
         let guard = lock(&self.writer);
         self.check_writable()?;
         let op = self.wal.append_nowait(&body)?;
@@ -30,6 +34,39 @@ impl Inner {
         }
         self.wal.wait_durable(op)?;
         Ok(op)
+    }
+
+    /// Holds writers back while `MAX_FROZEN` segments wait for sealing, so memory stays
+    /// bounded when writes outpace the builds; fails if sealing is failing.
+    fn wait_for_room(&self) -> Result<()> {
+        loop {
+            let frozen = self
+                .state
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .frozen
+                .len();
+            if frozen < MAX_FROZEN {
+                return Ok(());
+            }
+            let bg = lock(&self.background);
+            if let Some(e) = &bg.error {
+                return Err(DbError::Unavailable(format!(
+                    "collection {:?} has {frozen} segments waiting to be sealed and {e}",
+                    self.name
+                )));
+            }
+            if bg.stop {
+                return Err(DbError::Unavailable(format!(
+                    "collection {:?} is closing",
+                    self.name
+                )));
+            }
+            let _ = self
+                .wake
+                .wait_timeout(bg, std::time::Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Checks points and prepares their vectors for the metric; nothing is written when

@@ -1,0 +1,185 @@
+//! Rebuilding sealed segments: a vacuum rebuilds one without its deleted points, a merge
+//! rebuilds several small ones as one. The new segment is built from the sources' live
+//! points while they keep serving, then switched in with one manifest write; deletes and
+//! rewrites that hit the sources meanwhile are carried over at the switch.
+
+use std::sync::Arc;
+
+use super::state::Loc;
+use super::Inner;
+use crate::ops::PointRecord;
+use crate::segment::{seal, Growing, Sealed, Segment};
+use crate::Result;
+
+/// More sealed segments than this and the smallest are merged.
+pub(crate) const MERGE_ABOVE: usize = 8;
+
+/// What the worker should rebuild next, if anything.
+pub(crate) enum Maintenance {
+    Vacuum(u64),
+    Merge(Vec<u64>),
+}
+
+impl Inner {
+    /// Picks the next rebuild: a segment past the vacuum threshold first, then a merge of the
+    /// smallest segments when there are too many (or of all of them when `merge_all`).
+    pub(crate) fn next_maintenance(&self, merge_all: bool) -> Option<Maintenance> {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut sealed: Vec<(u64, usize, usize)> = state
+            .segments
+            .iter()
+            .filter_map(|(&id, s)| match s {
+                Segment::Sealed(s) => Some((id, s.len(), s.deleted_count())),
+                Segment::Growing(_) => None,
+            })
+            .collect();
+        for &(id, len, deleted) in &sealed {
+            if len > 0 && deleted as f64 / len as f64 > self.config.vacuum_threshold {
+                return Some(Maintenance::Vacuum(id));
+            }
+        }
+        if sealed.len() <= 1 || (!merge_all && sealed.len() <= MERGE_ABOVE) {
+            return None;
+        }
+        sealed.sort_by_key(|&(id, len, deleted)| (len - deleted, id));
+        let mut picked = Vec::new();
+        let mut total = 0;
+        for (id, len, deleted) in sealed {
+            let live = len - deleted;
+            if total + live > self.config.max_segment_points && picked.len() >= 2 {
+                break;
+            }
+            if total + live > self.config.max_segment_points {
+                continue;
+            }
+            total += live;
+            picked.push(id);
+        }
+        (picked.len() >= 2).then(|| {
+            picked.sort_unstable();
+            Maintenance::Merge(picked)
+        })
+    }
+
+    /// Rebuilds `sources` (sealed segments) as one new segment holding their live points.
+    pub(crate) fn rebuild(&self, sources: &[u64]) -> Result<()> {
+        let started = std::time::Instant::now();
+        let (new_id, segs): (u64, Vec<Arc<Sealed>>) = {
+            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let segs = sources
+                .iter()
+                .filter_map(|id| match state.segments.get(id) {
+                    Some(Segment::Sealed(s)) => Some(Arc::clone(s)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>();
+            let id = state.next_segment_id;
+            state.next_segment_id += 1;
+            (id, segs)
+        };
+        // Live points as of now, with where each came from.
+        let mut points = Growing::new(self.config.dim, self.config.metric, &[]);
+        let mut origin: Vec<Loc> = Vec::new();
+        for (seg_id, s) in sources.iter().zip(&segs) {
+            let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let live: Vec<u32> = (0..s.len() as u32)
+                .filter(|o| !deleted.contains(*o))
+                .collect();
+            for chunk in live.chunks(4096) {
+                for (&offset, vector) in chunk.iter().zip(s.vectors(chunk)?) {
+                    let at = offset as usize;
+                    let record = PointRecord {
+                        id: s.ids[at],
+                        vector,
+                        payload: s.payloads[at].clone(),
+                    };
+                    points.push(&record, s.versions[at]);
+                    origin.push(Loc {
+                        segment: *seg_id,
+                        offset,
+                        version: s.versions[at],
+                    });
+                }
+            }
+        }
+        let dir = self.segment_dir(new_id);
+        let paths = self.segment_paths(new_id);
+        for p in &paths {
+            std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
+        }
+        let count = points.len();
+        if count > 0 {
+            seal(
+                &points,
+                &dir,
+                &self.config,
+                &paths,
+                &diskvec_index::NoProgress,
+            )?;
+        }
+        drop(points);
+        crate::failpoint("rebuild:built");
+        let fields = self
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .fields
+            .clone();
+        let rebuilt = if count > 0 {
+            Some(Arc::new(Sealed::open(
+                &dir,
+                self.config.metric,
+                roaring::RoaringBitmap::new(),
+                &fields,
+            )?))
+        } else {
+            None
+        };
+        {
+            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            if let Some(new) = &rebuilt {
+                for (new_offset, from) in origin.iter().enumerate() {
+                    let new_offset = new_offset as u32;
+                    let id = new.ids[new_offset as usize];
+                    if state.tracker.get(&id) == Some(from) {
+                        state.tracker.insert(
+                            id,
+                            Loc {
+                                segment: new_id,
+                                offset: new_offset,
+                                version: from.version,
+                            },
+                        );
+                    } else {
+                        // Deleted or rewritten while we built.
+                        new.delete(new_offset);
+                    }
+                }
+                state
+                    .segments
+                    .insert(new_id, Segment::Sealed(Arc::clone(new)));
+            }
+            for id in sources {
+                state.segments.remove(id);
+            }
+        }
+        self.write_manifest(None)?;
+        crate::failpoint("rebuild:switched");
+        for &id in sources {
+            let _ = std::fs::remove_dir_all(self.segment_dir(id));
+            for p in self.segment_paths(id) {
+                let _ = std::fs::remove_dir_all(p);
+            }
+        }
+        if rebuilt.is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        log::info!(
+            "collection {:?}: rebuilt {} segment(s) as {new_id:016x} ({count} points) in {:.1} s",
+            self.name,
+            sources.len(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+}
