@@ -6,7 +6,7 @@
 //! live in files `wal-<first op, 20 digits>.log` in one directory, a new file started when
 //! the current one passes [`WalOptions::segment_bytes`], so that old files can be deleted
 //! whole ([`Wal::truncate_below`]) once the caller's durable state covers them. The byte
-//! layout is drawn in `FORMAT.md` next to this file.
+//! layout is drawn in `docs/format.md`.
 //!
 //! Durability order, which the crash tests check at every storage operation:
 //! 1. a new file's header is fdatasync'ed and its directory synced before any record goes

@@ -1,4 +1,4 @@
-//! The bytes of a log file: its header and its records (layout drawn in FORMAT.md).
+//! The bytes of a log file: its header and its records (layout drawn in docs/format.md).
 
 use std::ops::Range;
 
