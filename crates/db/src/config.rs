@@ -40,6 +40,10 @@ pub struct CollectionConfig {
     pub vacuum_threshold: f64,
     /// Largest sealed segment a merge may produce (its build holds all its vectors in DRAM).
     pub max_segment_points: usize,
+    /// HNSW links per point (2x on the bottom level) of growing segments (Qdrant's `m`).
+    pub hnsw_m: usize,
+    /// HNSW candidate list while linking a point (Qdrant's `ef_construct`).
+    pub hnsw_ef_construction: usize,
     /// DiskANN build parameters of sealed segments.
     pub max_degree: usize,
     pub build_list: usize,
@@ -61,6 +65,8 @@ impl CollectionConfig {
             seal_threshold: 20_000,
             vacuum_threshold: 0.2,
             max_segment_points: 2_000_000,
+            hnsw_m: 16,
+            hnsw_ef_construction: 100,
             max_degree: 64,
             build_list: 100,
             pq_bytes: None,
@@ -104,6 +110,8 @@ impl CollectionConfig {
                 ));
             }
         }
+        diskvec_index::limits::HNSW_M.check(self.hnsw_m)?;
+        diskvec_index::limits::EF_CONSTRUCTION.check(self.hnsw_ef_construction)?;
         diskvec_index::limits::MAX_DEGREE.check(self.max_degree)?;
         diskvec_index::limits::BUILD_LIST.check(self.build_list)?;
         diskvec_index::limits::SEARCH_LIST.check(self.search_list)?;

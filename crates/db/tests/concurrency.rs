@@ -25,8 +25,10 @@ fn vector(id: u64) -> Vec<f32> {
 struct Acked {
     /// Ids in the order their upserts were acknowledged.
     upserted: Vec<u64>,
-    /// Ids whose deletes were acknowledged.
+    /// Ids whose deletes were acknowledged: they must never come back.
     deleted: HashSet<u64>,
+    /// Ids whose deletes were sent: a delete is visible before it is acknowledged.
+    deleting: HashSet<u64>,
 }
 
 #[test]
@@ -37,6 +39,9 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
     cfg.seal_threshold = 300;
     cfg.max_degree = 24;
     cfg.build_list = 64;
+    // Codes as long as the vectors: the graph search is then all but exact, so a miss
+    // points at the database, not at approximation.
+    cfg.pq_bytes = Some(DIM);
     let c = db.create_collection("c", cfg).unwrap();
     let acked = Arc::new(Mutex::new(Acked::default()));
     let writing = Arc::new(AtomicBool::new(true));
@@ -83,6 +88,7 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
                     };
                     done = acked.lock().unwrap().upserted.len().max(done);
                     if !batch.is_empty() {
+                        acked.lock().unwrap().deleting.extend(batch.iter().copied());
                         c.delete(batch.iter().map(|&i| PointId::Num(i)).collect())
                             .unwrap();
                         acked.lock().unwrap().deleted.extend(batch);
@@ -100,8 +106,9 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
             readers.push(s.spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(r);
                 let mut n = 0;
-                while (writing.load(Ordering::SeqCst) || n < 50)
-                    && n < 3000
+                // Keep querying after the writers stop until a merge has switched in too.
+                while (writing.load(Ordering::SeqCst) || n < 50 || c.info().rebuilds_done == 0)
+                    && n < 5000
                     && started.elapsed() < bound
                 {
                     let (before, deleted_before) = {
@@ -141,7 +148,7 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
                     // started and not deleted before it ended. Writes during the query may
                     // add closer points; none of these may be missing unless ten closer
                     // ones came back instead.
-                    let deleted_after = acked.lock().unwrap().deleted.clone();
+                    let deleted_after = acked.lock().unwrap().deleting.clone();
                     let certain: Vec<u64> = before
                         .iter()
                         .copied()
@@ -200,12 +207,18 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
         c.info().rebuilds_done
     );
     assert!(q >= 100, "{q} queries");
+    // PQ codes as long as the vectors make the graph search all but exact: what is left
+    // is the database's to answer for.
     assert!(
-        found as f64 >= 0.99 * asked as f64,
+        found as f64 >= 0.998 * asked as f64,
         "{found} of {asked} found their own point first"
     );
-    assert!(recall >= 0.95, "recall {recall}");
+    assert!(recall >= 0.995, "recall {recall}");
     assert!(c.info().seals_done >= 5, "segments sealed while searching");
+    assert!(
+        c.info().rebuilds_done >= 1,
+        "a merge switched in while searching"
+    );
     let a = acked.lock().unwrap();
     assert_eq!(c.count(None), a.upserted.len() - a.deleted.len());
 }

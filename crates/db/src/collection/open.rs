@@ -91,9 +91,7 @@ impl Collection {
         }
         report.sealed_segments = segments.len();
         let mut state = State {
-            dim: config.dim,
-            metric: config.metric,
-            seal_threshold: config.seal_threshold,
+            config: config.clone(),
             segments,
             active: 0,
             frozen: VecDeque::new(),

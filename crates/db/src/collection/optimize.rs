@@ -90,9 +90,7 @@ impl Inner {
         // Copy the points out so deletes on the frozen segment never wait for the build.
         let (copy, frozen_at) = {
             let g = frozen.read().unwrap_or_else(|e| e.into_inner());
-            let mut copy = Growing::new(self.config.dim, self.config.metric, &[]);
-            copy.clone_points_from(&g);
-            (copy, g.frozen_at.unwrap_or(0))
+            (g.seal_input(), g.frozen_at.unwrap_or(0))
         };
         let dir = self.segment_dir(id);
         let paths = self.segment_paths(id);

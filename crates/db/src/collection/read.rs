@@ -123,7 +123,7 @@ impl Inner {
             match s {
                 Segment::Growing(g) => {
                     let g = g.read().unwrap_or_else(|e| e.into_inner());
-                    for h in g.search(&prepared, wanted, filter.as_deref()) {
+                    for h in g.search(&prepared, wanted, search_list, filter.as_deref()) {
                         let version = g.versions[h.offset as usize];
                         found.push(Found {
                             distance: h.distance,

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use super::state::Loc;
 use super::Inner;
-use crate::ops::PointRecord;
-use crate::segment::{seal, Growing, Sealed, Segment};
+use crate::segment::{seal, SealInput, Sealed, Segment};
 use crate::Result;
 
 /// More sealed segments than this and the smallest are merged.
@@ -78,7 +77,7 @@ impl Inner {
             (id, segs)
         };
         // Live points as of now, with where each came from.
-        let mut points = Growing::new(self.config.dim, self.config.metric, &[]);
+        let mut points = SealInput::new();
         let mut origin: Vec<Loc> = Vec::new();
         for (seg_id, s) in sources.iter().zip(&segs) {
             let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -88,12 +87,10 @@ impl Inner {
             for chunk in live.chunks(4096) {
                 for (&offset, vector) in chunk.iter().zip(s.vectors(chunk)?) {
                     let at = offset as usize;
-                    let record = PointRecord {
-                        id: s.ids[at],
-                        vector,
-                        payload: s.payloads[at].clone(),
-                    };
-                    points.push(&record, s.versions[at]);
+                    points.vectors.extend_from_slice(&vector);
+                    points.ids.push(s.ids[at]);
+                    points.versions.push(s.versions[at]);
+                    points.payloads.push(s.payloads[at].clone());
                     origin.push(Loc {
                         segment: *seg_id,
                         offset,

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
 
-use diskvec_vector::Metric;
+use crate::config::CollectionConfig;
 
 use crate::filter::PayloadIndexKind;
 use crate::ops::{Operation, PointRecord};
@@ -20,9 +20,7 @@ pub(crate) struct Loc {
 }
 
 pub(crate) struct State {
-    pub dim: usize,
-    pub metric: Metric,
-    pub seal_threshold: usize,
+    pub config: CollectionConfig,
     /// In id order: sealed segments, then frozen ones, then the active growing one.
     pub segments: BTreeMap<u64, Segment>,
     pub active: u64,
@@ -51,7 +49,7 @@ impl State {
     pub fn start_active(&mut self) {
         let id = self.next_segment_id;
         self.next_segment_id += 1;
-        let g = Growing::new(self.dim, self.metric, &self.fields);
+        let g = Growing::new(&self.config, &self.fields);
         self.segments
             .insert(id, Segment::Growing(Arc::new(RwLock::new(g))));
         self.active = id;
@@ -98,7 +96,7 @@ impl State {
                     .read()
                     .unwrap_or_else(|e| e.into_inner())
                     .len()
-                    >= self.seal_threshold;
+                    >= self.config.seal_threshold;
                 // Only after the whole operation: a segment must not hold half of one, or
                 // the checkpoint at its seal would skip the other half on replay.
                 full && self.freeze(op)

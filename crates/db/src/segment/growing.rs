@@ -1,20 +1,21 @@
-//! The growing segment: points in DRAM, appended in write order, searched by scanning
-//! (exact). Deleting sets a bit; the offset is never reused, so a frozen segment's offsets
-//! are the sealed segment's.
+//! The growing segment: points in DRAM, appended in write order and linked into an HNSW
+//! graph as they arrive, so they are searchable at once. Deleting sets a bit; offsets are
+//! never reused, so a frozen segment's offsets are the sealed segment's.
 
-use diskvec_vector::Metric;
+use diskvec_index::hnsw::GrowingHnsw;
 use roaring::RoaringBitmap;
 
-use super::{closest, SegmentHit};
+use super::{closest, SegmentHit, EXACT_LIMIT};
+use crate::config::CollectionConfig;
 use crate::filter::{Filter, PayloadIndex, PayloadIndexKind};
 use crate::ops::PointRecord;
 use crate::{Payload, PointId};
 
+/// Segments up to this size are scanned: exact, and as fast as a graph walk.
+const SCAN_BELOW: usize = 1_000;
+
 pub(crate) struct Growing {
-    dim: usize,
-    metric: Metric,
-    /// Metric-prepared vectors, row-major.
-    vectors: Vec<f32>,
+    graph: GrowingHnsw,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Vec<Payload>,
@@ -24,16 +25,43 @@ pub(crate) struct Growing {
     pub frozen_at: Option<u64>,
 }
 
+/// What a sealed segment is built from: points by offset.
+pub(crate) struct SealInput {
+    /// Metric-prepared vectors, row-major.
+    pub vectors: Vec<f32>,
+    pub ids: Vec<PointId>,
+    pub versions: Vec<u64>,
+    pub payloads: Vec<Payload>,
+}
+
+impl SealInput {
+    pub fn new() -> Self {
+        Self {
+            vectors: Vec::new(),
+            ids: Vec::new(),
+            versions: Vec::new(),
+            payloads: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
 impl Growing {
-    pub fn new(dim: usize, metric: Metric, fields: &[(String, PayloadIndexKind)]) -> Self {
+    pub fn new(config: &CollectionConfig, fields: &[(String, PayloadIndexKind)]) -> Self {
         let mut index = PayloadIndex::new();
         for (field, kind) in fields {
             index.add_field(field, *kind);
         }
         Self {
-            dim,
-            metric,
-            vectors: Vec::new(),
+            graph: GrowingHnsw::new(
+                config.dim,
+                config.metric,
+                config.hnsw_m,
+                config.hnsw_ef_construction,
+            ),
             ids: Vec::new(),
             versions: Vec::new(),
             payloads: Vec::new(),
@@ -52,18 +80,13 @@ impl Growing {
     }
 
     pub fn vector(&self, offset: u32) -> &[f32] {
-        let at = offset as usize * self.dim;
-        &self.vectors[at..at + self.dim]
-    }
-
-    pub fn vectors(&self) -> &[f32] {
-        &self.vectors
+        self.graph.vector(offset)
     }
 
     /// Appends a point (its vector already prepared); returns its offset.
     pub fn push(&mut self, point: &PointRecord, version: u64) -> u32 {
-        let offset = self.ids.len() as u32;
-        self.vectors.extend_from_slice(&point.vector);
+        let offset = self.graph.push(&point.vector);
+        debug_assert_eq!(offset as usize, self.ids.len());
         self.ids.push(point.id);
         self.versions.push(version);
         self.index.insert(offset, &point.payload);
@@ -115,33 +138,77 @@ impl Growing {
             .collect()
     }
 
-    /// Exact k closest live points matching `filter` to a prepared query.
-    pub fn search(&self, query: &[f32], k: usize, filter: Option<&Filter>) -> Vec<SegmentHit> {
-        let score = |offset: u32| SegmentHit {
+    /// The k closest live points matching `filter` to a prepared query: exact for small
+    /// segments and for filters the payload index narrows to few candidates, otherwise a
+    /// graph search with list size `search_list` that only keeps matching points.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        search_list: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<SegmentHit> {
+        let metric_distance = |offset: u32| SegmentHit {
             offset,
-            distance: self.metric.distance(query, self.vector(offset)),
+            distance: self.graph_distance(query, offset),
         };
-        let hits: Vec<SegmentHit> = match filter {
-            None => (0..self.len() as u32)
-                .filter(|&o| self.is_live(o))
-                .map(score)
-                .collect(),
-            Some(_) => self.matching(filter).into_iter().map(score).collect(),
-        };
-        closest(hits, k)
+        let narrowed = filter.and_then(|f| {
+            self.index
+                .candidates(f, self.len() as u32)
+                .filter(|c| c.offsets.len() <= EXACT_LIMIT)
+        });
+        if self.len() <= SCAN_BELOW || narrowed.is_some() {
+            let hits: Vec<SegmentHit> = match (filter, narrowed) {
+                (_, Some(c)) => c
+                    .offsets
+                    .iter()
+                    .filter(|&o| {
+                        if c.exact {
+                            self.is_live(o)
+                        } else {
+                            self.matches(o, filter)
+                        }
+                    })
+                    .map(metric_distance)
+                    .collect(),
+                (None, None) => (0..self.len() as u32)
+                    .filter(|&o| self.is_live(o))
+                    .map(metric_distance)
+                    .collect(),
+                (Some(_), None) => self
+                    .matching(filter)
+                    .into_iter()
+                    .map(metric_distance)
+                    .collect(),
+            };
+            return closest(hits, k);
+        }
+        self.graph
+            .search(query, k, search_list.max(k), &|o| self.matches(o, filter))
+            .into_iter()
+            .map(|(distance, offset)| SegmentHit { offset, distance })
+            .collect()
     }
 
-    /// Copies another segment's points (not its deletes or indexes): what sealing builds
-    /// from, taken under a short read lock.
-    pub fn clone_points_from(&mut self, other: &Growing) {
-        self.vectors = other.vectors.clone();
-        self.ids = other.ids.clone();
-        self.versions = other.versions.clone();
-        self.payloads = other.payloads.clone();
+    fn graph_distance(&self, query: &[f32], offset: u32) -> f32 {
+        self.graph
+            .metric()
+            .distance(query, self.graph.vector(offset))
+    }
+
+    /// A copy of the points (not deletes or indexes) to seal from, taken under a short
+    /// read lock.
+    pub fn seal_input(&self) -> SealInput {
+        SealInput {
+            vectors: self.graph.data().to_vec(),
+            ids: self.ids.clone(),
+            versions: self.versions.clone(),
+            payloads: self.payloads.clone(),
+        }
     }
 
     pub fn dram_bytes(&self) -> usize {
-        self.vectors.capacity() * 4
+        self.graph.dram_bytes()
             + self.ids.capacity() * 24
             + self.versions.capacity() * 8
             + self

@@ -9,8 +9,8 @@ mod sealed;
 use std::sync::{Arc, RwLock};
 
 pub(crate) use files::{read_deleted, write_deleted};
-pub(crate) use growing::Growing;
-pub(crate) use sealed::{seal, Sealed};
+pub(crate) use growing::{Growing, SealInput};
+pub(crate) use sealed::{seal, Sealed, EXACT_LIMIT};
 
 /// Matches a segment found for a query: offset and distance (smaller is closer).
 #[derive(Clone, Copy, Debug)]

@@ -13,7 +13,7 @@ use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
 use super::files::{read_points, write_points, POINTS_FILE};
-use super::{closest, Growing, SegmentHit};
+use super::{closest, SealInput, SegmentHit};
 use crate::config::CollectionConfig;
 use crate::filter::{Filter, PayloadIndex, PayloadIndexKind};
 use crate::{Payload, PointId, Result};
@@ -37,7 +37,7 @@ pub(crate) struct Sealed {
 
 /// Builds the DiskANN index and the points file of a frozen segment into `dir`.
 pub(crate) fn seal(
-    frozen: &Growing,
+    frozen: &SealInput,
     dir: &Path,
     config: &CollectionConfig,
     paths: &[PathBuf],
@@ -55,7 +55,7 @@ pub(crate) fn seal(
         ..Default::default()
     };
     build(
-        frozen.vectors(),
+        &frozen.vectors,
         config.dim,
         &offsets,
         &params,

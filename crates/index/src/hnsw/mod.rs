@@ -2,9 +2,11 @@
 //! DiskANN against (M=30, efConstruction=360, ef=100 there). Everything lives in DRAM.
 
 mod build;
+mod growing;
 mod search;
 
 pub use build::HnswParams;
+pub use growing::GrowingHnsw;
 pub use search::{HnswResult, HnswScratch};
 
 use std::sync::RwLock;
