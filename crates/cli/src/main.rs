@@ -3,12 +3,16 @@
 mod bench_cmd;
 mod build_cmd;
 mod dataset_cmd;
+mod db_cmd;
 mod demo_cmd;
 mod groundtruth_cmd;
 mod hnsw_cmd;
+mod import_cmd;
 mod inspect_cmd;
 mod iobench_cmd;
+mod payloads;
 mod progress;
+mod query_cmd;
 mod search_cmd;
 mod verify_cmd;
 
@@ -51,7 +55,14 @@ enum Command {
     /// Make datasets: `dataset synth` writes a synthetic one with exact ground truth.
     #[command(subcommand)]
     Dataset(dataset_cmd::Command),
-    /// Build an index on the bundled WordNet sample and show what search returns.
+    /// Import a dataset's vectors and payloads into a database collection.
+    Import(import_cmd::Args),
+    /// Search a database collection, optionally filtered by payload.
+    Query(query_cmd::Args),
+    /// Inspect a database (`db info`) or drop a collection (`db drop`).
+    #[command(subcommand)]
+    Db(db_cmd::Command),
+    /// Load the bundled WordNet sample into a database, then search, filter, delete, reopen.
     Demo(demo_cmd::Args),
 }
 
@@ -70,6 +81,9 @@ fn main() {
         Command::Groundtruth(a) => groundtruth_cmd::run(a),
         Command::Iobench(a) => iobench_cmd::run_cmd(a),
         Command::Demo(a) => demo_cmd::run(a),
+        Command::Import(a) => import_cmd::run(a),
+        Command::Query(a) => query_cmd::run(a),
+        Command::Db(c) => db_cmd::run(c),
         Command::Dataset(c) => dataset_cmd::run(c),
         Command::Bench(a) => bench_cmd::run(a),
         Command::Report(a) => bench_cmd::report(a),

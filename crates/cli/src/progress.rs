@@ -42,3 +42,13 @@ impl diskvec_index::Progress for Bars {
         }
     }
 }
+
+/// A spinner for a step that reports no progress of its own (sealing); hidden, like the
+/// bars, when stderr is not a terminal.
+pub fn spinner(message: &str) -> ProgressBar {
+    let spinner = ProgressBar::new_spinner();
+    spinner.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap());
+    spinner.set_message(message.to_string());
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    spinner
+}

@@ -409,9 +409,9 @@ fn the_demo_binary_works_when_moved_and_says_where_it_looked() {
     }
     assert!(err.contains("--dataset"), "{err}");
 
-    let index = tmp.path().join("demo-index");
+    let db = tmp.path().join("demo-db");
     let out = Command::new(&bin)
-        .args(["demo", "--index", index.to_str().unwrap()])
+        .args(["demo", "--db", db.to_str().unwrap()])
         .current_dir(repo_root())
         .output()
         .unwrap();
@@ -421,5 +421,5 @@ fn the_demo_binary_works_when_moved_and_says_where_it_looked() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("what the index returns"), "{stdout}");
+    assert!(stdout.contains("reopen check"), "{stdout}");
 }

@@ -1,0 +1,306 @@
+//! `diskvec import`: a dataset's vectors and payloads into a collection, through the
+//! database's write path (the log, then the growing segment), a batch per write.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context};
+use diskvec_dataset::Matrix;
+use diskvec_db::{Collection, CollectionConfig, Database, Durability, PointId, PointRecord};
+use diskvec_index::Progress;
+use diskvec_vector::Metric;
+use serde_json::json;
+
+use crate::build_cmd::load_train;
+use crate::payloads::{read_payloads, Payloads};
+use crate::progress::Bars;
+
+/// Most points the database takes in one write.
+const MAX_BATCH: usize = 100_000;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Database directory (created if missing).
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Collection to write into; created if missing, with the dimension of the data.
+    #[arg(long)]
+    pub collection: String,
+    /// Dataset directory (VectorDBBench layout: train.parquet) or a .parquet/.fvecs/.bvecs/.npy file.
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Parquet file with an `id` column and scalar columns that become payload fields
+    /// (default: train_payloads.parquet in the dataset directory, or FILE_payloads.parquet
+    /// next to a FILE.parquet, when there).
+    #[arg(long)]
+    pub payloads: Option<PathBuf>,
+    /// Points per write.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// cosine, l2 or ip (for a new collection; default cosine).
+    #[arg(long, value_parser = metric)]
+    pub metric: Option<Metric>,
+    /// Points a growing segment takes before it is sealed into DiskANN (new collection).
+    #[arg(long)]
+    pub seal_threshold: Option<usize>,
+    /// Directories to stripe sealed segments' nodes over (new collection).
+    #[arg(long, value_delimiter = ',')]
+    pub paths: Vec<PathBuf>,
+    /// Flush the log every N ms instead of at every write (new collection).
+    #[arg(long)]
+    pub interval_ms: Option<u64>,
+    /// Payload indexes to create, as FIELD:KIND (keyword or integer), comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = index_field)]
+    pub index_fields: Vec<(String, String)>,
+    /// Seal everything into DiskANN segments before returning, and report the load duration.
+    #[arg(long)]
+    pub optimize: bool,
+    /// Print the report as one JSON object on the last line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn metric(name: &str) -> Result<Metric, String> {
+    diskvec_db::parse_metric(name).map_err(|e| e.to_string())
+}
+
+fn index_field(spec: &str) -> Result<(String, String), String> {
+    match spec.split_once(':') {
+        Some((field, kind)) if !field.is_empty() && matches!(kind, "keyword" | "integer") => {
+            Ok((field.to_string(), kind.to_string()))
+        }
+        _ => Err(format!(
+            "{spec:?}: expected FIELD:KIND with KIND keyword or integer, e.g. lexname:keyword"
+        )),
+    }
+}
+
+/// Settings of a collection that does not exist yet.
+#[derive(Default)]
+pub struct NewCollection {
+    pub metric: Option<Metric>,
+    pub seal_threshold: Option<usize>,
+    pub paths: Vec<PathBuf>,
+    pub interval_ms: Option<u64>,
+}
+
+impl NewCollection {
+    fn given(&self) -> bool {
+        self.metric.is_some()
+            || self.seal_threshold.is_some()
+            || !self.paths.is_empty()
+            || self.interval_ms.is_some()
+    }
+
+    fn config(&self, dim: usize) -> CollectionConfig {
+        let mut c = CollectionConfig::new(dim, self.metric.unwrap_or(Metric::Cosine));
+        if let Some(s) = self.seal_threshold {
+            c.seal_threshold = s;
+        }
+        c.paths = self.paths.clone();
+        if let Some(interval_ms) = self.interval_ms {
+            c.durability = Durability::Interval { interval_ms };
+        }
+        c
+    }
+}
+
+/// The payload file that goes with `dataset` when none is named: `train_payloads.parquet`
+/// in a dataset directory, `NAME_payloads.parquet` next to a `NAME.parquet`.
+pub fn default_payloads(dataset: &Path) -> Option<PathBuf> {
+    let candidate = if dataset.is_dir() {
+        dataset.join("train_payloads.parquet")
+    } else {
+        let stem = dataset.file_stem()?.to_str()?;
+        dataset.with_file_name(format!("{stem}_payloads.parquet"))
+    };
+    candidate.is_file().then_some(candidate)
+}
+
+/// Vectors and, if there are any, their payloads and where they came from.
+pub struct Source {
+    pub vectors: Matrix,
+    pub payloads: Option<(PathBuf, Payloads)>,
+}
+
+pub fn load_source(dataset: &Path, payloads: Option<&Path>) -> anyhow::Result<Source> {
+    let vectors = load_train(dataset)?;
+    if let Some(pos) = vectors.ids.iter().position(|&id| id < 0) {
+        bail!(
+            "{}: vector {pos} has id {}; point ids are unsigned",
+            dataset.display(),
+            vectors.ids[pos]
+        );
+    }
+    let file = payloads
+        .map(Path::to_path_buf)
+        .or_else(|| default_payloads(dataset));
+    let payloads = match file {
+        Some(f) => {
+            let p = read_payloads(&f)?;
+            Some((f, p))
+        }
+        None => None,
+    };
+    Ok(Source { vectors, payloads })
+}
+
+/// The collection `name`, created with `settings` if missing; an existing one must take
+/// vectors of `dim` (and the metric, when one is given). Also says whether it was created.
+pub fn open_or_create(
+    db: &Database,
+    name: &str,
+    dim: usize,
+    settings: &NewCollection,
+) -> anyhow::Result<(Arc<Collection>, bool)> {
+    if !db.collection_names().iter().any(|n| n == name) {
+        let c = db
+            .create_collection(name, settings.config(dim))
+            .with_context(|| format!("creating collection {name:?}"))?;
+        return Ok((c, true));
+    }
+    let c = db.collection(name)?;
+    let config = c.config();
+    ensure!(
+        config.dim == dim,
+        "collection {name:?} holds vectors of dimension {}, the data has dimension {dim}",
+        config.dim
+    );
+    if let Some(m) = settings.metric {
+        ensure!(
+            m == config.metric,
+            "collection {name:?} uses metric {}, not {}",
+            config.metric.name(),
+            m.name()
+        );
+    }
+    if settings.given() {
+        eprintln!(
+            "note: collection {name:?} exists; its settings are kept and the data is appended"
+        );
+    }
+    Ok((c, false))
+}
+
+/// Upserts every vector with its payload, `batch` points per write, behind a progress bar.
+/// Takes the payloads out of `payloads`: what is left there had no vector. Returns the
+/// points that had a payload and the seconds the writes took.
+pub fn write_points(
+    col: &Collection,
+    vectors: &Matrix,
+    payloads: &mut Payloads,
+    batch: usize,
+) -> anyhow::Result<(usize, f64)> {
+    let bars = Bars::new();
+    bars.phase("importing", vectors.len() as u64);
+    let started = Instant::now();
+    let mut with_payload = 0;
+    for (first, ids) in (0..).step_by(batch).zip(vectors.ids.chunks(batch)) {
+        let points = ids
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| {
+                let payload = payloads.remove(&(id as u64)).unwrap_or_default();
+                with_payload += usize::from(!payload.is_empty());
+                PointRecord {
+                    id: PointId::Num(id as u64),
+                    vector: vectors.row(first + i).to_vec(),
+                    payload,
+                }
+            })
+            .collect();
+        col.upsert(points)
+            .with_context(|| format!("writing points {first} to {}", first + ids.len() - 1))?;
+        bars.advance(ids.len() as u64);
+    }
+    bars.finish();
+    Ok((with_payload, started.elapsed().as_secs_f64()))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    ensure!(
+        (1..=MAX_BATCH).contains(&args.batch),
+        "--batch must be between 1 and {MAX_BATCH}, got {}",
+        args.batch
+    );
+    diskvec_db::check_name(&args.collection)?;
+    let Source {
+        vectors,
+        payloads: source_payloads,
+    } = load_source(&args.dataset, args.payloads.as_deref())?;
+    let (payload_file, mut payloads) = match source_payloads {
+        Some((f, p)) => (Some(f), p),
+        None => (None, Payloads::new()),
+    };
+    let db = Database::open(&args.db)?;
+    let settings = NewCollection {
+        metric: args.metric,
+        seal_threshold: args.seal_threshold,
+        paths: args.paths.clone(),
+        interval_ms: args.interval_ms,
+    };
+    let (col, created) = open_or_create(&db, &args.collection, vectors.dim, &settings)?;
+    for (field, kind) in &args.index_fields {
+        col.create_payload_index(field, kind)
+            .with_context(|| format!("indexing payload field {field:?}"))?;
+    }
+    let (with_payload, seconds) = write_points(&col, &vectors, &mut payloads, args.batch)?;
+    let unmatched = payloads.len();
+    let optimize_seconds = if args.optimize {
+        let started = Instant::now();
+        let spinner = crate::progress::spinner("sealing into DiskANN");
+        col.optimize(true)
+            .context("sealing into DiskANN segments")?;
+        spinner.finish_and_clear();
+        Some(started.elapsed().as_secs_f64())
+    } else {
+        None
+    };
+    let info = col.info();
+    drop(col);
+    db.close()?;
+    let n = vectors.len();
+    let rate = n as f64 / seconds.max(1e-9);
+    if args.json {
+        let j = json!({
+            "db": args.db.display().to_string(), "collection": args.collection,
+            "created": created, "dim": vectors.dim, "metric": info.config.metric.name(),
+            "points": n, "with_payload": with_payload, "payload_rows_without_vector": unmatched,
+            "payloads": payload_file.map(|f| f.display().to_string()),
+            "seconds": seconds, "points_per_second": rate,
+            "optimize_seconds": optimize_seconds,
+            "load_seconds": optimize_seconds.map(|o| seconds + o),
+            "total_points": info.points, "indexed_points": info.indexed_points,
+            "segments": info.segments.len(),
+        });
+        println!("{j}");
+        return Ok(());
+    }
+    let payload_note = match &payload_file {
+        Some(f) => format!("{with_payload} with payloads from {}", f.display()),
+        None => "no payloads".to_string(),
+    };
+    println!(
+        "imported {n} points ({payload_note}) into {} collection {:?} in {seconds:.2} s: {rate:.0} points/s",
+        if created { "new" } else { "existing" },
+        args.collection
+    );
+    if unmatched > 0 {
+        println!("  {unmatched} payload rows have no vector with their id and were left out");
+    }
+    if let Some(o) = optimize_seconds {
+        println!(
+            "optimized in {o:.2} s: load duration (until fully indexed) {:.2} s",
+            seconds + o
+        );
+    }
+    println!(
+        "collection {:?}: {} points, {} indexed, {} segments",
+        args.collection,
+        info.points,
+        info.indexed_points,
+        info.segments.len()
+    );
+    Ok(())
+}
