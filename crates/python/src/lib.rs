@@ -1,5 +1,8 @@
-//! `import diskvec`: the disk index from Python, numpy in and out.
+//! `import diskvec`: the disk index and the database from Python, numpy in and out.
 //! The Python package (python/diskvec) wraps this module; keep this layer thin.
+
+mod db;
+mod json;
 
 use std::path::PathBuf;
 
@@ -20,7 +23,7 @@ type Batch<'py> = (Bound<'py, PyArray2<i64>>, Bound<'py, PyArray2<f32>>);
 /// (ids, distances, node reads) of one query.
 type Single<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>, u32);
 
-fn to_py(e: IndexError) -> PyErr {
+pub(crate) fn to_py(e: IndexError) -> PyErr {
     match e {
         IndexError::InvalidArgument(_)
         | IndexError::InvalidVectors(_)
@@ -29,25 +32,25 @@ fn to_py(e: IndexError) -> PyErr {
     }
 }
 
-fn value_err(msg: impl std::fmt::Display) -> PyErr {
+pub(crate) fn value_err(msg: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(msg.to_string())
 }
 
-fn contiguous<'a>(a: &'a PyReadonlyArray2<f32>) -> PyResult<&'a [f32]> {
+pub(crate) fn contiguous<'a>(a: &'a PyReadonlyArray2<f32>) -> PyResult<&'a [f32]> {
     a.as_slice()
         .map_err(|_| value_err("array must be C-contiguous"))
 }
 
 /// A size parameter checked against its limit. Taken from Python as a wide integer so
 /// that negative and huge values get the same message as any other out-of-range value.
-fn size(limit: Limit, value: i128) -> PyResult<usize> {
+pub(crate) fn size(limit: Limit, value: i128) -> PyResult<usize> {
     usize::try_from(value)
         .map_err(|_| limit.out_of_range(value))
         .and_then(|v| limit.check(v))
         .map_err(to_py)
 }
 
-fn pool(threads: Option<i128>) -> PyResult<rayon::ThreadPool> {
+pub(crate) fn pool(threads: Option<i128>) -> PyResult<rayon::ThreadPool> {
     let mut b = rayon::ThreadPoolBuilder::new();
     if let Some(t) = threads {
         b = b.num_threads(size(limits::THREADS, t)?);
@@ -398,6 +401,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(flat_search, m)?)?;
     m.add_class::<DiskIndex>()?;
     m.add_class::<HnswIndex>()?;
+    db::register(m)?;
     m.add("LAYOUT_VERSION", diskann::LAYOUT_VERSION)?;
     Ok(())
 }

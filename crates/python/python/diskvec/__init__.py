@@ -1,5 +1,14 @@
 """diskvec: a disk-native vector database (DiskANN on NVMe), embedded in Python.
 
+The database (collections of points with payloads, filters and a write-ahead log):
+
+    db = diskvec.open("data/")
+    col = db.create_collection("docs", dim=384, metric="cosine")
+    col.upsert([1, 2, 3], vectors, payloads=[{"lang": "en"}, {"lang": "fr"}, None])
+    hits = col.search(query, k=10, filter={"must": [{"key": "lang", "match": {"value": "en"}}]})
+
+See `help(diskvec.Collection)`. The disk index alone, without the database:
+
     import numpy as np, diskvec
     diskvec.build_index(vectors, "my-index", metric="cosine")
     index = diskvec.DiskIndex("my-index")
@@ -21,8 +30,10 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _native
+from .db import Collection, Database, open
 
-__all__ = ["build_index", "DiskIndex", "HnswIndex", "flat_search", "LAYOUT_VERSION"]
+# `open` is left out: `from diskvec import *` would shadow the builtin. Use `diskvec.open`.
+__all__ = ["build_index", "DiskIndex", "HnswIndex", "flat_search", "LAYOUT_VERSION", "Database", "Collection"]
 
 LAYOUT_VERSION = _native.LAYOUT_VERSION
 

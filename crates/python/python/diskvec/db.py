@@ -1,0 +1,333 @@
+"""The database: collections of points (id, vector, JSON payload) that take writes while they
+serve searches, with a write-ahead log, payload filters and payload indexes.
+
+    db = diskvec.open("data/")
+    col = db.create_collection("docs", dim=384, metric="cosine")
+    col.upsert([1, 2], vectors, payloads=[{"lang": "en"}, {"lang": "fr"}])
+    hits = col.search(query, k=10, filter={"must": [{"key": "lang", "match": {"value": "en"}}]})
+
+Point ids are non-negative ints (below 2**64) or UUID strings; they come back as ints or as
+canonical lowercase hyphenated UUID strings. Payloads are dicts of JSON values (None, bool,
+int, finite float, str, list, dict with str keys; numpy scalars and arrays are taken as their
+`tolist()`). Filters are dicts in Qdrant's filter JSON shape.
+
+Errors: bad input (wrong dimension, NaN, a bad id, payload or filter, a size out of range,
+a collection that already exists, a closed database) raises ValueError; an unknown collection
+or point raises KeyError; what the disk did (missing or damaged files, another process holding
+the directory) raises OSError.
+"""
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Iterable
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _native
+
+# Not `open`: `from diskvec import *` would shadow the builtin.
+__all__ = ["Database", "Collection"]
+
+PointId = Union[int, str]
+Filter = Dict[str, Any]
+
+_BIG = 2**63
+
+
+def _int(name: str, value) -> int:
+    """An integer argument; range checks are the database's, with its messages."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if not -_BIG <= v < _BIG:
+        raise ValueError(f"{name} is out of range, got {v}")
+    return v
+
+
+def _opt_int(name: str, value) -> Optional[int]:
+    return None if value is None else _int(name, value)
+
+
+def _ids(ids, name: str = "ids") -> list:
+    """A list of ids from a list, tuple or 1-D array. A lone id is refused rather than taken
+    as a one-id list, since a UUID string is itself iterable."""
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D array, got shape {ids.shape}")
+        if ids.dtype.kind == "b":
+            raise ValueError(f"{name} must be integers or UUID strings, got a bool array")
+        if ids.dtype.kind == "f":
+            raise ValueError(f"{name} must be integers or UUID strings, got a float array")
+        return ids.tolist()
+    if isinstance(ids, (str, bytes, int, np.integer)) or not isinstance(ids, Iterable):
+        raise ValueError(f"{name} must be a list of ids, got {type(ids).__name__}")
+    return list(ids)
+
+
+def _path(p) -> str:
+    # Settings are kept in the collection's manifest: a relative path would mean another
+    # place when the database is opened from another directory.
+    return os.path.abspath(os.fspath(p))
+
+
+class Database:
+    """An open database directory. Use `diskvec.open(path)`.
+
+    Only one Database may have a directory open at a time (also within one process): close it
+    (or use it as a context manager) before opening the directory again. Collection handles
+    stop working once their database is closed.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self._inner = _native.Database(os.fspath(path))
+
+    @property
+    def path(self) -> str:
+        """The database directory."""
+        return self._inner.path
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._inner.closed
+
+    def create_collection(self, name: str, *, dim: int, metric: str = "cosine",
+                          paths: Optional[Sequence[Union[str, os.PathLike]]] = None,
+                          wal_path: Union[str, os.PathLike, None] = None, durability: str = "sync",
+                          interval_ms: Optional[int] = None, seal_threshold: Optional[int] = None,
+                          vacuum_threshold: Optional[float] = None, max_degree: Optional[int] = None,
+                          build_list: Optional[int] = None, pq_bytes: Optional[int] = None,
+                          search_list: Optional[int] = None,
+                          max_payload_bytes: Optional[int] = None) -> "Collection":
+        """Creates the collection `name` and returns it; ValueError if it already exists.
+
+        - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
+        - dim: vector dimension (1 to 65536); metric: "cosine", "l2" or "ip".
+        - paths: directories (e.g. NVMe namespaces) that sealed segments' nodes are striped
+          over; default: inside the database directory. wal_path: where the write-ahead log
+          lives; default: inside the database directory. Relative paths are made absolute.
+        - durability: "sync" (a write returns once its log record is on stable storage) or
+          "interval" (a background flush every `interval_ms`, default 200: a crash may lose the
+          last interval's writes).
+        - seal_threshold (default 20000): points kept in memory before they are sealed into an
+          on-disk DiskANN segment. vacuum_threshold (default 0.2): share of deleted points at
+          which a sealed segment is rebuilt.
+        - max_degree (64), build_list (100), pq_bytes (None: chosen from dim): DiskANN build
+          parameters of sealed segments; search_list (100): default search list of searches.
+        - max_payload_bytes (1 MiB): largest payload of one point, as JSON.
+        """
+        native = self._inner.create_collection(
+            name, _int("dim", dim), metric, [_path(p) for p in (paths or [])],
+            None if wal_path is None else _path(wal_path), durability, _opt_int("interval_ms", interval_ms),
+            _opt_int("seal_threshold", seal_threshold),
+            None if vacuum_threshold is None else float(vacuum_threshold), _opt_int("max_degree", max_degree),
+            _opt_int("build_list", build_list), _opt_int("pq_bytes", pq_bytes), _opt_int("search_list", search_list),
+            _opt_int("max_payload_bytes", max_payload_bytes))
+        return Collection(native)
+
+    def collection(self, name: str) -> "Collection":
+        """The collection `name`; KeyError if there is none."""
+        return Collection(self._inner.collection(name))
+
+    def collections(self) -> List[str]:
+        """Names of the collections, sorted."""
+        return self._inner.collection_names()
+
+    def drop_collection(self, name: str) -> None:
+        """Deletes the collection `name` and its files; KeyError if there is none. Waits for
+        calls in flight on this database; handles to the collection then raise KeyError."""
+        self._inner.drop_collection(name)
+
+    def close(self) -> None:
+        """Stops background work, makes every logged write durable and releases the directory.
+        Waits for calls in flight; later calls raise ValueError. Closing twice is harmless."""
+        self._inner.close()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.collections()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"collections={self.collections()}"
+        return f"Database({self.path!r}, {state})"
+
+
+def open(path: Union[str, os.PathLike]) -> Database:  # noqa: A001 (the issue's name)
+    """Opens the database in directory `path`, creating it if needed and recovering every
+    collection from its log. OSError if another Database (in this or another process) has it
+    open, or its files are damaged. Also a context manager: `with diskvec.open(p) as db:`."""
+    return Database(path)
+
+
+class Collection:
+    """A collection of points: an id, a vector of the collection's dimension, a JSON payload.
+
+    Writes are visible to searches as soon as they return (and durable per the collection's
+    durability setting). Every call releases the GIL, so threads can search while others write.
+    Results are dicts {"id", "version", "payload" (when with_payload), "vector" (numpy float32,
+    when with_vectors; as stored: unit length in cosine collections)}; search results also
+    carry "score" and "distance".
+    """
+
+    def __init__(self, native):
+        self._inner = native
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    def upsert(self, ids, vectors, payloads: Optional[Sequence[Optional[dict]]] = None) -> int:
+        """Inserts or replaces points; returns the operation number (the points' version).
+
+        ids: a list or 1-D array of non-negative ints and/or UUID strings. vectors: array-like
+        of shape (len(ids), dim), converted to float32. payloads: None, or one dict (or None)
+        per point. An id given twice keeps its last vector and payload. Nothing is written when
+        any point is refused (ValueError naming it). Very large batches (over 32 MiB or 100,000
+        points) are written as several operations; the last one's number is returned.
+        """
+        ids = _ids(ids)
+        v = np.ascontiguousarray(vectors, dtype=np.float32)
+        if v.ndim != 2:
+            if v.size == 0 and not ids:
+                v = v.reshape(0, 0)
+            else:
+                raise ValueError(f"vectors must be a 2-D array (n, dim), got shape {v.shape}")
+        if payloads is not None:
+            if isinstance(payloads, dict):
+                raise ValueError("payloads must be a list with one dict per point")
+            payloads = list(payloads)
+        return self._inner.upsert(ids, v, payloads)
+
+    def delete(self, ids=None, *, filter: Optional[Filter] = None) -> int:
+        """Deletes points, by id or by filter (exactly one of the two).
+
+        `delete(ids)` ignores unknown ids and returns the operation number;
+        `delete(filter={...})` deletes every point matching the filter and returns how many.
+        """
+        if (ids is None) == (filter is None):
+            raise ValueError("give either ids or filter to delete")
+        if filter is not None:
+            return self._inner.delete_where(filter)[1]
+        return self._inner.delete(_ids(ids))
+
+    def set_payload(self, ids, payload: dict) -> int:
+        """Merges `payload` into the payloads of `ids` (keys it has replace existing ones);
+        KeyError (nothing written) if an id is not there. Returns the operation number."""
+        return self._inner.set_payload(_ids(ids), payload)
+
+    def overwrite_payload(self, ids, payload: dict) -> int:
+        """Replaces the payloads of `ids` with `payload`; KeyError if an id is not there."""
+        return self._inner.overwrite_payload(_ids(ids), payload)
+
+    def delete_payload(self, ids, keys: Sequence[str]) -> int:
+        """Removes `keys` (top-level) from the payloads of `ids`; KeyError if an id is not there."""
+        if isinstance(keys, str):
+            keys = [keys]
+        return self._inner.delete_payload(_ids(ids), list(keys))
+
+    def clear_payload(self, ids) -> int:
+        """Empties the payloads of `ids`; KeyError if an id is not there."""
+        return self._inner.clear_payload(_ids(ids))
+
+    def create_payload_index(self, field: str, kind: str = "keyword") -> None:
+        """Indexes payload `field` ("keyword" or "integer") so that filters on it read the
+        index instead of every payload. Changes speed only, never results."""
+        self._inner.create_payload_index(field, kind)
+
+    def delete_payload_index(self, field: str) -> None:
+        """Drops the index of `field` (no error if there is none)."""
+        self._inner.delete_payload_index(field)
+
+    def payload_indexes(self) -> Dict[str, str]:
+        """Indexed fields and their kinds."""
+        return dict(self._inner.payload_indexes())
+
+    def get(self, ids, with_vectors: bool = False, with_payload: bool = True) -> List[dict]:
+        """Points by id, in the order asked; unknown ids are left out."""
+        return self._inner.get(_ids(ids), bool(with_payload), bool(with_vectors))
+
+    def search(self, query, k: int = 10, filter: Optional[Filter] = None, search_list: Optional[int] = None,
+               offset: int = 0, with_payload: bool = True, with_vectors: bool = False,
+               score_threshold: Optional[float] = None) -> List[dict]:
+        """The `k` points closest to `query` (1-D, the collection's dim), closest first.
+
+        - filter: Qdrant filter dict; only matching points are returned.
+        - search_list: the graph search's list size (L) in sealed segments; bigger is more
+          accurate and slower. Default: the collection's (100).
+        - offset: results to skip first (pagination); offset + k is at most 10000.
+        - score_threshold: only results scoring at least this (at most, for l2).
+        Each hit is {"id", "version", "score", "distance", "payload"?, "vector"?}: score is
+        Qdrant's (cosine similarity, dot product, or Euclidean distance for l2); distance is
+        diskvec's, smaller is closer (1 - cosine, -dot, squared Euclidean).
+        """
+        q = np.ascontiguousarray(query, dtype=np.float32)
+        if q.ndim != 1:
+            raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
+        return self._inner.search(q, _int("k", k), filter, _opt_int("search_list", search_list),
+                                  _int("offset", offset), bool(with_payload), bool(with_vectors),
+                                  None if score_threshold is None else float(score_threshold))
+
+    def search_batch(self, queries, k: int = 10, filter: Optional[Filter] = None, search_list: Optional[int] = None,
+                     offset: int = 0, with_payload: bool = True, with_vectors: bool = False,
+                     score_threshold: Optional[float] = None, threads: Optional[int] = None) -> List[List[dict]]:
+        """`search` for every row of `queries` (n, dim), run in parallel on `threads` threads
+        (default: one per core); returns one list of hits per query."""
+        q = np.ascontiguousarray(queries, dtype=np.float32)
+        if q.ndim != 2:
+            raise ValueError(f"queries must be a 2-D array (n, dim), got shape {q.shape}")
+        return self._inner.search_batch(q, _int("k", k), filter, _opt_int("search_list", search_list),
+                                        _int("offset", offset), bool(with_payload), bool(with_vectors),
+                                        None if score_threshold is None else float(score_threshold),
+                                        _opt_int("threads", threads))
+
+    def scroll(self, filter: Optional[Filter] = None, limit: int = 100, offset: Optional[PointId] = None,
+               with_payload: bool = True, with_vectors: bool = False) -> Tuple[List[dict], Optional[PointId]]:
+        """A page of points (matching `filter`, if given) in id order: ints ascending, then
+        UUIDs. Starts at id `offset` (inclusive; None: the first). Returns (records, next_offset):
+        pass next_offset as `offset` for the next page; it is None after the last page."""
+        if isinstance(offset, np.integer):
+            offset = int(offset)
+        return self._inner.scroll(filter, _int("limit", limit), offset, bool(with_payload), bool(with_vectors))
+
+    def count(self, filter: Optional[Filter] = None) -> int:
+        """Number of points (matching `filter`, if given)."""
+        return self._inner.count(filter)
+
+    def optimize(self, wait: bool = True) -> None:
+        """Seals every point written so far into on-disk DiskANN segments. With wait=True,
+        returns once they are searched on disk (OSError if sealing failed)."""
+        self._inner.optimize(bool(wait))
+
+    def info(self) -> dict:
+        """Status and sizes: name, status ("green", "yellow": sealing, "red": a background
+        failure, see "error"), points, indexed_points (in sealed segments), segments,
+        payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done."""
+        info = self._inner.info()
+        info["payload_indexes"] = dict(info["payload_indexes"])
+        config = info["config"]
+        durability = config["durability"]
+        if isinstance(durability, dict):
+            config["durability"], config["interval_ms"] = "interval", durability["interval"]["interval_ms"]
+        return info
+
+    def recovery(self) -> dict:
+        """What opening this collection found: sealed_segments, sealed_points, replayed_ops (log
+        records replayed), checkpoint_op, last_op, torn_tail (a torn record cut from the log's
+        end, or None), removed_segments (left by an interrupted seal), seconds."""
+        return self._inner.recovery()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __repr__(self) -> str:
+        return f"Collection({self.name!r})"

@@ -1,0 +1,710 @@
+//! The database layer (`diskvec-db`) from Python: a database of collections of points.
+//! The Python package (python/diskvec/db.py) wraps these classes: it checks argument types,
+//! turns id arrays into lists and documents the API; this layer converts and calls.
+//!
+//! Every call into the database runs with the GIL released and under the read side of the
+//! handle's lock; `close` and `drop_collection` take the write side, so they wait for calls
+//! in flight and no call runs on a closed database or a dropped collection. Lock waits happen
+//! with the GIL released, so a thread holding the GIL never waits for one that needs it.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
+
+use diskvec_db::{
+    parse_metric, Collection, CollectionConfig, Database, DbError, Durability, Filter, Hit,
+    Payload, PointId, PointRecord, Record, SearchRequest,
+};
+use diskvec_index::limits;
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use rayon::prelude::*;
+
+use crate::json;
+use crate::{contiguous, pool, size, value_err};
+
+/// The database behind a handle; `None` once closed.
+struct Shared {
+    db: RwLock<Option<Database>>,
+}
+
+impl Shared {
+    fn read(&self) -> RwLockReadGuard<'_, Option<Database>> {
+        self.db.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The Python exception of a database error: the caller's mistakes are ValueError (KeyError
+/// for a name or id that is not there), what the disk did is OSError.
+fn db_err(e: DbError) -> PyErr {
+    match e {
+        DbError::InvalidInput(_) | DbError::BadFilter(_) | DbError::CollectionExists(_) => {
+            PyValueError::new_err(e.to_string())
+        }
+        DbError::UnknownCollection(_) | DbError::PointNotFound(_) => {
+            PyKeyError::new_err(e.to_string())
+        }
+        DbError::Wal(diskvec_db::wal::WalError::RecordTooLarge { .. }) => {
+            PyValueError::new_err(e.to_string())
+        }
+        DbError::Index(e) => crate::to_py(e),
+        DbError::Wal(_) | DbError::Corrupt { .. } | DbError::File { .. } => {
+            PyOSError::new_err(e.to_string())
+        }
+        DbError::Unavailable(_) => PyOSError::new_err(e.to_string()),
+    }
+}
+
+/// Runs `f`, turning a panic into RuntimeError: a panic is a bug, and PyO3's PanicException
+/// derives from BaseException, which `except Exception` would not catch.
+fn guarded<T>(f: impl FnOnce() -> diskvec_db::Result<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r.map_err(db_err),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(PyRuntimeError::new_err(format!(
+                "internal error in diskvec (a bug, please report it): {what}"
+            )))
+        }
+    }
+}
+
+fn closed() -> PyErr {
+    PyValueError::new_err("the database is closed")
+}
+
+/// A non-negative setting; the database checks its upper range.
+fn setting(name: &str, value: i128) -> PyResult<usize> {
+    usize::try_from(value).map_err(|_| value_err(format!("{name} must be positive, got {value}")))
+}
+
+fn ids_of(ids: &[Bound<'_, PyAny>]) -> PyResult<Vec<PointId>> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| json::point_id(id).map_err(|e| value_err(format!("ids[{i}]: {e}"))))
+        .collect()
+}
+
+fn filter_of(filter: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Filter>> {
+    let Some(f) = filter.filter(|f| !f.is_none()) else {
+        return Ok(None);
+    };
+    let v =
+        json::to_json(f).map_err(|e| value_err(format!("bad filter: {}", e.describe("filter"))))?;
+    Filter::from_json(&v)
+        .map(Some)
+        .map_err(|e| db_err(DbError::BadFilter(e)))
+}
+
+/// A payload given as a dict (or None: empty).
+fn payload_of(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Payload> {
+    if v.is_none() {
+        return Ok(Payload::new());
+    }
+    match json::to_json(v).map_err(|e| value_err(e.describe(what)))? {
+        serde_json::Value::Object(map) => Ok(map),
+        _ => Err(value_err(format!(
+            "{what} must be a dict, got {}",
+            v.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))),
+    }
+}
+
+/// A point as a dict: id, version, and payload / vector when asked for.
+fn record_dict<'py>(
+    py: Python<'py>,
+    id: PointId,
+    version: u64,
+    payload: Option<Payload>,
+    vector: Option<Vec<f32>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("id", json::id_to_py(py, id)?)?;
+    d.set_item("version", version)?;
+    if let Some(p) = payload {
+        d.set_item("payload", json::map_to_py(py, &p)?)?;
+    }
+    if let Some(v) = vector {
+        d.set_item("vector", v.into_pyarray(py))?;
+    }
+    Ok(d)
+}
+
+fn records_list<'py>(py: Python<'py>, records: Vec<Record>) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for r in records {
+        list.append(record_dict(py, r.id, r.version, r.payload, r.vector)?)?;
+    }
+    Ok(list)
+}
+
+fn hits_list<'py>(py: Python<'py>, hits: Vec<Hit>) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for h in hits {
+        let d = record_dict(py, h.id, h.version, h.payload, h.vector)?;
+        d.set_item("score", h.score)?;
+        d.set_item("distance", h.distance)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
+/// The WAL takes records up to 64 MiB; a bigger upsert is split into parts below this.
+const PART_BYTES: usize = 32 << 20;
+/// Points one write takes (`diskvec_db`'s MAX_BATCH).
+const PART_POINTS: usize = 100_000;
+
+/// Upserts `points`, split into several writes when one would be too big for a log record.
+/// Splitting makes the upsert no longer atomic, so everything the database would refuse is
+/// checked up front: a refusal still writes nothing.
+fn upsert_parts(col: &Collection, points: Vec<PointRecord>) -> diskvec_db::Result<u64> {
+    let sizes: Vec<usize> = points
+        .iter()
+        .map(|p| 32 + 4 * p.vector.len() + serde_json::to_vec(&p.payload).map_or(0, |j| j.len()))
+        .collect();
+    if points.len() <= PART_POINTS && sizes.iter().sum::<usize>() <= PART_BYTES {
+        return col.upsert(points);
+    }
+    let config = col.config();
+    for (p, &bytes) in points.iter().zip(&sizes) {
+        let bad = |m: String| Err(DbError::InvalidInput(format!("point {}: {m}", p.id)));
+        if p.vector.len() != config.dim {
+            return bad(format!(
+                "vector has dimension {}, collection {:?} has {}",
+                p.vector.len(),
+                col.name(),
+                config.dim
+            ));
+        }
+        if p.vector.iter().any(|x| !x.is_finite()) {
+            return bad("vector holds a non-finite value (NaN or infinity)".into());
+        }
+        if bytes - 32 - 4 * p.vector.len() > config.max_payload_bytes {
+            return bad(format!(
+                "payload is over {} bytes",
+                config.max_payload_bytes
+            ));
+        }
+    }
+    let mut op = 0;
+    let mut part = Vec::new();
+    let mut part_bytes = 0;
+    for (p, bytes) in points.into_iter().zip(sizes) {
+        if !part.is_empty() && (part_bytes + bytes > PART_BYTES || part.len() >= PART_POINTS) {
+            op = col.upsert(std::mem::take(&mut part))?;
+            part_bytes = 0;
+        }
+        part_bytes += bytes;
+        part.push(p);
+    }
+    if !part.is_empty() {
+        op = col.upsert(part)?;
+    }
+    Ok(op)
+}
+
+/// An open database: a directory of named collections.
+#[pyclass(module = "diskvec._native", frozen, name = "Database")]
+pub struct PyDatabase {
+    shared: Arc<Shared>,
+    path: PathBuf,
+}
+
+impl PyDatabase {
+    /// Runs `f` on the open database, GIL released; `exclusive` waits for every call in
+    /// flight on this database and its collections.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        exclusive: bool,
+        f: impl FnOnce(&Database) -> diskvec_db::Result<T> + Send,
+    ) -> PyResult<T> {
+        fn run<T>(
+            db: &Option<Database>,
+            f: impl FnOnce(&Database) -> diskvec_db::Result<T>,
+        ) -> PyResult<T> {
+            let db = db.as_ref().ok_or_else(closed)?;
+            guarded(|| f(db))
+        }
+        let shared = &self.shared;
+        py.detach(|| {
+            if exclusive {
+                run(&shared.db.write().unwrap_or_else(|e| e.into_inner()), f)
+            } else {
+                run(&shared.read(), f)
+            }
+        })
+    }
+
+    fn handle(&self, name: &str, col: &Arc<Collection>) -> PyCollection {
+        PyCollection {
+            shared: Arc::clone(&self.shared),
+            name: name.to_string(),
+            ident: Arc::downgrade(col),
+        }
+    }
+}
+
+#[pymethods]
+impl PyDatabase {
+    #[new]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let db = py.detach(|| guarded(|| Database::open(&path)))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                db: RwLock::new(Some(db)),
+            }),
+            path,
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.read().is_none()
+    }
+
+    #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
+                        vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_collection(
+        &self,
+        py: Python<'_>,
+        name: String,
+        dim: i128,
+        metric: &str,
+        paths: Vec<PathBuf>,
+        wal_path: Option<PathBuf>,
+        durability: &str,
+        interval_ms: Option<i128>,
+        seal_threshold: Option<i128>,
+        vacuum_threshold: Option<f64>,
+        max_degree: Option<i128>,
+        build_list: Option<i128>,
+        pq_bytes: Option<i128>,
+        search_list: Option<i128>,
+        max_payload_bytes: Option<i128>,
+    ) -> PyResult<PyCollection> {
+        let metric = parse_metric(metric).map_err(db_err)?;
+        let mut c = CollectionConfig::new(setting("dim", dim)?, metric);
+        c.paths = paths;
+        c.wal_path = wal_path;
+        c.durability = match (durability, interval_ms) {
+            ("sync", None) => Durability::Sync,
+            ("sync", Some(_)) => {
+                return Err(value_err(
+                    "interval_ms applies to durability=\"interval\" only",
+                ))
+            }
+            ("interval", ms) => Durability::Interval {
+                interval_ms: setting("interval_ms", ms.unwrap_or(200))? as u64,
+            },
+            (other, _) => {
+                return Err(value_err(format!(
+                    "durability must be \"sync\" or \"interval\", got {other:?}"
+                )))
+            }
+        };
+        if let Some(v) = seal_threshold {
+            c.seal_threshold = setting("seal_threshold", v)?;
+        }
+        if let Some(v) = vacuum_threshold {
+            c.vacuum_threshold = v;
+        }
+        if let Some(v) = max_degree {
+            c.max_degree = size(limits::MAX_DEGREE, v)?;
+        }
+        if let Some(v) = build_list {
+            c.build_list = size(limits::BUILD_LIST, v)?;
+        }
+        if let Some(v) = pq_bytes {
+            c.pq_bytes = Some(size(limits::pq_bytes(c.dim), v)?);
+        }
+        if let Some(v) = search_list {
+            c.search_list = size(limits::SEARCH_LIST, v)?;
+        }
+        if let Some(v) = max_payload_bytes {
+            c.max_payload_bytes = setting("max_payload_bytes", v)?;
+        }
+        let col = self.with(py, false, |db| db.create_collection(&name, c))?;
+        Ok(self.handle(&name, &col))
+    }
+
+    fn collection(&self, py: Python<'_>, name: String) -> PyResult<PyCollection> {
+        let col = self.with(py, false, |db| db.collection(&name))?;
+        Ok(self.handle(&name, &col))
+    }
+
+    fn collection_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.with(py, false, |db| Ok(db.collection_names()))
+    }
+
+    fn drop_collection(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        self.with(py, true, |db| db.drop_collection(&name))
+    }
+
+    /// Closes every collection and releases the directory; later calls raise ValueError.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let shared = &self.shared;
+        py.detach(|| {
+            let db = shared.db.write().unwrap_or_else(|e| e.into_inner()).take();
+            match db {
+                // Dropped even when closing fails, so the directory's lock is released.
+                Some(db) => guarded(move || db.close()),
+                None => Ok(()),
+            }
+        })
+    }
+}
+
+/// A collection of a database.
+#[pyclass(module = "diskvec._native", frozen, name = "Collection")]
+pub struct PyCollection {
+    shared: Arc<Shared>,
+    name: String,
+    /// Which collection of that name: one dropped and created again is another. A weak
+    /// reference, so that a handle keeps nothing open once the database is closed.
+    ident: Weak<Collection>,
+}
+
+impl PyCollection {
+    /// Runs `f` on the collection, GIL released.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Collection) -> diskvec_db::Result<T> + Send,
+    ) -> PyResult<T> {
+        let (shared, name, ident) = (&self.shared, &self.name, &self.ident);
+        py.detach(|| {
+            let guard = shared.read();
+            let db = guard.as_ref().ok_or_else(closed)?;
+            match db.collection(name) {
+                Ok(col) if std::ptr::eq(Arc::as_ptr(&col), ident.as_ptr()) => guarded(|| f(&col)),
+                _ => Err(PyKeyError::new_err(format!(
+                    "collection {name:?} was dropped"
+                ))),
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl PyCollection {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[pyo3(signature = (ids, vectors, payloads))]
+    fn upsert(
+        &self,
+        py: Python<'_>,
+        ids: Vec<Bound<'_, PyAny>>,
+        vectors: PyReadonlyArray2<f32>,
+        payloads: Option<Vec<Bound<'_, PyAny>>>,
+    ) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        let (rows, dim) = (vectors.shape()[0], vectors.shape()[1]);
+        if rows != ids.len() {
+            return Err(value_err(format!("{} ids but {rows} vectors", ids.len())));
+        }
+        let payloads = match payloads {
+            None => vec![Payload::new(); ids.len()],
+            Some(p) if p.len() != ids.len() => {
+                return Err(value_err(format!(
+                    "{} ids but {} payloads",
+                    ids.len(),
+                    p.len()
+                )))
+            }
+            Some(p) => p
+                .iter()
+                .zip(&ids)
+                .map(|(p, id)| payload_of(p, &format!("point {id}: payload")))
+                .collect::<PyResult<_>>()?,
+        };
+        let data = if rows == 0 {
+            &[][..]
+        } else {
+            contiguous(&vectors)?
+        };
+        self.with(py, |col| {
+            // Within one write the database keeps the first of a repeated id; a list of
+            // changes applied in order should end with the last.
+            let mut last: HashMap<PointId, usize> = HashMap::with_capacity(ids.len());
+            for (i, id) in ids.iter().enumerate() {
+                last.insert(*id, i);
+            }
+            let points = ids
+                .iter()
+                .zip(payloads)
+                .enumerate()
+                .filter(|(i, (id, _))| last[*id] == *i)
+                .map(|(i, (id, payload))| PointRecord {
+                    id: *id,
+                    vector: data[i * dim..(i + 1) * dim].to_vec(),
+                    payload,
+                })
+                .collect();
+            upsert_parts(col, points)
+        })
+    }
+
+    fn delete(&self, py: Python<'_>, ids: Vec<Bound<'_, PyAny>>) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        self.with(py, |col| {
+            let mut op = 0;
+            for part in ids.chunks(PART_POINTS) {
+                op = col.delete(part.to_vec())?;
+            }
+            if ids.is_empty() {
+                op = col.delete(Vec::new())?;
+            }
+            Ok(op)
+        })
+    }
+
+    /// Returns (op, points deleted).
+    fn delete_where(&self, py: Python<'_>, filter: Bound<'_, PyAny>) -> PyResult<(u64, usize)> {
+        let filter = filter_of(Some(&filter))?.unwrap_or_default();
+        self.with(py, |col| col.delete_where(&filter))
+    }
+
+    fn set_payload(
+        &self,
+        py: Python<'_>,
+        ids: Vec<Bound<'_, PyAny>>,
+        payload: Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        let payload = payload_of(&payload, "payload")?;
+        self.with(py, |col| col.set_payload(&ids, &payload))
+    }
+
+    fn overwrite_payload(
+        &self,
+        py: Python<'_>,
+        ids: Vec<Bound<'_, PyAny>>,
+        payload: Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        let payload = payload_of(&payload, "payload")?;
+        self.with(py, |col| col.overwrite_payload(&ids, &payload))
+    }
+
+    fn delete_payload(
+        &self,
+        py: Python<'_>,
+        ids: Vec<Bound<'_, PyAny>>,
+        keys: Vec<String>,
+    ) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        self.with(py, |col| col.delete_payload_keys(&ids, &keys))
+    }
+
+    fn clear_payload(&self, py: Python<'_>, ids: Vec<Bound<'_, PyAny>>) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        self.with(py, |col| col.clear_payload(&ids))
+    }
+
+    fn create_payload_index(&self, py: Python<'_>, field: String, kind: String) -> PyResult<()> {
+        self.with(py, |col| col.create_payload_index(&field, &kind))
+    }
+
+    fn delete_payload_index(&self, py: Python<'_>, field: String) -> PyResult<()> {
+        self.with(py, |col| col.delete_payload_index(&field))
+    }
+
+    fn payload_indexes(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        self.with(py, |col| Ok(col.payload_indexes()))
+    }
+
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        ids: Vec<Bound<'py, PyAny>>,
+        with_payload: bool,
+        with_vector: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let ids = ids_of(&ids)?;
+        let records = self.with(py, |col| col.get(&ids, with_payload, with_vector))?;
+        records_list(py, records)
+    }
+
+    #[pyo3(signature = (query, k, filter, search_list, offset, with_payload, with_vector, score_threshold))]
+    #[allow(clippy::too_many_arguments)]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: PyReadonlyArray1<f32>,
+        k: i128,
+        filter: Option<Bound<'py, PyAny>>,
+        search_list: Option<i128>,
+        offset: i128,
+        with_payload: bool,
+        with_vector: bool,
+        score_threshold: Option<f32>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let req = request(
+            k,
+            filter.as_ref(),
+            search_list,
+            offset,
+            with_payload,
+            with_vector,
+            score_threshold,
+        )?;
+        let q = query
+            .as_slice()
+            .map_err(|_| value_err("query must be contiguous"))?;
+        let hits = self.with(py, |col| col.search(q, &req))?;
+        hits_list(py, hits)
+    }
+
+    #[pyo3(signature = (queries, k, filter, search_list, offset, with_payload, with_vector, score_threshold, threads))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_batch<'py>(
+        &self,
+        py: Python<'py>,
+        queries: PyReadonlyArray2<f32>,
+        k: i128,
+        filter: Option<Bound<'py, PyAny>>,
+        search_list: Option<i128>,
+        offset: i128,
+        with_payload: bool,
+        with_vector: bool,
+        score_threshold: Option<f32>,
+        threads: Option<i128>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let req = request(
+            k,
+            filter.as_ref(),
+            search_list,
+            offset,
+            with_payload,
+            with_vector,
+            score_threshold,
+        )?;
+        let workers = threads.map(|t| pool(Some(t))).transpose()?;
+        let (rows, dim) = (queries.shape()[0], queries.shape()[1]);
+        let data = if rows == 0 {
+            &[][..]
+        } else {
+            contiguous(&queries)?
+        };
+        let results = self.with(py, |col| {
+            let run = || -> diskvec_db::Result<Vec<Vec<Hit>>> {
+                (0..rows)
+                    .into_par_iter()
+                    .map(|r| col.search(&data[r * dim..(r + 1) * dim], &req))
+                    .collect()
+            };
+            match &workers {
+                Some(w) => w.install(run),
+                None => run(),
+            }
+        })?;
+        let list = PyList::empty(py);
+        for hits in results {
+            list.append(hits_list(py, hits)?)?;
+        }
+        Ok(list)
+    }
+
+    #[pyo3(signature = (filter, limit, offset, with_payload, with_vector))]
+    fn scroll<'py>(
+        &self,
+        py: Python<'py>,
+        filter: Option<Bound<'py, PyAny>>,
+        limit: i128,
+        offset: Option<Bound<'py, PyAny>>,
+        with_payload: bool,
+        with_vector: bool,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyAny>)> {
+        let filter = filter_of(filter.as_ref())?;
+        let limit = usize::try_from(limit).map_err(|_| {
+            value_err(format!(
+                "limit must be between 1 and {}, got {limit}",
+                limits::K.max
+            ))
+        })?;
+        let offset = offset
+            .filter(|o| !o.is_none())
+            .map(|o| json::point_id(&o).map_err(|e| value_err(format!("offset: {e}"))))
+            .transpose()?;
+        let (records, next) = self.with(py, |col| {
+            col.scroll(filter.as_ref(), limit, offset, with_payload, with_vector)
+        })?;
+        let next = match next {
+            Some(id) => json::id_to_py(py, id)?,
+            None => py.None().into_bound(py),
+        };
+        Ok((records_list(py, records)?, next))
+    }
+
+    #[pyo3(signature = (filter))]
+    fn count(&self, py: Python<'_>, filter: Option<Bound<'_, PyAny>>) -> PyResult<usize> {
+        let filter = filter_of(filter.as_ref())?;
+        self.with(py, |col| Ok(col.count(filter.as_ref())))
+    }
+
+    fn optimize(&self, py: Python<'_>, wait: bool) -> PyResult<()> {
+        self.with(py, |col| col.optimize(wait))
+    }
+
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let info = self.with(py, |col| Ok(serde_json::to_value(col.info())))?;
+        json::to_py(py, &info.map_err(|e| PyOSError::new_err(e.to_string()))?)
+    }
+
+    fn recovery<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let report = self.with(py, |col| Ok(serde_json::to_value(col.recovery())))?;
+        json::to_py(py, &report.map_err(|e| PyOSError::new_err(e.to_string()))?)
+    }
+}
+
+fn request(
+    k: i128,
+    filter: Option<&Bound<'_, PyAny>>,
+    search_list: Option<i128>,
+    offset: i128,
+    with_payload: bool,
+    with_vector: bool,
+    score_threshold: Option<f32>,
+) -> PyResult<SearchRequest> {
+    if score_threshold.is_some_and(|t| t.is_nan()) {
+        return Err(value_err("score_threshold must be a number, got NaN"));
+    }
+    Ok(SearchRequest {
+        k: size(limits::K, k)?,
+        filter: filter_of(filter)?,
+        search_list: search_list
+            .map(|l| size(limits::SEARCH_LIST, l))
+            .transpose()?,
+        offset: usize::try_from(offset)
+            .map_err(|_| value_err(format!("offset must be non-negative, got {offset}")))?,
+        with_payload,
+        with_vector,
+        score_threshold,
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDatabase>()?;
+    m.add_class::<PyCollection>()?;
+    Ok(())
+}
