@@ -91,6 +91,13 @@ impl CollectionConfig {
                 self.seal_threshold
             ));
         }
+        if !(64..=64 << 20).contains(&self.max_payload_bytes) {
+            return bad(format!(
+                "max_payload_bytes must be between 64 and {}, got {}",
+                64 << 20,
+                self.max_payload_bytes
+            ));
+        }
         if self.max_segment_points < self.seal_threshold {
             return bad(format!(
                 "max_segment_points ({}) must be at least seal_threshold ({})",

@@ -255,7 +255,22 @@ fn bad_input_is_refused_and_nothing_is_written() {
         .payload
         .insert("blob".into(), json!("x".repeat(2 << 20)));
     assert!(err(c.upsert(big)).contains("payload is"));
+    let mut deep = json!(1);
+    for _ in 0..70 {
+        deep = json!([deep]);
+    }
+    let mut nested = points(0..1);
+    nested[0].payload.insert("deep".into(), deep);
+    assert!(err(c.upsert(nested)).contains("levels deep"));
     assert_eq!(c.info().last_op, before, "refused writes logged nothing");
+    // One id twice in one write: the later copy wins, as if written one after the other.
+    let mut twice = points(0..2);
+    twice[1].id = PointId::Num(0);
+    c.upsert(twice).unwrap();
+    let got = c.get(&[PointId::Num(0)], true, false).unwrap();
+    assert_eq!(got[0].payload.as_ref().unwrap(), &payload(1));
+    assert_eq!(c.count(None), 1);
+    c.delete(vec![PointId::Num(0)]).unwrap();
     assert_eq!(c.count(None), 0);
     assert!(matches!(
         db.create_collection("docs", config(10)),
@@ -277,6 +292,8 @@ fn bad_input_is_refused_and_nothing_is_written() {
     assert!(Filter::from_json(&json!({"must": 5})).is_err());
     // A second process (here: a second open) cannot take the same database.
     assert!(Database::open(dir.path()).is_err());
+    c.close().unwrap();
+    assert!(err(c.upsert(points(5..6))).contains("closed"));
 }
 
 #[test]

@@ -10,8 +10,9 @@ impl Collection {
     /// Indexes `field` as `kind` ("keyword" or "integer") in every segment; returns once
     /// the manifest records it.
     pub fn create_payload_index(&self, field: &str, kind: &str) -> Result<()> {
-        let kind = PayloadIndexKind::from_name(kind)?;
-        PayloadIndex::check_key(field)?;
+        let kind = PayloadIndexKind::from_name(kind)
+            .map_err(|e| crate::DbError::InvalidInput(e.to_string()))?;
+        PayloadIndex::check_key(field).map_err(|e| crate::DbError::InvalidInput(e.to_string()))?;
         let inner = &self.inner;
         let _guard = lock(&inner.writer);
         {

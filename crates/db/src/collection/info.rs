@@ -16,6 +16,16 @@ pub enum Status {
     Red,
 }
 
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Green => "green",
+            Status::Yellow => "yellow",
+            Status::Red => "red",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SegmentInfo {
     pub id: u64,

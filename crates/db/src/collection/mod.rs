@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 pub use info::{CollectionInfo, SegmentInfo, Status};
 pub use open::RecoveryReport;
 pub use read::{Hit, Record, SearchRequest};
+pub use write::{MAX_BATCH, MAX_PAYLOAD_DEPTH};
 
 use crate::config::CollectionConfig;
 use crate::manifest::Manifest;

@@ -45,7 +45,14 @@ impl Inner {
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
-        match &lock(&self.background).read_only {
+        let bg = lock(&self.background);
+        if bg.stop {
+            return Err(DbError::Unavailable(format!(
+                "collection {:?} is closed",
+                self.name
+            )));
+        }
+        match &bg.read_only {
             Some(why) => Err(DbError::Unavailable(format!(
                 "collection {:?} takes no writes: {why}",
                 self.name

@@ -117,7 +117,9 @@ impl State {
 
     fn upsert(&mut self, op: u64, p: &PointRecord) {
         if let Some(&old) = self.tracker.get(&p.id) {
-            if old.version >= op {
+            // Equal versions: the id appears twice in one operation; the later copy wins,
+            // as if the points were written one after the other.
+            if old.version > op {
                 return;
             }
             self.delete_at(old);

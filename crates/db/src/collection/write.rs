@@ -11,6 +11,29 @@ use crate::{DbError, Payload, PointId, Result};
 /// thousand).
 pub const MAX_BATCH: usize = 100_000;
 
+/// Deepest nesting of objects and arrays in a payload (serde_json reads at most 128).
+pub const MAX_PAYLOAD_DEPTH: usize = 64;
+
+/// Levels of objects and arrays in a JSON value, iteratively (no recursion on user data).
+fn json_depth(v: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            serde_json::Value::Array(a) => {
+                deepest = deepest.max(d);
+                stack.extend(a.iter().map(|x| (x, d + 1)));
+            }
+            serde_json::Value::Object(o) => {
+                deepest = deepest.max(d);
+                stack.extend(o.values().map(|x| (x, d + 1)));
+            }
+            _ => deepest = deepest.max(d - 1),
+        }
+    }
+    deepest
+}
+
 /// Frozen segments that may wait for sealing before writers are held back.
 const MAX_FROZEN: usize = 2;
 
@@ -69,6 +92,25 @@ impl Inner {
         }
     }
 
+    /// Refuses a payload over the size limit or nested deeper than `MAX_PAYLOAD_DEPTH`
+    /// (the log's JSON reader would refuse it on replay).
+    fn check_payload(&self, id: PointId, payload: &Payload) -> Result<()> {
+        let size = serde_json::to_vec(payload).map_or(usize::MAX, |j| j.len());
+        if size > self.config.max_payload_bytes {
+            return Err(DbError::InvalidInput(format!(
+                "point {id}: payload is {size} bytes; at most {}",
+                self.config.max_payload_bytes
+            )));
+        }
+        let depth = payload.values().map(json_depth).max().unwrap_or(0) + 1;
+        if depth > MAX_PAYLOAD_DEPTH {
+            return Err(DbError::InvalidInput(format!(
+                "point {id}: payload nests {depth} levels deep; at most {MAX_PAYLOAD_DEPTH}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks points and prepares their vectors for the metric; nothing is written when
     /// any point is refused.
     fn check_points(&self, mut points: Vec<PointRecord>) -> Result<Vec<PointRecord>> {
@@ -90,13 +132,7 @@ impl Inner {
             }
             check_vectors(&p.vector, dim)
                 .map_err(|e| DbError::InvalidInput(format!("point {}: {e}", p.id)))?;
-            let size = serde_json::to_vec(&p.payload).map_or(usize::MAX, |j| j.len());
-            if size > self.config.max_payload_bytes {
-                return Err(DbError::InvalidInput(format!(
-                    "point {}: payload is {size} bytes; at most {}",
-                    p.id, self.config.max_payload_bytes
-                )));
-            }
+            self.check_payload(p.id, &p.payload)?;
             self.config.metric.prepare(&mut p.vector);
         }
         Ok(points)
@@ -162,13 +198,7 @@ impl Inner {
         for r in records {
             let mut payload = r.payload.unwrap_or_default();
             change(&mut payload);
-            let size = serde_json::to_vec(&payload).map_or(usize::MAX, |j| j.len());
-            if size > self.config.max_payload_bytes {
-                return Err(DbError::InvalidInput(format!(
-                    "point {}: payload would be {size} bytes; at most {}",
-                    r.id, self.config.max_payload_bytes
-                )));
-            }
+            self.check_payload(r.id, &payload)?;
             points.push(PointRecord {
                 id: r.id,
                 vector: r.vector.unwrap_or_default(),
