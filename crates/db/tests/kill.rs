@@ -46,7 +46,7 @@ fn step(i: u64) -> Step {
         7 if i % 20 == 17 => Step::Seal,
         _ => {
             let mut ids: Vec<u64> = (i * BATCH..(i + 1) * BATCH).collect();
-            if i % 3 == 0 && i > 0 {
+            if i.is_multiple_of(3) && i > 0 {
                 ids.extend(older(10, 3));
             }
             Step::Upsert(ids)
