@@ -425,3 +425,41 @@ fn small_segments_merge_and_deleted_points_are_vacuumed() {
     let db = Database::open(dir.path()).unwrap();
     check(&db.collection("docs").unwrap());
 }
+
+#[test]
+fn the_growing_segment_is_searchable_before_and_after_its_graph_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(1_000_000)).unwrap();
+    let n = 4000u64;
+    for start in (0..n).step_by(500) {
+        c.upsert(points(start..start + 500)).unwrap();
+    }
+    c.delete((0..n).step_by(5).map(PointId::Num).collect())
+        .unwrap();
+    let live: Vec<u64> = (0..n).filter(|i| i % 5 != 0).collect();
+    let check = |c: &diskvec_db::Collection| {
+        let (mut found, mut wanted) = (0, 0);
+        for q in (1..n).step_by(89) {
+            let got = search_ids(c, &vector(q), 10, None);
+            assert!(got.iter().all(|i| i % 5 != 0), "a deleted point came back");
+            let truth = exact(&vector(q), &live, 10, &|_| true);
+            wanted += truth.len();
+            found += got.iter().filter(|i| truth.contains(i)).count();
+            let f = filter(json!({"must": [{"key": "pos", "match": {"value": "v"}}]}));
+            let got = search_ids(c, &vector(q), 10, Some(f));
+            assert!(got.iter().all(|i| i % 4 == 1 && i % 5 != 0));
+        }
+        found as f64 / wanted as f64
+    };
+    // Right after the writes: part of the segment may still be unlinked (scanned).
+    let early = check(&c);
+    assert!(early >= 0.9, "recall {early} while linking");
+    let started = std::time::Instant::now();
+    while c.info().segments.iter().any(|s| s.unindexed > 0) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(120));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let linked = check(&c);
+    assert!(linked >= 0.9, "recall {linked} on the graph");
+}

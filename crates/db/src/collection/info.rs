@@ -33,6 +33,8 @@ pub struct SegmentInfo {
     pub kind: &'static str,
     pub points: usize,
     pub deleted: usize,
+    /// Points of a growing segment not linked into its HNSW graph yet (searched by scan).
+    pub unindexed: usize,
     pub dram_bytes: usize,
     pub disk_bytes: u64,
 }
@@ -85,6 +87,7 @@ impl Collection {
                         },
                         points: g.len(),
                         deleted: g.len() - g.live(),
+                        unindexed: g.unlinked(),
                         dram_bytes: g.dram_bytes(),
                         disk_bytes: 0,
                     }
@@ -94,6 +97,7 @@ impl Collection {
                     kind: "sealed",
                     points: s.len(),
                     deleted: s.deleted_count(),
+                    unindexed: 0,
                     dram_bytes: s.dram_bytes(),
                     disk_bytes: s.disk_bytes(),
                 },

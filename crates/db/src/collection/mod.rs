@@ -5,6 +5,7 @@
 //! log to be durable outside both locks, so concurrent writers share one flush. Searches
 //! take a snapshot of the segment list and never wait for sealing.
 
+mod indexer;
 mod indexes;
 mod info;
 mod open;
@@ -44,6 +45,9 @@ pub(crate) struct Inner {
     /// Per sealed segment, its delete count as of the bitmap the manifest lists.
     written: Mutex<std::collections::HashMap<u64, u64>>,
     wake: Condvar,
+    /// Set by writes, cleared by the indexer; with `index_wake`.
+    index_pending: Mutex<bool>,
+    index_wake: Condvar,
     recovered: RecoveryReport,
 }
 
@@ -51,7 +55,8 @@ pub(crate) struct Inner {
 /// stops its background worker (a seal in progress finishes first).
 pub struct Collection {
     inner: Arc<Inner>,
-    worker: Mutex<Option<JoinHandle<()>>>,
+    /// The background worker (seal, vacuum, merge) and the indexer.
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Collection {
@@ -71,7 +76,8 @@ impl Collection {
     /// Stops the background worker, waits for it, and makes every logged write durable.
     pub fn close(&self) -> crate::Result<()> {
         self.inner.stop_background();
-        if let Some(w) = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let workers: Vec<_> = lock(&self.workers).drain(..).collect();
+        for w in workers {
             let _ = w.join();
         }
         self.inner.wal.flush()?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::state::{Loc, State};
-use super::{optimize, Collection, Inner};
+use super::{indexer, optimize, Collection, Inner};
 use crate::config::{CollectionConfig, Durability};
 use crate::filter::PayloadIndexKind;
 use crate::manifest::Manifest;
@@ -168,18 +168,21 @@ impl Collection {
             background: Mutex::new(optimize::Background::default()),
             written: Mutex::new(written),
             wake: Condvar::new(),
+            index_pending: Mutex::new(true),
+            index_wake: Condvar::new(),
             recovered: report,
         });
-        let worker_inner = Arc::clone(&inner);
-        let worker = std::thread::Builder::new()
-            .name(format!("seal-{name}"))
-            .spawn(move || optimize::run(worker_inner))
-            .map_err(|e| {
-                DbError::Unavailable(format!("cannot start the background worker: {e}"))
-            })?;
+        let spawn = |what: &str, work: fn(Arc<Inner>)| {
+            let inner = Arc::clone(&inner);
+            std::thread::Builder::new()
+                .name(format!("{what}-{name}"))
+                .spawn(move || work(inner))
+                .map_err(|e| DbError::Unavailable(format!("cannot start the {what} thread: {e}")))
+        };
+        let workers = vec![spawn("seal", optimize::run)?, spawn("index", indexer::run)?];
         Ok(Self {
             inner,
-            worker: Mutex::new(Some(worker)),
+            workers: Mutex::new(workers),
         })
     }
 }

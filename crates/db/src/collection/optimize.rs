@@ -42,6 +42,7 @@ impl Inner {
     pub(crate) fn stop_background(&self) {
         lock(&self.background).stop = true;
         self.wake.notify_all();
+        self.index_wake.notify_all();
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {

@@ -55,6 +55,7 @@ impl Inner {
         if froze {
             self.wake_background();
         }
+        self.wake_indexer();
         self.wal.wait_durable(op)?;
         Ok(op)
     }

@@ -1,8 +1,14 @@
-//! The growing segment: points in DRAM, appended in write order and linked into an HNSW
-//! graph as they arrive, so they are searchable at once. Deleting sets a bit; offsets are
-//! never reused, so a frozen segment's offsets are the sealed segment's.
+//! The growing segment: points in DRAM, appended in write order. A writer only appends (a
+//! copy and a bit of bookkeeping under the lock); the collection's indexer links new points
+//! into an HNSW graph afterwards, off the write path. A search walks the graph over the
+//! linked prefix and scans the few points not linked yet, so every point is searchable the
+//! moment its write returns. Deleting sets a bit; offsets are never reused, so a frozen
+//! segment's offsets are the sealed segment's.
+
+use std::sync::RwLock;
 
 use diskvec_index::hnsw::GrowingHnsw;
+use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
 use super::{closest, SegmentHit, EXACT_LIMIT};
@@ -15,7 +21,12 @@ use crate::{Payload, PointId};
 const SCAN_BELOW: usize = 1_000;
 
 pub(crate) struct Growing {
-    graph: GrowingHnsw,
+    dim: usize,
+    metric: Metric,
+    /// Metric-prepared vectors, row-major.
+    vectors: Vec<f32>,
+    /// Links of the first `graph.len()` points; the indexer extends it.
+    graph: RwLock<GrowingHnsw>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Vec<Payload>,
@@ -56,12 +67,15 @@ impl Growing {
             index.add_field(field, *kind);
         }
         Self {
-            graph: GrowingHnsw::new(
+            dim: config.dim,
+            metric: config.metric,
+            vectors: Vec::new(),
+            graph: RwLock::new(GrowingHnsw::new(
                 config.dim,
                 config.metric,
                 config.hnsw_m,
                 config.hnsw_ef_construction,
-            ),
+            )),
             ids: Vec::new(),
             versions: Vec::new(),
             payloads: Vec::new(),
@@ -80,13 +94,14 @@ impl Growing {
     }
 
     pub fn vector(&self, offset: u32) -> &[f32] {
-        self.graph.vector(offset)
+        let at = offset as usize * self.dim;
+        &self.vectors[at..at + self.dim]
     }
 
     /// Appends a point (its vector already prepared); returns its offset.
     pub fn push(&mut self, point: &PointRecord, version: u64) -> u32 {
-        let offset = self.graph.push(&point.vector);
-        debug_assert_eq!(offset as usize, self.ids.len());
+        let offset = self.ids.len() as u32;
+        self.vectors.extend_from_slice(&point.vector);
         self.ids.push(point.id);
         self.versions.push(version);
         self.index.insert(offset, &point.payload);
@@ -150,7 +165,7 @@ impl Growing {
     ) -> Vec<SegmentHit> {
         let metric_distance = |offset: u32| SegmentHit {
             offset,
-            distance: self.graph_distance(query, offset),
+            distance: self.metric.distance(query, self.vector(offset)),
         };
         let narrowed = filter.and_then(|f| {
             self.index
@@ -183,24 +198,47 @@ impl Growing {
             };
             return closest(hits, k);
         }
-        self.graph
-            .search(query, k, search_list.max(k), &|o| self.matches(o, filter))
+        let graph = self.graph.read().unwrap_or_else(|e| e.into_inner());
+        let linked = graph.len() as u32;
+        let mut hits: Vec<SegmentHit> = graph
+            .search(&self.vectors, query, k, search_list.max(k), &|o| {
+                self.matches(o, filter)
+            })
             .into_iter()
             .map(|(distance, offset)| SegmentHit { offset, distance })
-            .collect()
+            .collect();
+        drop(graph);
+        // Points the indexer has not linked yet are scanned.
+        hits.extend(
+            (linked..self.len() as u32)
+                .filter(|&o| self.matches(o, filter))
+                .map(metric_distance),
+        );
+        closest(hits, k)
     }
 
-    fn graph_distance(&self, query: &[f32], offset: u32) -> f32 {
-        self.graph
-            .metric()
-            .distance(query, self.graph.vector(offset))
+    /// Points not linked into the graph yet.
+    pub fn unlinked(&self) -> usize {
+        self.len() - self.graph.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Links up to `max` of the points not linked yet (the caller holds this segment's read
+    /// lock, so writers wait at most one batch); returns how many it linked.
+    pub fn link_pending(&self, max: usize) -> usize {
+        let mut graph = self.graph.write().unwrap_or_else(|e| e.into_inner());
+        let mut linked = 0;
+        while linked < max && graph.len() < self.len() {
+            graph.push(&self.vectors);
+            linked += 1;
+        }
+        linked
     }
 
     /// A copy of the points (not deletes or indexes) to seal from, taken under a short
     /// read lock.
     pub fn seal_input(&self) -> SealInput {
         SealInput {
-            vectors: self.graph.data().to_vec(),
+            vectors: self.vectors.clone(),
             ids: self.ids.clone(),
             versions: self.versions.clone(),
             payloads: self.payloads.clone(),
@@ -208,7 +246,12 @@ impl Growing {
     }
 
     pub fn dram_bytes(&self) -> usize {
-        self.graph.dram_bytes()
+        self.vectors.capacity() * 4
+            + self
+                .graph
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .dram_bytes()
             + self.ids.capacity() * 24
             + self.versions.capacity() * 8
             + self

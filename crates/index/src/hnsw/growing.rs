@@ -1,7 +1,9 @@
 //! An HNSW graph that grows one point at a time: the index of a database's growing segment.
-//! One writer appends (`&mut self`), searches share it (`&self`); the caller's lock orders
-//! them. Searches can be restricted to accepted points: rejected ones are still walked
-//! through, and the search keeps going until it has `ef` accepted ones or runs out.
+//! It holds only links; the vectors stay with the caller, who passes them (row-major,
+//! metric-prepared) to every call, so the segment keeps one copy. One writer appends
+//! (`&mut self`), searches share it (`&self`); the caller's lock orders them. Searches can be
+//! restricted to accepted points: rejected ones are still walked through, and the search
+//! keeps going until it has `ef` accepted ones or runs out.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -45,8 +47,6 @@ pub struct GrowingHnsw {
     dim: usize,
     m: usize,
     ef_construction: usize,
-    /// Metric-prepared vectors, row-major.
-    data: Vec<f32>,
     /// Per point, per level from 0 up to its own: neighbours.
     links: Vec<Vec<Vec<u32>>>,
     entry: u32,
@@ -62,7 +62,6 @@ impl GrowingHnsw {
             dim,
             m: m.max(2),
             ef_construction: ef_construction.max(1),
-            data: Vec::new(),
             links: Vec::new(),
             entry: 0,
             top: 0,
@@ -86,24 +85,18 @@ impl GrowingHnsw {
         self.metric
     }
 
-    /// All vectors, row-major, as stored (prepared for the metric).
-    pub fn data(&self) -> &[f32] {
-        &self.data
-    }
-
     #[inline]
-    pub fn vector(&self, i: u32) -> &[f32] {
+    fn vector<'a>(&self, data: &'a [f32], i: u32) -> &'a [f32] {
         let at = i as usize * self.dim;
-        &self.data[at..at + self.dim]
+        &data[at..at + self.dim]
     }
 
+    /// Bytes of the links (the vectors are the caller's).
     pub fn dram_bytes(&self) -> usize {
-        self.data.capacity() * 4
-            + self
-                .links
-                .iter()
-                .map(|l| 24 + l.iter().map(|v| 24 + v.capacity() * 4).sum::<usize>())
-                .sum::<usize>()
+        self.links
+            .iter()
+            .map(|l| 24 + l.iter().map(|v| 24 + v.capacity() * 4).sum::<usize>())
+            .sum::<usize>()
     }
 
     fn max_links(&self, level: usize) -> usize {
@@ -114,13 +107,17 @@ impl GrowingHnsw {
         }
     }
 
-    /// Appends a prepared vector of length `dim` and links it; returns its offset.
-    pub fn push(&mut self, vector: &[f32]) -> u32 {
-        assert_eq!(vector.len(), self.dim, "vector of the wrong dimension");
+    /// Links the next point, `len()`, whose vector is row `len()` of `data` (which holds
+    /// at least that many rows); returns its offset.
+    pub fn push(&mut self, data: &[f32]) -> u32 {
         let q = self.links.len() as u32;
+        assert!(
+            data.len() >= (q as usize + 1) * self.dim,
+            "no vector for point {q}"
+        );
+        let vector = self.vector(data, q);
         let ml = 1.0 / (self.m as f64).ln();
         let level = ((-(self.rng.random::<f64>().max(1e-12)).ln() * ml) as usize).min(16);
-        self.data.extend_from_slice(vector);
         self.links.push(vec![Vec::new(); level + 1]);
         if q == 0 {
             self.entry = 0;
@@ -129,24 +126,24 @@ impl GrowingHnsw {
         }
         let qv = vector.to_vec();
         let mut ep = self.entry;
-        let mut ep_dist = self.metric.distance(&qv, self.vector(ep));
+        let mut ep_dist = self.metric.distance(&qv, self.vector(data, ep));
         for lc in (level + 1..=self.top).rev() {
-            (ep, ep_dist) = self.greedy(&qv, ep, ep_dist, lc);
+            (ep, ep_dist) = self.greedy(data, &qv, ep, ep_dist, lc);
         }
         let mut entries = vec![(ep_dist, ep)];
         for lc in (0..=level.min(self.top)).rev() {
-            let found = self.search_layer(&qv, &entries, self.ef_construction, lc, &|_| true);
-            let chosen = self.select(&found, self.m);
+            let found = self.search_layer(data, &qv, &entries, self.ef_construction, lc, &|_| true);
+            let chosen = self.select(data, &found, self.m);
             for &nb in &chosen {
                 self.links[nb as usize][lc].push(q);
                 if self.links[nb as usize][lc].len() > self.max_links(lc) {
-                    let nv = self.vector(nb).to_vec();
+                    let nv = self.vector(data, nb);
                     let mut pool: Vec<(f32, u32)> = self.links[nb as usize][lc]
                         .iter()
-                        .map(|&o| (self.metric.distance(&nv, self.vector(o)), o))
+                        .map(|&o| (self.metric.distance(nv, self.vector(data, o)), o))
                         .collect();
                     pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    self.links[nb as usize][lc] = self.select(&pool, self.max_links(lc));
+                    self.links[nb as usize][lc] = self.select(data, &pool, self.max_links(lc));
                 }
             }
             self.links[q as usize][lc] = chosen;
@@ -159,11 +156,18 @@ impl GrowingHnsw {
         q
     }
 
-    fn greedy(&self, q: &[f32], mut ep: u32, mut ep_dist: f32, level: usize) -> (u32, f32) {
+    fn greedy(
+        &self,
+        data: &[f32],
+        q: &[f32],
+        mut ep: u32,
+        mut ep_dist: f32,
+        level: usize,
+    ) -> (u32, f32) {
         loop {
             let mut changed = false;
             for &nb in &self.links[ep as usize][level] {
-                let d = self.metric.distance(q, self.vector(nb));
+                let d = self.metric.distance(q, self.vector(data, nb));
                 if d < ep_dist {
                     ep_dist = d;
                     ep = nb;
@@ -178,16 +182,16 @@ impl GrowingHnsw {
 
     /// hnswlib's heuristic: keep a candidate unless a kept one is closer to it than the
     /// query is.
-    fn select(&self, sorted: &[(f32, u32)], m: usize) -> Vec<u32> {
+    fn select(&self, data: &[f32], sorted: &[(f32, u32)], m: usize) -> Vec<u32> {
         let mut kept: Vec<u32> = Vec::with_capacity(m);
         for &(d, c) in sorted {
             if kept.len() >= m {
                 break;
             }
-            let cv = self.vector(c);
+            let cv = self.vector(data, c);
             if kept
                 .iter()
-                .all(|&k| self.metric.distance(cv, self.vector(k)) > d)
+                .all(|&k| self.metric.distance(cv, self.vector(data, k)) > d)
             {
                 kept.push(c);
             }
@@ -199,6 +203,7 @@ impl GrowingHnsw {
     /// closest first. Rejected points are expanded but not kept.
     fn search_layer(
         &self,
+        data: &[f32],
         q: &[f32],
         entries: &[(f32, u32)],
         ef: usize,
@@ -231,7 +236,7 @@ impl GrowingHnsw {
                 if !visited.insert(nb) {
                     continue;
                 }
-                let dn = self.metric.distance(q, self.vector(nb));
+                let dn = self.metric.distance(q, self.vector(data, nb));
                 let worst = results.peek().map_or(f32::INFINITY, |r| r.0 .0);
                 if results.len() < ef || dn < worst {
                     candidates.push(Reverse((Dist(dn), nb)));
@@ -249,10 +254,11 @@ impl GrowingHnsw {
         out
     }
 
-    /// The `k` closest accepted points to a prepared query, searching with list size
-    /// `max(ef, k)`: (distance, offset), closest first.
+    /// The `k` closest accepted points (of those linked) to a prepared query, searching
+    /// with list size `max(ef, k)`: (distance, offset), closest first.
     pub fn search(
         &self,
+        data: &[f32],
         q: &[f32],
         k: usize,
         ef: usize,
@@ -262,11 +268,11 @@ impl GrowingHnsw {
             return Vec::new();
         }
         let mut ep = self.entry;
-        let mut ep_dist = self.metric.distance(q, self.vector(ep));
+        let mut ep_dist = self.metric.distance(q, self.vector(data, ep));
         for lc in (1..=self.top).rev() {
-            (ep, ep_dist) = self.greedy(q, ep, ep_dist, lc);
+            (ep, ep_dist) = self.greedy(data, q, ep, ep_dist, lc);
         }
-        let mut found = self.search_layer(q, &[(ep_dist, ep)], ef.max(k), 0, accept);
+        let mut found = self.search_layer(data, q, &[(ep_dist, ep)], ef.max(k), 0, accept);
         found.truncate(k);
         found
     }
@@ -306,18 +312,21 @@ mod tests {
         let mut found = [0usize; 2];
         let mut wanted = [0usize; 2];
         for (i, v) in data.chunks_exact(dim).enumerate() {
-            assert_eq!(g.push(v), i as u32);
+            assert_eq!(g.push(&data[..(i + 1) * dim]), i as u32);
             // Search as it grows: every point is its own nearest neighbour at once.
             if i % 97 == 0 {
-                assert_eq!(g.search(v, 1, 32, &|_| true)[0].1, i as u32);
+                assert_eq!(g.search(&data, v, 1, 32, &|_| true)[0].1, i as u32);
             }
         }
-        assert_eq!(g.data(), &data[..]);
         let queries = random(100, dim, 2);
         let odd = |i: u32| i % 10 == 3;
         for q in queries.chunks_exact(dim) {
             for (slot, keep) in [(0, &(|_| true) as &dyn Fn(u32) -> bool), (1, &odd)] {
-                let got: Vec<u32> = g.search(q, 10, 100, keep).iter().map(|r| r.1).collect();
+                let got: Vec<u32> = g
+                    .search(&data, q, 10, 100, keep)
+                    .iter()
+                    .map(|r| r.1)
+                    .collect();
                 assert!(got.iter().all(|&i| keep(i)));
                 let truth = exact(&data, dim, q, 10, keep);
                 wanted[slot] += truth.len();
@@ -328,9 +337,11 @@ mod tests {
             let recall = found[slot] as f64 / wanted[slot] as f64;
             assert!(recall > 0.9, "recall {recall} (filtered: {})", slot == 1);
         }
-        assert!(g.search(&queries[..dim], 5, 50, &|_| false).is_empty());
+        assert!(g
+            .search(&data, &queries[..dim], 5, 50, &|_| false)
+            .is_empty());
         assert!(GrowingHnsw::new(dim, Metric::L2, 16, 100)
-            .search(&queries[..dim], 5, 50, &|_| true)
+            .search(&data, &queries[..dim], 5, 50, &|_| true)
             .is_empty());
     }
 }
