@@ -263,6 +263,11 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 }
                 let may_run = failed_at.is_none_or(|t| t.elapsed() >= RETRY);
                 if may_run {
+                    // `optimize` builds frozen and sealed segments together when they fit.
+                    let merged = bg.merge_all.then(|| inner.next_maintenance(true)).flatten();
+                    if let Some(m @ Maintenance::MergeAll { .. }) = merged {
+                        break Task::Rebuild(m);
+                    }
                     if inner.has_frozen() {
                         break Task::Seal;
                     }
@@ -285,8 +290,11 @@ pub(crate) fn run(inner: Arc<Inner>) {
         };
         let outcome = match &task {
             Task::Seal => inner.seal_next().map(|_| ()),
-            Task::Rebuild(Maintenance::Vacuum(id)) => inner.rebuild(&[*id]),
-            Task::Rebuild(Maintenance::Merge(ids)) => inner.rebuild(ids),
+            Task::Rebuild(Maintenance::Vacuum(id)) => inner.rebuild(&[*id], &[]),
+            Task::Rebuild(Maintenance::Merge(ids)) => inner.rebuild(ids, &[]),
+            Task::Rebuild(Maintenance::MergeAll { sealed, frozen }) => {
+                inner.rebuild(sealed, frozen)
+            }
         };
         let mut bg = lock(&inner.background);
         bg.busy = false;
@@ -304,7 +312,7 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 let what = match task {
                     Task::Seal => "sealing",
                     Task::Rebuild(Maintenance::Vacuum(_)) => "vacuum",
-                    Task::Rebuild(Maintenance::Merge(_)) => "merge",
+                    Task::Rebuild(Maintenance::Merge(_) | Maintenance::MergeAll { .. }) => "merge",
                 };
                 log::error!("collection {:?}: {what} failed: {e}", inner.name);
                 bg.error = Some(format!("{what} failed: {e}"));

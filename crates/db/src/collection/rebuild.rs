@@ -17,6 +17,12 @@ pub(crate) const MERGE_ABOVE: usize = 8;
 pub(crate) enum Maintenance {
     Vacuum(u64),
     Merge(Vec<u64>),
+    /// `optimize`: every sealed segment and every frozen one, in one build (instead of
+    /// sealing each frozen segment and then merging the results).
+    MergeAll {
+        sealed: Vec<u64>,
+        frozen: Vec<u64>,
+    },
 }
 
 impl Inner {
@@ -24,6 +30,30 @@ impl Inner {
     /// smallest segments when there are too many (or of all of them when `merge_all`).
     pub(crate) fn next_maintenance(&self, merge_all: bool) -> Option<Maintenance> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        if merge_all && !state.frozen.is_empty() {
+            let mut total = 0;
+            let mut sealed = Vec::new();
+            for (&id, s) in &state.segments {
+                match s {
+                    Segment::Sealed(s) => {
+                        total += s.len() - s.deleted_count();
+                        sealed.push(id);
+                    }
+                    Segment::Growing(g) if state.frozen.contains(&id) => {
+                        total += g.read().unwrap_or_else(|e| e.into_inner()).live();
+                    }
+                    Segment::Growing(_) => {}
+                }
+            }
+            if total <= self.config.max_segment_points {
+                return Some(Maintenance::MergeAll {
+                    sealed,
+                    frozen: state.frozen.iter().copied().collect(),
+                });
+            }
+            // Too big for one build: seal the frozen ones first, then merge what fits.
+            return None;
+        }
         let mut sealed: Vec<(u64, usize, usize)> = state
             .segments
             .iter()
@@ -60,11 +90,17 @@ impl Inner {
         })
     }
 
-    /// Rebuilds `sources` (sealed segments) as one new segment holding their live points.
-    pub(crate) fn rebuild(&self, sources: &[u64]) -> Result<()> {
+    /// Rebuilds `sources` (sealed segments) and `frozen` (frozen growing segments: the
+    /// whole queue, oldest first) as one new segment holding their live points. With frozen
+    /// segments the checkpoint moves to the last one's freeze point, as a seal would.
+    pub(crate) fn rebuild(&self, sources: &[u64], frozen: &[u64]) -> Result<()> {
         let started = std::time::Instant::now();
-        let (new_id, segs): (u64, Vec<Arc<Sealed>>) = {
+        let (new_id, segs, growing) = {
             let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let growing: Vec<_> = frozen
+                .iter()
+                .filter_map(|id| state.growing(*id).map(|g| (*id, Arc::clone(g))))
+                .collect();
             let segs = sources
                 .iter()
                 .filter_map(|id| match state.segments.get(id) {
@@ -74,11 +110,31 @@ impl Inner {
                 .collect::<Vec<_>>();
             let id = state.next_segment_id;
             state.next_segment_id += 1;
-            (id, segs)
+            (id, segs, growing)
         };
         // Live points as of now, with where each came from.
         let mut points = SealInput::new();
         let mut origin: Vec<Loc> = Vec::new();
+        let mut checkpoint = None;
+        for (seg_id, g) in &growing {
+            let g = g.read().unwrap_or_else(|e| e.into_inner());
+            checkpoint = g.frozen_at.or(checkpoint);
+            for offset in 0..g.len() as u32 {
+                if !g.is_live(offset) {
+                    continue;
+                }
+                let at = offset as usize;
+                points.vectors.extend_from_slice(g.vector(offset));
+                points.ids.push(g.ids[at]);
+                points.versions.push(g.versions[at]);
+                points.payloads.push(g.payloads[at].clone());
+                origin.push(Loc {
+                    segment: *seg_id,
+                    offset,
+                    version: g.versions[at],
+                });
+            }
+        }
         for (seg_id, s) in sources.iter().zip(&segs) {
             let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
             let live: Vec<u32> = (0..s.len() as u32)
@@ -156,11 +212,15 @@ impl Inner {
                     .segments
                     .insert(new_id, Segment::Sealed(Arc::clone(new)));
             }
-            for id in sources {
+            for id in sources.iter().chain(frozen) {
                 state.segments.remove(id);
             }
+            state.frozen.retain(|id| !frozen.contains(id));
         }
-        self.write_manifest(None)?;
+        self.write_manifest(checkpoint)?;
+        if let Some(c) = checkpoint {
+            self.wal.truncate_below(c + 1)?;
+        }
         crate::failpoint("rebuild:switched");
         for &id in sources {
             let _ = std::fs::remove_dir_all(self.segment_dir(id));
@@ -174,7 +234,7 @@ impl Inner {
         log::info!(
             "collection {:?}: rebuilt {} segment(s) as {new_id:016x} ({count} points) in {:.1} s",
             self.name,
-            sources.len(),
+            sources.len() + frozen.len(),
             started.elapsed().as_secs_f64()
         );
         Ok(())
