@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::{lock, Collection};
 use crate::config::CollectionConfig;
+use crate::segment::Points;
 use crate::segment::Segment;
 
 /// Green: nothing pending. Yellow: a seal, vacuum or merge is queued or running. Red: a background task

@@ -14,6 +14,7 @@ use crate::config::{CollectionConfig, Durability};
 use crate::filter::PayloadIndexKind;
 use crate::manifest::Manifest;
 use crate::ops::Operation;
+use crate::segment::Points;
 use crate::segment::{read_deleted, Sealed, Segment};
 use crate::storage::Storage;
 use crate::wal::{SyncMode, Wal, WalOptions};

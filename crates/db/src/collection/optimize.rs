@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::rebuild::Maintenance;
 use super::{lock, Collection, Inner};
 use crate::manifest::{Manifest, SegmentEntry};
-use crate::segment::{seal, write_deleted, Growing, Sealed, Segment};
+use crate::segment::{seal, write_deleted, Growing, Points, Sealed, Segment};
 use crate::{DbError, Result};
 
 /// What the worker is doing; guarded by `Inner::background`.
@@ -77,6 +77,23 @@ impl Inner {
         state.growing(id).map(|g| (id, g.clone()))
     }
 
+    /// Opens a segment just built into `dir`, with the current payload index fields and no
+    /// deletes yet (the switch carries them over).
+    pub(crate) fn open_built(&self, dir: &std::path::Path) -> Result<Sealed> {
+        let fields = self
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .fields
+            .clone();
+        Sealed::open(
+            dir,
+            self.config.metric,
+            roaring::RoaringBitmap::new(),
+            &fields,
+        )
+    }
+
     pub(crate) fn segment_dir(&self, id: u64) -> PathBuf {
         self.dir.join("segments").join(format!("{id:016x}"))
     }
@@ -115,18 +132,7 @@ impl Inner {
         )?;
         drop(copy);
         crate::failpoint("seal:built");
-        let fields = self
-            .state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .fields
-            .clone();
-        let sealed = Sealed::open(
-            &dir,
-            self.config.metric,
-            roaring::RoaringBitmap::new(),
-            &fields,
-        )?;
+        let sealed = self.open_built(&dir)?;
         {
             // Deletes take the state lock, so none lands between copying the bitmap and
             // the switch.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::state::Loc;
 use super::Inner;
-use crate::segment::{seal, SealInput, Sealed, Segment};
+use crate::segment::{seal, Points, SealInput, Segment};
 use crate::Result;
 
 /// More sealed segments than this and the smallest are merged.
@@ -172,19 +172,8 @@ impl Inner {
         }
         drop(points);
         crate::failpoint("rebuild:built");
-        let fields = self
-            .state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .fields
-            .clone();
         let rebuilt = if count > 0 {
-            Some(Arc::new(Sealed::open(
-                &dir,
-                self.config.metric,
-                roaring::RoaringBitmap::new(),
-                &fields,
-            )?))
+            Some(Arc::new(self.open_built(&dir)?))
         } else {
             None
         };

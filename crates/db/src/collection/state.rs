@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
 
 use crate::config::CollectionConfig;
+use crate::segment::Points;
 
 use crate::filter::PayloadIndexKind;
 use crate::ops::{Operation, PointRecord};

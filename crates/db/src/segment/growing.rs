@@ -11,9 +11,9 @@ use diskvec_index::hnsw::GrowingHnsw;
 use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
-use super::{closest, SegmentHit, EXACT_LIMIT};
+use super::{closest, Points, SegmentHit};
 use crate::config::CollectionConfig;
-use crate::filter::{Filter, PayloadIndex, PayloadIndexKind};
+use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
 use crate::ops::PointRecord;
 use crate::{Payload, PointId};
 
@@ -60,6 +60,24 @@ impl SealInput {
     }
 }
 
+impl Points for Growing {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn is_live(&self, offset: u32) -> bool {
+        !self.deleted.contains(offset)
+    }
+
+    fn point(&self, offset: u32) -> (PointId, &Payload) {
+        (self.ids[offset as usize], &self.payloads[offset as usize])
+    }
+
+    fn candidates(&self, filter: &Filter) -> Option<Candidates> {
+        self.index.candidates(filter, self.len() as u32)
+    }
+}
+
 impl Growing {
     pub fn new(config: &CollectionConfig, fields: &[(String, PayloadIndexKind)]) -> Self {
         let mut index = PayloadIndex::new();
@@ -83,10 +101,6 @@ impl Growing {
             index,
             frozen_at: None,
         }
-    }
-
-    pub fn len(&self) -> usize {
-        self.ids.len()
     }
 
     pub fn live(&self) -> usize {
@@ -117,42 +131,6 @@ impl Growing {
         }
     }
 
-    pub fn is_live(&self, offset: u32) -> bool {
-        !self.deleted.contains(offset)
-    }
-
-    pub fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
-        self.is_live(offset)
-            && filter.is_none_or(|f| {
-                f.matches(
-                    self.ids[offset as usize],
-                    Some(&self.payloads[offset as usize]),
-                )
-            })
-    }
-
-    /// Live offsets matching `filter`, ascending.
-    pub fn matching(&self, filter: Option<&Filter>) -> Vec<u32> {
-        if let Some(f) = filter {
-            if let Some(c) = self.index.candidates(f, self.len() as u32) {
-                return c
-                    .offsets
-                    .iter()
-                    .filter(|&o| {
-                        if c.exact {
-                            self.is_live(o)
-                        } else {
-                            self.matches(o, filter)
-                        }
-                    })
-                    .collect();
-            }
-        }
-        (0..self.len() as u32)
-            .filter(|&o| self.matches(o, filter))
-            .collect()
-    }
-
     /// The k closest live points matching `filter` to a prepared query: exact for small
     /// segments and for filters the payload index narrows to few candidates, otherwise a
     /// graph search with list size `search_list` that only keeps matching points.
@@ -167,35 +145,15 @@ impl Growing {
             offset,
             distance: self.metric.distance(query, self.vector(offset)),
         };
-        let narrowed = filter.and_then(|f| {
-            self.index
-                .candidates(f, self.len() as u32)
-                .filter(|c| c.offsets.len() <= EXACT_LIMIT)
-        });
-        if self.len() <= SCAN_BELOW || narrowed.is_some() {
-            let hits: Vec<SegmentHit> = match (filter, narrowed) {
-                (_, Some(c)) => c
-                    .offsets
-                    .iter()
-                    .filter(|&o| {
-                        if c.exact {
-                            self.is_live(o)
-                        } else {
-                            self.matches(o, filter)
-                        }
-                    })
-                    .map(metric_distance)
-                    .collect(),
-                (None, None) => (0..self.len() as u32)
-                    .filter(|&o| self.is_live(o))
-                    .map(metric_distance)
-                    .collect(),
-                (Some(_), None) => self
-                    .matching(filter)
-                    .into_iter()
-                    .map(metric_distance)
-                    .collect(),
-            };
+        if let Some(offsets) = self.few_candidates(filter) {
+            return closest(offsets.into_iter().map(metric_distance).collect(), k);
+        }
+        if self.len() <= SCAN_BELOW {
+            let hits = self
+                .matching(filter)
+                .into_iter()
+                .map(metric_distance)
+                .collect();
             return closest(hits, k);
         }
         let graph = self.graph.read().unwrap_or_else(|e| e.into_inner());

@@ -8,6 +8,9 @@ mod sealed;
 
 use std::sync::{Arc, RwLock};
 
+use crate::filter::{Candidates, Filter};
+use crate::{Payload, PointId};
+
 pub(crate) use files::{read_deleted, write_deleted};
 pub(crate) use growing::{Growing, SealInput};
 pub(crate) use sealed::{seal, Sealed, EXACT_LIMIT};
@@ -25,6 +28,60 @@ pub(crate) enum Segment {
     /// Taking writes (the active one) or frozen, waiting to be sealed; searched exactly.
     Growing(Arc<RwLock<Growing>>),
     Sealed(Arc<Sealed>),
+}
+
+/// What filtering needs of a segment, shared by both kinds.
+pub(crate) trait Points {
+    fn len(&self) -> usize;
+    fn is_live(&self, offset: u32) -> bool;
+    fn point(&self, offset: u32) -> (PointId, &Payload);
+    /// The payload indexes' candidates for `filter` (see `PayloadIndex::candidates`).
+    fn candidates(&self, filter: &Filter) -> Option<Candidates>;
+
+    fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
+        self.is_live(offset)
+            && filter.is_none_or(|f| {
+                let (id, payload) = self.point(offset);
+                f.matches(id, Some(payload))
+            })
+    }
+
+    /// Live offsets among the candidates that match (all live ones when the indexes
+    /// answered exactly).
+    fn matching_candidates(&self, c: &Candidates, filter: &Filter) -> Vec<u32> {
+        c.offsets
+            .iter()
+            .filter(|&o| {
+                if c.exact {
+                    self.is_live(o)
+                } else {
+                    self.matches(o, Some(filter))
+                }
+            })
+            .collect()
+    }
+
+    /// Live offsets matching `filter`, ascending.
+    fn matching(&self, filter: Option<&Filter>) -> Vec<u32> {
+        if let Some(f) = filter {
+            if let Some(c) = self.candidates(f) {
+                return self.matching_candidates(&c, f);
+            }
+        }
+        (0..self.len() as u32)
+            .filter(|&o| self.matches(o, filter))
+            .collect()
+    }
+
+    /// The candidates of a filter the indexes narrow to at most `EXACT_LIMIT` points:
+    /// those are searched exactly instead of through a graph.
+    fn few_candidates(&self, filter: Option<&Filter>) -> Option<Vec<u32>> {
+        let f = filter?;
+        let c = self
+            .candidates(f)
+            .filter(|c| c.offsets.len() <= EXACT_LIMIT)?;
+        Some(self.matching_candidates(&c, f))
+    }
 }
 
 /// Keeps the `k` closest hits, closest first (ties by offset, so answers are repeatable).

@@ -13,9 +13,9 @@ use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
 use super::files::{read_points, write_points, POINTS_FILE};
-use super::{closest, SealInput, SegmentHit};
+use super::{closest, Points, SealInput, SegmentHit};
 use crate::config::CollectionConfig;
-use crate::filter::{Filter, PayloadIndex, PayloadIndexKind};
+use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
 use crate::{Payload, PointId, Result};
 
 /// A filter whose index candidates number at most this is answered exactly: the matches'
@@ -70,6 +70,31 @@ pub(crate) fn seal(
     )
 }
 
+impl Points for Sealed {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn is_live(&self, offset: u32) -> bool {
+        !self
+            .deleted
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(offset)
+    }
+
+    fn point(&self, offset: u32) -> (PointId, &Payload) {
+        (self.ids[offset as usize], &self.payloads[offset as usize])
+    }
+
+    fn candidates(&self, filter: &Filter) -> Option<Candidates> {
+        self.payload_index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .candidates(filter, self.len() as u32)
+    }
+}
+
 impl Sealed {
     pub fn open(
         dir: &Path,
@@ -111,20 +136,8 @@ impl Sealed {
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
     pub fn deleted_count(&self) -> usize {
         self.deleted.read().unwrap_or_else(|e| e.into_inner()).len() as usize
-    }
-
-    pub fn is_live(&self, offset: u32) -> bool {
-        !self
-            .deleted
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(offset)
     }
 
     pub fn delete(&self, offset: u32) {
@@ -156,43 +169,6 @@ impl Sealed {
         }
     }
 
-    pub fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
-        self.is_live(offset)
-            && filter.is_none_or(|f| {
-                f.matches(
-                    self.ids[offset as usize],
-                    Some(&self.payloads[offset as usize]),
-                )
-            })
-    }
-
-    /// Live offsets matching `filter`, ascending.
-    pub fn matching(&self, filter: Option<&Filter>) -> Vec<u32> {
-        if let Some(f) = filter {
-            let candidates = self
-                .payload_index
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .candidates(f, self.len() as u32);
-            if let Some(c) = candidates {
-                return c
-                    .offsets
-                    .iter()
-                    .filter(|&o| {
-                        if c.exact {
-                            self.is_live(o)
-                        } else {
-                            self.matches(o, filter)
-                        }
-                    })
-                    .collect();
-            }
-        }
-        (0..self.len() as u32)
-            .filter(|&o| self.matches(o, filter))
-            .collect()
-    }
-
     /// The k closest live points matching `filter`. A selective filter the payload index
     /// narrows is answered exactly from the matches' vectors; otherwise the graph is
     /// searched with the predicate, the search list growing until k are found (or the
@@ -204,26 +180,8 @@ impl Sealed {
         search_list: usize,
         filter: Option<&Arc<Filter>>,
     ) -> Result<Vec<SegmentHit>> {
-        if let Some(f) = filter {
-            let candidates = self
-                .payload_index
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .candidates(f, self.len() as u32);
-            if let Some(c) = candidates.filter(|c| c.offsets.len() <= EXACT_LIMIT) {
-                let offsets: Vec<u32> = c
-                    .offsets
-                    .iter()
-                    .filter(|&o| {
-                        if c.exact {
-                            self.is_live(o)
-                        } else {
-                            self.matches(o, Some(f))
-                        }
-                    })
-                    .collect();
-                return self.exact(query, &offsets, k);
-            }
+        if let Some(offsets) = self.few_candidates(filter.map(|f| f.as_ref())) {
+            return self.exact(query, &offsets, k);
         }
         let me = Arc::clone(self);
         let predicate = filter.cloned();
