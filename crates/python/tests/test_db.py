@@ -246,7 +246,9 @@ def test_optimize_seals_and_search_stays_correct(db):
     info = col.info()
     kinds = [s["kind"] for s in info["segments"]]
     assert info["status"] == "green" and info["points"] == n and info["indexed_points"] == n
-    assert kinds.count("sealed") == 4 and "frozen" not in kinds and info["seals_done"] == 4
+    # optimize leaves one sealed segment: whatever was sealed and frozen, built together
+    assert kinds.count("sealed") == 1 and "frozen" not in kinds
+    assert info["seals_done"] + info["rebuilds_done"] >= 1
     queries = clustered(50, dim, 8)
     truth = exact_ids(data, range(n), queries, 10, "l2")
     got = [[h["id"] for h in row] for row in col.search_batch(queries, k=10, search_list=64)]
@@ -320,7 +322,7 @@ def test_reopen_finds_everything(tmp_path):
         assert db.collections() == ["keep"]
         col = db.collection("keep")
         rec = col.recovery()
-        assert rec["sealed_segments"] >= 2 and rec["replayed_ops"] >= 3 and rec["torn_tail"] is None
+        assert rec["sealed_segments"] == 1 and rec["replayed_ops"] >= 3 and rec["torn_tail"] is None
         assert len(col) == 500 + 2 + 10 - 2
         assert col.get([2000])[0]["payload"] == {"deep": nested(60)}
         assert col.get([7, 8]) == [] and col.get([9])[0]["payload"] == {"i": 9, "s": "9", "new": 1}
