@@ -194,36 +194,29 @@ impl DiskIndex {
         let next = AtomicUsize::new(0);
         let start = Instant::now();
         let depth = params.queries_per_thread * params.beam_width;
-        let outcomes: Vec<WorkerOutcome> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut engine = self.take_engine(depth)?;
-                        let out = self.run_worker(
-                            queries,
-                            &params,
-                            accept.clone(),
-                            &next,
-                            engine.as_mut(),
-                        );
-                        let max = engine.stats().max_in_flight;
-                        let kind = engine.kind();
-                        self.return_engine(engine);
-                        out.map(|o| (o, max, kind))
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|w| {
-                    w.join().unwrap_or_else(|_| {
-                        Err(IndexError::InvalidArgument(
-                            "a search thread panicked".into(),
-                        ))
-                    })
-                })
-                .collect()
-        });
+        let work = || -> WorkerOutcome {
+            let mut engine = self.take_engine(depth)?;
+            let out = self.run_worker(queries, &params, accept.clone(), &next, engine.as_mut());
+            let max = engine.stats().max_in_flight;
+            let kind = engine.kind();
+            self.return_engine(engine);
+            out.map(|o| (o, max, kind))
+        };
+        let panicked = || IndexError::InvalidArgument("a search thread panicked".into());
+        let outcomes: Vec<WorkerOutcome> = if threads == 1 {
+            // One worker runs on the caller's thread: a single query (the database's case)
+            // should not pay for starting a thread.
+            vec![std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+                .unwrap_or_else(|_| Err(panicked()))]
+        } else {
+            std::thread::scope(|s| {
+                let workers: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
+                workers
+                    .into_iter()
+                    .map(|w| w.join().unwrap_or_else(|_| Err(panicked())))
+                    .collect()
+            })
+        };
         let mut results = vec![SearchResult::default(); queries.len()];
         let mut max_in_flight = 0;
         let mut engine = EngineKind::Pread;
