@@ -463,3 +463,58 @@ fn the_growing_segment_is_searchable_before_and_after_its_graph_catches_up() {
     let linked = check(&c);
     assert!(linked >= 0.9, "recall {linked} on the graph");
 }
+
+#[test]
+fn filters_of_every_share_find_the_true_filtered_neighbours_in_a_sealed_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(100_000)).unwrap();
+    c.create_payload_index("group", "keyword").unwrap();
+    let n = 12_000u64;
+    for start in (0..n).step_by(1000) {
+        c.upsert(points(start..start + 1000)).unwrap();
+    }
+    c.optimize(true).unwrap();
+    assert_eq!(c.info().indexed_points, n as usize);
+    let all: Vec<u64> = (0..n).collect();
+    // (filter, which ids pass): indexed 20% (PQ scan), indexed 2% (exact), unindexed 15%
+    // (sampled, PQ scan), unindexed 50% and 75% (graph, widened list).
+    type Case = (serde_json::Value, Box<dyn Fn(u64) -> bool>);
+    let cases: Vec<Case> = vec![
+        (
+            json!({"must": [{"key": "group", "match": {"any": ["g1", "g2"]}}]}),
+            Box::new(|i| i % 10 == 1 || i % 10 == 2),
+        ),
+        (
+            json!({"must": [{"key": "group", "match": {"value": "g4"}}, {"key": "chars", "range": {"lt": 8}}]}),
+            Box::new(|i| i % 10 == 4 && i % 40 < 8),
+        ),
+        (
+            json!({"must": [{"key": "chars", "range": {"gte": 10, "lt": 16}}]}),
+            Box::new(|i| (10..16).contains(&(i % 40))),
+        ),
+        (
+            json!({"must": [{"key": "pos", "match": {"any": ["v", "r"]}}]}),
+            Box::new(|i| i % 4 == 1 || i % 4 == 3),
+        ),
+        (
+            json!({"must_not": [{"key": "pos", "match": {"value": "n"}}]}),
+            Box::new(|i| i % 4 != 0),
+        ),
+    ];
+    for (f, keep) in &cases {
+        let (mut found, mut wanted) = (0, 0);
+        for q in (0..n).step_by(373) {
+            let got = search_ids(&c, &vector(q), 10, Some(filter(f.clone())));
+            assert!(
+                got.iter().all(|&i| keep(i)),
+                "{f}: a result fails the filter"
+            );
+            let truth = exact(&vector(q), &all, 10, keep.as_ref());
+            wanted += truth.len();
+            found += got.iter().filter(|i| truth.contains(i)).count();
+        }
+        let recall = found as f64 / wanted as f64;
+        assert!(recall >= 0.95, "{f}: recall@10 {recall}");
+    }
+}

@@ -22,6 +22,14 @@ use crate::{Payload, PointId, Result};
 /// vectors are read from SSD (a few hundred reads cost what one graph search does).
 pub(crate) const EXACT_LIMIT: u64 = 2_000;
 
+/// A filter matching at most this share of a segment is answered by ranking every match by
+/// its PQ code (a few DRAM lookups each) rather than by walking the graph, where the
+/// matches would be too sparse among the nodes the walk meets.
+const PQ_SCAN_SHARE: f64 = 0.3;
+
+/// Payloads sampled to estimate the share of a filter no payload index can narrow.
+const SHARE_SAMPLE: usize = 512;
+
 pub(crate) struct Sealed {
     pub dir: PathBuf,
     metric: Metric,
@@ -169,10 +177,14 @@ impl Sealed {
         }
     }
 
-    /// The k closest live points matching `filter`. A selective filter the payload index
-    /// narrows is answered exactly from the matches' vectors; otherwise the graph is
-    /// searched with the predicate, the search list growing until k are found (or the
-    /// whole segment was in reach), and if the graph still cannot find k, exactly.
+    /// The k closest live points matching `filter`, by the filter's share of the segment
+    /// (from the payload indexes, or estimated on a sample of payloads):
+    /// - at most `EXACT_LIMIT` matches: exact, from their vectors (read from SSD);
+    /// - up to `PQ_SCAN_SHARE` of the segment: every match ranked by its PQ code in DRAM,
+    ///   the best `search_list` re-ranked by their full vectors;
+    /// - broader: the graph search with the filter as a predicate (rejected points still
+    ///   route it), its list widened by 1 / share so that about `search_list` matches are
+    ///   met; if it still finds fewer than k, exact over the matches.
     pub fn search(
         self: &Arc<Self>,
         query: &[f32],
@@ -180,42 +192,98 @@ impl Sealed {
         search_list: usize,
         filter: Option<&Arc<Filter>>,
     ) -> Result<Vec<SegmentHit>> {
-        if let Some(offsets) = self.few_candidates(filter.map(|f| f.as_ref())) {
-            return self.exact(query, &offsets, k);
+        let len = self.len().max(1);
+        let mut share = 1.0;
+        if let Some(f) = filter.map(|f| f.as_ref()) {
+            let planned = match self.candidates(f) {
+                Some(c) if c.exact || c.offsets.len() as f64 <= PQ_SCAN_SHARE * len as f64 => {
+                    Some(self.matching_candidates(&c, f))
+                }
+                Some(c) => {
+                    share = c.offsets.len() as f64 / len as f64;
+                    None
+                }
+                None => {
+                    share = self.sampled_share(f);
+                    (share <= PQ_SCAN_SHARE).then(|| self.matching(Some(f)))
+                }
+            };
+            if let Some(offsets) = planned {
+                share = offsets.len() as f64 / len as f64;
+                if offsets.len() <= EXACT_LIMIT as usize {
+                    return self.exact(query, &offsets, k);
+                }
+                if share <= PQ_SCAN_SHARE {
+                    return self.pq_scan(query, &offsets, k, search_list.max(k));
+                }
+            }
         }
         let me = Arc::clone(self);
         let predicate = filter.cloned();
         let accept: Accept = Arc::new(move |id| me.matches(id as u32, predicate.as_deref()));
         let cap = limits::SEARCH_LIST.max.min(self.len().max(k));
-        let mut list = search_list.max(k).min(limits::SEARCH_LIST.max);
-        loop {
-            let params = SearchParams {
-                k,
-                search_list: list,
-                queries_per_thread: 1,
-                ..Default::default()
-            };
-            let found = self
-                .index
-                .search_where(query, &params, Some(accept.clone()))?;
-            if found.ids.len() >= k || list >= cap {
-                if found.ids.len() < k && filter.is_some() && list < self.len() {
-                    // The graph could not reach k matches within the largest list.
-                    let offsets = self.matching(filter.map(|f| f.as_ref()));
-                    return self.exact(query, &offsets, k);
-                }
-                return Ok(found
-                    .ids
-                    .iter()
-                    .zip(&found.distances)
-                    .map(|(&id, &distance)| SegmentHit {
-                        offset: id as u32,
-                        distance,
-                    })
-                    .collect());
-            }
-            list = (list * 4).min(cap);
+        let widened = (search_list.max(k) as f64 / share.max(1e-3)).ceil() as usize;
+        let list = widened.min(cap).max(k);
+        let params = SearchParams {
+            k,
+            search_list: list,
+            queries_per_thread: 1,
+            ..Default::default()
+        };
+        let found = self
+            .index
+            .search_where(query, &params, Some(accept.clone()))?;
+        if found.ids.len() < k && filter.is_some() {
+            // The graph could not reach k matches: the filter is narrower than it looked.
+            let offsets = self.matching(filter.map(|f| f.as_ref()));
+            return self.exact(query, &offsets, k);
         }
+        Ok(found
+            .ids
+            .iter()
+            .zip(&found.distances)
+            .map(|(&id, &distance)| SegmentHit {
+                offset: id as u32,
+                distance,
+            })
+            .collect())
+    }
+
+    /// The share of live points matching `filter`, from `SHARE_SAMPLE` evenly spaced
+    /// offsets (exact for segments that small).
+    fn sampled_share(&self, filter: &Filter) -> f64 {
+        let len = self.len();
+        let step = (len / SHARE_SAMPLE).max(1);
+        let (mut seen, mut matched) = (0usize, 0usize);
+        for offset in (0..len).step_by(step) {
+            seen += 1;
+            matched += usize::from(self.matches(offset as u32, Some(filter)));
+        }
+        // One match more than seen, so a sample that met none still plans for a few.
+        (matched as f64 + 1.0) / (seen as f64 + 1.0)
+    }
+
+    /// Ranks `offsets` by PQ distance (DRAM only) and re-ranks the best `rerank` by their
+    /// full vectors.
+    fn pq_scan(
+        &self,
+        query: &[f32],
+        offsets: &[u32],
+        k: usize,
+        rerank: usize,
+    ) -> Result<Vec<SegmentHit>> {
+        let ids: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
+        let approx = self.index.pq_distances(query, &ids)?;
+        let mut ranked: Vec<SegmentHit> = offsets
+            .iter()
+            .zip(approx)
+            .map(|(&offset, distance)| SegmentHit { offset, distance })
+            .collect();
+        let best: Vec<u32> = closest(std::mem::take(&mut ranked), rerank)
+            .into_iter()
+            .map(|h| h.offset)
+            .collect();
+        self.exact(query, &best, k)
     }
 
     /// Exact k closest among `offsets`, reading their vectors.

@@ -32,6 +32,25 @@ impl DiskIndex {
             .map(|at| by_id[at].1)
     }
 
+    /// Approximate (PQ, from DRAM) distances of a raw query to the nodes holding `ids`,
+    /// in that order: no read. Ranks many candidates cheaply so that only the best need
+    /// their full vectors read. An id the index does not hold is an error.
+    pub fn pq_distances(&self, query: &[f32], ids: &[i64]) -> Result<Vec<f32>> {
+        self.check_queries(query, query.len())?;
+        let mut q = query.to_vec();
+        self.header.metric.prepare(&mut q);
+        let table = self.meta.pq.table(&q);
+        let m = self.header.pq_bytes as usize;
+        ids.iter()
+            .map(|&id| {
+                let node = self.node_of(id).ok_or_else(|| {
+                    IndexError::InvalidArgument(format!("id {id} is not in this index"))
+                })? as usize;
+                Ok(table.distance(&self.meta.codes[node * m..(node + 1) * m]))
+            })
+            .collect()
+    }
+
     /// Calls `visit(position, vector)` with the stored (metric-prepared: unit length for
     /// cosine) vector of each of `ids`, in completion order, from the DRAM cache or from
     /// SSD with `FETCH_DEPTH` reads in flight. An id the index does not hold is an error
