@@ -20,7 +20,7 @@ import diskvec  # noqa: E402
 class DiskVec(Driver):
     name = "diskvec"
     default_variant = "sync"
-    knobs = [50, 100, 200, 300]
+    knobs = [30, 50, 100, 200, 300]
     filter_knobs = [100, 200]
     mem_knob = 100
     durability = ("sync: upsert() returns once the batch's log record is on stable storage (fdatasync, group "
@@ -28,7 +28,7 @@ class DiskVec(Driver):
                   "interval's acknowledged writes")
 
     def knobs_for(self, k):
-        return [x for x in self.knobs if x >= k] if k > 50 else self.knobs
+        return [100, 150, 200, 300] if k == 100 else self.knobs
 
     def config(self):
         return {"durability": self.variant, "interval_ms": 200 if self.variant == "interval" else None,

@@ -6,7 +6,7 @@ Variants:
            number of partitions. Setting this to 1 works well for most tables"), m=20,
            ef_construction=300 (its defaults), cosine. Knob: ef.
   ivf_pq:  IVF_PQ, lancedb's default vector index, default partitions and sub-vectors (dim/16),
-           cosine, refine_factor=10 (re-rank with the full vectors). Knob: nprobes.
+           cosine, refine_factor=20 (re-rank with the full vectors). Knob: nprobes.
 Scalar indexes: BITMAP on pos and lexname (low cardinality), BTREE on chars. Each batch is one
 table.add() (one Lance commit). Fully indexed = compaction (table.optimize(): the 500 small
 fragments merged) + the scalar indexes + the vector index.
@@ -33,24 +33,26 @@ class LanceDB(Driver):
     def __init__(self, args):
         super().__init__(args)
         if self.variant == "hnsw_sq":
-            self.knobs = [32, 64, 128, 256, 512]
+            self.knobs = [32, 64, 128, 256]
             self.filter_knobs = [64, 128]
             self.mem_knob = 128
         else:
-            self.knobs = [5, 10, 20, 40]
-            self.filter_knobs = [10, 20]
-            self.mem_knob = 10
+            self.knobs = [1, 2, 3, 6]  # of the default 6 partitions (target 8192 rows each) at 50k
+            self.filter_knobs = [2, 6]
+            self.mem_knob = 2
 
     def knobs_for(self, k):
         # HNSW refuses ef < k
-        return [x for x in self.knobs if x >= k] if self.variant == "hnsw_sq" else self.knobs
+        if self.variant == "hnsw_sq":
+            return [128, 256, 512] if k == 100 else self.knobs
+        return self.knobs
 
     def config(self):
         if self.variant == "hnsw_sq":
             c = {"index": "IVF_HNSW_SQ", "num_partitions": 1, "m": 20, "ef_construction": 300, "knob": "ef"}
         else:
             c = {"index": "IVF_PQ", "num_partitions": "default", "num_sub_vectors": "default (dim/16)",
-                 "refine_factor": 10, "knob": "nprobes"}
+                 "refine_factor": 20, "knob": "nprobes"}
         c.update({"distance": "cosine", "scalar_indexes": {"pos": "BITMAP", "lexname": "BITMAP", "chars": "BTREE"}})
         return c
 
@@ -139,7 +141,7 @@ class LanceDB(Driver):
             if hnsw:
                 q = q.ef(knob)
             else:
-                q = q.nprobes(knob).refine_factor(10)
+                q = q.nprobes(knob).refine_factor(20)
             if where is not None:
                 q = q.where(where, prefilter=True)
             return q.to_arrow().column("id").to_pylist()

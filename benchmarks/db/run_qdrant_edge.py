@@ -21,7 +21,10 @@ import qdrant_edge as qe  # noqa: E402
 class QdrantEdge(Driver):
     name = "qdrant-edge"
     default_variant = "mem"
-    knobs = [64, 128, 256, 512]
+    knobs = [32, 64, 128, 256]
+
+    def knobs_for(self, k):
+        return [100, 128, 256, 512] if k == 100 else self.knobs
     filter_knobs = [64, 128]
     mem_knob = 128
     durability = ("update() returns once the operation is in the WAL and applied to the segments; the WAL "

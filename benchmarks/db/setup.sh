@@ -3,10 +3,10 @@
 # the exact versions in .venvs/versions.txt.
 #   bash benchmarks/db/setup.sh            # all three
 #   bash benchmarks/db/setup.sh diskvec    # only diskvec (rebuilds the wheel from the repo)
-# diskvec's wheel is built from this checkout's crates/python (or $DISKVEC_REPO's) with maturin.
+# diskvec's wheel: maturin, from DISKVEC_REPO (default /work/main) at DISKVEC_COMMIT (default HEAD).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-REPO="${DISKVEC_REPO:-$(cd "$HERE/../.." && pwd)}"
+REPO="${DISKVEC_REPO:-/work/main}"
 V="$HERE/.venvs"
 PY="${PYTHON:-python3}"
 mkdir -p "$V"
@@ -25,14 +25,21 @@ if has lancedb; then
   "$V/lancedb/bin/pip" install -q $COMMON pylance "lancedb==${LANCEDB_VERSION:-0.40.0}"
 fi
 if has diskvec; then
+  # The wheel is built from a committed tree (git archive of DISKVEC_COMMIT, default HEAD of
+  # DISKVEC_REPO), not from a work tree someone may be editing, with its own cargo target dir.
   [ -x "$V/diskvec/bin/python" ] || "$PY" -m venv "$V/diskvec"
   "$V/diskvec/bin/pip" install -q --upgrade pip
   "$V/diskvec/bin/pip" install -q $COMMON maturin
+  COMMIT="$(git -C "$REPO" rev-parse "${DISKVEC_COMMIT:-HEAD}")"
+  BUILD="${DB_BENCH_WORK:-/work/bench/dbbench}"
+  SRC="$BUILD/dv-src"
   WHEELS="${DISKVEC_WHEELS:-/tmp/dvwheels}"
-  rm -rf "$WHEELS"
-  "$V/diskvec/bin/maturin" build --release -m "$REPO/crates/python/Cargo.toml" -o "$WHEELS"
+  rm -rf "$SRC" "$WHEELS" && mkdir -p "$SRC"
+  git -C "$REPO" archive "$COMMIT" | tar -x -C "$SRC"
+  CARGO_TARGET_DIR="$BUILD/target" nice -n 19 "$V/diskvec/bin/maturin" build --release \
+    -m "$SRC/crates/python/Cargo.toml" -o "$WHEELS"
   "$V/diskvec/bin/pip" install -q --force-reinstall --no-deps "$WHEELS"/diskvec-*.whl
-  git -C "$REPO" rev-parse HEAD > "$V/diskvec/COMMIT"
+  echo "$COMMIT" > "$V/diskvec/COMMIT"
 fi
 
 : > "$V/versions.txt"
