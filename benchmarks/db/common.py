@@ -598,6 +598,42 @@ class Driver:
         self.close()
         return out
 
+    def batch_searcher(self, k, knob):
+        return None
+
+    def phase_batch(self, min_seconds, max_seconds):
+        """Supplementary, not the protocol: the binding's own batch call over all 1000 queries
+        (diskvec search_batch with threads=2, qdrant query_batch), passes repeated until
+        min_seconds; QPS = answered / wall time."""
+        queries, truth = load_queries(self.dataset)
+        out = self.header("batch")
+        self.open()
+        rows = []
+        for k in (10, 100):
+            for knob in self.knobs_for(k):
+                fn = self.batch_searcher(k, knob)
+                if fn is None:
+                    continue
+                fn(queries[:100])  # warm-up
+                cpu0 = cpu_seconds()
+                t0 = time.perf_counter()
+                passes = 0
+                while True:
+                    res = fn(queries)
+                    passes += 1
+                    el = time.perf_counter() - t0
+                    if (el >= min_seconds and passes >= 2) or el >= max_seconds:
+                        break
+                row = {"k": k, "knob": knob, "passes": passes, "wall_s": round(el, 3),
+                       "qps": round(passes * len(queries) / el, 1),
+                       "cpu_cores_used": round((cpu_seconds() - cpu0) / el, 2),
+                       f"recall@{k}": round(recall(res, truth, k), 4)}
+                log(f"batch k={k} knob={knob}: {row}")
+                rows.append(row)
+        out["batch"] = rows
+        self.close()
+        return out
+
     def phase_filter(self, min_seconds, max_seconds):
         queries, _ = load_queries(self.dataset)
         truth = filtered_truth(self.dataset)
@@ -652,7 +688,7 @@ def main(driver_cls, extra_args=None):
     import argparse
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", required=True, choices=["load", "search", "filter", "mem", "memchild", "ingest-only"])
+    ap.add_argument("--phase", required=True, choices=["load", "search", "filter", "mem", "memchild", "ingest-only", "batch"])
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--variant", default=None)
     ap.add_argument("--out", help="results JSON (phases load, search, filter, mem)")
@@ -676,6 +712,8 @@ def main(driver_cls, extra_args=None):
         out = d.phase_search(args.min_seconds, args.max_seconds)
     elif args.phase == "filter":
         out = d.phase_filter(args.min_seconds, args.max_seconds)
+    elif args.phase == "batch":
+        out = d.phase_batch(args.min_seconds, args.max_seconds)
     elif args.phase == "memchild":
         d.phase_memchild(args.min_seconds, args.max_seconds)
         return

@@ -22,7 +22,7 @@ def load(out):
     for p in sorted(Path(out).glob("*.json")):
         m = None
         for s in sorted(SYSTEMS, key=len, reverse=True):
-            m = re.match(re.escape(s) + r"-(load|search|filter|mem|ingest10k)-(.+)\.json$", p.name)
+            m = re.match(re.escape(s) + r"-(load|search|filter|mem|batch|ingest2000|ingest10000)-(.+)\.json$", p.name)
             if m:
                 break
         if not m:
@@ -85,6 +85,20 @@ def sweep_table(res, ds):
             rows.append(f"| {LABEL[s]}, 1 thread | 10 | {KNOB.get(s, 'knob')}={t['knob']} | {t['recall@10']:.4f} | "
                         f"{t['qps']:,.0f} | {t['p50_ms']:.2f} | {t['p99_ms']:.2f} | {t.get('cpu_cores_used', '—')} |")
     return "\n".join(rows)
+
+
+def batch_table(res, ds):
+    rows = ["| system | k | knob | recall@k | QPS | CPU cores used |", "|---|---|---|---|---|---|"]
+    found = False
+    for s in SYSTEMS:
+        r = res.get((s, "batch", ds))
+        if not r:
+            continue
+        for x in r["batch"]:
+            found = True
+            rows.append(f"| {LABEL[s]} | {x['k']} | {KNOB.get(s, 'knob')}={x['knob']} | {x[f'recall@{x[chr(107)]}']:.4f} | "
+                        f"{x['qps']:,.0f} | {x['cpu_cores_used']} |")
+    return "\n".join(rows) if found else ""
 
 
 def best_at(r, k, thr):
@@ -168,7 +182,10 @@ def mem_table(res, ds):
                 f"{run.get('max_usage_bytes', 0) / 2**20:,.1f} | "
                 f"{'—' if rss is None else f'{rss / 2**20:,.1f}'} / {'—' if cache is None else f'{cache / 2**20:,.1f}'} | "
                 f"{f(ch.get('vm_hwm_mib'))} | {f(st.get('total_pgmajfault'))} | "
-                f"{f(srch.get('qps'), 0)} | {f(srch.get('recall@10'), 4)} |")
+                f"{f(srch.get('qps'), 0)} | {f(srch.get('recall@10'), 4)}"
+                + ("" if not srch or srch.get("complete_pass") else
+                   f" (pass not completed in {srch.get('wall_s')} s: {srch.get('answered')} answers, the rest count 0)")
+                + " |")
     return "\n".join(rows) if any_row else ""
 
 
@@ -206,6 +223,10 @@ def main():
         print(equal_recall_table(res, ds) + "\n")
         print("### Search sweep\n")
         print(sweep_table(res, ds) + "\n")
+        bt = batch_table(res, ds)
+        if bt:
+            print("### Supplementary: the bindings' batch calls (diskvec search_batch threads=2, qdrant query_batch), 1000 queries per call\n")
+            print(bt + "\n")
         ft = filter_table(res, ds)
         if ft:
             print("### Filtered search, k=10 (recall@10 against exact filtered top-10)\n")

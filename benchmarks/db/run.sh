@@ -6,9 +6,10 @@
 #   bash benchmarks/db/run.sh [OUTDIR]               # default OUTDIR results/$(date +%F)
 #
 # Environment: DATASETS (default both WordNet sets), PHASES (default "load search filter mem
-# durability"), SYSTEMS (default "diskvec qdrant-mem qdrant-disk lancedb lancedb-ivfpq"),
-# MIN_SECONDS (10), MAX_SECONDS (40), GENEROUS_MIB (8192), ALLOWANCE_MIB (150),
-# MEM_DATASETS (default: minilm only), DB_BENCH_WORK (databases and caches, default /work/bench/dbbench).
+# batch durability"), SYSTEMS (default "diskvec qdrant-mem qdrant-disk lancedb lancedb-ivfpq"),
+# MIN_SECONDS (10), MAX_SECONDS (40), GENEROUS_MIB (8192; 0 leaves it out), ALLOWANCE_MIB (150),
+# EXTRA_CAPS (more caps, "label=MiB,..."; default none), MEM_DATASETS (default: minilm
+# only), DB_BENCH_WORK (databases and caches, default /work/bench/dbbench).
 # Filtered search runs on wordnet-minilm384-50k only. Failures are logged to OUTDIR/failures.txt
 # and the run goes on.
 set -u
@@ -17,7 +18,7 @@ V="$HERE/.venvs"
 OUT="${1:-$HERE/results/$(date +%F)}"
 DATASETS="${DATASETS:-wordnet-minilm384-50k wordnet-mpnet768-25k}"
 MEM_DATASETS="${MEM_DATASETS:-wordnet-minilm384-50k}"
-PHASES="${PHASES:-load search filter mem durability}"
+PHASES="${PHASES:-load search filter mem batch durability}"
 SYSTEMS="${SYSTEMS:-diskvec qdrant-mem qdrant-disk lancedb lancedb-ivfpq}"
 MIN_SECONDS="${MIN_SECONDS:-10}"
 MAX_SECONDS="${MAX_SECONDS:-40}"
@@ -85,16 +86,24 @@ except Exception:
     print("")
 EOF
 )
+    caps=""
+    [ "$GENEROUS_MIB" != 0 ] && caps="generous=$GENEROUS_MIB"
     if [ -z "$tight" ]; then
       say "no diskvec index DRAM figure for $ds: tight cap skipped"
-      caps="generous=$GENEROUS_MIB"
     else
       say "tight cap for $ds: $tight MiB"
-      caps="generous=$GENEROUS_MIB,tight=$tight"
+      caps="${caps:+$caps,}tight=$tight"
     fi
+    [ -n "${EXTRA_CAPS:-}" ] && caps="${caps:+$caps,}$EXTRA_CAPS"
     for s in $SYSTEMS; do
       [ "$s" = lancedb-ivfpq ] && continue
       drive "$s" mem "$ds" 900 --caps-mib "$caps" --min-seconds "$MIN_SECONDS" --max-seconds 30 --mem-timeout 240
+    done
+  fi
+  if has batch "$PHASES"; then
+    # supplementary: the bindings' own batch calls (diskvec search_batch, qdrant query_batch)
+    for s in $SYSTEMS; do
+      case "$s" in diskvec|qdrant-mem|qdrant-disk) drive "$s" batch "$ds" 900 --min-seconds 5 --max-seconds 30 ;; esac
     done
   fi
 done

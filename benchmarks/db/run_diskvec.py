@@ -93,6 +93,14 @@ class DiskVec(Driver):
             self.db = None
             self.col = None
 
+    def batch_searcher(self, k, knob):
+        col = self.col
+
+        def run(qs):
+            return [[h["id"] for h in hits] for hits in
+                    col.search_batch(qs, k=k, search_list=knob, with_payload=False, threads=2)]
+        return run
+
     def searcher(self, k, knob, filt=None):
         import common
         col = self.col

@@ -93,6 +93,16 @@ class QdrantEdge(Driver):
             cond = qe.FieldCondition(key=f["field"], range=qe.RangeFloat(gte=f["lo"], lt=f["hi"]))
         return qe.Filter(must=[cond])
 
+    def batch_searcher(self, k, knob):
+        shard = self.shard
+        params = qe.SearchParams(hnsw_ef=knob)
+
+        def run(qs):
+            reqs = [qe.QueryRequest(limit=k, query=qe.Query.Nearest(v.tolist()), params=params, with_payload=False,
+                                    with_vector=False) for v in qs]
+            return [[p.id for p in r] for r in shard.query_batch(qe.QueryBatchRequest(reqs))]
+        return run
+
     def searcher(self, k, knob, filt=None):
         shard = self.shard
         params = qe.SearchParams(hnsw_ef=knob)
