@@ -518,3 +518,26 @@ fn filters_of_every_share_find_the_true_filtered_neighbours_in_a_sealed_segment(
         assert!(recall >= 0.95, "{f}: recall@10 {recall}");
     }
 }
+
+#[test]
+fn interval_durability_flushes_in_the_background_not_per_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let mut sync = config(1_000_000);
+    let mut interval = config(1_000_000);
+    interval.durability = diskvec_db::Durability::Interval { interval_ms: 1000 };
+    sync.seal_threshold = 1_000_000;
+    let s = db.create_collection("sync", sync).unwrap();
+    let i = db.create_collection("interval", interval).unwrap();
+    for start in (0..60).step_by(2) {
+        s.upsert(points(start..start + 2)).unwrap();
+        i.upsert(points(start..start + 2)).unwrap();
+    }
+    assert!(s.info().wal_syncs >= 30, "sync: {}", s.info().wal_syncs);
+    assert!(i.info().wal_syncs < 10, "interval: {}", i.info().wal_syncs);
+    // Closing flushes what the interval had not yet.
+    drop((s, i));
+    drop(db);
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(db.collection("interval").unwrap().count(None), 60);
+}

@@ -54,6 +54,9 @@ pub struct CollectionInfo {
     pub config: CollectionConfig,
     pub last_op: u64,
     pub wal_bytes: u64,
+    /// fdatasyncs of the log since open (group commit and interval mode keep this below
+    /// the number of writes).
+    pub wal_syncs: u64,
     pub seals_done: u64,
     /// Vacuums and merges done since open.
     pub rebuilds_done: u64,
@@ -132,6 +135,7 @@ impl Collection {
             config: inner.config.clone(),
             last_op: inner.wal.last_op(),
             wal_bytes: stats.bytes,
+            wal_syncs: stats.syncs,
             seals_done,
             rebuilds_done,
         }

@@ -196,7 +196,8 @@ impl Sealed {
         let mut share = 1.0;
         if let Some(f) = filter.map(|f| f.as_ref()) {
             let planned = match self.candidates(f) {
-                Some(c) if c.exact || c.offsets.len() as f64 <= PQ_SCAN_SHARE * len as f64 => {
+                // Broad: no need to list the matches, the graph search checks them.
+                Some(c) if c.offsets.len() as f64 <= PQ_SCAN_SHARE * len as f64 => {
                     Some(self.matching_candidates(&c, f))
                 }
                 Some(c) => {
