@@ -14,7 +14,7 @@ LABEL = {
     "qdrant-mem": "qdrant-edge, vectors in RAM", "qdrant-disk": "qdrant-edge, vectors on disk",
     "lancedb": "lancedb IVF_HNSW_SQ", "lancedb-ivfpq": "lancedb IVF_PQ",
 }
-KNOB = {"diskvec": "L", "qdrant-mem": "ef", "qdrant-disk": "ef", "lancedb": "ef", "lancedb-ivfpq": "nprobes"}
+KNOB = {"diskvec": "L", "diskvec-interval": "L", "qdrant-mem": "ef", "qdrant-disk": "ef", "lancedb": "ef", "lancedb-ivfpq": "nprobes"}
 
 
 def load(out):
