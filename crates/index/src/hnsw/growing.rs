@@ -12,20 +12,7 @@ use diskvec_vector::Metric;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// f32 ordered totally, for heaps.
-#[derive(Clone, Copy, PartialEq)]
-struct Dist(f32);
-impl Eq for Dist {}
-impl PartialOrd for Dist {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Dist {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
+use super::search::Dist;
 
 /// A visited set for one search: one bit per point.
 struct Bits(Vec<u64>);

@@ -47,7 +47,7 @@ impl Visited {
 
 /// f32 ordered totally, for heaps.
 #[derive(Clone, Copy, PartialEq)]
-struct Dist(f32);
+pub(crate) struct Dist(pub f32);
 impl Eq for Dist {}
 impl PartialOrd for Dist {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
