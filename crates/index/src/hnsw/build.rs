@@ -146,6 +146,11 @@ impl HnswIndex {
     /// hnswlib's neighbour heuristic: from candidates sorted by distance, keep one unless a
     /// kept neighbour is closer to it than the query is.
     fn select(&self, sorted: &[(f32, u32)], m: usize) -> Vec<u32> {
+        // As hnswlib: with no more candidates than room, keep them all; pruning a short
+        // list only strands points (unreachable nodes in small graphs).
+        if sorted.len() <= m {
+            return sorted.iter().map(|&(_, c)| c).collect();
+        }
         let mut kept: Vec<u32> = Vec::with_capacity(m);
         for &(d, c) in sorted {
             if kept.len() >= m {
