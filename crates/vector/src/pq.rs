@@ -3,7 +3,7 @@ use rand::seq::index::sample;
 use rand::SeedableRng;
 use rayon::prelude::*;
 
-use crate::kmeans::{kmeans, nearest};
+use crate::kmeans::{kmeans, nearest_by_dimension};
 
 const CENTROIDS: usize = 256;
 
@@ -106,9 +106,11 @@ impl ProductQuantizer {
 
     /// Writes the code of `v` into `out` (`code_bytes()` long).
     pub fn encode_into(&self, v: &[f32], out: &mut [u8]) {
+        let mut scratch = [0f32; CENTROIDS];
         for (m, byte) in out.iter_mut().enumerate() {
             let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
-            *byte = nearest(self.subspace_centroids(m), hi - lo, &v[lo..hi]) as u8;
+            let by_dimension = &self.transposed[lo * CENTROIDS..hi * CENTROIDS];
+            *byte = nearest_by_dimension(by_dimension, CENTROIDS, &v[lo..hi], &mut scratch) as u8;
         }
     }
 
