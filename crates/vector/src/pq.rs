@@ -99,6 +99,7 @@ impl ProductQuantizer {
         self.offsets.len() - 1
     }
 
+    #[cfg(test)]
     fn subspace_centroids(&self, m: usize) -> &[f32] {
         let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
         &self.centroids[lo * CENTROIDS..hi * CENTROIDS]
