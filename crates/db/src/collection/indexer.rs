@@ -1,5 +1,11 @@
-//! The indexer: links points of growing segments into their HNSW graphs off the write path,
-//! the active segment first. Writes wake it; a search meanwhile scans what is not linked yet.
+//! The indexer: links points of the active growing segment into its HNSW graph off the write
+//! path. Writes wake it; a search meanwhile scans what is not linked yet.
+//!
+//! Frozen segments are not linked further: a DiskANN build is about to replace them, and
+//! under bulk ingest linking them only took CPU from that build (their unlinked tail is
+//! scanned until the switch). For the same reason the thread runs at a lower CPU priority
+//! than writers, searches and seals: linking is an optimization of searches over fresh data,
+//! never something a caller waits for.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,27 +24,22 @@ impl Inner {
 
     /// Links one batch; returns how many points it linked.
     fn link_some(&self) -> usize {
-        let segments = {
+        let active = {
             let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-            let mut order = vec![state.active];
-            order.extend(state.frozen.iter().copied());
-            order
-                .into_iter()
-                .filter_map(|id| state.growing(id).cloned())
-                .collect::<Vec<_>>()
+            state.growing(state.active).cloned()
         };
-        for g in segments {
-            let g = g.read().unwrap_or_else(|e| e.into_inner());
-            let linked = g.link_pending(BATCH);
-            if linked > 0 {
-                return linked;
-            }
+        match active {
+            Some(g) => g
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .link_pending(BATCH),
+            None => 0,
         }
-        0
     }
 }
 
 pub(crate) fn run(inner: Arc<Inner>) {
+    lower_priority();
     loop {
         if lock(&inner.background).stop {
             return;
@@ -55,5 +56,24 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 .0;
         }
         *pending = false;
+    }
+}
+
+/// Moves the calling thread to nice 10 (Linux scheduling is per thread), best effort.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid and setpriority take and return plain integers and touch no memory
+        // of ours; a failure (e.g. no permission) only leaves the priority as it was.
+        let failed = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10) != 0
+        };
+        if failed {
+            log::debug!(
+                "indexer thread keeps its priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
     }
 }
