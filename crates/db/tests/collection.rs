@@ -196,6 +196,33 @@ fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
         }
         let recall = found as f64 / wanted as f64;
         assert!(recall >= 0.9, "recall {recall}");
+        // A batch (sealed-segment reads of all its queries queued together) answers each
+        // query as `search` does, filtered or not.
+        let qs: Vec<u64> = (0..2000).step_by(41).collect();
+        let flat: Vec<f32> = qs.iter().flat_map(|&q| vector(q)).collect();
+        let broad = filter(json!({"must_not": [{"key": "pos", "match": {"value": "n"}}]}));
+        for f in [None, Some(broad)] {
+            let mut req = SearchRequest::new(10);
+            req.filter = f.clone();
+            req.search_list = Some(200);
+            let batch = c.search_batch(&flat, &req).unwrap();
+            assert_eq!(batch.len(), qs.len());
+            for (&q, hits) in qs.iter().zip(&batch) {
+                let one: Vec<u64> = hits.iter().map(|h| num(h.id.clone())).collect();
+                assert_eq!(
+                    one,
+                    search_ids(c, &vector(q), 10, f.clone()),
+                    "batch, query {q}"
+                );
+            }
+        }
+        assert!(c
+            .search_batch(&flat[..DIM + 3], &SearchRequest::new(10))
+            .is_err());
+        assert!(c
+            .search_batch(&[], &SearchRequest::new(10))
+            .unwrap()
+            .is_empty());
         let special = filter(json!({"must": [{"key": "group", "match": {"value": "special"}}]}));
         assert_eq!(c.count(Some(&special)), 2);
         assert_eq!(c.count(None), live.len());

@@ -607,11 +607,21 @@ impl PyCollection {
             contiguous(&queries)?
         };
         let results = self.with(py, |col| {
+            let expected = col.config().dim;
+            if rows > 0 && dim != expected {
+                return Err(diskvec_db::DbError::InvalidInput(format!(
+                    "query has dimension {dim}, collection {:?} has {expected}",
+                    col.name()
+                )));
+            }
+            // One part per thread: each part's sealed-segment reads are in flight together.
             let run = || -> diskvec_db::Result<Vec<Vec<Hit>>> {
-                (0..rows)
-                    .into_par_iter()
-                    .map(|r| col.search(&data[r * dim..(r + 1) * dim], &req))
-                    .collect()
+                let per = rows.div_ceil(rayon::current_num_threads()).max(1);
+                let parts = data
+                    .par_chunks(per * dim.max(1))
+                    .map(|part| col.search_batch(part, &req))
+                    .collect::<diskvec_db::Result<Vec<_>>>()?;
+                Ok(parts.into_iter().flatten().collect())
             };
             match &workers {
                 Some(w) => w.install(run),

@@ -86,6 +86,10 @@ struct Found {
     loc: Loc,
 }
 
+/// Queries of a batch whose sealed-segment searches are queued together: enough to keep
+/// every segment's search threads busy, few enough to bound the queued copies.
+const BATCH_CHUNK: usize = 256;
+
 impl Inner {
     pub(crate) fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
         let dim = self.config.dim;
@@ -96,7 +100,36 @@ impl Inner {
                 self.name
             )));
         }
-        check_vectors(query, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
+        let mut all = self.search_batch(query, req)?;
+        Ok(all.pop().unwrap_or_default())
+    }
+
+    /// Searches every row of `queries` (row-major, the collection's dimension) with `req`.
+    /// The sealed segments' graph searches of a chunk of queries are all queued before any
+    /// is waited for, so their reads overlap on the segments' search threads.
+    pub(crate) fn search_batch(
+        &self,
+        queries: &[f32],
+        req: &SearchRequest,
+    ) -> Result<Vec<Vec<Hit>>> {
+        let dim = self.config.dim;
+        if !queries.len().is_multiple_of(dim) {
+            return Err(DbError::InvalidInput(format!(
+                "queries hold {} numbers, not a whole number of rows of dimension {dim} \
+                 (collection {:?})",
+                queries.len(),
+                self.name
+            )));
+        }
+        for (row, query) in queries.chunks_exact(dim).enumerate() {
+            check_vectors(query, dim).map_err(|e| {
+                DbError::InvalidInput(if queries.len() == dim {
+                    format!("query: {e}")
+                } else {
+                    format!("query {row}: {e}")
+                })
+            })?;
+        }
         let wanted = req.k.saturating_add(req.offset);
         limits::K.check(req.k)?;
         if wanted > limits::K.max {
@@ -107,10 +140,8 @@ impl Inner {
         }
         let search_list = req.search_list.unwrap_or(self.config.search_list);
         limits::SEARCH_LIST.check(search_list)?;
-        let mut prepared = query.to_vec();
-        self.config.metric.prepare(&mut prepared);
         let filter = req.filter.clone().map(Arc::new);
-        let segments: Vec<(u64, Segment)> = {
+        let segments: Snapshot = {
             let state = self.state.read().unwrap_or_else(|e| e.into_inner());
             state
                 .segments
@@ -118,10 +149,27 @@ impl Inner {
                 .map(|(&id, s)| (id, s.clone()))
                 .collect()
         };
-        let mut found: Vec<Found> = Vec::new();
-        for (segment, s) in &segments {
-            match s {
-                Segment::Growing(g) => {
+        let mut out = Vec::with_capacity(queries.len() / dim);
+        for chunk in queries.chunks(BATCH_CHUNK * dim) {
+            // Sealed segments first: queue their graph searches, then do the DRAM work.
+            let mut started = Vec::new();
+            for query in chunk.chunks_exact(dim) {
+                let mut per_query = Vec::new();
+                for (segment, s) in &segments {
+                    if let Segment::Sealed(sealed) = s {
+                        let search =
+                            sealed.start_search(query, wanted, search_list, filter.as_ref())?;
+                        per_query.push((*segment, Arc::clone(sealed), search));
+                    }
+                }
+                started.push(per_query);
+            }
+            for (query, per_query) in chunk.chunks_exact(dim).zip(started) {
+                let mut prepared = query.to_vec();
+                self.config.metric.prepare(&mut prepared);
+                let mut found: Vec<Found> = Vec::new();
+                for (segment, s) in &segments {
+                    let Segment::Growing(g) = s else { continue };
                     let g = g.read().unwrap_or_else(|e| e.into_inner());
                     for h in g.search(&prepared, wanted, search_list, filter.as_deref()) {
                         let version = g.versions[h.offset as usize];
@@ -137,23 +185,34 @@ impl Inner {
                         });
                     }
                 }
-                Segment::Sealed(sealed) => {
-                    for h in sealed.search(query, wanted, search_list, filter.as_ref())? {
+                for (segment, sealed, search) in per_query {
+                    for h in sealed.finish_search(query, search)? {
                         let version = sealed.versions[h.offset as usize];
                         found.push(Found {
                             distance: h.distance,
                             id: sealed.ids[h.offset as usize],
                             version,
                             loc: Loc {
-                                segment: *segment,
+                                segment,
                                 offset: h.offset,
                                 version,
                             },
                         });
                     }
                 }
+                out.push(self.rank(&segments, found, req)?);
             }
         }
+        Ok(out)
+    }
+
+    /// The page `req` asks for from every segment's candidates, with its details.
+    fn rank(
+        &self,
+        segments: &Snapshot,
+        mut found: Vec<Found>,
+        req: &SearchRequest,
+    ) -> Result<Vec<Hit>> {
         // A point being rewritten while we searched can show up in two segments: keep the
         // newer version.
         let mut newest: HashMap<PointId, u64> = HashMap::with_capacity(found.len());
@@ -180,7 +239,7 @@ impl Inner {
             hits.push((f, score));
         }
         let locs: Vec<Loc> = hits.iter().map(|(f, _)| f.loc).collect();
-        let mut details = self.details(&segments, &locs, req.with_payload, req.with_vector)?;
+        let mut details = self.details(segments, &locs, req.with_payload, req.with_vector)?;
         Ok(hits
             .into_iter()
             .zip(details.drain(..))
@@ -309,6 +368,12 @@ impl Collection {
     /// The `req.k` closest points to `query` (after `req.offset`), closest first.
     pub fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
         self.inner.search(query, req)
+    }
+
+    /// [`search`](Self::search) for every row of `queries` (row-major, the collection's
+    /// dimension), with the sealed segments' reads of many queries in flight at once.
+    pub fn search_batch(&self, queries: &[f32], req: &SearchRequest) -> Result<Vec<Vec<Hit>>> {
+        self.inner.search_batch(queries, req)
     }
 
     /// Points by id; unknown ids are left out.

@@ -5,9 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
-use diskvec_index::diskann::{build, Accept, BuildParams, DiskIndex, OpenOptions, SearchParams};
+use diskvec_index::diskann::{
+    build, Accept, BuildParams, DiskIndex, OpenOptions, PendingSearch, SearchParams, SearchResult,
+    SearchService,
+};
 use diskvec_index::limits;
 use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
@@ -30,10 +33,32 @@ const PQ_SCAN_SHARE: f64 = 0.3;
 /// Payloads sampled to estimate the share of a filter no payload index can narrow.
 const SHARE_SAMPLE: usize = 512;
 
+/// Queries one search thread of a segment interleaves (their reads overlap).
+const QUERIES_PER_THREAD: usize = 16;
+
+/// A sealed segment's search between `start_search` and `finish_search`.
+pub(crate) enum StartedSearch {
+    /// Answered without the graph (a selective filter).
+    Done(Vec<SegmentHit>),
+    Graph {
+        graph: GraphSearch,
+        k: usize,
+        filter: Option<Arc<Filter>>,
+    },
+}
+
+pub(crate) enum GraphSearch {
+    Queued(PendingSearch),
+    Done(diskvec_index::Result<SearchResult>),
+}
+
 pub(crate) struct Sealed {
     pub dir: PathBuf,
     metric: Metric,
-    index: DiskIndex,
+    index: Arc<DiskIndex>,
+    /// The segment's search threads, started at its first graph search; `Err` (e.g. no
+    /// read engine could be set up) sends graph searches to the caller's thread instead.
+    service: OnceLock<std::result::Result<SearchService, String>>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Vec<Payload>,
@@ -134,7 +159,8 @@ impl Sealed {
         Ok(Self {
             dir: dir.to_path_buf(),
             metric,
-            index,
+            index: Arc::new(index),
+            service: OnceLock::new(),
             ids,
             versions,
             payloads,
@@ -185,13 +211,17 @@ impl Sealed {
     /// - broader: the graph search with the filter as a predicate (rejected points still
     ///   route it), its list widened by 1 / share so that about `search_list` matches are
     ///   met; if it still finds fewer than k, exact over the matches.
-    pub fn search(
+    ///
+    /// This half plans, answers what needs no graph at once, and queues a graph search on
+    /// the segment's search threads, so one caller can keep many queries (and segments) in
+    /// flight before waiting in `finish_search`.
+    pub fn start_search(
         self: &Arc<Self>,
         query: &[f32],
         k: usize,
         search_list: usize,
         filter: Option<&Arc<Filter>>,
-    ) -> Result<Vec<SegmentHit>> {
+    ) -> Result<StartedSearch> {
         let len = self.len().max(1);
         let mut share = 1.0;
         if let Some(f) = filter.map(|f| f.as_ref()) {
@@ -212,10 +242,15 @@ impl Sealed {
             if let Some(offsets) = planned {
                 share = offsets.len() as f64 / len as f64;
                 if offsets.len() <= EXACT_LIMIT as usize {
-                    return self.exact(query, &offsets, k);
+                    return Ok(StartedSearch::Done(self.exact(query, &offsets, k)?));
                 }
                 if share <= PQ_SCAN_SHARE {
-                    return self.pq_scan(query, &offsets, k, search_list.max(k));
+                    return Ok(StartedSearch::Done(self.pq_scan(
+                        query,
+                        &offsets,
+                        k,
+                        search_list.max(k),
+                    )?));
                 }
             }
         }
@@ -231,12 +266,30 @@ impl Sealed {
             queries_per_thread: 1,
             ..Default::default()
         };
-        let found = self
-            .index
-            .search_where(query, &params, Some(accept.clone()))?;
+        let graph = match self.service() {
+            Some(service) => GraphSearch::Queued(service.submit(query, &params, Some(accept))?),
+            None => GraphSearch::Done(self.index.search_where(query, &params, Some(accept))),
+        };
+        Ok(StartedSearch::Graph {
+            graph,
+            k,
+            filter: filter.cloned(),
+        })
+    }
+
+    /// Waits for a search `start_search` queued and completes it.
+    pub fn finish_search(&self, query: &[f32], started: StartedSearch) -> Result<Vec<SegmentHit>> {
+        let (graph, k, filter) = match started {
+            StartedSearch::Done(hits) => return Ok(hits),
+            StartedSearch::Graph { graph, k, filter } => (graph, k, filter),
+        };
+        let found = match graph {
+            GraphSearch::Queued(pending) => pending.wait()?,
+            GraphSearch::Done(result) => result?,
+        };
         if found.ids.len() < k && filter.is_some() {
             // The graph could not reach k matches: the filter is narrower than it looked.
-            let offsets = self.matching(filter.map(|f| f.as_ref()));
+            let offsets = self.matching(filter.as_deref());
             return self.exact(query, &offsets, k);
         }
         Ok(found
@@ -248,6 +301,29 @@ impl Sealed {
                 distance,
             })
             .collect())
+    }
+
+    /// The segment's search threads, started on first use (a segment that is never
+    /// searched costs no threads).
+    fn service(&self) -> Option<&SearchService> {
+        let started = self.service.get_or_init(|| {
+            let threads = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(4);
+            let params = SearchParams {
+                queries_per_thread: QUERIES_PER_THREAD,
+                ..Default::default()
+            };
+            SearchService::start(Arc::clone(&self.index), params, threads).map_err(|e| {
+                log::warn!(
+                    "{}: no search threads ({e}); graph searches run on the caller's thread",
+                    self.dir.display()
+                );
+                e.to_string()
+            })
+        });
+        started.as_ref().ok()
     }
 
     /// The share of live points matching `filter`, from `SHARE_SAMPLE` evenly spaced

@@ -24,7 +24,7 @@ pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
 pub use search::{Accept, BatchStats, SearchParams, SearchResult};
-pub use service::SearchService;
+pub use service::{PendingSearch, SearchService};
 pub use verify::verify;
 
 pub const NODES_FILE: &str = "nodes.dvn";

@@ -69,6 +69,17 @@ impl SearchService {
         params: &SearchParams,
         accept: Option<Accept>,
     ) -> Result<SearchResult> {
+        self.submit(query, params, accept)?.wait()
+    }
+
+    /// Queues one query like [`search_where`](Self::search_where) without waiting, so one
+    /// caller can keep many queries in flight (a batch, or one query over many indexes).
+    pub fn submit(
+        &self,
+        query: &[f32],
+        params: &SearchParams,
+        accept: Option<Accept>,
+    ) -> Result<PendingSearch> {
         self.index.check_queries(query, query.len())?;
         let params = self.index.check_params(params)?;
         let (reply, answer) = crossbeam_channel::bounded(1);
@@ -82,7 +93,17 @@ impl SearchService {
             .as_ref()
             .and_then(|q| q.send(request).ok())
             .ok_or_else(|| IndexError::SearchFailed("the search service has stopped".into()))?;
-        answer
+        Ok(PendingSearch(answer))
+    }
+}
+
+/// A query queued on a [`SearchService`].
+pub struct PendingSearch(Receiver<Result<SearchResult>>);
+
+impl PendingSearch {
+    /// Waits for the answer.
+    pub fn wait(self) -> Result<SearchResult> {
+        self.0
             .recv()
             .map_err(|_| IndexError::SearchFailed("a search worker stopped".into()))?
     }
@@ -91,8 +112,14 @@ impl SearchService {
 impl Drop for SearchService {
     fn drop(&mut self) {
         self.queue.take();
+        let me = std::thread::current().id();
         for w in self.workers.drain(..) {
-            let _ = w.join();
+            // The last owner may be a worker of this very service (a query's `accept` can
+            // own what owns the service): that one is left to finish on its own, as
+            // joining itself would fail. Every worker returns once the queue is closed.
+            if w.thread().id() != me {
+                let _ = w.join();
+            }
         }
     }
 }
