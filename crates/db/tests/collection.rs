@@ -208,7 +208,7 @@ fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
             let batch = c.search_batch(&flat, &req).unwrap();
             assert_eq!(batch.len(), qs.len());
             for (&q, hits) in qs.iter().zip(&batch) {
-                let one: Vec<u64> = hits.iter().map(|h| num(h.id.clone())).collect();
+                let one: Vec<u64> = hits.iter().map(|h| num(h.id)).collect();
                 assert_eq!(
                     one,
                     search_ids(c, &vector(q), 10, f.clone()),
