@@ -2,6 +2,7 @@
 //! they serve searches, log every write ahead to a checksummed log, keep fresh points in a
 //! growing in-memory segment and seal them into DiskANN segments on the storage paths.
 
+mod background;
 mod collection;
 mod config;
 mod db;

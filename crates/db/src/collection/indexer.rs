@@ -39,7 +39,7 @@ impl Inner {
 }
 
 pub(crate) fn run(inner: Arc<Inner>) {
-    lower_priority();
+    crate::background::lower_priority();
     loop {
         if lock(&inner.background).stop {
             return;
@@ -56,24 +56,5 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 .0;
         }
         *pending = false;
-    }
-}
-
-/// Moves the calling thread to nice 10 (Linux scheduling is per thread), best effort.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid and setpriority take and return plain integers and touch no memory
-        // of ours; a failure (e.g. no permission) only leaves the priority as it was.
-        let failed = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10) != 0
-        };
-        if failed {
-            log::debug!(
-                "indexer thread keeps its priority: {}",
-                std::io::Error::last_os_error()
-            );
-        }
     }
 }

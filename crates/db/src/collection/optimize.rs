@@ -259,6 +259,7 @@ const RETRY: Duration = Duration::from_secs(10);
 
 /// The worker's loop: seal frozen segments, then vacuum and merge, sleep otherwise.
 pub(crate) fn run(inner: Arc<Inner>) {
+    crate::background::lower_priority();
     let mut failed_at: Option<std::time::Instant> = None;
     loop {
         let task = {

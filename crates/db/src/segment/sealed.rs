@@ -87,14 +87,16 @@ pub(crate) fn seal(
         paths: paths.to_vec(),
         ..Default::default()
     };
-    build(
-        &frozen.vectors,
-        config.dim,
-        &offsets,
-        &params,
-        dir,
-        progress,
-    )?;
+    crate::background::pool().install(|| {
+        build(
+            &frozen.vectors,
+            config.dim,
+            &offsets,
+            &params,
+            dir,
+            progress,
+        )
+    })?;
     write_points(
         &dir.join(POINTS_FILE),
         &frozen.ids,
