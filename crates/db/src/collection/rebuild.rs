@@ -124,10 +124,10 @@ impl Inner {
                     continue;
                 }
                 let at = offset as usize;
-                points.vectors.extend_from_slice(g.vector(offset));
+                std::sync::Arc::make_mut(&mut points.vectors).extend_from_slice(g.vector(offset));
                 points.ids.push(g.ids[at]);
                 points.versions.push(g.versions[at]);
-                points.payloads.push(g.payloads[at].clone());
+                std::sync::Arc::make_mut(&mut points.payloads).push(g.payloads[at].clone());
                 origin.push(Loc {
                     segment: *seg_id,
                     offset,
@@ -143,10 +143,10 @@ impl Inner {
             for chunk in live.chunks(4096) {
                 for (&offset, vector) in chunk.iter().zip(s.vectors(chunk)?) {
                     let at = offset as usize;
-                    points.vectors.extend_from_slice(&vector);
+                    std::sync::Arc::make_mut(&mut points.vectors).extend_from_slice(&vector);
                     points.ids.push(s.ids[at]);
                     points.versions.push(s.versions[at]);
-                    points.payloads.push(s.payloads[at].clone());
+                    std::sync::Arc::make_mut(&mut points.payloads).push(s.payloads[at].clone());
                     origin.push(Loc {
                         segment: *seg_id,
                         offset,

@@ -5,7 +5,7 @@
 //! moment its write returns. Deleting sets a bit; offsets are never reused, so a frozen
 //! segment's offsets are the sealed segment's.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use diskvec_index::hnsw::GrowingHnsw;
 use diskvec_vector::Metric;
@@ -23,13 +23,14 @@ const SCAN_BELOW: usize = 1_000;
 pub(crate) struct Growing {
     dim: usize,
     metric: Metric,
-    /// Metric-prepared vectors, row-major.
-    vectors: Vec<f32>,
+    /// Metric-prepared vectors, row-major. Shared with a seal's input once frozen (no
+    /// copy: a frozen segment takes no more points).
+    vectors: Arc<Vec<f32>>,
     /// Links of the first `graph.len()` points; the indexer extends it.
     graph: RwLock<GrowingHnsw>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
-    pub payloads: Vec<Payload>,
+    pub payloads: Arc<Vec<Payload>>,
     pub deleted: RoaringBitmap,
     pub index: PayloadIndex,
     /// The last operation applied before the segment was frozen; `None` while active.
@@ -39,19 +40,19 @@ pub(crate) struct Growing {
 /// What a sealed segment is built from: points by offset.
 pub(crate) struct SealInput {
     /// Metric-prepared vectors, row-major.
-    pub vectors: Vec<f32>,
+    pub vectors: Arc<Vec<f32>>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
-    pub payloads: Vec<Payload>,
+    pub payloads: Arc<Vec<Payload>>,
 }
 
 impl SealInput {
     pub fn new() -> Self {
         Self {
-            vectors: Vec::new(),
+            vectors: Arc::new(Vec::new()),
             ids: Vec::new(),
             versions: Vec::new(),
-            payloads: Vec::new(),
+            payloads: Arc::new(Vec::new()),
         }
     }
 
@@ -87,7 +88,7 @@ impl Growing {
         Self {
             dim: config.dim,
             metric: config.metric,
-            vectors: Vec::new(),
+            vectors: Arc::new(Vec::new()),
             graph: RwLock::new(GrowingHnsw::new(
                 config.dim,
                 config.metric,
@@ -96,7 +97,7 @@ impl Growing {
             )),
             ids: Vec::new(),
             versions: Vec::new(),
-            payloads: Vec::new(),
+            payloads: Arc::new(Vec::new()),
             deleted: RoaringBitmap::new(),
             index,
             frozen_at: None,
@@ -115,19 +116,17 @@ impl Growing {
     /// Appends a point (its vector already prepared); returns its offset.
     pub fn push(&mut self, point: &PointRecord, version: u64) -> u32 {
         let offset = self.ids.len() as u32;
-        self.vectors.extend_from_slice(&point.vector);
+        Arc::make_mut(&mut self.vectors).extend_from_slice(&point.vector);
         self.ids.push(point.id);
         self.versions.push(version);
         self.index.insert(offset, &point.payload);
-        self.payloads.push(point.payload.clone());
+        Arc::make_mut(&mut self.payloads).push(point.payload.clone());
         offset
     }
 
     pub fn delete(&mut self, offset: u32) {
         if self.deleted.insert(offset) {
-            let payload = std::mem::take(&mut self.payloads[offset as usize]);
-            self.index.remove(offset, &payload);
-            self.payloads[offset as usize] = payload;
+            self.index.remove(offset, &self.payloads[offset as usize]);
         }
     }
 
@@ -192,14 +191,14 @@ impl Growing {
         linked
     }
 
-    /// A copy of the points (not deletes or indexes) to seal from, taken under a short
-    /// read lock.
+    /// The points (not deletes or indexes) to seal from, taken under a short read lock:
+    /// vectors and payloads shared, not copied.
     pub fn seal_input(&self) -> SealInput {
         SealInput {
-            vectors: self.vectors.clone(),
+            vectors: Arc::clone(&self.vectors),
             ids: self.ids.clone(),
             versions: self.versions.clone(),
-            payloads: self.payloads.clone(),
+            payloads: Arc::clone(&self.payloads),
         }
     }
 

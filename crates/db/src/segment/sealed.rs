@@ -85,6 +85,7 @@ pub(crate) fn seal(
         build_list: config.build_list,
         pq_bytes: config.pq_bytes.map(|p| p.min(config.dim)),
         paths: paths.to_vec(),
+        input_prepared: true,
         ..Default::default()
     };
     crate::background::pool().install(|| {

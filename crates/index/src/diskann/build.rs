@@ -35,6 +35,9 @@ pub struct BuildParams {
     /// Keep a second copy of every stripe on the next path, so reads survive a path failure.
     pub mirror: bool,
     pub seed: u64,
+    /// The vectors are already metric-prepared (unit length for cosine): the build reads
+    /// them in place instead of preparing a copy (a database seal's vectors are stored so).
+    pub input_prepared: bool,
 }
 
 impl Default for BuildParams {
@@ -51,6 +54,7 @@ impl Default for BuildParams {
             stripe_bytes: 64 * 1024,
             mirror: false,
             seed: 1,
+            input_prepared: false,
         }
     }
 }
@@ -124,10 +128,18 @@ pub fn build(
     commit::remove_interrupted(out);
     let previous = commit::current_files(out);
 
-    let mut prepared = data.to_vec();
-    prepared
-        .chunks_exact_mut(dim)
-        .for_each(|v| params.metric.prepare(v));
+    // Cosine needs unit vectors; L2 and inner product use them as given. Copying only
+    // when something changes keeps a large build at one copy of the data in DRAM.
+    let prepared: std::borrow::Cow<[f32]> =
+        if params.input_prepared || params.metric != diskvec_vector::Metric::Cosine {
+            std::borrow::Cow::Borrowed(data)
+        } else {
+            let mut owned = data.to_vec();
+            owned
+                .chunks_exact_mut(dim)
+                .for_each(|v| params.metric.prepare(v));
+            std::borrow::Cow::Owned(owned)
+        };
     let rows = Rows::new(&prepared, dim);
 
     progress.phase("PQ training", 1);
