@@ -386,11 +386,18 @@ fn the_demo_binary_works_when_moved_and_says_where_it_looked() {
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
 
-    let out = Command::new(&bin)
-        .arg("demo")
-        .current_dir(&empty)
-        .output()
-        .unwrap();
+    // ETXTBSY: another test thread may fork while our copy's write handle is still open,
+    // and its child holds the handle until it execs; the copy is executable a moment later.
+    let mut tries = 0;
+    let out = loop {
+        match Command::new(&bin).arg("demo").current_dir(&empty).output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(!err.contains("panicked"), "{err}");

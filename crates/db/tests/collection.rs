@@ -568,3 +568,34 @@ fn interval_durability_flushes_in_the_background_not_per_write() {
     let db = Database::open(dir.path()).unwrap();
     assert_eq!(db.collection("interval").unwrap().count(None), 60);
 }
+
+#[test]
+fn a_handle_whose_directory_was_replaced_stops_writing_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("db");
+    let db = Database::open(&root).unwrap();
+    let old = db.create_collection("docs", config(100_000)).unwrap();
+    old.upsert(points(0..300)).unwrap();
+    // Someone removes the database and makes a new one at the same path while this
+    // process runs (a benchmark's cleanup did): the old handle must not touch it.
+    std::fs::remove_dir_all(&root).unwrap();
+    let fresh_db = Database::open(&root).unwrap();
+    let fresh = fresh_db.create_collection("docs", config(100_000)).unwrap();
+    fresh.upsert(points(1000..1100)).unwrap();
+    let before = walk(&root);
+    let err = old.optimize(true).unwrap_err().to_string();
+    assert!(err.contains("removed or replaced"), "{err}");
+    assert_eq!(
+        walk(&root),
+        before,
+        "the old handle wrote into the new database"
+    );
+    assert!(old
+        .create_payload_index("group", "keyword")
+        .unwrap_err()
+        .to_string()
+        .contains("removed or replaced"));
+    assert_eq!(fresh.count(None), 100);
+    fresh.optimize(true).unwrap();
+    assert_eq!(fresh.count(None), 100);
+}

@@ -49,6 +49,35 @@ pub(crate) struct Inner {
     index_pending: Mutex<bool>,
     index_wake: Condvar,
     recovered: RecoveryReport,
+    /// Device and inode of `dir` when opened (`None` when it is not on the real file
+    /// system, as under a test storage); see `check_home`.
+    home: Option<(u64, u64)>,
+}
+
+/// Device and inode of a directory.
+pub(crate) fn identity(dir: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Inner {
+    /// Refuses to go on when the collection's directory is no longer the one it opened:
+    /// removed, or removed and created again by someone else (e.g. a `rm -rf` and a new
+    /// database at the same path while this process still ran). Paths would then lead a
+    /// manifest write or a segment removal of ours into the other database.
+    pub(crate) fn check_home(&self) -> crate::Result<()> {
+        match self.home {
+            Some(home) if identity(&self.dir) != Some(home) => {
+                Err(crate::DbError::Unavailable(format!(
+                    "{} was removed or replaced while collection {:?} was open; \
+                     this process no longer writes there",
+                    self.dir.display(),
+                    self.name
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A collection handle; `Database::collection` hands out shared ones. Dropping the last

@@ -172,6 +172,7 @@ impl Collection {
             index_pending: Mutex::new(true),
             index_wake: Condvar::new(),
             recovered: report,
+            home: super::identity(dir),
         });
         let spawn = |what: &str, work: fn(Arc<Inner>)| {
             let inner = Arc::clone(&inner);

@@ -112,6 +112,7 @@ impl Inner {
         let Some((id, frozen)) = self.oldest_frozen() else {
             return Ok(false);
         };
+        self.check_home()?;
         // Copy the points out so deletes on the frozen segment never wait for the build.
         let (copy, frozen_at) = {
             let g = frozen.read().unwrap_or_else(|e| e.into_inner());
@@ -165,6 +166,7 @@ impl Inner {
     /// given (else the last one). Old bitmap files go once the new manifest is durable.
     pub(crate) fn write_manifest(&self, checkpoint: Option<u64>) -> Result<()> {
         let mut current = lock(&self.manifest);
+        self.check_home()?;
         let mut next: Manifest = current.clone();
         next.generation += 1;
         if let Some(c) = checkpoint {

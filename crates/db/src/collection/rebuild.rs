@@ -95,6 +95,7 @@ impl Inner {
     /// segments the checkpoint moves to the last one's freeze point, as a seal would.
     pub(crate) fn rebuild(&self, sources: &[u64], frozen: &[u64]) -> Result<()> {
         let started = std::time::Instant::now();
+        self.check_home()?;
         let (new_id, segs, growing) = {
             let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
             let growing: Vec<_> = frozen
@@ -211,6 +212,7 @@ impl Inner {
             self.wal.truncate_below(c + 1)?;
         }
         crate::failpoint("rebuild:switched");
+        self.check_home()?;
         for &id in sources {
             let _ = std::fs::remove_dir_all(self.segment_dir(id));
             for p in self.segment_paths(id) {
