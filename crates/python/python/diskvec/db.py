@@ -280,8 +280,11 @@ class Collection:
     def search_batch(self, queries, k: int = 10, filter: Optional[Filter] = None, search_list: Optional[int] = None,
                      offset: int = 0, with_payload: bool = True, with_vectors: bool = False,
                      score_threshold: Optional[float] = None, threads: Optional[int] = None) -> List[List[dict]]:
-        """`search` for every row of `queries` (n, dim), run in parallel on `threads` threads
-        (default: one per core); returns one list of hits per query."""
+        """`search` for every row of `queries` (n, dim); returns one list of hits per query.
+        The rows are split over `threads` threads (default: one per core), and each thread
+        queues the SSD searches of its rows on every sealed segment's search threads before
+        waiting for any, so many queries' reads are in flight at once: a batch is the fast
+        way to run many queries from one caller."""
         q = np.ascontiguousarray(queries, dtype=np.float32)
         if q.ndim != 2:
             raise ValueError(f"queries must be a 2-D array (n, dim), got shape {q.shape}")
