@@ -31,7 +31,9 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     eprintln!("diskvec serve: opening {}", args.db.display());
-    let db = Arc::new(Database::open(&args.db).with_context(|| format!("opening {}", args.db.display()))?);
+    let db = Arc::new(
+        Database::open(&args.db).with_context(|| format!("opening {}", args.db.display()))?,
+    );
     for name in db.collection_names() {
         let col = db.collection(&name)?;
         let r = col.recovery();
@@ -57,7 +59,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         read_only_key: args.read_only_api_key.filter(|k| !k.is_empty()),
     };
     if keys.read_only_key.is_some() && keys.api_key.is_none() {
-        anyhow::bail!("--read-only-api-key needs --api-key too (without one every request may write)");
+        anyhow::bail!(
+            "--read-only-api-key needs --api-key too (without one every request may write)"
+        );
     }
     runtime.block_on(async move {
         let addr: SocketAddr = format!("{}:{}", args.host, args.port)
@@ -69,7 +73,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let bound = listener.local_addr()?;
         eprintln!(
             "diskvec serve: listening on http://{bound} ({}), ready in {:.2} s",
-            if keys.api_key.is_some() { "API key required" } else { "no API key" },
+            if keys.api_key.is_some() {
+                "API key required"
+            } else {
+                "no API key"
+            },
             started.elapsed().as_secs_f64()
         );
         diskvec_server::serve(db, keys, listener, shutdown_signal()).await?;

@@ -34,7 +34,19 @@ pub async fn create(State(s): State<AppState>, Path(name): Path<String>, body: B
 pub async fn info(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let t = Instant::now();
     let col = s.db.collection(&name)?;
-    Ok(ok(collection_info(&col.info()), t))
+    let (info, indexed) = blocking(move || {
+        let info = col.info();
+        let mut indexed = Vec::with_capacity(info.payload_indexes.len());
+        for (field, _) in &info.payload_indexes {
+            let has = json!({"must_not": [{"is_empty": {"key": field}}]});
+            let f = diskvec_db::Filter::from_json(&has)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            indexed.push(col.count(Some(&f)));
+        }
+        Ok((info, indexed))
+    })
+    .await?;
+    Ok(ok(collection_info(&info, &indexed), t))
 }
 
 pub async fn exists(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult {

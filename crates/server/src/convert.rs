@@ -342,15 +342,17 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
 }
 
 /// `GET /collections/{name}` in Qdrant's shape, with diskvec's own details under `diskvec`.
-pub fn collection_info(info: &CollectionInfo) -> Value {
+/// `indexed[i]` is the number of points that have a value for the i-th payload index's field.
+pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
     let c = &info.config;
     let schema: Map<String, Value> = info
         .payload_indexes
         .iter()
-        .map(|(field, kind)| {
+        .zip(indexed)
+        .map(|((field, kind), points)| {
             (
                 field.clone(),
-                json!({"data_type": kind, "params": {"type": kind}}),
+                json!({"data_type": kind, "params": {"type": kind}, "points": points}),
             )
         })
         .collect();

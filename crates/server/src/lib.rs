@@ -26,7 +26,7 @@ pub use envelope::ApiError;
 
 /// The version `GET /` reports: a Qdrant release whose API this server follows for the
 /// common path, so clients do not warn about an incompatible server.
-pub const QDRANT_COMPATIBLE_VERSION: &str = "1.15.0";
+pub const QDRANT_COMPATIBLE_VERSION: &str = "1.20.0";
 
 /// Largest request body accepted (413 beyond).
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -140,7 +140,8 @@ async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> R
     let Some(key) = &state.keys.api_key else {
         return next.run(req).await;
     };
-    let open = matches!(req.uri().path(), "/healthz" | "/livez" | "/readyz");
+    // The root only tells the version, which clients ask before they send a key.
+    let open = matches!(req.uri().path(), "/" | "/healthz" | "/livez" | "/readyz");
     if open {
         return next.run(req).await;
     }
