@@ -14,6 +14,7 @@ mod payloads;
 mod progress;
 mod query_cmd;
 mod search_cmd;
+mod serve_cmd;
 mod verify_cmd;
 
 use clap::{Parser, Subcommand};
@@ -64,6 +65,8 @@ enum Command {
     Db(db_cmd::Command),
     /// Load the bundled WordNet sample into a database, then search, filter, delete, reopen.
     Demo(demo_cmd::Args),
+    /// Serve a database over Qdrant's REST API (qdrant-client, VectorDBBench work unchanged).
+    Serve(serve_cmd::Args),
 }
 
 fn main() {
@@ -81,6 +84,7 @@ fn main() {
         Command::Groundtruth(a) => groundtruth_cmd::run(a),
         Command::Iobench(a) => iobench_cmd::run_cmd(a),
         Command::Demo(a) => demo_cmd::run(a),
+        Command::Serve(a) => serve_cmd::run(a),
         Command::Import(a) => import_cmd::run(a),
         Command::Query(a) => query_cmd::run(a),
         Command::Db(c) => db_cmd::run(c),

@@ -1,0 +1,153 @@
+"""qdrant-client (current PyPI release) against `diskvec serve` on a free loopback port."""
+import os
+import re
+import subprocess
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+import pytest
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import UnexpectedResponse
+
+ROOT = Path(__file__).resolve().parents[3]
+BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"))
+
+
+def start_server(db, *extra):
+    proc = subprocess.Popen([str(BIN), "serve", "--db", str(db), "--port", "0", *extra],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    lines = []
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+    proc.kill()
+    raise RuntimeError("server did not start: " + "".join(lines))
+
+
+@pytest.fixture()
+def server(tmp_path):
+    proc, port = start_server(tmp_path / "db")
+    yield port
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+
+
+def vec(i):
+    return [1.0, float(i), float(i % 3), 0.5]
+
+
+def test_the_common_path_through_qdrant_client(server):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a version warning would fail here
+        client = QdrantClient(url=f"http://127.0.0.1:{server}", timeout=30)
+        client.get_collections()
+    assert not client.collection_exists("docs")
+    client.create_collection("docs", vectors_config=models.VectorParams(size=4, distance=models.Distance.COSINE))
+    assert client.collection_exists("docs")
+    with pytest.raises(UnexpectedResponse) as e:
+        client.create_collection("docs", vectors_config=models.VectorParams(size=4, distance=models.Distance.COSINE))
+    assert e.value.status_code == 409
+
+    uid = str(uuid.uuid4())
+    points = [models.PointStruct(id=i, vector=vec(i), payload={"group": f"g{i % 3}", "n": i}) for i in range(40)]
+    points.append(models.PointStruct(id=uid, vector=vec(41), payload={"group": "u"}))
+    r = client.upsert("docs", points=points, wait=True)
+    assert r.status == models.UpdateStatus.COMPLETED
+    client.upsert("docs", points=models.Batch(ids=[100, 101], vectors=[vec(100), vec(101)],
+                                              payloads=[{"group": "b"}, {"group": "b"}]), wait=False)
+    # wait=false, then a read: the write is there.
+    assert [p.id for p in client.retrieve("docs", ids=[100, 101])] == [100, 101]
+
+    info = client.get_collection("docs")
+    assert info.points_count == 43
+    assert info.config.params.vectors.size == 4
+    assert info.status in (models.CollectionStatus.GREEN, models.CollectionStatus.YELLOW)
+
+    got = client.retrieve("docs", ids=[1, uid], with_vectors=True)
+    assert {str(p.id) for p in got} == {"1", uid}
+    assert all(len(p.vector) == 4 for p in got)
+
+    flt = models.Filter(must=[models.FieldCondition(key="group", match=models.MatchValue(value="g2"))])
+    hits = client.query_points("docs", query=vec(5), limit=3, query_filter=flt, with_payload=True,
+                               search_params=models.SearchParams(hnsw_ef=64)).points
+    assert hits[0].id == 5 and all(h.payload["group"] == "g2" for h in hits)
+    hits = client.search("docs", query_vector=vec(7), limit=2) if hasattr(client, "search") else \
+        client.query_points("docs", query=vec(7), limit=2).points
+    assert hits[0].id == 7
+    many = client.query_batch_points("docs", requests=[models.QueryRequest(query=vec(1), limit=1),
+                                                       models.QueryRequest(query=vec(4), limit=1)])
+    assert [m.points[0].id for m in many] == [1, 4]
+
+    seen, offset = [], None
+    while True:
+        page, offset = client.scroll("docs", limit=9, offset=offset)
+        seen += [p.id for p in page]
+        if offset is None:
+            break
+    assert len(seen) == 43
+    assert client.count("docs").count == 43
+    assert client.count("docs", count_filter=flt).count == 13
+
+    client.set_payload("docs", payload={"tag": "t"}, points=[1, 2])
+    client.overwrite_payload("docs", payload={"only": 1}, points=[3])
+    client.delete_payload("docs", keys=["tag"], points=[2])
+    recs = {p.id: p.payload for p in client.retrieve("docs", ids=[1, 2, 3])}
+    assert recs[1]["tag"] == "t" and "tag" not in recs[2] and recs[3] == {"only": 1}
+
+    client.create_payload_index("docs", field_name="group", field_schema=models.PayloadSchemaType.KEYWORD)
+    assert "group" in client.get_collection("docs").payload_schema
+    client.delete_payload_index("docs", field_name="group")
+
+    client.delete("docs", points_selector=models.PointIdsList(points=[0, 1]))
+    client.delete("docs", points_selector=models.FilterSelector(filter=flt))
+    assert client.count("docs").count == 43 - 2 - 13
+
+    with pytest.raises(UnexpectedResponse) as e:
+        client.upsert("docs", points=[models.PointStruct(id=7, vector=[1.0, 2.0])])
+    assert e.value.status_code == 400
+    with pytest.raises(UnexpectedResponse) as e:
+        client.get_collection("missing")
+    assert e.value.status_code == 404
+    assert client.delete_collection("docs")
+    assert not client.collection_exists("docs")
+
+
+def test_acknowledged_writes_survive_sigkill(tmp_path):
+    db = tmp_path / "db"
+    proc, port = start_server(db)
+    client = QdrantClient(url=f"http://127.0.0.1:{port}", timeout=30)
+    client.create_collection("c", vectors_config=models.VectorParams(size=4, distance=models.Distance.EUCLID))
+    for lo in range(0, 200, 50):
+        client.upsert("c", points=[models.PointStruct(id=i, vector=vec(i), payload={"i": i}) for i in range(lo, lo + 50)])
+    proc.kill()
+    proc.wait(timeout=30)
+    proc, port = start_server(db)
+    try:
+        client = QdrantClient(url=f"http://127.0.0.1:{port}", timeout=30)
+        assert client.count("c").count == 200
+        p = client.retrieve("c", ids=[123], with_vectors=True)[0]
+        assert p.payload == {"i": 123} and p.vector == vec(123)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_api_key_is_required_when_set(tmp_path):
+    proc, port = start_server(tmp_path / "db", "--api-key", "s3cret")
+    try:
+        with pytest.raises(UnexpectedResponse) as e:
+            QdrantClient(url=f"http://127.0.0.1:{port}", timeout=30, check_compatibility=False).get_collections()
+        assert e.value.status_code == 401
+        ok = QdrantClient(url=f"http://127.0.0.1:{port}", api_key="s3cret", https=False, timeout=30)
+        assert ok.get_collections().collections == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -1,0 +1,117 @@
+//! Collection routes: list, create, info, exists, update, delete; payload indexes.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use serde_json::{json, Value};
+
+use crate::convert::{collection_config, collection_info, parse_body};
+use crate::envelope::{ok, ApiError, ApiResult};
+use crate::{blocking, AppState};
+
+pub async fn list(State(s): State<AppState>) -> ApiResult {
+    let t = Instant::now();
+    let names: Vec<Value> =
+        s.db.collection_names()
+            .into_iter()
+            .map(|n| json!({"name": n}))
+            .collect();
+    Ok(ok(json!({"collections": names}), t))
+}
+
+pub async fn create(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let config = collection_config(&parse_body(&body)?)?;
+    blocking(move || {
+        s.db.create_collection(&name, config)?;
+        Ok(())
+    })
+    .await?;
+    Ok(ok(json!(true), t))
+}
+
+pub async fn info(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let t = Instant::now();
+    let col = s.db.collection(&name)?;
+    let (info, indexed) = blocking(move || {
+        let info = col.info();
+        let mut indexed = Vec::with_capacity(info.payload_indexes.len());
+        for (field, _) in &info.payload_indexes {
+            let has = json!({"must_not": [{"is_empty": {"key": field}}]});
+            let f = diskvec_db::Filter::from_json(&has)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
+            indexed.push(col.count(Some(&f)));
+        }
+        Ok((info, indexed))
+    })
+    .await?;
+    Ok(ok(collection_info(&info, &indexed), t))
+}
+
+pub async fn exists(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let t = Instant::now();
+    let exists = s.db.collection_names().contains(&name);
+    Ok(ok(json!({"exists": exists}), t))
+}
+
+/// PATCH: accepted for the settings clients send while loading (optimizer and HNSW
+/// settings); diskvec's seal and merge policy does not change after creation.
+pub async fn update(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    s.db.collection(&name)?;
+    let body = parse_body(&body)?;
+    if !body.is_object() {
+        return Err(ApiError::bad_request("expected a JSON object"));
+    }
+    Ok(ok(json!(true), t))
+}
+
+pub async fn remove(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let t = Instant::now();
+    let existed = blocking(move || match s.db.drop_collection(&name) {
+        Ok(()) => Ok(true),
+        Err(diskvec_db::DbError::UnknownCollection(_)) => Ok(false),
+        Err(e) => Err(e.into()),
+    })
+    .await?;
+    Ok(ok(json!(existed), t))
+}
+
+/// `PUT /collections/{name}/index`: `{"field_name": ..., "field_schema": "keyword" | "integer"
+/// | {"type": ...}}`.
+pub async fn create_index(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let body = parse_body(&body)?;
+    let field = body
+        .get("field_name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("field_name is missing"))?
+        .to_string();
+    let kind = match body.get("field_schema") {
+        Some(Value::String(k)) => k.clone(),
+        Some(Value::Object(m)) => m
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::bad_request("field_schema.type is missing"))?
+            .to_string(),
+        _ => return Err(ApiError::bad_request("field_schema is missing")),
+    };
+    let col = s.db.collection(&name)?;
+    blocking(move || Ok(col.create_payload_index(&field, &kind)?)).await?;
+    Ok(ok(json!({"operation_id": 0, "status": "completed"}), t))
+}
+
+pub async fn delete_index(
+    State(s): State<AppState>,
+    Path((name, field)): Path<(String, String)>,
+) -> ApiResult {
+    let t = Instant::now();
+    let col = s.db.collection(&name)?;
+    blocking(move || Ok(col.delete_payload_index(&field)?)).await?;
+    Ok(ok(json!({"operation_id": 0, "status": "completed"}), t))
+}

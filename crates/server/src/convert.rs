@@ -1,0 +1,390 @@
+//! Qdrant's JSON shapes to and from the database's types.
+
+use diskvec_db::{
+    CollectionConfig, CollectionInfo, Durability, Filter, Hit, Payload, PointId, PointRecord,
+    Record,
+};
+use diskvec_vector::Metric;
+use serde_json::{json, Map, Value};
+
+use crate::envelope::ApiError;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+pub fn parse_body(body: &[u8]) -> Result<Value> {
+    if body.is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))
+}
+
+pub fn point_id(v: &Value) -> Result<PointId> {
+    PointId::from_json(v).map_err(ApiError::bad_request)
+}
+
+pub fn point_ids(v: Option<&Value>, what: &str) -> Result<Vec<PointId>> {
+    match v {
+        Some(Value::Array(a)) => a.iter().map(point_id).collect(),
+        Some(_) => Err(ApiError::bad_request(format!(
+            "{what} must be a list of point ids"
+        ))),
+        None => Err(ApiError::bad_request(format!("{what} is missing"))),
+    }
+}
+
+pub fn metric(name: &str) -> Result<Metric> {
+    match name {
+        "Cosine" => Ok(Metric::Cosine),
+        "Euclid" => Ok(Metric::L2),
+        "Dot" => Ok(Metric::InnerProduct),
+        other => Err(ApiError::bad_request(format!(
+            "distance {other:?} is not supported: use Cosine, Euclid or Dot"
+        ))),
+    }
+}
+
+pub fn metric_name(m: Metric) -> &'static str {
+    match m {
+        Metric::Cosine => "Cosine",
+        Metric::L2 => "Euclid",
+        Metric::InnerProduct => "Dot",
+    }
+}
+
+/// A vector from Qdrant's forms: a list of numbers, or `{"": [...]}` (the default vector).
+pub fn vector(v: &Value, what: &str) -> Result<Vec<f32>> {
+    let list = match v {
+        Value::Array(a) => a,
+        Value::Object(m) if m.len() == 1 && m.contains_key("") => match &m[""] {
+            Value::Array(a) => a,
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "{what} must be a list of numbers"
+                )))
+            }
+        },
+        Value::Object(_) => {
+            return Err(ApiError::bad_request(format!(
+                "{what}: named vectors are not supported; send one list of numbers"
+            )))
+        }
+        _ => {
+            return Err(ApiError::bad_request(format!(
+                "{what} must be a list of numbers"
+            )))
+        }
+    };
+    list.iter()
+        .map(|x| {
+            x.as_f64()
+                .map(|f| f as f32)
+                .ok_or_else(|| ApiError::bad_request(format!("{what} must be a list of numbers")))
+        })
+        .collect()
+}
+
+pub fn payload(v: Option<&Value>) -> Result<Payload> {
+    match v {
+        None | Some(Value::Null) => Ok(Payload::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(_) => Err(ApiError::bad_request("payload must be a JSON object")),
+    }
+}
+
+pub fn filter(v: Option<&Value>) -> Result<Option<Filter>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(f) => Filter::from_json(f)
+            .map(Some)
+            .map_err(|e| ApiError::bad_request(format!("bad filter: {e}"))),
+    }
+}
+
+/// Points of an upsert, in the list form (`points: [{id, vector, payload}]`) or the batch
+/// form (`batch: {ids, vectors, payloads}`).
+pub fn upsert_points(body: &Value) -> Result<Vec<PointRecord>> {
+    if let Some(points) = body.get("points") {
+        let list = points
+            .as_array()
+            .ok_or_else(|| ApiError::bad_request("points must be a list"))?;
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let id = point_id(p.get("id").ok_or_else(|| {
+                    ApiError::bad_request(format!("points[{i}]: id is missing"))
+                })?)?;
+                let v = p.get("vector").ok_or_else(|| {
+                    ApiError::bad_request(format!("points[{i}]: vector is missing"))
+                })?;
+                Ok(PointRecord {
+                    id,
+                    vector: vector(v, &format!("points[{i}].vector"))?,
+                    payload: payload(p.get("payload"))?,
+                })
+            })
+            .collect();
+    }
+    let batch = body
+        .get("batch")
+        .ok_or_else(|| ApiError::bad_request("expected `points` or `batch`"))?;
+    let ids = point_ids(batch.get("ids"), "batch.ids")?;
+    let vectors = batch
+        .get("vectors")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::bad_request("batch.vectors must be a list of vectors"))?;
+    if vectors.len() != ids.len() {
+        return Err(ApiError::bad_request(format!(
+            "batch has {} ids and {} vectors",
+            ids.len(),
+            vectors.len()
+        )));
+    }
+    let payloads = match batch.get("payloads") {
+        None | Some(Value::Null) => vec![Value::Null; ids.len()],
+        Some(Value::Array(a)) if a.len() == ids.len() => a.clone(),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "batch.payloads must be a list with one payload per id",
+            ))
+        }
+    };
+    ids.into_iter()
+        .zip(vectors)
+        .zip(&payloads)
+        .enumerate()
+        .map(|(i, ((id, v), p))| {
+            Ok(PointRecord {
+                id,
+                vector: vector(v, &format!("batch.vectors[{i}]"))?,
+                payload: payload(Some(p))?,
+            })
+        })
+        .collect()
+}
+
+/// `with_payload`: true/false, a list of keys to include, or `{"include": [...]}` /
+/// `{"exclude": [...]}`. Returns whether to fetch payloads and how to trim them.
+pub enum PayloadSelector {
+    None,
+    All,
+    Include(Vec<String>),
+    Exclude(Vec<String>),
+}
+
+pub fn payload_selector(v: Option<&Value>, default: bool) -> Result<PayloadSelector> {
+    let keys = |v: &Value| -> Result<Vec<String>> {
+        v.as_array()
+            .and_then(|a| a.iter().map(|k| k.as_str().map(String::from)).collect())
+            .ok_or_else(|| ApiError::bad_request("with_payload keys must be strings"))
+    };
+    Ok(match v {
+        None | Some(Value::Null) => {
+            if default {
+                PayloadSelector::All
+            } else {
+                PayloadSelector::None
+            }
+        }
+        Some(Value::Bool(true)) => PayloadSelector::All,
+        Some(Value::Bool(false)) => PayloadSelector::None,
+        Some(a @ Value::Array(_)) => PayloadSelector::Include(keys(a)?),
+        Some(Value::Object(m)) if m.contains_key("include") => {
+            PayloadSelector::Include(keys(&m["include"])?)
+        }
+        Some(Value::Object(m)) if m.contains_key("exclude") => {
+            PayloadSelector::Exclude(keys(&m["exclude"])?)
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "with_payload: expected a bool or keys",
+            ))
+        }
+    })
+}
+
+impl PayloadSelector {
+    pub fn wanted(&self) -> bool {
+        !matches!(self, PayloadSelector::None)
+    }
+
+    pub fn apply(&self, p: Option<Payload>) -> Value {
+        match (self, p) {
+            (PayloadSelector::None, _) | (_, None) => Value::Null,
+            (PayloadSelector::All, Some(p)) => Value::Object(p),
+            (PayloadSelector::Include(keys), Some(p)) => {
+                Value::Object(p.into_iter().filter(|(k, _)| keys.contains(k)).collect())
+            }
+            (PayloadSelector::Exclude(keys), Some(p)) => {
+                Value::Object(p.into_iter().filter(|(k, _)| !keys.contains(k)).collect())
+            }
+        }
+    }
+}
+
+pub fn with_vector(v: Option<&Value>) -> Result<bool> {
+    match v {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad_request("with_vector must be true or false")),
+    }
+}
+
+pub fn vector_json(v: Option<Vec<f32>>) -> Value {
+    v.map(|v| json!(v)).unwrap_or(Value::Null)
+}
+
+pub fn hit(h: Hit, sel: &PayloadSelector) -> Value {
+    json!({
+        "id": h.id.to_json(),
+        "version": h.version,
+        "score": h.score,
+        "payload": sel.apply(h.payload),
+        "vector": vector_json(h.vector),
+    })
+}
+
+pub fn record(r: Record, sel: &PayloadSelector) -> Value {
+    json!({
+        "id": r.id.to_json(),
+        "payload": sel.apply(r.payload),
+        "vector": vector_json(r.vector),
+    })
+}
+
+/// A collection's configuration from a create request: Qdrant's fields, plus ours under
+/// `diskvec` (storage paths, WAL path, durability, DiskANN build and search settings).
+pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
+    let vectors = body.get("vectors").ok_or_else(|| {
+        ApiError::bad_request("vectors is missing: {\"size\": N, \"distance\": ...}")
+    })?;
+    if vectors.get("size").is_none() && vectors.is_object() {
+        return Err(ApiError::bad_request(
+            "named vectors are not supported: give vectors as {\"size\": N, \"distance\": ...}",
+        ));
+    }
+    let size = vectors
+        .get("size")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| ApiError::bad_request("vectors.size must be a positive integer"))?;
+    let distance = vectors
+        .get("distance")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("vectors.distance is missing"))?;
+    let mut c = CollectionConfig::new(size as usize, metric(distance)?);
+    let uint = |v: Option<&Value>, what: &str| -> Result<Option<usize>> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(x) => x.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+                ApiError::bad_request(format!("{what} must be a non-negative integer"))
+            }),
+        }
+    };
+    if let Some(h) = body.get("hnsw_config") {
+        if let Some(m) = uint(h.get("m"), "hnsw_config.m")? {
+            c.hnsw_m = m;
+        }
+        if let Some(ef) = uint(h.get("ef_construct"), "hnsw_config.ef_construct")? {
+            c.hnsw_ef_construction = ef;
+        }
+    }
+    if let Some(o) = body.get("optimizers_config") {
+        // Qdrant counts this threshold in KB of vectors; a segment seals past it.
+        if let Some(kb) = uint(
+            o.get("indexing_threshold"),
+            "optimizers_config.indexing_threshold",
+        )? {
+            if kb > 0 {
+                c.seal_threshold = (kb * 1024 / (4 * c.dim.max(1))).max(1);
+            }
+        }
+    }
+    if let Some(d) = body.get("diskvec") {
+        if let Some(paths) = d.get("paths") {
+            c.paths = paths
+                .as_array()
+                .and_then(|a| a.iter().map(|p| p.as_str().map(Into::into)).collect())
+                .ok_or_else(|| {
+                    ApiError::bad_request("diskvec.paths must be a list of directories")
+                })?;
+        }
+        if let Some(w) = d.get("wal_path").and_then(Value::as_str) {
+            c.wal_path = Some(w.into());
+        }
+        match d.get("durability").and_then(Value::as_str) {
+            None | Some("sync") => {}
+            Some("interval") => {
+                let ms = uint(d.get("interval_ms"), "diskvec.interval_ms")?.unwrap_or(200);
+                c.durability = Durability::Interval {
+                    interval_ms: ms as u64,
+                };
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "diskvec.durability must be \"sync\" or \"interval\", got {other:?}"
+                )))
+            }
+        }
+        for (key, slot) in [
+            ("seal_threshold", &mut c.seal_threshold),
+            ("max_degree", &mut c.max_degree),
+            ("build_list", &mut c.build_list),
+            ("search_list", &mut c.search_list),
+        ] {
+            if let Some(v) = uint(d.get(key), &format!("diskvec.{key}"))? {
+                *slot = v;
+            }
+        }
+        c.pq_bytes = uint(d.get("pq_bytes"), "diskvec.pq_bytes")?.or(c.pq_bytes);
+    }
+    c.check().map_err(ApiError::from)?;
+    Ok(c)
+}
+
+/// `GET /collections/{name}` in Qdrant's shape, with diskvec's own details under `diskvec`.
+/// `indexed[i]` is the number of points that have a value for the i-th payload index's field.
+pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
+    let c = &info.config;
+    let schema: Map<String, Value> = info
+        .payload_indexes
+        .iter()
+        .zip(indexed)
+        .map(|((field, kind), points)| {
+            (
+                field.clone(),
+                json!({"data_type": kind, "params": {"type": kind}, "points": points}),
+            )
+        })
+        .collect();
+    json!({
+        "status": info.status.name(),
+        "optimizer_status": match &info.error { None => json!("ok"), Some(e) => json!({"error": e}) },
+        "points_count": info.points,
+        "indexed_vectors_count": info.indexed_points,
+        "segments_count": info.segments.len(),
+        "config": {
+            "params": {
+                "vectors": {"size": c.dim, "distance": metric_name(c.metric)},
+                "shard_number": 1,
+                "replication_factor": 1,
+                "write_consistency_factor": 1,
+                "on_disk_payload": false,
+            },
+            "hnsw_config": {
+                "m": c.hnsw_m, "ef_construct": c.hnsw_ef_construction,
+                "full_scan_threshold": 10000, "on_disk": false,
+            },
+            "optimizer_config": {
+                "deleted_threshold": c.vacuum_threshold,
+                "vacuum_min_vector_number": 1000,
+                "default_segment_number": 0,
+                "indexing_threshold": c.seal_threshold * 4 * c.dim / 1024,
+                "flush_interval_sec": 5,
+            },
+            "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},
+            "quantization_config": null,
+        },
+        "payload_schema": schema,
+        "diskvec": info,
+    })
+}

@@ -1,0 +1,72 @@
+//! Qdrant's response envelopes: `{"result": …, "status": "ok", "time": seconds}` and, for
+//! errors, `{"status": {"error": "…"}, "time": seconds}` with the matching HTTP status.
+
+use std::time::Instant;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use diskvec_db::DbError;
+use serde_json::{json, Value};
+
+/// A successful answer, timed from `started`.
+pub fn ok(result: Value, started: Instant) -> Response {
+    Json(json!({
+        "result": result,
+        "status": "ok",
+        "time": started.elapsed().as_secs_f64(),
+    }))
+    .into_response()
+}
+
+/// An error answer: an HTTP status and a message for people.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        let status = match &e {
+            DbError::InvalidInput(_) | DbError::BadFilter(_) => StatusCode::BAD_REQUEST,
+            DbError::UnknownCollection(_) | DbError::PointNotFound(_) => StatusCode::NOT_FOUND,
+            DbError::CollectionExists(_) => StatusCode::CONFLICT,
+            DbError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = match &e {
+            // Qdrant's wording, which clients and people recognise.
+            DbError::UnknownCollection(name) => format!("Collection `{name}` doesn't exist!"),
+            DbError::CollectionExists(name) => format!("Collection `{name}` already exists!"),
+            other => other.to_string(),
+        };
+        Self { status, message }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        // The time of an error is not measured: 0, as a client only shows it.
+        let body = json!({"status": {"error": self.message}, "time": 0.0});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+pub type ApiResult = Result<Response, ApiError>;

@@ -1,0 +1,229 @@
+//! `diskvec serve`: Qdrant's REST API (the common path) over diskvec's database layer, so
+//! clients written for Qdrant (qdrant-client, VectorDBBench) work unchanged.
+//!
+//! Handlers parse and answer on the HTTP runtime; every database call runs on tokio's
+//! blocking pool (`blocking`), and sealed segments' graph searches on their own search
+//! threads, so a slow search never holds a runtime thread.
+
+mod collections;
+mod convert;
+mod envelope;
+mod points;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::Router;
+use diskvec_db::Database;
+use serde_json::json;
+
+pub use envelope::ApiError;
+
+/// The version `GET /` reports: a Qdrant release whose API this server follows for the
+/// common path, so clients do not warn about an incompatible server.
+pub const QDRANT_COMPATIBLE_VERSION: &str = "1.20.0";
+
+/// Largest request body accepted (413 beyond).
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(Clone, Default)]
+pub struct Keys {
+    /// Required for every request when set (`api-key` header or `Authorization: Bearer`).
+    pub api_key: Option<String>,
+    /// Also accepted, for reads only.
+    pub read_only_key: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Arc<Database>,
+    pub keys: Keys,
+}
+
+/// Runs `work` on the blocking pool (database calls may wait for disk or a fsync).
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: format!("the request's worker failed: {e}"),
+        })?
+}
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    let c = "/collections/{name}";
+    Router::new()
+        .route("/", get(root))
+        .route("/healthz", get(health))
+        .route("/livez", get(health))
+        .route("/readyz", get(health))
+        .route("/collections", get(collections::list))
+        .route(
+            c,
+            put(collections::create)
+                .get(collections::info)
+                .delete(collections::remove)
+                .patch(collections::update),
+        )
+        .route(&format!("{c}/exists"), get(collections::exists))
+        .route(&format!("{c}/index"), put(collections::create_index))
+        .route(
+            &format!("{c}/index/{{field}}"),
+            delete(collections::delete_index),
+        )
+        .route(
+            &format!("{c}/points"),
+            put(points::upsert).post(points::retrieve),
+        )
+        .route(&format!("{c}/points/{{id}}"), get(points::get_one))
+        .route(&format!("{c}/points/delete"), post(points::delete))
+        .route(
+            &format!("{c}/points/payload"),
+            post(points::set_payload).put(points::overwrite_payload),
+        )
+        .route(
+            &format!("{c}/points/payload/delete"),
+            post(points::delete_payload),
+        )
+        .route(
+            &format!("{c}/points/payload/clear"),
+            post(points::clear_payload),
+        )
+        .route(&format!("{c}/points/scroll"), post(points::scroll))
+        .route(&format!("{c}/points/count"), post(points::count))
+        .route(&format!("{c}/points/search"), post(points::search))
+        .route(
+            &format!("{c}/points/search/batch"),
+            post(points::search_batch),
+        )
+        .route(&format!("{c}/points/query"), post(points::query))
+        .route(
+            &format!("{c}/points/query/batch"),
+            post(points::query_batch),
+        )
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn root() -> Response {
+    axum::Json(json!({
+        "title": "diskvec - disk-native vector database (Qdrant REST API)",
+        "version": QDRANT_COMPATIBLE_VERSION,
+        "diskvec_version": env!("CARGO_PKG_VERSION"),
+    }))
+    .into_response()
+}
+
+async fn health() -> &'static str {
+    "healthz check passed"
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+/// Checks the API key: 401 without one, 403 for a write with the read-only key.
+async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(key) = &state.keys.api_key else {
+        return next.run(req).await;
+    };
+    // The root only tells the version, which clients ask before they send a key.
+    let open = matches!(req.uri().path(), "/" | "/healthz" | "/livez" | "/readyz");
+    if open {
+        return next.run(req).await;
+    }
+    let given = presented_key(req.headers());
+    if given.as_deref() == Some(key.as_str()) {
+        return next.run(req).await;
+    }
+    if given.is_some()
+        && given == state.keys.read_only_key
+        && is_read(req.method(), req.uri().path())
+    {
+        return next.run(req).await;
+    }
+    if given.is_some() && given == state.keys.read_only_key {
+        return ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: "the read-only API key cannot write".into(),
+        }
+        .into_response();
+    }
+    ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        message: "missing or wrong API key (send it as the `api-key` header)".into(),
+    }
+    .into_response()
+}
+
+fn presented_key(h: &HeaderMap) -> Option<String> {
+    if let Some(k) = h.get("api-key").and_then(|v| v.to_str().ok()) {
+        return Some(k.to_string());
+    }
+    h.get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(String::from)
+}
+
+/// Reads: GETs, and the POSTs that only look (retrieve, scroll, count, search, query).
+fn is_read(method: &Method, path: &str) -> bool {
+    if method == Method::GET {
+        return true;
+    }
+    method == Method::POST
+        && (path.ends_with("/points")
+            || [
+                "/scroll",
+                "/count",
+                "/search",
+                "/search/batch",
+                "/query",
+                "/query/batch",
+            ]
+            .iter()
+            .any(|s| path.ends_with(s)))
+}
+
+/// Serves `db` on `listener` until `shutdown` resolves, then finishes the requests in
+/// flight and closes the database (every logged write made durable).
+pub async fn serve(
+    db: Arc<Database>,
+    keys: Keys,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(AppState {
+        db: Arc::clone(&db),
+        keys,
+    });
+    let started = Instant::now();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    let closing = tokio::task::spawn_blocking(move || db.close());
+    match closing.await {
+        Ok(Ok(())) => {
+            log::info!(
+                "closed the database after {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Ok(Err(e)) => Err(std::io::Error::other(e.to_string())),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
+}

@@ -1,0 +1,365 @@
+//! Point routes: upsert, retrieve, delete, payload updates, scroll, count, search, query.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use diskvec_db::{Collection, PointId, SearchRequest};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::convert::{
+    filter, hit, parse_body, payload, payload_selector, point_id, point_ids, record, upsert_points,
+    vector, with_vector, PayloadSelector,
+};
+use crate::envelope::{ok, ApiError, ApiResult};
+use crate::{blocking, AppState};
+
+#[derive(Deserialize, Default)]
+pub struct WriteParams {
+    wait: Option<bool>,
+}
+
+/// Qdrant's answer to a write. The write is applied (and, by default, durable) before
+/// diskvec answers either way; `wait=false` only changes the reported status.
+fn update_result(op: u64, params: &WriteParams, t: Instant) -> axum::response::Response {
+    let status = if params.wait.unwrap_or(false) {
+        "completed"
+    } else {
+        "acknowledged"
+    };
+    ok(json!({"operation_id": op, "status": status}), t)
+}
+
+fn collection(s: &AppState, name: &str) -> Result<Arc<Collection>, ApiError> {
+    Ok(s.db.collection(name)?)
+}
+
+pub async fn upsert(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let points = upsert_points(&parse_body(&body)?)?;
+    let op = blocking(move || Ok(col.upsert(points)?)).await?;
+    Ok(update_result(op, &params, t))
+}
+
+/// The ids a payload or delete request names: `points`, or every point matching `filter`.
+fn target_ids(col: &Collection, body: &Value) -> Result<Vec<PointId>, ApiError> {
+    if body.get("points").is_some() {
+        return point_ids(body.get("points"), "points");
+    }
+    let f = filter(body.get("filter"))?
+        .ok_or_else(|| ApiError::bad_request("expected `points` (ids) or `filter`"))?;
+    let mut ids = Vec::new();
+    let mut offset = None;
+    loop {
+        let (page, next) = col.scroll(Some(&f), 10_000, offset, false, false)?;
+        ids.extend(page.into_iter().map(|r| r.id));
+        match next {
+            Some(n) => offset = Some(n),
+            None => return Ok(ids),
+        }
+    }
+}
+
+pub async fn delete(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let body = parse_body(&body)?;
+    let op = blocking(move || {
+        if body.get("points").is_some() {
+            Ok(col.delete(point_ids(body.get("points"), "points")?)?)
+        } else {
+            let f = filter(body.get("filter"))?
+                .ok_or_else(|| ApiError::bad_request("expected `points` (ids) or `filter`"))?;
+            Ok(col.delete_where(&f)?.0)
+        }
+    })
+    .await?;
+    Ok(update_result(op, &params, t))
+}
+
+async fn payload_write(
+    s: AppState,
+    name: String,
+    params: WriteParams,
+    body: Bytes,
+    write: fn(&Collection, &[PointId], &Value) -> Result<u64, ApiError>,
+) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let body = parse_body(&body)?;
+    let op = blocking(move || {
+        let ids = target_ids(&col, &body)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        write(&col, &ids, &body)
+    })
+    .await?;
+    Ok(update_result(op, &params, t))
+}
+
+pub async fn set_payload(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    payload_write(s, name, params, body, |col, ids, body| {
+        Ok(col.set_payload(ids, &payload(body.get("payload"))?)?)
+    })
+    .await
+}
+
+pub async fn overwrite_payload(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    payload_write(s, name, params, body, |col, ids, body| {
+        Ok(col.overwrite_payload(ids, &payload(body.get("payload"))?)?)
+    })
+    .await
+}
+
+pub async fn delete_payload(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    payload_write(s, name, params, body, |col, ids, body| {
+        let keys: Vec<String> = body
+            .get("keys")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(|k| k.as_str().map(String::from)).collect())
+            .ok_or_else(|| ApiError::bad_request("keys must be a list of strings"))?;
+        Ok(col.delete_payload_keys(ids, &keys)?)
+    })
+    .await
+}
+
+pub async fn clear_payload(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    payload_write(s, name, params, body, |col, ids, _| {
+        Ok(col.clear_payload(ids)?)
+    })
+    .await
+}
+
+pub async fn retrieve(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let body = parse_body(&body)?;
+    let ids = point_ids(body.get("ids"), "ids")?;
+    let sel = payload_selector(body.get("with_payload"), true)?;
+    let vectors = with_vector(body.get("with_vector"))?;
+    let wanted = sel.wanted();
+    let records = blocking(move || Ok(col.get(&ids, wanted, vectors)?)).await?;
+    let out: Vec<Value> = records.into_iter().map(|r| record(r, &sel)).collect();
+    Ok(ok(json!(out), t))
+}
+
+pub async fn get_one(
+    State(s): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let id = match id.parse::<u64>() {
+        Ok(n) => PointId::Num(n),
+        Err(_) => point_id(&Value::String(id))?,
+    };
+    let mut records = blocking(move || Ok(col.get(&[id], true, true)?)).await?;
+    match records.pop() {
+        Some(r) => Ok(ok(record(r, &PayloadSelector::All), t)),
+        None => Err(ApiError::not_found(format!(
+            "No point with id {} found",
+            id
+        ))),
+    }
+}
+
+pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let body = parse_body(&body)?;
+    let f = filter(body.get("filter"))?;
+    let limit = match body.get("limit") {
+        None | Some(Value::Null) => 10,
+        Some(v) => v
+            .as_u64()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| ApiError::bad_request("limit must be a positive integer"))?
+            as usize,
+    };
+    let offset = match body.get("offset") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(point_id(v)?),
+    };
+    let sel = payload_selector(body.get("with_payload"), true)?;
+    let vectors = with_vector(body.get("with_vector"))?;
+    let wanted = sel.wanted();
+    let (records, next) =
+        blocking(move || Ok(col.scroll(f.as_ref(), limit, offset, wanted, vectors)?)).await?;
+    let points: Vec<Value> = records.into_iter().map(|r| record(r, &sel)).collect();
+    Ok(ok(
+        json!({"points": points, "next_page_offset": next.map(|n| n.to_json())}),
+        t,
+    ))
+}
+
+pub async fn count(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let f = filter(parse_body(&body)?.get("filter"))?;
+    let n = blocking(move || Ok(col.count(f.as_ref()))).await?;
+    Ok(ok(json!({"count": n}), t))
+}
+
+/// A search as Qdrant's `search` and `query` bodies describe it.
+struct ParsedSearch {
+    vector: Vec<f32>,
+    req: SearchRequest,
+    payload: PayloadSelector,
+}
+
+fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearch, ApiError> {
+    let raw = body
+        .get(vector_key)
+        .ok_or_else(|| ApiError::bad_request(format!("{vector_key} is missing")))?;
+    // `{"vector": [...]}` (named form, default name), `{"nearest": [...]}` (query API).
+    let raw = match raw {
+        Value::Object(m) if m.contains_key("nearest") => &m["nearest"],
+        Value::Object(m) if m.contains_key("vector") => &m["vector"],
+        other => other,
+    };
+    let v = vector(raw, vector_key)?;
+    let limit = match body.get("limit").or_else(|| body.get("top")) {
+        None | Some(Value::Null) => 10,
+        Some(x) => x
+            .as_u64()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| ApiError::bad_request("limit must be a positive integer"))?
+            as usize,
+    };
+    let mut req = SearchRequest::new(limit);
+    req.filter = filter(body.get("filter"))?;
+    req.offset = match body.get("offset") {
+        None | Some(Value::Null) => 0,
+        Some(x) => x
+            .as_u64()
+            .ok_or_else(|| ApiError::bad_request("offset must be a non-negative integer"))?
+            as usize,
+    };
+    if let Some(ef) = body.get("params").and_then(|p| p.get("hnsw_ef")) {
+        if !ef.is_null() {
+            let ef = ef.as_u64().filter(|&n| n > 0).ok_or_else(|| {
+                ApiError::bad_request("params.hnsw_ef must be a positive integer")
+            })?;
+            // hnsw_ef is the candidate list of Qdrant's graph search: our search list.
+            req.search_list = Some(ef as usize);
+        }
+    }
+    req.score_threshold = match body.get("score_threshold") {
+        None | Some(Value::Null) => None,
+        Some(x) => Some(
+            x.as_f64()
+                .ok_or_else(|| ApiError::bad_request("score_threshold must be a number"))?
+                as f32,
+        ),
+    };
+    let payload = payload_selector(body.get("with_payload"), false)?;
+    req.with_payload = payload.wanted();
+    req.with_vector = with_vector(body.get("with_vector"))?;
+    Ok(ParsedSearch {
+        vector: v,
+        req,
+        payload,
+    })
+}
+
+async fn run_searches(
+    s: &AppState,
+    name: &str,
+    searches: Vec<ParsedSearch>,
+) -> Result<Vec<Vec<Value>>, ApiError> {
+    let col = collection(s, name)?;
+    blocking(move || {
+        searches
+            .into_iter()
+            .map(|p| {
+                let hits = col.search(&p.vector, &p.req)?;
+                Ok(hits.into_iter().map(|h| hit(h, &p.payload)).collect())
+            })
+            .collect()
+    })
+    .await
+}
+
+fn searches_of(body: &Value, vector_key: &str) -> Result<Vec<ParsedSearch>, ApiError> {
+    body.get("searches")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::bad_request("searches must be a list"))?
+        .iter()
+        .map(|b| parse_search(b, vector_key))
+        .collect()
+}
+
+pub async fn search(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let parsed = parse_search(&parse_body(&body)?, "vector")?;
+    let mut out = run_searches(&s, &name, vec![parsed]).await?;
+    Ok(ok(json!(out.pop().unwrap_or_default()), t))
+}
+
+pub async fn search_batch(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let searches = searches_of(&parse_body(&body)?, "vector")?;
+    let out = run_searches(&s, &name, searches).await?;
+    Ok(ok(json!(out), t))
+}
+
+pub async fn query(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let parsed = parse_search(&parse_body(&body)?, "query")?;
+    let mut out = run_searches(&s, &name, vec![parsed]).await?;
+    Ok(ok(json!({"points": out.pop().unwrap_or_default()}), t))
+}
+
+pub async fn query_batch(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let searches = searches_of(&parse_body(&body)?, "query")?;
+    let out = run_searches(&s, &name, searches).await?;
+    let out: Vec<Value> = out.into_iter().map(|p| json!({"points": p})).collect();
+    Ok(ok(json!(out), t))
+}

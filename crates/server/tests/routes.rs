@@ -1,0 +1,451 @@
+//! The routes through the router (no socket): Qdrant's shapes, envelopes and status codes.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use diskvec_db::Database;
+use diskvec_server::{router, AppState, Keys};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+struct Api {
+    app: axum::Router,
+    _dir: tempfile::TempDir,
+}
+
+impl Api {
+    fn new(keys: Keys) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::open(dir.path()).unwrap());
+        Self {
+            app: router(AppState { db, keys }),
+            _dir: dir,
+        }
+    }
+
+    async fn raw(
+        &self,
+        method: &str,
+        uri: &str,
+        body: Vec<u8>,
+        key: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json");
+        if let Some(k) = key {
+            req = req.header("api-key", k);
+        }
+        let res = self
+            .app
+            .clone()
+            .oneshot(req.body(Body::from(body)).unwrap())
+            .await
+            .unwrap();
+        let status = res.status();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let v = serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+        (status, v)
+    }
+
+    async fn call(&self, method: &str, uri: &str, body: Value) -> (StatusCode, Value) {
+        self.raw(method, uri, serde_json::to_vec(&body).unwrap(), None)
+            .await
+    }
+
+    /// A successful call's result, checking the envelope.
+    async fn ok(&self, method: &str, uri: &str, body: Value) -> Value {
+        let (status, v) = self.call(method, uri, body).await;
+        assert_eq!(status, StatusCode::OK, "{method} {uri}: {v}");
+        assert_eq!(v["status"], "ok", "{v}");
+        assert!(v["time"].as_f64().is_some(), "{v}");
+        v["result"].clone()
+    }
+
+    /// A failing call's message, checking the status and the error envelope.
+    async fn err(&self, method: &str, uri: &str, body: Value, want: StatusCode) -> String {
+        let (status, v) = self.call(method, uri, body).await;
+        assert_eq!(status, want, "{method} {uri}: {v}");
+        v["status"]["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error envelope: {v}"))
+            .to_string()
+    }
+}
+
+fn vec4(i: u64) -> Vec<f32> {
+    vec![1.0, i as f32, (i % 3) as f32, 0.5]
+}
+
+#[tokio::test]
+async fn the_common_path_answers_in_qdrants_shapes() {
+    let api = Api::new(Keys::default());
+    let root = api.call("GET", "/", json!(null)).await.1;
+    assert!(
+        root["version"].as_str().unwrap().starts_with("1."),
+        "{root}"
+    );
+
+    let create = json!({"vectors": {"size": 4, "distance": "Cosine"},
+                        "optimizers_config": {"indexing_threshold": 20000}});
+    assert_eq!(
+        api.ok("PUT", "/collections/docs", create.clone()).await,
+        json!(true)
+    );
+    let msg = api
+        .err("PUT", "/collections/docs", create, StatusCode::CONFLICT)
+        .await;
+    assert!(msg.contains("already exists"), "{msg}");
+    assert_eq!(
+        api.ok("GET", "/collections/docs/exists", json!(null)).await["exists"],
+        true
+    );
+    assert_eq!(
+        api.ok("GET", "/collections/nope/exists", json!(null)).await["exists"],
+        false
+    );
+    let list = api.ok("GET", "/collections", json!(null)).await;
+    assert_eq!(list["collections"], json!([{"name": "docs"}]));
+
+    // Upsert in both forms.
+    let points: Vec<Value> = (0..30)
+        .map(|i| json!({"id": i, "vector": vec4(i), "payload": {"group": format!("g{}", i % 3), "n": i}}))
+        .collect();
+    let r = api
+        .ok(
+            "PUT",
+            "/collections/docs/points?wait=true",
+            json!({"points": points}),
+        )
+        .await;
+    assert_eq!(r["status"], "completed");
+    let uuid = "5c56c793-69f3-4fbf-87e6-c4bf54c28c26";
+    let r = api
+        .ok("PUT", "/collections/docs/points", json!({"batch": {"ids": [100, uuid], "vectors": [vec4(100), vec4(101)], "payloads": [{"group": "x"}, null]}}))
+        .await;
+    assert_eq!(r["status"], "acknowledged");
+
+    let info = api.ok("GET", "/collections/docs", json!(null)).await;
+    assert_eq!(info["points_count"], 32);
+    assert_eq!(
+        info["config"]["params"]["vectors"],
+        json!({"size": 4, "distance": "Cosine"})
+    );
+    assert!(
+        ["green", "yellow"].contains(&info["status"].as_str().unwrap()),
+        "{info}"
+    );
+
+    // Retrieve and get by id (int and UUID).
+    let got = api
+        .ok(
+            "POST",
+            "/collections/docs/points",
+            json!({"ids": [1, 2, 999], "with_vector": true}),
+        )
+        .await;
+    assert_eq!(got.as_array().unwrap().len(), 2);
+    assert_eq!(got[0]["payload"]["group"], "g1");
+    assert_eq!(got[0]["vector"].as_array().unwrap().len(), 4);
+    let one = api
+        .ok(
+            "GET",
+            &format!("/collections/docs/points/{uuid}"),
+            json!(null),
+        )
+        .await;
+    assert_eq!(one["id"], uuid);
+    api.err(
+        "GET",
+        "/collections/docs/points/12345",
+        json!(null),
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+
+    // Search and query, with a filter, payload selection and hnsw_ef.
+    let flt = json!({"must": [{"key": "group", "match": {"value": "g2"}}]});
+    let hits = api
+        .ok("POST", "/collections/docs/points/search", json!({"vector": vec4(5), "limit": 3, "filter": flt, "with_payload": ["n"], "params": {"hnsw_ef": 64}}))
+        .await;
+    let hits = hits.as_array().unwrap();
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0]["id"], 5);
+    for h in hits {
+        assert_eq!(h["id"].as_u64().unwrap() % 3, 2, "{h}");
+        assert!(
+            h["payload"].get("group").is_none() && h["payload"].get("n").is_some(),
+            "{h}"
+        );
+        assert!(h["score"].as_f64().is_some());
+    }
+    let q = api
+        .ok(
+            "POST",
+            "/collections/docs/points/query",
+            json!({"query": vec4(7), "limit": 2, "with_payload": true}),
+        )
+        .await;
+    assert_eq!(q["points"][0]["id"], 7);
+    assert_eq!(q["points"][0]["payload"]["group"], "g1");
+    let batch = api
+        .ok(
+            "POST",
+            "/collections/docs/points/search/batch",
+            json!({"searches": [{"vector": vec4(1), "limit": 1}, {"vector": vec4(4), "limit": 1}]}),
+        )
+        .await;
+    assert_eq!(batch[0][0]["id"], 1);
+    assert_eq!(batch[1][0]["id"], 4);
+    let qb = api
+        .ok(
+            "POST",
+            "/collections/docs/points/query/batch",
+            json!({"searches": [{"query": {"nearest": vec4(2)}, "limit": 1}]}),
+        )
+        .await;
+    assert_eq!(qb[0]["points"][0]["id"], 2);
+
+    // Scroll pages through everything once; count with and without a filter.
+    let mut seen = Vec::new();
+    let mut offset = Value::Null;
+    loop {
+        let page = api
+            .ok(
+                "POST",
+                "/collections/docs/points/scroll",
+                json!({"limit": 7, "offset": offset}),
+            )
+            .await;
+        seen.extend(
+            page["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["id"].clone()),
+        );
+        offset = page["next_page_offset"].clone();
+        if offset.is_null() {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 32);
+    assert_eq!(
+        api.ok("POST", "/collections/docs/points/count", json!({}))
+            .await["count"],
+        32
+    );
+    assert_eq!(
+        api.ok(
+            "POST",
+            "/collections/docs/points/count",
+            json!({"filter": flt})
+        )
+        .await["count"],
+        10
+    );
+
+    // Payload updates by id and by filter; deletes by id and by filter.
+    api.ok(
+        "POST",
+        "/collections/docs/points/payload?wait=true",
+        json!({"payload": {"tag": "t"}, "points": [1]}),
+    )
+    .await;
+    api.ok(
+        "POST",
+        "/collections/docs/points/payload",
+        json!({"payload": {"tag": "u"}, "filter": flt}),
+    )
+    .await;
+    let tagged = json!({"must": [{"key": "tag", "match": {"any": ["t", "u"]}}]});
+    assert_eq!(
+        api.ok(
+            "POST",
+            "/collections/docs/points/count",
+            json!({"filter": tagged})
+        )
+        .await["count"],
+        11
+    );
+    api.ok(
+        "POST",
+        "/collections/docs/points/payload/delete",
+        json!({"keys": ["tag"], "points": [1]}),
+    )
+    .await;
+    api.ok(
+        "POST",
+        "/collections/docs/points/delete",
+        json!({"points": [0, 3]}),
+    )
+    .await;
+    api.ok(
+        "POST",
+        "/collections/docs/points/delete",
+        json!({"filter": flt}),
+    )
+    .await;
+    assert_eq!(
+        api.ok("POST", "/collections/docs/points/count", json!({}))
+            .await["count"],
+        20
+    );
+
+    // Payload index create and delete show in the schema.
+    api.ok(
+        "PUT",
+        "/collections/docs/index",
+        json!({"field_name": "group", "field_schema": "keyword"}),
+    )
+    .await;
+    let info = api.ok("GET", "/collections/docs", json!(null)).await;
+    assert_eq!(info["payload_schema"]["group"]["data_type"], "keyword");
+    api.ok("DELETE", "/collections/docs/index/group", json!(null))
+        .await;
+
+    api.ok(
+        "PATCH",
+        "/collections/docs",
+        json!({"optimizers_config": {"max_optimization_threads": 1}}),
+    )
+    .await;
+    assert_eq!(
+        api.ok("DELETE", "/collections/docs", json!(null)).await,
+        json!(true)
+    );
+    assert_eq!(
+        api.ok("DELETE", "/collections/docs", json!(null)).await,
+        json!(false)
+    );
+}
+
+#[tokio::test]
+async fn mistakes_get_qdrants_status_codes_and_error_envelopes() {
+    let api = Api::new(Keys::default());
+    api.ok(
+        "PUT",
+        "/collections/c",
+        json!({"vectors": {"size": 4, "distance": "Dot"}}),
+    )
+    .await;
+    let m = api
+        .err(
+            "GET",
+            "/collections/missing",
+            json!(null),
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(m.contains("doesn't exist"), "{m}");
+    api.err(
+        "POST",
+        "/collections/missing/points/search",
+        json!({"vector": vec4(1)}),
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    let m = api
+        .err(
+            "PUT",
+            "/collections/c/points",
+            json!({"points": [{"id": 1, "vector": [1.0, 2.0]}]}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(m.contains("dimension"), "{m}");
+    let m = api
+        .err(
+            "POST",
+            "/collections/c/points/search",
+            json!({"vector": [1.0]}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(m.contains("dimension"), "{m}");
+    let (status, v) = api
+        .raw(
+            "PUT",
+            "/collections/c/points",
+            b"{\"points\": [".to_vec(),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        v["status"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("malformed JSON"),
+        "{v}"
+    );
+    let m = api
+        .err(
+            "POST",
+            "/collections/c/points/search",
+            json!({"vector": vec4(1), "filter": {"must": [{"key": "a", "match": {}}]}}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(m.contains("filter"), "{m}");
+    let m = api
+        .err(
+            "PUT",
+            "/collections/d",
+            json!({"vectors": {"size": 4, "distance": "Manhattan"}}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(m.contains("Manhattan"), "{m}");
+    api.err(
+        "PUT",
+        "/collections/d",
+        json!({"vectors": {"size": 0, "distance": "Cosine"}}),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    api.err("GET", "/no/such/route", json!(null), StatusCode::NOT_FOUND)
+        .await;
+    // Larger than the body limit: 413.
+    let big = vec![b' '; diskvec_server::MAX_BODY_BYTES + 1];
+    let (status, _) = api.raw("PUT", "/collections/c/points", big, None).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn api_keys_guard_every_route_but_health() {
+    let api = Api::new(Keys {
+        api_key: Some("secret".into()),
+        read_only_key: Some("reader".into()),
+    });
+    let body = serde_json::to_vec(&json!({"vectors": {"size": 4, "distance": "Cosine"}})).unwrap();
+    let (status, v) = api.raw("PUT", "/collections/c", body.clone(), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
+    let (status, _) = api
+        .raw("PUT", "/collections/c", body.clone(), Some("wrong"))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = api
+        .raw("PUT", "/collections/c", body.clone(), Some("reader"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = api.raw("PUT", "/collections/c", body, Some("secret")).await;
+    assert_eq!(status, StatusCode::OK);
+    let search = serde_json::to_vec(&json!({"vector": vec4(1)})).unwrap();
+    let (status, _) = api
+        .raw(
+            "POST",
+            "/collections/c/points/search",
+            search,
+            Some("reader"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = api.raw("GET", "/healthz", vec![], None).await;
+    assert_eq!(status, StatusCode::OK);
+}
