@@ -60,10 +60,11 @@ def prepare(dataset):
     assert (t.column("id").to_numpy() == np.arange(t.num_rows)).all()
     nb = np.array(t.column("neighbors_id").to_pylist(), dtype=np.int64)
     np.save(out / "neighbors.npy", nb)
-    p = pq.read_table(src / "train_payloads.parquet").to_pydict()
-    assert p["id"] == list(range(len(p["id"])))
-    with open(out / "payloads.json", "w") as f:
-        json.dump({k: p[k] for k in PAYLOAD_FIELDS}, f)
+    if (src / "train_payloads.parquet").exists():  # the synthetic sets have none
+        p = pq.read_table(src / "train_payloads.parquet").to_pydict()
+        assert p["id"] == list(range(len(p["id"])))
+        with open(out / "payloads.json", "w") as f:
+            json.dump({k: p[k] for k in PAYLOAD_FIELDS}, f)
     (out / "done").write_text("ok\n")
     return out
 
@@ -78,7 +79,11 @@ def load_train(dataset):
 
 
 def load_payload_columns(dataset):
-    with open(cache_dir(dataset) / "payloads.json") as f:
+    """The payload columns, or None when the dataset has no train_payloads.parquet."""
+    path = cache_dir(dataset) / "payloads.json"
+    if not path.exists():
+        return None
+    with open(path) as f:
         return json.load(f)
 
 
@@ -244,6 +249,10 @@ def sweep(search_for, knobs_for, queries, truth, ks=(10, 100), **kw):
         for knob in knobs_for(k):
             stats, res = run_queries(search_for(k, knob), queries, **kw)
             stats.update({"k": k, "knob": knob, f"recall@{k}": round(recall(res, truth, k), 4)})
+            if not stats["complete_pass"]:  # stopped mid-pass: recall over the answered queries too
+                ans = [i for i, r in enumerate(res) if r is not None]
+                stats["answered_distinct"] = len(ans)
+                stats[f"recall@{k}_answered"] = round(recall([res[i] for i in ans], truth[ans], k), 4) if ans else None
             if k == 100:
                 stats["recall@10_of_k100"] = round(recall([None if r is None else list(r)[:10] for r in res], truth, 10), 4)
             log(f"k={k} knob={knob}: recall@{k}={stats[f'recall@{k}']} qps={stats['qps']} p50={stats['p50_ms']}ms p99={stats['p99_ms']}ms")
@@ -488,7 +497,33 @@ def mem_phase(driver, args_list, dataset, db_paths, caps, out, timeout_s=240):
     return rows
 
 
+def cgrun(argv):
+    """`common.py cgrun --cap-mib MiB --evict DIR [--evict DIR] --info OUT.json [--timeout S] -- CMD...`:
+    runs CMD (e.g. a whole `--phase search` sweep) in a fresh child memory cgroup capped at MiB
+    (RAM + page cache), after dropping the page cache of the files under each DIR; writes the
+    cgroup figures (peak usage, failcnt, OOM kills, memory.stat) to OUT.json. Exit code: CMD's."""
+    import argparse
+    i = argv.index("--")
+    ap = argparse.ArgumentParser(prog="common.py cgrun")
+    ap.add_argument("--cap-mib", type=float, required=True)
+    ap.add_argument("--evict", action="append", default=[])
+    ap.add_argument("--info", required=True)
+    ap.add_argument("--timeout", type=float, default=3600)
+    a = ap.parse_args(argv[:i])
+    cmd = argv[i + 1:]
+    log(f"cgrun: cap {a.cap_mib} MiB, evict {a.evict}: {' '.join(cmd)}")
+    info = run_in_cgroup(cmd, a.cap_mib * 2**20, evict=a.evict, timeout_s=a.timeout, name="dbbench-cgrun")
+    info["cmd"] = cmd
+    info["cap_mib"] = a.cap_mib
+    write_json(a.info, info)
+    log(f"cgrun: exit {info.get('exit_code')} peak {info.get('max_usage_bytes', 0) / 2**20:.1f} MiB "
+        f"failcnt {info.get('failcnt')} oom_kills {info.get('oom_kills')}")
+    return 1 if info.get("exit_code") is None else info["exit_code"]
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "cgrun":
+        sys.exit(cgrun(sys.argv[2:]))
     if len(sys.argv) >= 2 and sys.argv[1] == "prepare":
         for ds in sys.argv[2:]:
             d = prepare(ds)
@@ -698,12 +733,19 @@ def main(driver_cls, extra_args=None):
     ap.add_argument("--caps-mib", default="8192", help="memory caps, label=MiB,... e.g. generous=8192,tight=160")
     ap.add_argument("--mem-timeout", type=float, default=240)
     ap.add_argument("--n", type=int, default=None, help="ingest-only: points to write")
+    ap.add_argument("--knobs10", default=None, help="search: knob values for k=10, comma-separated (overrides the driver's)")
+    ap.add_argument("--knobs100", default=None, help="search: knob values for k=100, comma-separated")
     if extra_args:
         extra_args(ap)
     args = ap.parse_args()
     if args.variant is None:
         args.variant = driver_cls.default_variant
     d = driver_cls(args)
+    if args.knobs10 or args.knobs100:
+        k10 = [int(x) for x in args.knobs10.split(",")] if args.knobs10 else list(d.knobs)
+        k100 = [int(x) for x in args.knobs100.split(",")] if args.knobs100 else d.knobs_for(100)
+        d.knobs = k10
+        d.knobs_for = lambda k: k100 if k == 100 else k10
     if args.phase == "load":
         out = d.phase_load()
     elif args.phase == "ingest-only":

@@ -46,6 +46,7 @@ sys_of() {
     diskvec-interval) echo "$V/diskvec/bin/python $HERE/run_diskvec.py interval" ;;
     qdrant-mem) echo "$V/qdrant/bin/python $HERE/run_qdrant_edge.py mem" ;;
     qdrant-disk) echo "$V/qdrant/bin/python $HERE/run_qdrant_edge.py disk" ;;
+    qdrant-diskhnsw) echo "$V/qdrant/bin/python $HERE/run_qdrant_edge.py diskhnsw" ;;
     lancedb) echo "$V/lancedb/bin/python $HERE/run_lancedb.py hnsw_sq" ;;
     lancedb-ivfpq) echo "$V/lancedb/bin/python $HERE/run_lancedb.py ivf_pq" ;;
   esac

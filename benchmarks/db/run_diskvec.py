@@ -52,12 +52,16 @@ class DiskVec(Driver):
         if self.variant == "interval":
             kw["interval_ms"] = 200
         self.col = self.db.create_collection("c", dim=dim, metric="cosine", seal_threshold=20000, **kw)
+        if self.cols is None:  # no payloads in the dataset: no payload indexes
+            return
         self.col.create_payload_index("pos", "keyword")
         self.col.create_payload_index("lexname", "keyword")
         self.col.create_payload_index("chars", "integer")
 
     def write_prep(self, lo, hi):
         c = self.cols
+        if c is None:
+            return list(range(lo, hi)), self.train[lo:hi], None
         payloads = [{"pos": c["pos"][i], "lexname": c["lexname"][i], "synset": c["synset"][i],
                      "chars": c["chars"][i], "text": c["text"][i]} for i in range(lo, hi)]
         return list(range(lo, hi)), self.train[lo:hi], payloads

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """qdrant-edge-py (Qdrant's engine in-process: WAL, segments, HNSW, payload indexes) through
 the protocol in common.py. Variants: `mem` (vectors in RAM: on_disk=False) and `disk` (vectors
-on disk, mmap: on_disk=True). Both: HNSW m=16, ef_construct=100 (Qdrant's defaults),
+on disk, mmap: on_disk=True) and `diskhnsw` (vectors on disk and the HNSW graph on disk:
+HnswIndexConfig(on_disk=True)). All: HNSW m=16, ef_construct=100 (Qdrant's defaults),
 full_scan_threshold=10000 KB (default), graph in RAM (default), payload on disk (edge default),
 WAL on (default), payload indexes on pos, lexname (keyword) and chars (integer) declared before
 the first write (so the HNSW build adds Qdrant's payload-aware links). Knob: hnsw_ef.
@@ -33,7 +34,7 @@ class QdrantEdge(Driver):
                   "flush (flush() or close()); wal_enabled=None (on), the default")
 
     def config(self):
-        return {"vectors_on_disk": self.variant == "disk", "hnsw_m": 16, "hnsw_ef_construct": 100,
+        return {"vectors_on_disk": self.variant in ("disk", "diskhnsw"), "hnsw_on_disk": self.variant == "diskhnsw", "hnsw_m": 16, "hnsw_ef_construct": 100,
                 "full_scan_threshold_kb": 10000, "payload_indexes": {"pos": "keyword", "lexname": "keyword",
                                                                      "chars": "integer"},
                 "distance": "Cosine", "knob": "hnsw_ef"}
@@ -44,17 +45,23 @@ class QdrantEdge(Driver):
 
     def edge_config(self, dim):
         return qe.EdgeConfig(
-            vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, on_disk=self.variant == "disk"),
-            hnsw_config=qe.HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10000))
+            vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine,
+                                        on_disk=self.variant in ("disk", "diskhnsw")),
+            hnsw_config=qe.HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10000,
+                                           on_disk=True if self.variant == "diskhnsw" else None))
 
     def create(self, dim):
         self.shard = qe.EdgeShard.create(str(self.path), self.edge_config(dim))
+        if self.cols is None:  # no payloads in the dataset: no payload indexes
+            return
         self.shard.update(qe.UpdateOperation.create_field_index("pos", qe.PayloadSchemaType.Keyword))
         self.shard.update(qe.UpdateOperation.create_field_index("lexname", qe.PayloadSchemaType.Keyword))
         self.shard.update(qe.UpdateOperation.create_field_index("chars", qe.PayloadSchemaType.Integer))
 
     def write_prep(self, lo, hi):
         c = self.cols
+        if c is None:
+            return [qe.Point(i, self.train[i].tolist(), None) for i in range(lo, hi)]
         return [qe.Point(i, self.train[i].tolist(), {"pos": c["pos"][i], "lexname": c["lexname"][i],
                                                      "synset": c["synset"][i], "chars": c["chars"][i],
                                                      "text": c["text"][i]})
