@@ -10,22 +10,22 @@ use std::sync::OnceLock;
 /// Nice value of background threads (0 is the default, 19 the lowest priority).
 const BACKGROUND_NICE: i32 = 10;
 
-/// The pool builds run on (one per process, shared by collections; one thread per core).
-pub(crate) fn pool() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
-    POOL.get_or_init(|| {
+/// Runs `build` on the background pool (one per process, shared by collections; one thread
+/// per core), or on rayon's global pool if the background one could not be started.
+pub(crate) fn run_build<R: Send>(build: impl FnOnce() -> R + Send) -> R {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()
             .thread_name(|i| format!("diskvec-build-{i}"))
             .start_handler(|_| lower_priority())
             .build()
-            .unwrap_or_else(|e| {
-                log::warn!("no background build pool ({e}); builds share the global one");
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .build()
-                    .expect("a one-thread pool")
-            })
-    })
+            .map_err(|e| log::warn!("no background build pool ({e}); builds share the global one"))
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(build),
+        None => build(),
+    }
 }
 
 /// Moves the calling thread to `BACKGROUND_NICE` (Linux schedules threads one by one),

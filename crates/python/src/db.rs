@@ -607,12 +607,8 @@ impl PyCollection {
             contiguous(&queries)?
         };
         let results = self.with(py, |col| {
-            let expected = col.config().dim;
-            if rows > 0 && dim != expected {
-                return Err(diskvec_db::DbError::InvalidInput(format!(
-                    "query has dimension {dim}, collection {:?} has {expected}",
-                    col.name()
-                )));
+            if rows > 0 {
+                col.check_query_dimension(dim)?;
             }
             // One part per thread: each part's sealed-segment reads are in flight together.
             let run = || -> diskvec_db::Result<Vec<Vec<Hit>>> {

@@ -18,6 +18,36 @@ pub fn parse_body(body: &[u8]) -> Result<Value> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))
 }
 
+/// An optional non-negative integer field (absent or `null`: `None`).
+pub fn opt_uint(v: Option<&Value>, what: &str) -> Result<Option<usize>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| ApiError::bad_request(format!("{what} must be a non-negative integer"))),
+    }
+}
+
+/// An optional positive integer field (absent or `null`: `None`).
+pub fn opt_positive(v: Option<&Value>, what: &str) -> Result<Option<usize>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .filter(|&n| n > 0)
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| ApiError::bad_request(format!("{what} must be a positive integer"))),
+    }
+}
+
+/// A list of strings; anything else is refused with `error`.
+pub fn string_list(v: &Value, error: &str) -> Result<Vec<String>> {
+    v.as_array()
+        .and_then(|a| a.iter().map(|k| k.as_str().map(String::from)).collect())
+        .ok_or_else(|| ApiError::bad_request(error))
+}
+
 pub fn point_id(v: &Value) -> Result<PointId> {
     PointId::from_json(v).map_err(ApiError::bad_request)
 }
@@ -173,11 +203,7 @@ pub enum PayloadSelector {
 }
 
 pub fn payload_selector(v: Option<&Value>, default: bool) -> Result<PayloadSelector> {
-    let keys = |v: &Value| -> Result<Vec<String>> {
-        v.as_array()
-            .and_then(|a| a.iter().map(|k| k.as_str().map(String::from)).collect())
-            .ok_or_else(|| ApiError::bad_request("with_payload keys must be strings"))
-    };
+    let keys = |v: &Value| string_list(v, "with_payload keys must be strings");
     Ok(match v {
         None | Some(Value::Null) => {
             if default {
@@ -272,25 +298,17 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::bad_request("vectors.distance is missing"))?;
     let mut c = CollectionConfig::new(size as usize, metric(distance)?);
-    let uint = |v: Option<&Value>, what: &str| -> Result<Option<usize>> {
-        match v {
-            None | Some(Value::Null) => Ok(None),
-            Some(x) => x.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
-                ApiError::bad_request(format!("{what} must be a non-negative integer"))
-            }),
-        }
-    };
     if let Some(h) = body.get("hnsw_config") {
-        if let Some(m) = uint(h.get("m"), "hnsw_config.m")? {
+        if let Some(m) = opt_uint(h.get("m"), "hnsw_config.m")? {
             c.hnsw_m = m;
         }
-        if let Some(ef) = uint(h.get("ef_construct"), "hnsw_config.ef_construct")? {
+        if let Some(ef) = opt_uint(h.get("ef_construct"), "hnsw_config.ef_construct")? {
             c.hnsw_ef_construction = ef;
         }
     }
     if let Some(o) = body.get("optimizers_config") {
         // Qdrant counts this threshold in KB of vectors; a segment seals past it.
-        if let Some(kb) = uint(
+        if let Some(kb) = opt_uint(
             o.get("indexing_threshold"),
             "optimizers_config.indexing_threshold",
         )? {
@@ -301,12 +319,10 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
     }
     if let Some(d) = body.get("diskvec") {
         if let Some(paths) = d.get("paths") {
-            c.paths = paths
-                .as_array()
-                .and_then(|a| a.iter().map(|p| p.as_str().map(Into::into)).collect())
-                .ok_or_else(|| {
-                    ApiError::bad_request("diskvec.paths must be a list of directories")
-                })?;
+            c.paths = string_list(paths, "diskvec.paths must be a list of directories")?
+                .into_iter()
+                .map(Into::into)
+                .collect();
         }
         if let Some(w) = d.get("wal_path").and_then(Value::as_str) {
             c.wal_path = Some(w.into());
@@ -314,7 +330,7 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         match d.get("durability").and_then(Value::as_str) {
             None | Some("sync") => {}
             Some("interval") => {
-                let ms = uint(d.get("interval_ms"), "diskvec.interval_ms")?.unwrap_or(200);
+                let ms = opt_uint(d.get("interval_ms"), "diskvec.interval_ms")?.unwrap_or(200);
                 c.durability = Durability::Interval {
                     interval_ms: ms as u64,
                 };
@@ -331,11 +347,11 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
             ("build_list", &mut c.build_list),
             ("search_list", &mut c.search_list),
         ] {
-            if let Some(v) = uint(d.get(key), &format!("diskvec.{key}"))? {
+            if let Some(v) = opt_uint(d.get(key), &format!("diskvec.{key}"))? {
                 *slot = v;
             }
         }
-        c.pq_bytes = uint(d.get("pq_bytes"), "diskvec.pq_bytes")?.or(c.pq_bytes);
+        c.pq_bytes = opt_uint(d.get("pq_bytes"), "diskvec.pq_bytes")?.or(c.pq_bytes);
     }
     c.check().map_err(ApiError::from)?;
     Ok(c)

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::convert::{
-    filter, hit, parse_body, payload, payload_selector, point_id, point_ids, record, upsert_points,
-    vector, with_vector, PayloadSelector,
+    filter, hit, opt_positive, opt_uint, parse_body, payload, payload_selector, point_id,
+    point_ids, record, string_list, upsert_points, vector, with_vector, PayloadSelector,
 };
 use crate::envelope::{ok, ApiError, ApiResult};
 use crate::{blocking, AppState};
@@ -49,13 +49,27 @@ pub async fn upsert(
     Ok(update_result(op, &params, t))
 }
 
-/// The ids a payload or delete request names: `points`, or every point matching `filter`.
-fn target_ids(col: &Collection, body: &Value) -> Result<Vec<PointId>, ApiError> {
+/// What a delete or payload request names: `points` (ids), or every point matching `filter`.
+enum Target {
+    Ids(Vec<PointId>),
+    Matching(diskvec_db::Filter),
+}
+
+fn target(body: &Value) -> Result<Target, ApiError> {
     if body.get("points").is_some() {
-        return point_ids(body.get("points"), "points");
+        return Ok(Target::Ids(point_ids(body.get("points"), "points")?));
     }
-    let f = filter(body.get("filter"))?
-        .ok_or_else(|| ApiError::bad_request("expected `points` (ids) or `filter`"))?;
+    filter(body.get("filter"))?
+        .map(Target::Matching)
+        .ok_or_else(|| ApiError::bad_request("expected `points` (ids) or `filter`"))
+}
+
+/// The ids of `target`: listed, or found by scrolling through the matches.
+fn target_ids(col: &Collection, target: Target) -> Result<Vec<PointId>, ApiError> {
+    let f = match target {
+        Target::Ids(ids) => return Ok(ids),
+        Target::Matching(f) => f,
+    };
     let mut ids = Vec::new();
     let mut offset = None;
     loop {
@@ -77,14 +91,9 @@ pub async fn delete(
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
-    let op = blocking(move || {
-        if body.get("points").is_some() {
-            Ok(col.delete(point_ids(body.get("points"), "points")?)?)
-        } else {
-            let f = filter(body.get("filter"))?
-                .ok_or_else(|| ApiError::bad_request("expected `points` (ids) or `filter`"))?;
-            Ok(col.delete_where(&f)?.0)
-        }
+    let op = blocking(move || match target(&body)? {
+        Target::Ids(ids) => Ok(col.delete(ids)?),
+        Target::Matching(f) => Ok(col.delete_where(&f)?.0),
     })
     .await?;
     Ok(update_result(op, &params, t))
@@ -101,7 +110,7 @@ async fn payload_write(
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
     let op = blocking(move || {
-        let ids = target_ids(&col, &body)?;
+        let ids = target_ids(&col, target(&body)?)?;
         if ids.is_empty() {
             return Ok(0);
         }
@@ -142,11 +151,8 @@ pub async fn delete_payload(
     body: Bytes,
 ) -> ApiResult {
     payload_write(s, name, params, body, |col, ids, body| {
-        let keys: Vec<String> = body
-            .get("keys")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().map(|k| k.as_str().map(String::from)).collect())
-            .ok_or_else(|| ApiError::bad_request("keys must be a list of strings"))?;
+        let error = "keys must be a list of strings";
+        let keys = string_list(body.get("keys").unwrap_or(&Value::Null), error)?;
         Ok(col.delete_payload_keys(ids, &keys)?)
     })
     .await
@@ -206,14 +212,7 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
     let f = filter(body.get("filter"))?;
-    let limit = match body.get("limit") {
-        None | Some(Value::Null) => 10,
-        Some(v) => v
-            .as_u64()
-            .filter(|&n| n > 0)
-            .ok_or_else(|| ApiError::bad_request("limit must be a positive integer"))?
-            as usize,
-    };
+    let limit = opt_positive(body.get("limit"), "limit")?.unwrap_or(10);
     let offset = match body.get("offset") {
         None | Some(Value::Null) => None,
         Some(v) => Some(point_id(v)?),
@@ -256,32 +255,13 @@ fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearch, ApiError
         other => other,
     };
     let v = vector(raw, vector_key)?;
-    let limit = match body.get("limit").or_else(|| body.get("top")) {
-        None | Some(Value::Null) => 10,
-        Some(x) => x
-            .as_u64()
-            .filter(|&n| n > 0)
-            .ok_or_else(|| ApiError::bad_request("limit must be a positive integer"))?
-            as usize,
-    };
+    let limit = opt_positive(body.get("limit").or_else(|| body.get("top")), "limit")?.unwrap_or(10);
     let mut req = SearchRequest::new(limit);
     req.filter = filter(body.get("filter"))?;
-    req.offset = match body.get("offset") {
-        None | Some(Value::Null) => 0,
-        Some(x) => x
-            .as_u64()
-            .ok_or_else(|| ApiError::bad_request("offset must be a non-negative integer"))?
-            as usize,
-    };
-    if let Some(ef) = body.get("params").and_then(|p| p.get("hnsw_ef")) {
-        if !ef.is_null() {
-            let ef = ef.as_u64().filter(|&n| n > 0).ok_or_else(|| {
-                ApiError::bad_request("params.hnsw_ef must be a positive integer")
-            })?;
-            // hnsw_ef is the candidate list of Qdrant's graph search: our search list.
-            req.search_list = Some(ef as usize);
-        }
-    }
+    req.offset = opt_uint(body.get("offset"), "offset")?.unwrap_or(0);
+    // hnsw_ef is the candidate list of Qdrant's graph search: our search list.
+    let ef = body.get("params").and_then(|p| p.get("hnsw_ef"));
+    req.search_list = opt_positive(ef, "params.hnsw_ef")?;
     req.score_threshold = match body.get("score_threshold") {
         None | Some(Value::Null) => None,
         Some(x) => Some(

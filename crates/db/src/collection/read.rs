@@ -9,7 +9,7 @@ use diskvec_vector::{check_vectors, Metric};
 use super::state::Loc;
 use super::{Collection, Inner};
 use crate::filter::Filter;
-use crate::segment::Segment;
+use crate::segment::{Segment, SegmentHit};
 use crate::{DbError, Payload, PointId, Result};
 
 /// A search: the k closest points (after skipping `offset`), optionally filtered.
@@ -86,20 +86,40 @@ struct Found {
     loc: Loc,
 }
 
+impl Found {
+    /// A segment's hit, with the id and version stored at its offset.
+    fn new(segment: u64, hit: SegmentHit, ids: &[PointId], versions: &[u64]) -> Self {
+        let at = hit.offset as usize;
+        Self {
+            distance: hit.distance,
+            id: ids[at],
+            version: versions[at],
+            loc: Loc {
+                segment,
+                offset: hit.offset,
+                version: versions[at],
+            },
+        }
+    }
+}
+
 /// Queries of a batch whose sealed-segment searches are queued together: enough to keep
 /// every segment's search threads busy, few enough to bound the queued copies.
 const BATCH_CHUNK: usize = 256;
 
 impl Inner {
-    pub(crate) fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
-        let dim = self.config.dim;
-        if query.len() != dim {
+    pub(crate) fn check_query_dimension(&self, dim: usize) -> Result<()> {
+        if dim != self.config.dim {
             return Err(DbError::InvalidInput(format!(
-                "query has dimension {}, collection {:?} has {dim}",
-                query.len(),
-                self.name
+                "query has dimension {dim}, collection {:?} has {}",
+                self.name, self.config.dim
             )));
         }
+        Ok(())
+    }
+
+    pub(crate) fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
+        self.check_query_dimension(query.len())?;
         let mut all = self.search_batch(query, req)?;
         Ok(all.pop().unwrap_or_default())
     }
@@ -172,32 +192,12 @@ impl Inner {
                     let Segment::Growing(g) = s else { continue };
                     let g = g.read().unwrap_or_else(|e| e.into_inner());
                     for h in g.search(&prepared, wanted, search_list, filter.as_deref()) {
-                        let version = g.versions[h.offset as usize];
-                        found.push(Found {
-                            distance: h.distance,
-                            id: g.ids[h.offset as usize],
-                            version,
-                            loc: Loc {
-                                segment: *segment,
-                                offset: h.offset,
-                                version,
-                            },
-                        });
+                        found.push(Found::new(*segment, h, &g.ids, &g.versions));
                     }
                 }
                 for (segment, sealed, search) in per_query {
                     for h in sealed.finish_search(query, search)? {
-                        let version = sealed.versions[h.offset as usize];
-                        found.push(Found {
-                            distance: h.distance,
-                            id: sealed.ids[h.offset as usize],
-                            version,
-                            loc: Loc {
-                                segment,
-                                offset: h.offset,
-                                version,
-                            },
-                        });
+                        found.push(Found::new(segment, h, &sealed.ids, &sealed.versions));
                     }
                 }
                 out.push(self.rank(&segments, found, req)?);
@@ -368,6 +368,11 @@ impl Collection {
     /// The `req.k` closest points to `query` (after `req.offset`), closest first.
     pub fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
         self.inner.search(query, req)
+    }
+
+    /// Refuses a query of `dim` numbers unless that is the collection's dimension.
+    pub fn check_query_dimension(&self, dim: usize) -> Result<()> {
+        self.inner.check_query_dimension(dim)
     }
 
     /// [`search`](Self::search) for every row of `queries` (row-major, the collection's

@@ -125,10 +125,7 @@ impl Inner {
                     continue;
                 }
                 let at = offset as usize;
-                std::sync::Arc::make_mut(&mut points.vectors).extend_from_slice(g.vector(offset));
-                points.ids.push(g.ids[at]);
-                points.versions.push(g.versions[at]);
-                std::sync::Arc::make_mut(&mut points.payloads).push(g.payloads[at].clone());
+                points.push(g.vector(offset), g.ids[at], g.versions[at], &g.payloads[at]);
                 origin.push(Loc {
                     segment: *seg_id,
                     offset,
@@ -144,10 +141,7 @@ impl Inner {
             for chunk in live.chunks(4096) {
                 for (&offset, vector) in chunk.iter().zip(s.vectors(chunk)?) {
                     let at = offset as usize;
-                    std::sync::Arc::make_mut(&mut points.vectors).extend_from_slice(&vector);
-                    points.ids.push(s.ids[at]);
-                    points.versions.push(s.versions[at]);
-                    std::sync::Arc::make_mut(&mut points.payloads).push(s.payloads[at].clone());
+                    points.push(&vector, s.ids[at], s.versions[at], &s.payloads[at]);
                     origin.push(Loc {
                         segment: *seg_id,
                         offset,

@@ -59,6 +59,14 @@ impl SealInput {
     pub fn len(&self) -> usize {
         self.ids.len()
     }
+
+    /// Appends one point (a rebuild gathers live points of several segments this way).
+    pub fn push(&mut self, vector: &[f32], id: PointId, version: u64, payload: &Payload) {
+        Arc::make_mut(&mut self.vectors).extend_from_slice(vector);
+        self.ids.push(id);
+        self.versions.push(version);
+        Arc::make_mut(&mut self.payloads).push(payload.clone());
+    }
 }
 
 impl Points for Growing {

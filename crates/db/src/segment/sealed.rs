@@ -88,7 +88,7 @@ pub(crate) fn seal(
         input_prepared: true,
         ..Default::default()
     };
-    crate::background::pool().install(|| {
+    crate::background::run_build(|| {
         build(
             &frozen.vectors,
             config.dim,
@@ -352,14 +352,13 @@ impl Sealed {
         k: usize,
         rerank: usize,
     ) -> Result<Vec<SegmentHit>> {
-        let ids: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
-        let approx = self.index.pq_distances(query, &ids)?;
-        let mut ranked: Vec<SegmentHit> = offsets
+        let approx = self.index.pq_distances(query, &node_ids(offsets))?;
+        let ranked: Vec<SegmentHit> = offsets
             .iter()
             .zip(approx)
             .map(|(&offset, distance)| SegmentHit { offset, distance })
             .collect();
-        let best: Vec<u32> = closest(std::mem::take(&mut ranked), rerank)
+        let best: Vec<u32> = closest(ranked, rerank)
             .into_iter()
             .map(|h| h.offset)
             .collect();
@@ -370,7 +369,7 @@ impl Sealed {
     fn exact(&self, query: &[f32], offsets: &[u32], k: usize) -> Result<Vec<SegmentHit>> {
         let mut q = query.to_vec();
         self.metric.prepare(&mut q);
-        let ids: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
+        let ids = node_ids(offsets);
         let mut hits = Vec::with_capacity(offsets.len());
         self.index.fetch_vectors(&ids, |pos, v| {
             hits.push(SegmentHit {
@@ -383,7 +382,7 @@ impl Sealed {
 
     /// Stored (metric-prepared) vectors of `offsets`, in that order.
     pub fn vectors(&self, offsets: &[u32]) -> Result<Vec<Vec<f32>>> {
-        let ids: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
+        let ids = node_ids(offsets);
         let mut out = vec![Vec::new(); offsets.len()];
         self.index
             .fetch_vectors(&ids, |pos, v| out[pos] = v.to_vec())?;
@@ -408,4 +407,9 @@ impl Sealed {
     pub fn disk_bytes(&self) -> u64 {
         self.index.disk_bytes()
     }
+}
+
+/// The index's external ids of segment offsets (a sealed segment's node i has id i).
+fn node_ids(offsets: &[u32]) -> Vec<i64> {
+    offsets.iter().map(|&o| i64::from(o)).collect()
 }
