@@ -407,10 +407,22 @@ fn small_segments_merge_and_deleted_points_are_vacuumed() {
         .collect();
     assert_eq!(sealed.len(), 1, "optimize merges everything: {info:#?}");
     assert_eq!(info.indexed_points, 3000);
+    for q in (0..3000).step_by(97) {
+        search_ids(&c, &vector(q), 10, None);
+    }
+    let read_before = c.storage_io();
+    assert_eq!(read_before.len(), 1, "{read_before:?}");
+    assert!(read_before[0].reads > 0 && read_before[0].bytes >= 4096 * read_before[0].reads);
     // Delete 30%: past the 20% vacuum threshold, the segment is rebuilt without them.
     let gone: Vec<PointId> = (0..3000).filter(|i| i % 10 < 3).map(PointId::Num).collect();
     c.delete(gone).unwrap();
     let info = wait_green(&c);
+    // The vacuum replaced the segment; its reads stay counted (monitoring sees counters).
+    let read_after = c.storage_io();
+    assert!(
+        read_after[0].reads >= read_before[0].reads,
+        "{read_before:?} -> {read_after:?}"
+    );
     let sealed: Vec<_> = info
         .segments
         .iter()

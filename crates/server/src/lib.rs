@@ -8,6 +8,7 @@
 mod collections;
 mod convert;
 mod envelope;
+mod metrics;
 mod points;
 
 use std::sync::Arc;
@@ -43,7 +44,21 @@ pub struct Keys {
 pub struct AppState {
     pub db: Arc<Database>,
     pub keys: Keys,
+    metrics: Arc<metrics::Metrics>,
 }
+
+impl AppState {
+    pub fn new(db: Arc<Database>, keys: Keys) -> Self {
+        Self {
+            db,
+            keys,
+            metrics: Arc::default(),
+        }
+    }
+}
+
+/// Longest `timeout` a request may ask for, in seconds.
+pub const MAX_TIMEOUT_SECS: u64 = 86_400;
 
 /// Runs `work` on the blocking pool (database calls may wait for disk or a fsync).
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -109,6 +124,13 @@ pub fn router(state: AppState) -> Router {
             &format!("{c}/points/query/batch"),
             post(points::query_batch),
         )
+        .route("/metrics", get(prometheus))
+        .route("/telemetry", get(telemetry))
+        .route_layer(axum::middleware::from_fn(deadline))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -129,6 +151,62 @@ async fn root() -> Response {
 
 async fn health() -> &'static str {
     "healthz check passed"
+}
+
+async fn prometheus(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let text = blocking(move || {
+        let figures = metrics::collection_figures(&s.db);
+        Ok(metrics::prometheus(&s.metrics, &figures))
+    })
+    .await?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+async fn telemetry(State(s): State<AppState>) -> Result<Response, ApiError> {
+    let t = Instant::now();
+    let result = blocking(move || {
+        let figures = metrics::collection_figures(&s.db);
+        Ok(metrics::telemetry(&s.metrics, &figures))
+    })
+    .await?;
+    Ok(envelope::ok(result, t))
+}
+
+/// Qdrant's `?timeout=SECONDS`: past it the client gets 408. The work itself is not
+/// interrupted (a write may still be applied, as with Qdrant); only the wait ends.
+async fn deadline(req: Request, next: Next) -> Response {
+    let asked = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("timeout="))
+            .map(str::to_string)
+    });
+    let Some(asked) = asked else {
+        return next.run(req).await;
+    };
+    let secs = match asked.parse::<u64>() {
+        Ok(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => s,
+        _ => return ApiError::bad_request(format!(
+            "timeout must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, not {asked:?}"
+        ))
+        .into_response(),
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(secs), next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!(
+                "Timeout error: no answer within {secs} s (a write may still be applied)"
+            ),
+        }
+        .into_response(),
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -206,10 +284,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(AppState {
-        db: Arc::clone(&db),
-        keys,
-    });
+    let app = router(AppState::new(Arc::clone(&db), keys));
     let started = Instant::now();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -225,5 +300,41 @@ pub async fn serve(
         }
         Ok(Err(e)) => Err(std::io::Error::other(e.to_string())),
         Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use tower::ServiceExt;
+
+    async fn status_of(app: &Router, uri: &str) -> StatusCode {
+        let req = axum::http::Request::builder()
+            .uri(uri)
+            .body(Body::empty())
+            .unwrap();
+        app.clone().oneshot(req).await.unwrap().status()
+    }
+
+    #[tokio::test]
+    async fn a_request_past_its_timeout_gets_408_and_others_are_untouched() {
+        let slow = || async {
+            tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+            "done"
+        };
+        let app = Router::new()
+            .route("/slow", get(slow))
+            .route_layer(axum::middleware::from_fn(deadline));
+        assert_eq!(
+            status_of(&app, "/slow?timeout=1").await,
+            StatusCode::REQUEST_TIMEOUT
+        );
+        assert_eq!(status_of(&app, "/slow?timeout=10").await, StatusCode::OK);
+        assert_eq!(status_of(&app, "/slow").await, StatusCode::OK);
+        assert_eq!(
+            status_of(&app, "/slow?timeout=soon").await,
+            StatusCode::BAD_REQUEST
+        );
     }
 }

@@ -19,7 +19,7 @@ impl Api {
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(Database::open(dir.path()).unwrap());
         Self {
-            app: router(AppState { db, keys }),
+            app: router(AppState::new(db, keys)),
             _dir: dir,
         }
     }
@@ -448,4 +448,115 @@ async fn api_keys_guard_every_route_but_health() {
     assert_eq!(status, StatusCode::OK);
     let (status, _) = api.raw("GET", "/healthz", vec![], None).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text page.
+fn sample(page: &str, name_and_labels: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_and_telemetry_count_what_happened() {
+    let api = Api::new(Keys::default());
+    api.ok(
+        "PUT",
+        "/collections/c",
+        json!({"vectors": {"size": 4, "distance": "Dot"}}),
+    )
+    .await;
+    let points: Vec<Value> = (0..30)
+        .map(|i| json!({"id": i, "vector": vec4(i)}))
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/c/points?wait=true",
+        json!({"points": points}),
+    )
+    .await;
+    for i in 0..3 {
+        api.ok(
+            "POST",
+            "/collections/c/points/search?timeout=5",
+            json!({"vector": vec4(i), "limit": 3}),
+        )
+        .await;
+    }
+    api.err(
+        "POST",
+        "/collections/c/points/search",
+        json!({"vector": [1.0]}),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    let msg = api
+        .err(
+            "POST",
+            "/collections/c/points/search?timeout=0",
+            json!({"vector": vec4(1)}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(msg.contains("timeout"), "{msg}");
+
+    let (status, page) = api.call("GET", "/metrics", Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    let page = page
+        .as_str()
+        .expect("Prometheus text, not JSON")
+        .to_string();
+    let search = "method=\"POST\",route=\"/collections/{name}/points/search\"";
+    assert_eq!(
+        sample(
+            &page,
+            &format!("diskvec_http_requests_total{{{search},status=\"200\"}}")
+        ),
+        Some(3.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(
+            &page,
+            &format!("diskvec_http_requests_total{{{search},status=\"400\"}}")
+        ),
+        Some(2.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(
+            &page,
+            &format!("diskvec_http_request_duration_seconds_count{{{search}}}")
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        sample(
+            &page,
+            &format!("diskvec_http_request_duration_seconds_bucket{{{search},le=\"+Inf\"}}")
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        sample(&page, "diskvec_collection_points{collection=\"c\"}"),
+        Some(30.0)
+    );
+    assert_eq!(
+        sample(
+            &page,
+            "diskvec_collection_segments{collection=\"c\",kind=\"growing\"}"
+        ),
+        Some(1.0)
+    );
+    assert!(sample(&page, "diskvec_wal_bytes{collection=\"c\"}").unwrap() > 0.0);
+    assert!(page.contains("diskvec_storage_reads_total{collection=\"c\",path=\"0\""));
+    assert!(page.contains("# TYPE diskvec_http_request_duration_seconds histogram"));
+
+    let t = api.ok("GET", "/telemetry", Value::Null).await;
+    assert_eq!(t["collections"]["number_of_collections"], 1);
+    assert_eq!(t["collections"]["collections"][0]["points"], 30);
+    let searches = &t["requests"]["rest"]["responses"]["POST /collections/{name}/points/search"];
+    assert_eq!(searches["200"]["count"], 3, "{t}");
+    assert_eq!(searches["400"]["count"], 2, "{t}");
+    assert!(searches["200"]["avg_duration_micros"].as_f64().unwrap() > 0.0);
 }

@@ -13,6 +13,7 @@ mod optimize;
 mod read;
 mod rebuild;
 mod state;
+mod storage_io;
 mod write;
 
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ use std::thread::JoinHandle;
 pub use info::{CollectionInfo, SegmentInfo, Status};
 pub use open::RecoveryReport;
 pub use read::{Hit, Record, SearchRequest};
+pub use storage_io::PathIo;
 pub use write::{MAX_BATCH, MAX_PAYLOAD_DEPTH};
 
 use crate::config::CollectionConfig;
@@ -52,6 +54,8 @@ pub(crate) struct Inner {
     /// Device and inode of `dir` when opened (`None` when it is not on the real file
     /// system, as under a test storage); see `check_home`.
     home: Option<(u64, u64)>,
+    /// Read counts of sealed segments merged or vacuumed away since open.
+    retired_io: Mutex<Vec<storage_io::PathIo>>,
 }
 
 /// Device and inode of a directory.

@@ -157,6 +157,7 @@ impl Collection {
                 .map(|t| format!("; torn tail: {t}"))
                 .unwrap_or_default()
         );
+        let retired_io = super::storage_io::zero_io(&config, dir);
         let inner = Arc::new(Inner {
             name: name.to_string(),
             dir: dir.to_path_buf(),
@@ -173,6 +174,7 @@ impl Collection {
             index_wake: Condvar::new(),
             recovered: report,
             home: super::identity(dir),
+            retired_io: Mutex::new(retired_io),
         });
         let spawn = |what: &str, work: fn(Arc<Inner>)| {
             let inner = Arc::clone(&inner);

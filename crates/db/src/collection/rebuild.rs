@@ -197,7 +197,9 @@ impl Inner {
                     .insert(new_id, Segment::Sealed(Arc::clone(new)));
             }
             for id in sources.iter().chain(frozen) {
-                state.segments.remove(id);
+                if let Some(gone) = state.segments.remove(id) {
+                    self.retire_io(&gone);
+                }
             }
             state.frozen.retain(|id| !frozen.contains(id));
         }

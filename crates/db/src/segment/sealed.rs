@@ -404,6 +404,11 @@ impl Sealed {
                 .dram_bytes()
     }
 
+    /// Each storage path's read counters since the segment was opened.
+    pub fn path_stats(&self) -> Vec<diskvec_io::PathSnapshot> {
+        self.index.path_stats()
+    }
+
     pub fn disk_bytes(&self) -> u64 {
         self.index.disk_bytes()
     }
