@@ -162,3 +162,54 @@ def test_api_key_is_required_when_set(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def raw(port, method, path, body=b"", headers=None):
+    """(status, body) of one HTTP request, errors included."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body or None, method=method,
+                                 headers={"content-type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_the_rest_of_the_api_and_its_errors(server):
+    client = client_of(server)
+    client.create_collection("c", vectors_config=models.VectorParams(size=4, distance=models.Distance.DOT))
+    client.upsert("c", points=[models.PointStruct(id=i, vector=vec(i), payload={"i": i, "odd": i % 2 == 1})
+                               for i in range(60)])
+    assert client.update_collection("c", optimizers_config=models.OptimizersConfigDiff(indexing_threshold=0))
+
+    # Search pages: offset skips the best hits, in order.
+    q = vec(30)
+    first = [h.id for h in client.query_points("c", query=q, limit=10).points]
+    second = [h.id for h in client.query_points("c", query=q, limit=5, offset=5).points]
+    assert second == first[5:]
+    odd = models.Filter(must=[models.FieldCondition(key="odd", match=models.MatchValue(value=True))])
+    assert all(h.id % 2 == 1 for h in client.query_points("c", query=q, limit=8, query_filter=odd).points)
+    rng = models.Filter(must=[models.FieldCondition(key="i", range=models.Range(gte=10, lt=20))])
+    assert client.count("c", count_filter=rng).count == 10
+
+    client.clear_payload("c", points_selector=models.PointIdsList(points=[4]))
+    assert client.retrieve("c", ids=[4])[0].payload == {}
+
+    status, body = raw(server, "POST", "/collections/c/points/search", b'{"vector": [1, 2,')
+    assert status == 400 and "error" in json.loads(body)["status"], body
+    status, body = raw(server, "PUT", "/collections/c/points", b" " * (64 * 1024 * 1024 + 1))
+    assert status == 413, status
+    status, body = raw(server, "POST", "/collections/c/points/search?timeout=none", b'{"vector": [1,2,3,4]}')
+    assert status == 400, body
+    status, body = raw(server, "POST", "/collections/nope/points/search", b'{"vector": [1,2,3,4]}')
+    assert status == 404 and "doesn't exist" in json.loads(body)["status"]["error"], body
+
+    status, page = raw(server, "GET", "/metrics")
+    page = page.decode()
+    assert status == 200
+    assert 'diskvec_collection_points{collection="c"} 60' in page, page
+    assert re.search(r'diskvec_http_requests_total\{method="POST",route="/collections/\{name\}/points/query",'
+                     r'status="200"\} [1-9]', page), page
+    status, body = raw(server, "GET", "/telemetry")
+    telemetry = json.loads(body)["result"]
+    assert telemetry["collections"]["collections"][0]["points"] == 60
