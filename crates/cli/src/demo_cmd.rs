@@ -301,9 +301,7 @@ fn import(
         println!("   keyword indexes on {}", indexed.join(", "));
     }
     let started = Instant::now();
-    let spinner = crate::progress::spinner("sealing into DiskANN");
-    col.optimize(true).context("sealing into DiskANN")?;
-    spinner.finish_and_clear();
+    crate::progress::optimize(&col).context("sealing into DiskANN")?;
     let optimize_seconds = started.elapsed().as_secs_f64();
     let info = col.info();
     let (dram, disk) = info

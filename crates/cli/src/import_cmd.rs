@@ -249,10 +249,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let unmatched = payloads.len();
     let optimize_seconds = if args.optimize {
         let started = Instant::now();
-        let spinner = crate::progress::spinner("sealing into DiskANN");
-        col.optimize(true)
-            .context("sealing into DiskANN segments")?;
-        spinner.finish_and_clear();
+        crate::progress::optimize(&col).context("sealing into DiskANN segments")?;
         Some(started.elapsed().as_secs_f64())
     } else {
         None

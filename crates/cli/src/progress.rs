@@ -43,12 +43,29 @@ impl diskvec_index::Progress for Bars {
     }
 }
 
-/// A spinner for a step that reports no progress of its own (sealing); hidden, like the
-/// bars, when stderr is not a terminal.
-pub fn spinner(message: &str) -> ProgressBar {
-    let spinner = ProgressBar::new_spinner();
-    spinner.set_style(ProgressStyle::with_template("{spinner} {msg} ({elapsed})").unwrap());
-    spinner.set_message(message.to_string());
-    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-    spinner
+/// `optimize(wait)` with a bar that follows the collection's background build (seal,
+/// vacuum or merge, phase by phase), polled from `info()`; hidden when stderr is not a
+/// terminal.
+pub fn optimize(col: &diskvec_db::Collection) -> diskvec_db::Result<()> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>40} [{bar:30}] {pos}/{len} ({elapsed})")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    bar.set_message("optimizing");
+    std::thread::scope(|s| {
+        let work = s.spawn(|| col.optimize(true));
+        while !work.is_finished() {
+            if let Some(t) = col.info().task {
+                bar.set_message(format!("{} of {} points: {}", t.kind, t.points, t.phase));
+                bar.set_length(t.total);
+                bar.set_position(t.done.min(t.total));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        bar.finish_and_clear();
+        work.join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }

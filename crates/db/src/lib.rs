@@ -17,7 +17,7 @@ pub mod wal;
 
 pub use collection::{
     Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchRequest, SegmentInfo,
-    Status, MAX_BATCH, MAX_PAYLOAD_DEPTH,
+    Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
 pub use config::{parse_metric, CollectionConfig, Durability, MAX_DIM};
 pub use db::{check_name, Database};

@@ -611,3 +611,42 @@ fn a_handle_whose_directory_was_replaced_stops_writing_there() {
     fresh.optimize(true).unwrap();
     assert_eq!(fresh.count(None), 100);
 }
+
+#[test]
+fn info_shows_the_build_in_progress_and_clears_it_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(1_000_000)).unwrap();
+    let n = 20_000u64;
+    for start in (0..n).step_by(5_000) {
+        c.upsert(points(start..start + 5_000)).unwrap();
+    }
+    let seen = std::thread::scope(|s| {
+        let work = s.spawn(|| c.optimize(true));
+        let mut seen = Vec::new();
+        while !work.is_finished() {
+            if let Some(t) = c.info().task {
+                seen.push(t);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        work.join().unwrap().unwrap();
+        seen
+    });
+    assert!(!seen.is_empty(), "no task seen during the build");
+    let kinds: std::collections::BTreeSet<_> = seen.iter().map(|t| (t.kind, t.points)).collect();
+    assert!(
+        kinds
+            .iter()
+            .all(|&(kind, points)| kind == "seal" && (points == 0 || points == n as usize)),
+        "{kinds:?}"
+    );
+    let phases: std::collections::BTreeSet<_> = seen.iter().map(|t| t.phase.clone()).collect();
+    assert!(
+        phases.iter().any(|p| p.starts_with("graph")),
+        "phases seen: {phases:?}"
+    );
+    assert!(seen.iter().all(|t| t.total == 0 || t.done <= t.total));
+    assert!(c.info().task.is_none());
+    assert_eq!(c.info().indexed_points, n as usize);
+}

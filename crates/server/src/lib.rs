@@ -192,10 +192,12 @@ async fn deadline(req: Request, next: Next) -> Response {
     };
     let secs = match asked.parse::<u64>() {
         Ok(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => s,
-        _ => return ApiError::bad_request(format!(
+        _ => {
+            return ApiError::bad_request(format!(
             "timeout must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, not {asked:?}"
         ))
-        .into_response(),
+            .into_response()
+        }
     };
     match tokio::time::timeout(std::time::Duration::from_secs(secs), next.run(req)).await {
         Ok(response) => response,

@@ -410,6 +410,7 @@ pub(crate) fn telemetry(metrics: &Metrics, collections: &[CollectionFigures]) ->
                 "last_op": i.last_op,
                 "seals_done": i.seals_done,
                 "rebuilds_done": i.rebuilds_done,
+                "task": i.task,
                 "storage_io": c.io,
             })
         })

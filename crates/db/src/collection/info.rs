@@ -60,6 +60,8 @@ pub struct CollectionInfo {
     pub seals_done: u64,
     /// Vacuums and merges done since open.
     pub rebuilds_done: u64,
+    /// The seal, vacuum or merge being built now, with its phase and progress.
+    pub task: Option<super::TaskInfo>,
 }
 
 impl Collection {
@@ -138,6 +140,7 @@ impl Collection {
             wal_syncs: stats.syncs,
             seals_done,
             rebuilds_done,
+            task: inner.task.current(),
         }
     }
 }

@@ -14,6 +14,7 @@ mod read;
 mod rebuild;
 mod state;
 mod storage_io;
+mod task;
 mod write;
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ pub use info::{CollectionInfo, SegmentInfo, Status};
 pub use open::RecoveryReport;
 pub use read::{Hit, Record, SearchRequest};
 pub use storage_io::PathIo;
+pub use task::TaskInfo;
 pub use write::{MAX_BATCH, MAX_PAYLOAD_DEPTH};
 
 use crate::config::CollectionConfig;
@@ -56,6 +58,8 @@ pub(crate) struct Inner {
     home: Option<(u64, u64)>,
     /// Read counts of sealed segments merged or vacuumed away since open.
     retired_io: Mutex<Vec<storage_io::PathIo>>,
+    /// The seal, vacuum or merge being built, for `info()`.
+    task: task::TaskProgress,
 }
 
 /// Device and inode of a directory.

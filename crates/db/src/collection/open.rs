@@ -175,6 +175,7 @@ impl Collection {
             recovered: report,
             home: super::identity(dir),
             retired_io: Mutex::new(retired_io),
+            task: Default::default(),
         });
         let spawn = |what: &str, work: fn(Arc<Inner>)| {
             let inner = Arc::clone(&inner);

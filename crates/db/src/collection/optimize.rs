@@ -124,13 +124,9 @@ impl Inner {
             std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
         }
         let started = std::time::Instant::now();
-        seal(
-            &copy,
-            &dir,
-            &self.config,
-            &paths,
-            &diskvec_index::NoProgress,
-        )?;
+        let task = self.task.begin("seal", copy.len());
+        seal(&copy, &dir, &self.config, &paths, &self.task)?;
+        drop(task);
         drop(copy);
         crate::failpoint("seal:built");
         let sealed = self.open_built(&dir)?;

@@ -96,6 +96,13 @@ impl Inner {
     pub(crate) fn rebuild(&self, sources: &[u64], frozen: &[u64]) -> Result<()> {
         let started = std::time::Instant::now();
         self.check_home()?;
+        let kind = match (sources.len(), frozen.is_empty()) {
+            (0, _) => "seal",
+            (1, true) => "vacuum",
+            _ => "merge",
+        };
+        let task = self.task.begin(kind, 0);
+        diskvec_index::Progress::phase(&self.task, "reading sources", 0);
         let (new_id, segs, growing) = {
             let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
             let growing: Vec<_> = frozen
@@ -156,15 +163,11 @@ impl Inner {
             std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
         }
         let count = points.len();
+        self.task.set_points(count);
         if count > 0 {
-            seal(
-                &points,
-                &dir,
-                &self.config,
-                &paths,
-                &diskvec_index::NoProgress,
-            )?;
+            seal(&points, &dir, &self.config, &paths, &self.task)?;
         }
+        drop(task);
         drop(points);
         crate::failpoint("rebuild:built");
         let rebuilt = if count > 0 {
