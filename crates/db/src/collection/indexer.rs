@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{lock, Inner};
 
-/// Points linked per lock hold: writers wait at most this many insertions.
+/// Points linked between checks of the stop flag.
 const BATCH: usize = 32;
 
 impl Inner {
@@ -22,19 +22,23 @@ impl Inner {
         self.index_wake.notify_one();
     }
 
-    /// Links one batch; returns how many points it linked.
+    /// Links up to one batch; returns how many points it linked.
+    ///
+    /// The segment's lock is taken for one insertion at a time: this thread runs at low
+    /// priority, and a writer waiting for the lock holds the collection's state lock, which
+    /// every search and `info` then waits for. Held across a whole batch, a busy machine that
+    /// starves this thread stalled the collection for seconds.
     fn link_some(&self) -> usize {
         let active = {
             let state = self.state.read().unwrap_or_else(|e| e.into_inner());
             state.growing(state.active).cloned()
         };
-        match active {
-            Some(g) => g
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .link_pending(BATCH),
-            None => 0,
+        let Some(g) = active else { return 0 };
+        let mut linked = 0;
+        while linked < BATCH && g.read().unwrap_or_else(|e| e.into_inner()).link_next() {
+            linked += 1;
         }
+        linked
     }
 }
 

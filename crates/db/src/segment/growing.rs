@@ -189,14 +189,23 @@ impl Growing {
 
     /// Links up to `max` of the points not linked yet (the caller holds this segment's read
     /// lock, so writers wait at most one batch); returns how many it linked.
-    pub fn link_pending(&self, max: usize) -> usize {
-        let mut graph = self.graph.write().unwrap_or_else(|e| e.into_inner());
-        let mut linked = 0;
-        while linked < max && graph.len() < self.len() {
-            graph.push(&self.vectors);
-            linked += 1;
-        }
-        linked
+    /// Links the next unlinked point, if any; returns whether there was one. The insertion is
+    /// planned under the graph's read lock (searches go on) and applied under its write lock,
+    /// which is held only to copy link lists. Only the indexer links, so nothing changes the
+    /// graph between the two.
+    pub fn link_next(&self) -> bool {
+        let plan = {
+            let graph = self.graph.read().unwrap_or_else(|e| e.into_inner());
+            if graph.len() >= self.len() {
+                return false;
+            }
+            graph.plan(&self.vectors)
+        };
+        self.graph
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply_planned(&self.vectors, plan);
+        true
     }
 
     /// The points (not deletes or indexes) to seal from, taken under a short read lock:

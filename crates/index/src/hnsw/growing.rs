@@ -39,12 +39,30 @@ pub struct GrowingHnsw {
     entry: u32,
     top: usize,
     rng: SmallRng,
+    /// Level of the next point (drawn ahead so that `plan` needs no `&mut`).
+    next_level: usize,
+}
+
+/// An insertion worked out by `GrowingHnsw::plan`.
+pub struct Insertion {
+    q: u32,
+    level: usize,
+    /// From the top level the point joins down to 0.
+    levels: Vec<LevelLinks>,
+}
+
+struct LevelLinks {
+    level: usize,
+    /// The new point's neighbours.
+    own: Vec<u32>,
+    /// Each neighbour's list with the new point added (pruned when over its bound).
+    neighbours: Vec<(u32, Vec<u32>)>,
 }
 
 impl GrowingHnsw {
     /// An empty graph; `m` links per point on upper levels (2m on level 0).
     pub fn new(dim: usize, metric: Metric, m: usize, ef_construction: usize) -> Self {
-        Self {
+        let mut graph = Self {
             metric,
             dim,
             m: m.max(2),
@@ -53,7 +71,10 @@ impl GrowingHnsw {
             entry: 0,
             top: 0,
             rng: SmallRng::seed_from_u64(0x6e0),
-        }
+            next_level: 0,
+        };
+        graph.next_level = graph.draw_level();
+        graph
     }
 
     pub fn len(&self) -> usize {
@@ -97,50 +118,94 @@ impl GrowingHnsw {
     /// Links the next point, `len()`, whose vector is row `len()` of `data` (which holds
     /// at least that many rows); returns its offset.
     pub fn push(&mut self, data: &[f32]) -> u32 {
+        let plan = self.plan(data);
+        self.apply(plan)
+    }
+
+    /// Works out how the next point, `len()`, links in, without changing the graph: the
+    /// costly part of an insertion (searches and pruning), done under a shared borrow so
+    /// searches keep running. `apply` then only copies lists. The graph must not change
+    /// between the two (one writer plans and applies; `apply` re-plans if it did).
+    pub fn plan(&self, data: &[f32]) -> Insertion {
         let q = self.links.len() as u32;
         assert!(
             data.len() >= (q as usize + 1) * self.dim,
             "no vector for point {q}"
         );
-        let vector = self.vector(data, q);
-        let ml = 1.0 / (self.m as f64).ln();
-        let level = ((-(self.rng.random::<f64>().max(1e-12)).ln() * ml) as usize).min(16);
-        self.links.push(vec![Vec::new(); level + 1]);
+        let level = self.next_level;
+        let mut levels = Vec::new();
         if q == 0 {
-            self.entry = 0;
-            self.top = level;
-            return q;
+            return Insertion { q, level, levels };
         }
-        let qv = vector.to_vec();
+        let qv = self.vector(data, q);
         let mut ep = self.entry;
-        let mut ep_dist = self.metric.distance(&qv, self.vector(data, ep));
+        let mut ep_dist = self.metric.distance(qv, self.vector(data, ep));
         for lc in (level + 1..=self.top).rev() {
-            (ep, ep_dist) = self.greedy(data, &qv, ep, ep_dist, lc);
+            (ep, ep_dist) = self.greedy(data, qv, ep, ep_dist, lc);
         }
         let mut entries = vec![(ep_dist, ep)];
         for lc in (0..=level.min(self.top)).rev() {
-            let found = self.search_layer(data, &qv, &entries, self.ef_construction, lc, &|_| true);
+            let found = self.search_layer(data, qv, &entries, self.ef_construction, lc, &|_| true);
             let chosen = self.select(data, &found, self.m);
+            let mut neighbours = Vec::with_capacity(chosen.len());
             for &nb in &chosen {
-                self.links[nb as usize][lc].push(q);
-                if self.links[nb as usize][lc].len() > self.max_links(lc) {
+                let mut list = self.links[nb as usize][lc].clone();
+                list.push(q);
+                if list.len() > self.max_links(lc) {
                     let nv = self.vector(data, nb);
-                    let mut pool: Vec<(f32, u32)> = self.links[nb as usize][lc]
+                    let mut pool: Vec<(f32, u32)> = list
                         .iter()
                         .map(|&o| (self.metric.distance(nv, self.vector(data, o)), o))
                         .collect();
                     pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    self.links[nb as usize][lc] = self.select(data, &pool, self.max_links(lc));
+                    list = self.select(data, &pool, self.max_links(lc));
                 }
+                neighbours.push((nb, list));
             }
-            self.links[q as usize][lc] = chosen;
+            levels.push(LevelLinks {
+                level: lc,
+                own: chosen,
+                neighbours,
+            });
             entries = found;
         }
-        if level > self.top {
+        Insertion { q, level, levels }
+    }
+
+    /// Links the planned point in (re-planning first if the graph changed since).
+    pub fn apply_planned(&mut self, data: &[f32], plan: Insertion) -> u32 {
+        if plan.q as usize == self.links.len() && plan.level == self.next_level {
+            self.apply(plan)
+        } else {
+            self.push(data)
+        }
+    }
+
+    fn apply(&mut self, plan: Insertion) -> u32 {
+        let Insertion { q, level, levels } = plan;
+        debug_assert_eq!(q as usize, self.links.len());
+        self.links.push(vec![Vec::new(); level + 1]);
+        for l in levels {
+            for (nb, list) in l.neighbours {
+                self.links[nb as usize][l.level] = list;
+            }
+            self.links[q as usize][l.level] = l.own;
+        }
+        if q == 0 {
+            self.entry = 0;
+            self.top = level;
+        } else if level > self.top {
             self.top = level;
             self.entry = q;
         }
+        self.next_level = self.draw_level();
         q
+    }
+
+    /// A random level with hnswlib's distribution (1/ln m), at most 16.
+    fn draw_level(&mut self) -> usize {
+        let ml = 1.0 / (self.m as f64).ln();
+        ((-(self.rng.random::<f64>().max(1e-12)).ln() * ml) as usize).min(16)
     }
 
     fn greedy(
@@ -294,6 +359,33 @@ mod tests {
             .collect();
         all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         all.into_iter().take(k).map(|(_, i)| i).collect()
+    }
+
+    #[test]
+    fn a_stale_plan_is_redone_not_applied() {
+        let (n, dim) = (200, 8);
+        let data = random(n, dim, 3);
+        let mut planned = GrowingHnsw::new(dim, Metric::L2, 8, 40);
+        let mut plain = GrowingHnsw::new(dim, Metric::L2, 8, 40);
+        let mut next = 0;
+        while next < n {
+            let stale = planned.plan(&data[..(next + 1) * dim]);
+            if next % 7 == 3 && next + 1 < n {
+                // Point `next` gets linked in between: the plan is for a point that exists.
+                planned.push(&data[..(next + 1) * dim]);
+                plain.push(&data[..(next + 1) * dim]);
+                next += 1;
+            }
+            let rows = &data[..(next + 1) * dim];
+            assert_eq!(planned.apply_planned(rows, stale), next as u32);
+            plain.push(rows);
+            next += 1;
+        }
+        assert_eq!(planned.len(), n);
+        assert_eq!(
+            planned.links, plain.links,
+            "planned and direct insertions differ"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod growing;
 mod search;
 
 pub use build::HnswParams;
-pub use growing::GrowingHnsw;
+pub use growing::{GrowingHnsw, Insertion};
 pub use search::{HnswResult, HnswScratch};
 
 use std::sync::RwLock;
