@@ -650,3 +650,34 @@ fn info_shows_the_build_in_progress_and_clears_it_after() {
     assert!(c.info().task.is_none());
     assert_eq!(c.info().indexed_points, n as usize);
 }
+
+#[test]
+fn a_bulk_load_with_indexing_off_grows_one_segment_and_seals_it_when_turned_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(100)).unwrap();
+    c.set_indexing(false);
+    for start in (0..500).step_by(50) {
+        c.upsert(points(start..start + 50)).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let info = c.info();
+    assert!(info.indexing_paused);
+    assert_eq!(info.segments.len(), 1, "{info:#?}");
+    assert_eq!(
+        (info.segments[0].kind, info.segments[0].points),
+        ("growing", 500)
+    );
+    assert_eq!(info.segments[0].unindexed, 500, "nothing linked while off");
+    let all: Vec<u64> = (0..500).collect();
+    assert_eq!(
+        search_ids(&c, &vector(77), 5, None),
+        exact(&vector(77), &all, 5, &|_| true),
+        "searches scan the unlinked points"
+    );
+    c.set_indexing(true);
+    let info = wait_green(&c);
+    assert!(!info.indexing_paused);
+    assert_eq!(info.indexed_points, 500, "{info:#?}");
+    assert_eq!(search_ids(&c, &vector(77), 1, None), vec![77]);
+}

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use serde_json::{json, Value};
 
-use crate::convert::{collection_config, collection_info, parse_body};
+use crate::convert::{collection_config, collection_info, indexing_threshold_kb, parse_body};
 use crate::envelope::{ok, ApiError, ApiResult};
 use crate::{blocking, AppState};
 
@@ -22,9 +22,14 @@ pub async fn list(State(s): State<AppState>) -> ApiResult {
 
 pub async fn create(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let t = Instant::now();
-    let config = collection_config(&parse_body(&body)?)?;
+    let body = parse_body(&body)?;
+    let config = collection_config(&body)?;
+    let indexing_off = indexing_threshold_kb(&body)? == Some(0);
     blocking(move || {
-        s.db.create_collection(&name, config)?;
+        let col = s.db.create_collection(&name, config)?;
+        if indexing_off {
+            col.set_indexing(false);
+        }
         Ok(())
     })
     .await?;
@@ -55,14 +60,22 @@ pub async fn exists(State(s): State<AppState>, Path(name): Path<String>) -> ApiR
     Ok(ok(json!({"exists": exists}), t))
 }
 
-/// PATCH: accepted for the settings clients send while loading (optimizer and HNSW
-/// settings); diskvec's seal and merge policy does not change after creation.
+/// PATCH: `optimizers_config.indexing_threshold` 0 turns indexing off for a bulk load
+/// (Qdrant's recipe), any other value turns it back on; the seal threshold itself and the
+/// other settings (HNSW, optimizers) are accepted but stay as created.
 pub async fn update(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let t = Instant::now();
-    s.db.collection(&name)?;
+    let col = s.db.collection(&name)?;
     let body = parse_body(&body)?;
     if !body.is_object() {
         return Err(ApiError::bad_request("expected a JSON object"));
+    }
+    if let Some(kb) = indexing_threshold_kb(&body)? {
+        blocking(move || {
+            col.set_indexing(kb > 0);
+            Ok(())
+        })
+        .await?;
     }
     Ok(ok(json!(true), t))
 }

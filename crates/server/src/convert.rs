@@ -306,15 +306,11 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
             c.hnsw_ef_construction = ef;
         }
     }
-    if let Some(o) = body.get("optimizers_config") {
-        // Qdrant counts this threshold in KB of vectors; a segment seals past it.
-        if let Some(kb) = opt_uint(
-            o.get("indexing_threshold"),
-            "optimizers_config.indexing_threshold",
-        )? {
-            if kb > 0 {
-                c.seal_threshold = (kb * 1024 / (4 * c.dim.max(1))).max(1);
-            }
+    if let Some(kb) = indexing_threshold_kb(body)? {
+        // Qdrant counts this threshold in KB of vectors; a segment seals past it. Segments
+        // below MIN_SEAL_POINTS are scanned anyway, so smaller ones would only add builds.
+        if kb > 0 {
+            c.seal_threshold = (kb * 1024 / (4 * c.dim.max(1))).max(MIN_SEAL_POINTS);
         }
     }
     if let Some(d) = body.get("diskvec") {
@@ -359,6 +355,20 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
 
 /// `GET /collections/{name}` in Qdrant's shape, with diskvec's own details under `diskvec`.
 /// `indexed[i]` is the number of points that have a value for the i-th payload index's field.
+/// Smallest seal threshold `indexing_threshold` maps to, in points.
+pub const MIN_SEAL_POINTS: usize = 1_000;
+
+/// `optimizers_config.indexing_threshold` (KB) of a create or update body, if given.
+pub fn indexing_threshold_kb(body: &Value) -> Result<Option<usize>> {
+    match body.get("optimizers_config") {
+        Some(o) => opt_uint(
+            o.get("indexing_threshold"),
+            "optimizers_config.indexing_threshold",
+        ),
+        None => Ok(None),
+    }
+}
+
 pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
     let c = &info.config;
     let schema: Map<String, Value> = info

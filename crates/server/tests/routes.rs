@@ -560,3 +560,47 @@ async fn metrics_and_telemetry_count_what_happened() {
     assert_eq!(searches["400"]["count"], 2, "{t}");
     assert!(searches["200"]["avg_duration_micros"].as_f64().unwrap() > 0.0);
 }
+
+#[tokio::test]
+async fn indexing_threshold_zero_pauses_indexing_and_other_values_resume_it() {
+    let api = Api::new(Keys::default());
+    api.ok(
+        "PUT",
+        "/collections/c",
+        json!({"vectors": {"size": 4, "distance": "Dot"}, "optimizers_config": {"indexing_threshold": 0}}),
+    )
+    .await;
+    let paused = |info: &Value| info["diskvec"]["indexing_paused"].as_bool().unwrap();
+    assert!(paused(&api.ok("GET", "/collections/c", Value::Null).await));
+    api.ok(
+        "PATCH",
+        "/collections/c",
+        json!({"optimizers_config": {"indexing_threshold": 100}}),
+    )
+    .await;
+    let info = api.ok("GET", "/collections/c", Value::Null).await;
+    assert!(!paused(&info));
+    // A small threshold at creation is raised to the smallest segment worth sealing.
+    api.ok(
+        "PUT",
+        "/collections/d",
+        json!({"vectors": {"size": 4, "distance": "Dot"}, "optimizers_config": {"indexing_threshold": 1}}),
+    )
+    .await;
+    let d = api.ok("GET", "/collections/d", Value::Null).await;
+    assert_eq!(d["diskvec"]["config"]["seal_threshold"], 1000, "{d}");
+    api.ok(
+        "PATCH",
+        "/collections/c",
+        json!({"optimizers_config": {"indexing_threshold": 0}}),
+    )
+    .await;
+    assert!(paused(&api.ok("GET", "/collections/c", Value::Null).await));
+    api.err(
+        "PATCH",
+        "/collections/c",
+        json!({"optimizers_config": {"indexing_threshold": -5}}),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+}

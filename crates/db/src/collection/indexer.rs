@@ -31,6 +31,9 @@ impl Inner {
     fn link_some(&self) -> usize {
         let active = {
             let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            if state.indexing_paused {
+                return 0;
+            }
             state.growing(state.active).cloned()
         };
         let Some(g) = active else { return 0 };

@@ -62,6 +62,8 @@ pub struct CollectionInfo {
     pub rebuilds_done: u64,
     /// The seal, vacuum or merge being built now, with its phase and progress.
     pub task: Option<super::TaskInfo>,
+    /// Indexing turned off for a bulk load (`set_indexing(false)`).
+    pub indexing_paused: bool,
 }
 
 impl Collection {
@@ -141,6 +143,7 @@ impl Collection {
             seals_done,
             rebuilds_done,
             task: inner.task.current(),
+            indexing_paused: state.indexing_paused,
         }
     }
 }

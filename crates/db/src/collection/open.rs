@@ -99,6 +99,7 @@ impl Collection {
             next_segment_id: manifest.next_segment_id,
             tracker: BTreeMap::new(),
             fields,
+            indexing_paused: false,
         };
         track_sealed(&mut state);
         state.start_active();

@@ -331,6 +331,30 @@ pub(crate) fn run(inner: Arc<Inner>) {
 }
 
 impl Collection {
+    /// Turns indexing off for a bulk load (Qdrant's `indexing_threshold: 0`) or back on.
+    /// While off, writes go into one growing segment that is neither linked into a graph nor
+    /// sealed (searches scan it); turning it on freezes that segment for sealing when it is
+    /// past the seal threshold, and lets the indexer link the rest. `optimize` seals either
+    /// way. Not kept across a restart: a reopened collection indexes.
+    pub fn set_indexing(&self, enabled: bool) {
+        let inner = &self.inner;
+        let _guard = lock(&inner.writer);
+        let mut state = inner.state.write().unwrap_or_else(|e| e.into_inner());
+        if state.indexing_paused == !enabled {
+            return;
+        }
+        state.indexing_paused = !enabled;
+        let full = state.growing(state.active).is_some_and(|g| {
+            g.read().unwrap_or_else(|e| e.into_inner()).len() >= self.inner.config.seal_threshold
+        });
+        let froze = enabled && full && state.freeze(inner.wal.last_op());
+        drop(state);
+        if froze {
+            inner.wake_background();
+        }
+        inner.wake_indexer();
+    }
+
     /// Seals everything written so far into DiskANN segments and merges the sealed ones
     /// into as few as `max_segment_points` allows, without deleted points. With `wait`,
     /// returns once they serve from SSD (or with the background failure that stopped it).

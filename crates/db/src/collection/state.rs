@@ -31,6 +31,9 @@ pub(crate) struct State {
     /// Point id to its current version's place; ordered, so scrolls page by id.
     pub tracker: BTreeMap<PointId, Loc>,
     pub fields: Vec<(String, PayloadIndexKind)>,
+    /// Bulk-load mode (Qdrant's `indexing_threshold: 0`): the active segment grows past the
+    /// seal threshold and is not linked into its graph; searches scan what is unlinked.
+    pub indexing_paused: bool,
 }
 
 impl State {
@@ -100,7 +103,7 @@ impl State {
                     >= self.config.seal_threshold;
                 // Only after the whole operation: a segment must not hold half of one, or
                 // the checkpoint at its seal would skip the other half on replay.
-                full && self.freeze(op)
+                full && !self.indexing_paused && self.freeze(op)
             }
             Operation::Delete(ids) => {
                 for id in ids {
