@@ -672,6 +672,13 @@ impl PyCollection {
         self.with(py, |col| col.optimize(wait))
     }
 
+    fn set_indexing(&self, py: Python<'_>, enabled: bool) -> PyResult<()> {
+        self.with(py, |col| {
+            col.set_indexing(enabled);
+            Ok(())
+        })
+    }
+
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let info = self.with(py, |col| Ok(serde_json::to_value(col.info())))?;
         json::to_py(py, &info.map_err(|e| PyOSError::new_err(e.to_string()))?)

@@ -235,6 +235,26 @@ def test_payload_index(db):
         col.create_payload_index("x", "fulltext")
 
 
+def test_indexing_off_for_a_bulk_load_then_on_seals(db):
+    dim, n = 16, 1200
+    col = db.create_collection("bulk", dim=dim, metric="l2", seal_threshold=300)
+    col.set_indexing(False)
+    data = clustered(n, dim, 9)
+    for start in range(0, n, 100):
+        col.upsert(range(start, start + 100), data[start:start + 100])
+    info = col.info()
+    assert info["indexing_paused"] and [s["kind"] for s in info["segments"]] == ["growing"]
+    queries = clustered(10, dim, 10)
+    got = [[h["id"] for h in row] for row in col.search_batch(queries, k=5)]
+    assert got == [list(t) for t in exact_ids(data, range(n), queries, 5, "l2")]
+    col.set_indexing(True)
+    deadline = time.time() + 120
+    while col.info()["status"] != "green" and time.time() < deadline:
+        time.sleep(0.05)
+    info = col.info()
+    assert not info["indexing_paused"] and info["indexed_points"] == n, info
+
+
 def test_optimize_seals_and_search_stays_correct(db):
     dim, n = 32, 1000
     col = db.create_collection("o", dim=dim, metric="l2", seal_threshold=300, max_degree=24, build_list=50)

@@ -311,10 +311,18 @@ class Collection:
         returns once they are searched on disk (OSError if sealing failed)."""
         self._inner.optimize(bool(wait))
 
+    def set_indexing(self, enabled: bool) -> None:
+        """Turns indexing off for a bulk load (writes then go into one growing segment that
+        is neither linked nor sealed; searches scan it) or back on (that segment is sealed
+        if it is past the seal threshold). A reopened collection indexes."""
+        self._inner.set_indexing(bool(enabled))
+
     def info(self) -> dict:
         """Status and sizes: name, status ("green", "yellow": sealing, "red": a background
         failure, see "error"), points, indexed_points (in sealed segments), segments,
-        payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done."""
+        payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done, task (the
+        seal, vacuum or merge running: kind, points, phase, done, total, seconds) and
+        indexing_paused."""
         info = self._inner.info()
         info["payload_indexes"] = dict(info["payload_indexes"])
         config = info["config"]
