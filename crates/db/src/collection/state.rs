@@ -92,15 +92,16 @@ impl State {
     pub fn apply(&mut self, op: u64, operation: &Operation) -> bool {
         match operation {
             Operation::Upsert(points) => {
+                // One hold of the active segment's lock for the whole operation: taken per
+                // point, each point waited for the indexer's current insertion, and a busy
+                // machine made a 100-point write take seconds under the state lock.
+                let active = Arc::clone(self.active());
+                let mut g = active.write().unwrap_or_else(|e| e.into_inner());
                 for p in points {
-                    self.upsert(op, p);
+                    self.upsert(op, p, &mut g);
                 }
-                let full = self
-                    .active()
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .len()
-                    >= self.config.seal_threshold;
+                let full = g.len() >= self.config.seal_threshold;
+                drop(g);
                 // Only after the whole operation: a segment must not hold half of one, or
                 // the checkpoint at its seal would skip the other half on replay.
                 full && !self.indexing_paused && self.freeze(op)
@@ -119,20 +120,21 @@ impl State {
         }
     }
 
-    fn upsert(&mut self, op: u64, p: &PointRecord) {
+    /// Writes `p` into the active segment, whose write guard is `active`.
+    fn upsert(&mut self, op: u64, p: &PointRecord, active: &mut Growing) {
         if let Some(&old) = self.tracker.get(&p.id) {
             // Equal versions: the id appears twice in one operation; the later copy wins,
             // as if the points were written one after the other.
             if old.version > op {
                 return;
             }
-            self.delete_at(old);
+            if old.segment == self.active {
+                active.delete(old.offset);
+            } else {
+                self.delete_at(old);
+            }
         }
-        let offset = self
-            .active()
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(p, op);
+        let offset = active.push(p, op);
         self.tracker.insert(
             p.id,
             Loc {
