@@ -13,9 +13,12 @@ Milvus 2.6 servers. Against 2.3.5 it never returns:
   2. `_force_merge` calls `compact(target_size=...)` and requires a plan covering every flushed
      segment; 2.3.5 ignores target_size, reports the compaction Completed with `plans: []`, and
      VectorDBBench retries 10 times, 30 s apart, then raises "force merge failed".
+  3. `search_embedding` reads each hit's id as `hit[primary_field]` ("pk"); pymilvus 2.6
+     against a 2.3.5 server names it "id" (2.3.5 does not return the primary field's name), so
+     every search raised KeyError 'pk' and counted 0 results. The shim reads "pk", else "id".
 With the shim the optimize step is what it is for a 2.3 server: flush, one ordinary compaction
 (VectorDBBench still issues and waits for it), wait until the index has no pending rows,
-refresh_load. Insert, index build parameters and search are VectorDBBench's own, unchanged.
+refresh_load. Insert, index build parameters and the search request are VectorDBBench's own.
 """
 
 import os
@@ -33,6 +36,29 @@ if os.environ.get("VDBB_MILVUS235_COMPAT") == "1":
 
         _m.Milvus._wait_for_segments_sorted = _no_sorted_segments
         _m.Milvus._force_merge = _plain_compaction_only
+
+        _search = _m.Milvus.search_embedding
+
+        def _ids_named_id_or_pk(self, *args, **kwargs):
+            """VectorDBBench's search; each hit's id read as "pk" or, from 2.3.5, "id"."""
+            client = self.client
+
+            class Hits:
+                def search(self, **kw):
+                    res = client.search(**kw)
+                    return [[_Hit(h) for h in row] for row in res]
+
+            self.client = Hits()
+            try:
+                return _search(self, *args, **kwargs)
+            finally:
+                self.client = client
+
+        class _Hit(dict):
+            def __missing__(self, key):
+                return dict.__getitem__(self, "id")
+
+        _m.Milvus.search_embedding = _ids_named_id_or_pk
     except Exception as e:  # never break an unrelated interpreter of the venv
         import sys
 

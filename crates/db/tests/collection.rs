@@ -156,6 +156,11 @@ fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
     c.create_payload_index("group", "keyword").unwrap();
     for start in (0..2000).step_by(100) {
         c.upsert(points(start..start + 100)).unwrap();
+        if start % 400 == 300 {
+            // Each seal done before the next segment freezes (queued ones are sealed
+            // together).
+            wait_green(&c);
+        }
     }
     // Five seals of 400, below the merge trigger: searches span several segments.
     let info = wait_green(&c);
@@ -390,6 +395,11 @@ fn small_segments_merge_and_deleted_points_are_vacuumed() {
     c.create_payload_index("group", "keyword").unwrap();
     for start in (0..3000).step_by(100) {
         c.upsert(points(start..start + 100)).unwrap();
+        // One seal per frozen segment (a queue would be sealed together): enough sealed
+        // segments to need merges.
+        while c.info().segments.iter().any(|s| s.kind == "frozen") {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
     let info = wait_green(&c);
     let sealed = info.segments.iter().filter(|s| s.kind == "sealed").count();
@@ -680,4 +690,36 @@ fn a_bulk_load_with_indexing_off_grows_one_segment_and_seals_it_when_turned_on()
     assert!(!info.indexing_paused);
     assert_eq!(info.indexed_points, 500, "{info:#?}");
     assert_eq!(search_ids(&c, &vector(77), 1, None), vec![77]);
+}
+
+#[test]
+fn segments_frozen_in_a_row_are_all_sealed_alone_or_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(200)).unwrap();
+    // Indexing off queues nothing; turning it on with a full segment queues one. Writing
+    // several segments' worth while the worker is held by a slow first build is timing
+    // dependent, so the queue is built under `set_indexing(false)` freezes instead.
+    c.set_indexing(false);
+    c.upsert(points(0..200)).unwrap();
+    c.set_indexing(true); // freezes 0..200
+    c.set_indexing(false);
+    c.upsert(points(200..400)).unwrap();
+    c.set_indexing(true); // freezes 200..400 (the first may be sealing already)
+    c.upsert(points(400..450)).unwrap();
+    let info = wait_green(&c);
+    let sealed: Vec<_> = info
+        .segments
+        .iter()
+        .filter(|s| s.kind == "sealed")
+        .map(|s| s.points)
+        .collect();
+    assert_eq!(sealed.iter().sum::<usize>(), 400, "{info:#?}");
+    assert!(sealed.len() <= 2, "{sealed:?}");
+    assert_eq!(c.count(None), 450);
+    let all: Vec<u64> = (0..450).collect();
+    assert_eq!(
+        search_ids(&c, &vector(321), 5, None),
+        exact(&vector(321), &all, 5, &|_| true)
+    );
 }

@@ -73,6 +73,13 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
                     )
                     .unwrap();
                     acked.lock().unwrap().upserted.extend(ids);
+                    // Paced to the seals (queued segments would be sealed together): many
+                    // seals, then merges, switch in while the readers search.
+                    while c.info().segments.iter().any(|s| s.kind == "frozen")
+                        && started.elapsed() < bound
+                    {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
                 }
             }));
         }

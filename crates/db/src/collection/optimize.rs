@@ -273,6 +273,9 @@ pub(crate) fn run(inner: Arc<Inner>) {
                     if let Some(m @ Maintenance::MergeAll { .. }) = merged {
                         break Task::Rebuild(m);
                     }
+                    if let Some(m) = inner.frozen_together() {
+                        break Task::Rebuild(m);
+                    }
                     if inner.has_frozen() {
                         break Task::Seal;
                     }
@@ -305,7 +308,13 @@ pub(crate) fn run(inner: Arc<Inner>) {
         bg.busy = false;
         match outcome {
             Ok(()) => {
-                if matches!(task, Task::Seal) {
+                // Frozen segments sealed together count as seals, not merges.
+                let seal_only = match &task {
+                    Task::Seal => true,
+                    Task::Rebuild(Maintenance::MergeAll { sealed, .. }) => sealed.is_empty(),
+                    Task::Rebuild(_) => false,
+                };
+                if seal_only {
                     bg.sealed += 1;
                 } else {
                     bg.rebuilt += 1;
