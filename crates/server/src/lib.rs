@@ -289,7 +289,7 @@ pub async fn serve(
     let app = router(AppState::new(Arc::clone(&db), keys));
     let started = Instant::now();
     // Without TCP_NODELAY a response written in two pieces waits for the client's delayed
-    // ACK (measured: +4 ms per k=100 search on loopback).
+    // ACK (measured on loopback, k=100 searches, one client: 103 -> 135 QPS with it).
     let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
         if let Err(e) = stream.set_nodelay(true) {
             log::debug!("TCP_NODELAY not set: {e}");

@@ -349,7 +349,7 @@ impl Collection {
         let inner = &self.inner;
         let _guard = lock(&inner.writer);
         let mut state = inner.state.write().unwrap_or_else(|e| e.into_inner());
-        if state.indexing_paused == !enabled {
+        if state.indexing_paused != enabled {
             return;
         }
         state.indexing_paused = !enabled;
