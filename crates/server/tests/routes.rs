@@ -67,6 +67,12 @@ impl Api {
         v["result"].clone()
     }
 
+    /// Creates collection `name`: 4 dimensions, dot product.
+    async fn create_dot4(&self, name: &str) {
+        let body = json!({"vectors": {"size": 4, "distance": "Dot"}});
+        self.ok("PUT", &format!("/collections/{name}"), body).await;
+    }
+
     /// A failing call's message, checking the status and the error envelope.
     async fn err(&self, method: &str, uri: &str, body: Value, want: StatusCode) -> String {
         let (status, v) = self.call(method, uri, body).await;
@@ -328,12 +334,7 @@ async fn the_common_path_answers_in_qdrants_shapes() {
 #[tokio::test]
 async fn mistakes_get_qdrants_status_codes_and_error_envelopes() {
     let api = Api::new(Keys::default());
-    api.ok(
-        "PUT",
-        "/collections/c",
-        json!({"vectors": {"size": 4, "distance": "Dot"}}),
-    )
-    .await;
+    api.create_dot4("c").await;
     let m = api
         .err(
             "GET",
@@ -460,12 +461,7 @@ fn sample(page: &str, name_and_labels: &str) -> Option<f64> {
 #[tokio::test]
 async fn metrics_and_telemetry_count_what_happened() {
     let api = Api::new(Keys::default());
-    api.ok(
-        "PUT",
-        "/collections/c",
-        json!({"vectors": {"size": 4, "distance": "Dot"}}),
-    )
-    .await;
+    api.create_dot4("c").await;
     let points: Vec<Value> = (0..30)
         .map(|i| json!({"id": i, "vector": vec4(i)}))
         .collect();
