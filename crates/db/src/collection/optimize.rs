@@ -309,12 +309,11 @@ pub(crate) fn run(inner: Arc<Inner>) {
         match outcome {
             Ok(()) => {
                 // Frozen segments sealed together count as seals, not merges.
-                let seal_only = match &task {
+                let seal = match &task {
                     Task::Seal => true,
-                    Task::Rebuild(Maintenance::MergeAll { sealed, .. }) => sealed.is_empty(),
-                    Task::Rebuild(_) => false,
+                    Task::Rebuild(m) => m.kind() == "seal",
                 };
-                if seal_only {
+                if seal {
                     bg.sealed += 1;
                 } else {
                     bg.rebuilt += 1;

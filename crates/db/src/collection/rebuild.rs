@@ -25,6 +25,27 @@ pub(crate) enum Maintenance {
     },
 }
 
+impl Maintenance {
+    /// "seal", "vacuum" or "merge": what the rebuild is, for progress, counters and failpoints.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Maintenance::Vacuum(_) => "vacuum",
+            Maintenance::Merge(_) => "merge",
+            Maintenance::MergeAll { sealed, frozen } => rebuild_kind(sealed, frozen),
+        }
+    }
+}
+
+/// A rebuild of no sealed segment is a seal (of frozen ones); of one sealed segment alone, a
+/// vacuum; anything else, a merge.
+fn rebuild_kind(sources: &[u64], frozen: &[u64]) -> &'static str {
+    match (sources.len(), frozen.is_empty()) {
+        (0, _) => "seal",
+        (1, true) => "vacuum",
+        _ => "merge",
+    }
+}
+
 /// Most frozen segments sealed in one build (a bigger build makes the queue behind it longer).
 const SEAL_TOGETHER: usize = 8;
 
@@ -125,11 +146,7 @@ impl Inner {
     pub(crate) fn rebuild(&self, sources: &[u64], frozen: &[u64]) -> Result<()> {
         let started = std::time::Instant::now();
         self.check_home()?;
-        let kind = match (sources.len(), frozen.is_empty()) {
-            (0, _) => "seal",
-            (1, true) => "vacuum",
-            _ => "merge",
-        };
+        let kind = rebuild_kind(sources, frozen);
         let task = self.task.begin(kind, 0);
         diskvec_index::Progress::phase(&self.task, "reading sources", 0);
         let (new_id, segs, growing) = {
