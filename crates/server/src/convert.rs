@@ -353,8 +353,6 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
     Ok(c)
 }
 
-/// `GET /collections/{name}` in Qdrant's shape, with diskvec's own details under `diskvec`.
-/// `indexed[i]` is the number of points that have a value for the i-th payload index's field.
 /// Smallest seal threshold `indexing_threshold` maps to, in points.
 pub const MIN_SEAL_POINTS: usize = 1_000;
 
@@ -369,6 +367,8 @@ pub fn indexing_threshold_kb(body: &Value) -> Result<Option<usize>> {
     }
 }
 
+/// `GET /collections/{name}` in Qdrant's shape, with diskvec's own details under `diskvec`.
+/// `indexed[i]` is the number of points that have a value for the i-th payload index's field.
 pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
     let c = &info.config;
     let schema: Map<String, Value> = info

@@ -187,8 +187,6 @@ impl Growing {
         self.len() - self.graph.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// Links up to `max` of the points not linked yet (the caller holds this segment's read
-    /// lock, so writers wait at most one batch); returns how many it linked.
     /// Links the next unlinked point, if any; returns whether there was one. The insertion is
     /// planned under the graph's read lock (searches go on) and applied under its write lock,
     /// which is held only to copy link lists. Only the indexer links, so nothing changes the
