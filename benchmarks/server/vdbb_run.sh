@@ -9,8 +9,11 @@
 #   VDBB_ROOT      venv, server data, results, logs      (/work/bench/vdbb)
 #   DATASETS       where the sets are                    (/work/shared/datasets)
 #   SETS           which sets                            ("wordnet-minilm384-50k wordnet-mpnet768-25k")
-#   ENGINES        which runs, in order                  ("diskvec milvus-hnsw milvus-diskann")
+#   ENGINES        which runs, in order                  ("diskvec diskvec-ondisk milvus-hnsw milvus-diskann")
+#                  diskvec: VectorDBBench's default on_disk=false (nodes in DRAM);
+#                  diskvec-ondisk: --on-disk True (nodes read from the SSD, 1% cached)
 #   DISKVEC_HNSW_EF   qdrantlocal --hnsw-ef: diskvec's search list (200)
+#   DISKVEC_EXTRA_EF  more --hnsw-ef values searched on the same loaded collection ("")
 #   DISKVEC_M / DISKVEC_EF_CONSTRUCT  qdrantlocal --m / --ef-construct (30 / 360; diskvec takes
 #                  them as its HNSW settings, as it reports under config.hnsw_config)
 #   MILVUS_M / MILVUS_EF_CONSTRUCTION / MILVUS_EF  HNSW (30 / 360 / 200)
@@ -28,8 +31,9 @@ DISKVEC_BIN="${1:-${DISKVEC_BIN:-/work/bench/bin/diskvec-3df6048}}"
 VDBB_ROOT="${VDBB_ROOT:-/work/bench/vdbb}"
 DATASETS="${DATASETS:-/work/shared/datasets}"
 SETS="${SETS:-wordnet-minilm384-50k wordnet-mpnet768-25k}"
-ENGINES="${ENGINES:-diskvec milvus-hnsw milvus-diskann}"
+ENGINES="${ENGINES:-diskvec diskvec-ondisk milvus-hnsw milvus-diskann}"
 DISKVEC_HNSW_EF="${DISKVEC_HNSW_EF:-200}"
+DISKVEC_EXTRA_EF="${DISKVEC_EXTRA_EF:-}"
 DISKVEC_M="${DISKVEC_M:-30}"
 DISKVEC_EF_CONSTRUCT="${DISKVEC_EF_CONSTRUCT:-360}"
 MILVUS_M="${MILVUS_M:-30}"
@@ -141,12 +145,22 @@ for set in $SETS; do
     label="$engine-$set"
     mapfile -t common < <(common_args "$set" "$label")
     case "$engine" in
-      diskvec)
-        start_diskvec "$VDBB_ROOT/db-$RUN_ID-$set" "$LOGS/server-$label" || continue
+      diskvec|diskvec-ondisk)
+        # qdrantlocal sends on_disk=false unless --on-disk True: sealed segments in DRAM
+        # (diskvec) or read from the SSD with 1% cached (diskvec-ondisk).
+        on_disk=False; [ "$engine" = diskvec-ondisk ] && on_disk=True
+        start_diskvec "$VDBB_ROOT/db-$RUN_ID-$label" "$LOGS/server-$label" || continue
         log "diskvec on 127.0.0.1:$PORT"
         VDBB_MILVUS235_COMPAT=0 bench "$label" qdrantlocal --url "http://127.0.0.1:$PORT" \
           --m "$DISKVEC_M" --ef-construct "$DISKVEC_EF_CONSTRUCT" --hnsw-ef "$DISKVEC_HNSW_EF" \
-          "${common[@]}"
+          --on-disk "$on_disk" "${common[@]}"
+        # More search lists on the same loaded collection (search stages only).
+        for ef in $DISKVEC_EXTRA_EF; do
+          mapfile -t again < <(common_args "$set" "$label-ef$ef")
+          VDBB_MILVUS235_COMPAT=0 bench "$label-ef$ef" qdrantlocal --url "http://127.0.0.1:$PORT" \
+            --m "$DISKVEC_M" --ef-construct "$DISKVEC_EF_CONSTRUCT" --hnsw-ef "$ef" \
+            --on-disk "$on_disk" --skip-drop-old --skip-load "${again[@]}"
+        done
         curl -s --max-time 30 "http://127.0.0.1:$PORT/collections/QdrantLocalCollection" \
           >"$LOGS/$label.collection.json" || true
         ;;

@@ -50,6 +50,10 @@ pub struct Args {
     /// Flush the log every N ms instead of at every write (new collection).
     #[arg(long)]
     pub interval_ms: Option<u64>,
+    /// Keep every node of the sealed segments in DRAM too, so searches read nothing from the
+    /// SSD (new collection; Qdrant's `on_disk: false`).
+    #[arg(long)]
+    pub in_memory: bool,
     /// Payload indexes to create, as FIELD:KIND (keyword or integer), comma-separated.
     #[arg(long, value_delimiter = ',', value_parser = index_field)]
     pub index_fields: Vec<(String, String)>,
@@ -83,6 +87,7 @@ pub struct NewCollection {
     pub seal_threshold: Option<usize>,
     pub paths: Vec<PathBuf>,
     pub interval_ms: Option<u64>,
+    pub in_memory: bool,
 }
 
 impl NewCollection {
@@ -91,6 +96,7 @@ impl NewCollection {
             || self.seal_threshold.is_some()
             || !self.paths.is_empty()
             || self.interval_ms.is_some()
+            || self.in_memory
     }
 
     fn config(&self, dim: usize) -> CollectionConfig {
@@ -102,6 +108,7 @@ impl NewCollection {
         if let Some(interval_ms) = self.interval_ms {
             c.durability = Durability::Interval { interval_ms };
         }
+        c.on_disk = !self.in_memory;
         c
     }
 }
@@ -239,6 +246,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seal_threshold: args.seal_threshold,
         paths: args.paths.clone(),
         interval_ms: args.interval_ms,
+        in_memory: args.in_memory,
     };
     let (col, created) = open_or_create(&db, &args.collection, vectors.dim, &settings)?;
     for (field, kind) in &args.index_fields {

@@ -52,7 +52,28 @@ pub struct CollectionConfig {
     pub search_list: usize,
     /// Largest payload of one point, as JSON bytes.
     pub max_payload_bytes: usize,
+    /// `false` keeps every node of a sealed segment (full vector and adjacency list) in DRAM
+    /// as well as on disk, so searches read nothing from the SSD (Qdrant's `on_disk: false`);
+    /// `true` keeps 1% of them, the rest is read per query.
+    #[serde(default = "yes")]
+    pub on_disk: bool,
+    /// After this many milliseconds without a write, the segments are merged into one when
+    /// the smaller ones hold at least a tenth of the largest (0: never).
+    #[serde(default = "idle_merge_default")]
+    pub idle_merge_ms: u64,
 }
+
+fn yes() -> bool {
+    true
+}
+
+/// Manifests written before `idle_merge_ms` existed get the default.
+fn idle_merge_default() -> u64 {
+    IDLE_MERGE_MS
+}
+
+/// Default quiet time before the idle merge.
+pub const IDLE_MERGE_MS: u64 = 2_000;
 
 impl CollectionConfig {
     pub fn new(dim: usize, metric: Metric) -> Self {
@@ -72,6 +93,8 @@ impl CollectionConfig {
             pq_bytes: None,
             search_list: 100,
             max_payload_bytes: 1 << 20,
+            on_disk: true,
+            idle_merge_ms: IDLE_MERGE_MS,
         }
     }
 
@@ -108,6 +131,12 @@ impl CollectionConfig {
             return bad(format!(
                 "vacuum_threshold must be in (0, 1], got {}",
                 self.vacuum_threshold
+            ));
+        }
+        if self.idle_merge_ms > 24 * 3_600_000 {
+            return bad(format!(
+                "idle_merge_ms must be at most 86400000 (a day), got {}",
+                self.idle_merge_ms
             ));
         }
         if let Durability::Interval { interval_ms } = self.durability {

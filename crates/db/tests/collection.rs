@@ -152,7 +152,10 @@ fn writes_are_read_back_at_once_and_after_reopening() {
 fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let c = db.create_collection("docs", config(400)).unwrap();
+    // Several segments on purpose: no idle merge into one.
+    let mut cfg = config(400);
+    cfg.idle_merge_ms = 0;
+    let c = db.create_collection("docs", cfg).unwrap();
     c.create_payload_index("group", "keyword").unwrap();
     for start in (0..2000).step_by(100) {
         c.upsert(points(start..start + 100)).unwrap();
@@ -722,4 +725,86 @@ fn segments_frozen_in_a_row_are_all_sealed_alone_or_together() {
         search_ids(&c, &vector(321), 5, None),
         exact(&vector(321), &all, 5, &|_| true)
     );
+}
+
+/// Points in each segment that holds any, by kind.
+fn non_empty(info: &diskvec_db::CollectionInfo) -> Vec<(&'static str, usize)> {
+    info.segments
+        .iter()
+        .filter(|s| s.points > s.deleted)
+        .map(|s| (s.kind, s.points - s.deleted))
+        .collect()
+}
+
+#[test]
+fn segments_merge_into_one_once_writes_pause() {
+    for idle_merge_ms in [300, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let mut cfg = config(1000);
+        cfg.idle_merge_ms = idle_merge_ms;
+        let c = db.create_collection("docs", cfg).unwrap();
+        for start in (0..2500).step_by(100) {
+            c.upsert(points(start..start + 100)).unwrap();
+        }
+        // Two seals are due and the growing tail holds 500 points: not green yet.
+        assert_eq!(c.info().status, diskvec_db::Status::Yellow);
+        let info = wait_green(&c);
+        let parts = non_empty(&info);
+        if idle_merge_ms == 0 {
+            assert!(
+                parts.len() >= 2,
+                "nothing merges without the idle merge: {parts:?}"
+            );
+            continue;
+        }
+        assert_eq!(parts, vec![("sealed", 2500)], "{info:#?}");
+        assert_eq!(info.indexed_points, 2500);
+        let all: Vec<u64> = (0..2500).collect();
+        let (mut found, mut wanted) = (0, 0);
+        for q in (0..2500).step_by(101) {
+            let truth = exact(&vector(q), &all, 10, &|_| true);
+            let got = search_ids(&c, &vector(q), 10, None);
+            wanted += truth.len();
+            found += got.iter().filter(|i| truth.contains(i)).count();
+        }
+        assert!(found * 100 >= wanted * 95, "recall {found}/{wanted}");
+        // Quiet and merged: nothing more is due, however long it stays idle.
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let again = c.info();
+        assert_eq!(again.status, diskvec_db::Status::Green);
+        assert_eq!(again.rebuilds_done, info.rebuilds_done, "{again:#?}");
+    }
+}
+
+#[test]
+fn segments_kept_in_memory_read_nothing_from_storage() {
+    for on_disk in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        let mut cfg = config(1000);
+        cfg.on_disk = on_disk;
+        let c = db.create_collection("docs", cfg).unwrap();
+        c.upsert(points(0..3000)).unwrap();
+        c.optimize(true).unwrap();
+        let reads =
+            |c: &diskvec_db::Collection| -> u64 { c.storage_io().iter().map(|p| p.reads).sum() };
+        let before = reads(&c);
+        let all: Vec<u64> = (0..3000).collect();
+        for q in (0..3000).step_by(97) {
+            let got = search_ids(&c, &vector(q), 10, None);
+            let truth = exact(&vector(q), &all, 10, &|_| true);
+            let found = got.iter().filter(|i| truth.contains(i)).count();
+            assert!(found >= 8, "query {q}: {got:?} vs {truth:?}");
+        }
+        let searched = reads(&c) - before;
+        if on_disk {
+            assert!(searched > 0, "on disk, searches read nodes");
+        } else {
+            assert_eq!(searched, 0, "every node is in DRAM");
+            let info = c.info();
+            let sealed = info.segments.iter().find(|s| s.kind == "sealed").unwrap();
+            assert!(sealed.dram_bytes > 3000 * DIM * 4, "{sealed:?}");
+        }
+    }
 }

@@ -279,7 +279,8 @@ impl PyDatabase {
     }
 
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
-                        vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes))]
+                        vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
+                        on_disk, idle_merge_ms))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
@@ -298,6 +299,8 @@ impl PyDatabase {
         pq_bytes: Option<i128>,
         search_list: Option<i128>,
         max_payload_bytes: Option<i128>,
+        on_disk: bool,
+        idle_merge_ms: Option<i128>,
     ) -> PyResult<PyCollection> {
         let metric = parse_metric(metric).map_err(db_err)?;
         let mut c = CollectionConfig::new(setting("dim", dim)?, metric);
@@ -339,6 +342,11 @@ impl PyDatabase {
         }
         if let Some(v) = max_payload_bytes {
             c.max_payload_bytes = setting("max_payload_bytes", v)?;
+        }
+        c.on_disk = on_disk;
+        if let Some(v) = idle_merge_ms {
+            c.idle_merge_ms = u64::try_from(v)
+                .map_err(|_| value_err(format!("idle_merge_ms must be 0 or more, got {v}")))?;
         }
         let col = self.with(py, false, |db| db.create_collection(&name, c))?;
         Ok(self.handle(&name, &col))

@@ -298,6 +298,26 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::bad_request("vectors.distance is missing"))?;
     let mut c = CollectionConfig::new(size as usize, metric(distance)?);
+    // Qdrant keeps vectors in RAM unless `on_disk: true`; diskvec keeps them on disk unless
+    // told `on_disk: false` (in `vectors` or `hnsw_config`), which caches every node in DRAM.
+    for (place, field) in [
+        ("vectors.on_disk", vectors.get("on_disk")),
+        (
+            "hnsw_config.on_disk",
+            body.get("hnsw_config").and_then(|h| h.get("on_disk")),
+        ),
+    ] {
+        match field {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(false)) => c.on_disk = false,
+            Some(Value::Bool(true)) => {}
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "{place} must be true or false, got {other}"
+                )))
+            }
+        }
+    }
     if let Some(h) = body.get("hnsw_config") {
         if let Some(m) = opt_uint(h.get("m"), "hnsw_config.m")? {
             c.hnsw_m = m;
@@ -348,6 +368,9 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
             }
         }
         c.pq_bytes = opt_uint(d.get("pq_bytes"), "diskvec.pq_bytes")?.or(c.pq_bytes);
+        if let Some(ms) = opt_uint(d.get("idle_merge_ms"), "diskvec.idle_merge_ms")? {
+            c.idle_merge_ms = ms as u64;
+        }
     }
     c.check().map_err(ApiError::from)?;
     Ok(c)
@@ -390,7 +413,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
         "segments_count": info.segments.len(),
         "config": {
             "params": {
-                "vectors": {"size": c.dim, "distance": metric_name(c.metric)},
+                "vectors": {"size": c.dim, "distance": metric_name(c.metric), "on_disk": c.on_disk},
                 "shard_number": 1,
                 "replication_factor": 1,
                 "write_consistency_factor": 1,
@@ -398,7 +421,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
             },
             "hnsw_config": {
                 "m": c.hnsw_m, "ef_construct": c.hnsw_ef_construction,
-                "full_scan_threshold": 10000, "on_disk": false,
+                "full_scan_threshold": 10000, "on_disk": c.on_disk,
             },
             "optimizer_config": {
                 "deleted_threshold": c.vacuum_threshold,

@@ -140,7 +140,7 @@ async fn the_common_path_answers_in_qdrants_shapes() {
     assert_eq!(info["points_count"], 32);
     assert_eq!(
         info["config"]["params"]["vectors"],
-        json!({"size": 4, "distance": "Cosine"})
+        json!({"size": 4, "distance": "Cosine", "on_disk": true})
     );
     assert!(
         ["green", "yellow"].contains(&info["status"].as_str().unwrap()),
@@ -599,4 +599,49 @@ async fn indexing_threshold_zero_pauses_indexing_and_other_values_resume_it() {
         StatusCode::BAD_REQUEST,
     )
     .await;
+}
+
+#[tokio::test]
+async fn on_disk_false_keeps_nodes_in_dram_and_idle_merge_is_a_setting() {
+    let api = Api::new(Keys::default());
+    api.ok(
+        "PUT",
+        "/collections/mem",
+        json!({"vectors": {"size": 4, "distance": "Dot", "on_disk": false},
+               "diskvec": {"idle_merge_ms": 0}}),
+    )
+    .await;
+    let mem = api.ok("GET", "/collections/mem", Value::Null).await;
+    assert_eq!(
+        mem["config"]["params"]["vectors"]["on_disk"], false,
+        "{mem}"
+    );
+    assert_eq!(mem["config"]["hnsw_config"]["on_disk"], false, "{mem}");
+    assert_eq!(mem["diskvec"]["config"]["on_disk"], false, "{mem}");
+    assert_eq!(mem["diskvec"]["config"]["idle_merge_ms"], 0, "{mem}");
+    // hnsw_config.on_disk says the same; left out, diskvec's default is on disk.
+    api.ok(
+        "PUT",
+        "/collections/graph",
+        json!({"vectors": {"size": 4, "distance": "Dot"}, "hnsw_config": {"on_disk": false}}),
+    )
+    .await;
+    let graph = api.ok("GET", "/collections/graph", Value::Null).await;
+    assert_eq!(graph["diskvec"]["config"]["on_disk"], false, "{graph}");
+    api.create_dot4("disk").await;
+    let disk = api.ok("GET", "/collections/disk", Value::Null).await;
+    assert_eq!(
+        disk["config"]["params"]["vectors"]["on_disk"], true,
+        "{disk}"
+    );
+    assert_eq!(disk["diskvec"]["config"]["idle_merge_ms"], 2000, "{disk}");
+    let msg = api
+        .err(
+            "PUT",
+            "/collections/bad",
+            json!({"vectors": {"size": 4, "distance": "Dot", "on_disk": "no"}}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(msg.contains("vectors.on_disk"), "{msg}");
 }

@@ -7,8 +7,9 @@ use crate::config::CollectionConfig;
 use crate::segment::Points;
 use crate::segment::Segment;
 
-/// Green: nothing pending. Yellow: a seal, vacuum or merge is queued or running. Red: a background task
-/// failed (`CollectionInfo::error` says why); the collection keeps serving.
+/// Green: nothing pending. Yellow: a seal, vacuum or merge is queued or running, or the
+/// segments are due to be merged into one once writes pause (`idle_merge_ms`). Red: a
+/// background task failed (`CollectionInfo::error` says why); the collection keeps serving.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -79,7 +80,7 @@ impl Collection {
                 bg.merge_all,
             )
         };
-        let maintenance_due = inner.next_maintenance(false).is_some();
+        let maintenance_due = inner.next_maintenance(false).is_some() || inner.merge_when_idle();
         let state = inner.state.read().unwrap_or_else(|e| e.into_inner());
         let mut segments = Vec::new();
         for (&id, s) in &state.segments {

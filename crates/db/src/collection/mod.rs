@@ -60,6 +60,8 @@ pub(crate) struct Inner {
     retired_io: Mutex<Vec<storage_io::PathIo>>,
     /// The seal, vacuum or merge being built, for `info()`.
     task: task::TaskProgress,
+    /// When the last write was applied (the idle merge waits for quiet).
+    last_write: Mutex<std::time::Instant>,
 }
 
 /// Device and inode of a directory.

@@ -75,7 +75,7 @@ impl Collection {
                 Some(f) => read_deleted(&seg_dir.join(f))?,
                 None => roaring::RoaringBitmap::new(),
             };
-            let sealed = Sealed::open(&seg_dir, config.metric, deleted, &fields)?;
+            let sealed = Sealed::open(&seg_dir, config.metric, deleted, &fields, !config.on_disk)?;
             if sealed.len() != entry.points as usize {
                 return Err(DbError::Corrupt {
                     path: seg_dir,
@@ -177,6 +177,7 @@ impl Collection {
             home: super::identity(dir),
             retired_io: Mutex::new(retired_io),
             task: Default::default(),
+            last_write: Mutex::new(std::time::Instant::now()),
         });
         let spawn = |what: &str, work: fn(Arc<Inner>)| {
             let inner = Arc::clone(&inner);

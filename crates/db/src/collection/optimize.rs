@@ -91,6 +91,7 @@ impl Inner {
             self.config.metric,
             roaring::RoaringBitmap::new(),
             &fields,
+            !self.config.on_disk,
         )
     }
 
@@ -285,6 +286,15 @@ pub(crate) fn run(inner: Arc<Inner>) {
                     if bg.merge_all {
                         bg.merge_all = false;
                         inner.wake.notify_all();
+                    } else if inner.idle_merge_due() {
+                        // As `optimize` does: freeze the growing tail and build everything
+                        // as one segment. The writer lock comes before this one, so let go.
+                        log::info!("collection {:?}: writes paused; merging", inner.name);
+                        bg.merge_all = true;
+                        drop(bg);
+                        inner.freeze_now();
+                        bg = lock(&inner.background);
+                        continue;
                     }
                 }
                 bg = inner

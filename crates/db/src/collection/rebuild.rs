@@ -49,7 +49,46 @@ fn rebuild_kind(sources: &[u64], frozen: &[u64]) -> &'static str {
 /// Most frozen segments sealed in one build (a bigger build makes the queue behind it longer).
 const SEAL_TOGETHER: usize = 8;
 
+/// The idle merge leaves alone segments smaller than this in all (a growing segment this
+/// small costs a search little).
+pub(crate) const IDLE_MERGE_MIN_POINTS: usize = 1_000;
+
 impl Inner {
+    /// Whether the segments are worth merging into one once writes pause: more than one holds
+    /// points, together they fit one segment, and the smaller ones hold at least a tenth of
+    /// the largest (so a small tail never rebuilds a big segment). After a bulk load this
+    /// turns the sealed segments and the growing tail into one DiskANN segment, one search
+    /// per query instead of several.
+    pub(crate) fn merge_when_idle(&self) -> bool {
+        if self.config.idle_merge_ms == 0 {
+            return false;
+        }
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        if state.indexing_paused {
+            return false;
+        }
+        let parts: Vec<usize> = state
+            .segments
+            .values()
+            .map(|s| match s {
+                Segment::Sealed(s) => s.len() - s.deleted_count(),
+                Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).live(),
+            })
+            .filter(|&live| live > 0)
+            .collect();
+        let total: usize = parts.iter().sum();
+        let largest = parts.iter().copied().max().unwrap_or(0);
+        parts.len() >= 2
+            && total <= self.config.max_segment_points
+            && total - largest >= (largest / 10).max(IDLE_MERGE_MIN_POINTS)
+    }
+
+    /// `merge_when_idle`, once no write has come for `idle_merge_ms`.
+    pub(crate) fn idle_merge_due(&self) -> bool {
+        let quiet = std::time::Duration::from_millis(self.config.idle_merge_ms);
+        super::lock(&self.last_write).elapsed() >= quiet && self.merge_when_idle()
+    }
+
     /// When writes outpaced the seals and several frozen segments wait, the oldest of them
     /// (as many as one segment may hold) sealed in one build: one graph instead of several
     /// to build now and merge later.

@@ -56,6 +56,7 @@ impl Inner {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .apply(op, &operation);
+        *lock(&self.last_write) = std::time::Instant::now();
         drop(guard);
         if froze {
             self.wake_background();

@@ -132,13 +132,20 @@ impl Points for Sealed {
 }
 
 impl Sealed {
+    /// Opens a sealed segment; `in_memory` caches every node in DRAM (no SSD reads in a
+    /// search), else 1% of them.
     pub fn open(
         dir: &Path,
         metric: Metric,
         deleted: RoaringBitmap,
         fields: &[(String, PayloadIndexKind)],
+        in_memory: bool,
     ) -> Result<Self> {
-        let index = DiskIndex::open(dir, &OpenOptions::default())?;
+        let options = OpenOptions {
+            cache_nodes: in_memory.then_some(diskvec_index::limits::MAX_VECTORS),
+            ..OpenOptions::default()
+        };
+        let index = DiskIndex::open(dir, &options)?;
         let (ids, versions, payloads) = read_points(&dir.join(POINTS_FILE))?;
         if ids.len() != index.len() {
             return Err(crate::DbError::Corrupt {

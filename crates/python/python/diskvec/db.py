@@ -103,7 +103,8 @@ class Database:
                           vacuum_threshold: Optional[float] = None, max_degree: Optional[int] = None,
                           build_list: Optional[int] = None, pq_bytes: Optional[int] = None,
                           search_list: Optional[int] = None,
-                          max_payload_bytes: Optional[int] = None) -> "Collection":
+                          max_payload_bytes: Optional[int] = None, on_disk: bool = True,
+                          idle_merge_ms: Optional[int] = None) -> "Collection":
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
@@ -120,6 +121,10 @@ class Database:
         - max_degree (64), build_list (100), pq_bytes (None: chosen from dim): DiskANN build
           parameters of sealed segments; search_list (100): default search list of searches.
         - max_payload_bytes (1 MiB): largest payload of one point, as JSON.
+        - on_disk (True): False keeps every node of the sealed segments (vector and links) in
+          DRAM as well, so searches read nothing from the SSD; True caches 1% of them.
+        - idle_merge_ms (2000): after this long without a write, the segments are merged into
+          one when the smaller ones hold at least a tenth of the largest; 0 never does.
         """
         native = self._inner.create_collection(
             name, _int("dim", dim), metric, [_path(p) for p in (paths or [])],
@@ -127,7 +132,8 @@ class Database:
             _opt_int("seal_threshold", seal_threshold),
             None if vacuum_threshold is None else float(vacuum_threshold), _opt_int("max_degree", max_degree),
             _opt_int("build_list", build_list), _opt_int("pq_bytes", pq_bytes), _opt_int("search_list", search_list),
-            _opt_int("max_payload_bytes", max_payload_bytes))
+            _opt_int("max_payload_bytes", max_payload_bytes), bool(on_disk),
+            _opt_int("idle_merge_ms", idle_merge_ms))
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":
