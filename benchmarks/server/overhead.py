@@ -4,7 +4,7 @@ in process) and through `diskvec serve` (Qdrant's REST API, keep-alive connectio
 
     python benchmarks/server/overhead.py --bin target/release/diskvec \
         --dataset ../shared/datasets/wordnet-minilm384-50k --work /work/bench/overhead \
-        [--concurrency 1,2,8] [--seconds 20] [--k 10,100] [--search-list 100,200]
+        [--concurrency 1,2,8] [--seconds 20] [--k 10,100] [--search-list 100,200] [--in-memory]
 
 Loads the dataset once with `diskvec import --optimize` (every point in sealed DiskANN
 segments), then for each (k, L, concurrency) runs closed-loop clients for `--seconds`:
@@ -113,6 +113,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--k", default="10,100")
     ap.add_argument("--search-list", default="100,200", help="one L per k, in the same order")
+    ap.add_argument("--in-memory", action="store_true",
+                    help="load with `import --in-memory` (every node in DRAM, no SSD reads)")
     ap.add_argument("--out", help="JSON results file")
     args = ap.parse_args()
     import diskvec
@@ -123,7 +125,8 @@ def main():
         work.mkdir(parents=True, exist_ok=True)
         log("loading (diskvec import --optimize)")
         subprocess.run([args.bin, "import", "--db", str(db_dir), "--collection", "c", "--dataset", args.dataset,
-                        "--metric", "cosine", "--optimize"], check=True, timeout=3600)
+                        "--metric", "cosine", "--optimize"] + (["--in-memory"] if args.in_memory else []),
+                       check=True, timeout=3600)
     ks = [int(x) for x in args.k.split(",")]
     lists = [int(x) for x in args.search_list.split(",")]
     levels = [int(x) for x in args.concurrency.split(",")]
