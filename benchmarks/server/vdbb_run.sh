@@ -140,6 +140,14 @@ bench() { # $1 label, rest: vectordbbench args
   grep -E 'Failed to run|failed to run|Traceback' "$LOGS/$label.log" | head -3 | tee -a "$LOGS/run.log"
 }
 
+qdrantlocal() { # $1 label, $2 hnsw_ef, rest: more vectordbbench flags; uses $set $PORT $on_disk
+  local label="$1" ef="$2"; shift 2
+  local args; mapfile -t args < <(common_args "$set" "$label")
+  VDBB_MILVUS235_COMPAT=0 bench "$label" qdrantlocal --url "http://127.0.0.1:$PORT" \
+    --m "$DISKVEC_M" --ef-construct "$DISKVEC_EF_CONSTRUCT" --hnsw-ef "$ef" \
+    --on-disk "$on_disk" "$@" "${args[@]}"
+}
+
 for set in $SETS; do
   for engine in $ENGINES; do
     label="$engine-$set"
@@ -151,15 +159,10 @@ for set in $SETS; do
         on_disk=False; [ "$engine" = diskvec-ondisk ] && on_disk=True
         start_diskvec "$VDBB_ROOT/db-$RUN_ID-$label" "$LOGS/server-$label" || continue
         log "diskvec on 127.0.0.1:$PORT"
-        VDBB_MILVUS235_COMPAT=0 bench "$label" qdrantlocal --url "http://127.0.0.1:$PORT" \
-          --m "$DISKVEC_M" --ef-construct "$DISKVEC_EF_CONSTRUCT" --hnsw-ef "$DISKVEC_HNSW_EF" \
-          --on-disk "$on_disk" "${common[@]}"
+        qdrantlocal "$label" "$DISKVEC_HNSW_EF"
         # More search lists on the same loaded collection (search stages only).
         for ef in $DISKVEC_EXTRA_EF; do
-          mapfile -t again < <(common_args "$set" "$label-ef$ef")
-          VDBB_MILVUS235_COMPAT=0 bench "$label-ef$ef" qdrantlocal --url "http://127.0.0.1:$PORT" \
-            --m "$DISKVEC_M" --ef-construct "$DISKVEC_EF_CONSTRUCT" --hnsw-ef "$ef" \
-            --on-disk "$on_disk" --skip-drop-old --skip-load "${again[@]}"
+          qdrantlocal "$label-ef$ef" "$ef" --skip-drop-old --skip-load
         done
         curl -s --max-time 30 "http://127.0.0.1:$PORT/collections/QdrantLocalCollection" \
           >"$LOGS/$label.collection.json" || true

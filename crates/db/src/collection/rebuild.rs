@@ -51,7 +51,7 @@ const SEAL_TOGETHER: usize = 8;
 
 /// The idle merge leaves alone segments smaller than this in all (a growing segment this
 /// small costs a search little).
-pub(crate) const IDLE_MERGE_MIN_POINTS: usize = 1_000;
+const IDLE_MERGE_MIN_POINTS: usize = 1_000;
 
 impl Inner {
     /// Whether the segments are worth merging into one once writes pause: more than one holds
