@@ -4,6 +4,9 @@
 pub struct CandidateList {
     items: Vec<Candidate>,
     capacity: usize,
+    /// Every entry before this position is expanded, so the search for the next one to
+    /// expand starts here instead of at the head (a search asks L times or more).
+    expanded_prefix: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -18,11 +21,20 @@ impl CandidateList {
         Self {
             items: Vec::with_capacity(capacity + 1),
             capacity: capacity.max(1),
+            expanded_prefix: 0,
         }
     }
 
     pub fn clear(&mut self) {
         self.items.clear();
+        self.expanded_prefix = 0;
+    }
+
+    /// Empties the list and sets a new capacity, keeping the allocation.
+    pub fn reset(&mut self, capacity: usize) {
+        self.clear();
+        self.capacity = capacity.max(1);
+        self.items.reserve(self.capacity + 1);
     }
 
     pub fn len(&self) -> usize {
@@ -44,6 +56,7 @@ impl CandidateList {
             return false;
         }
         let at = self.items.partition_point(|c| c.distance <= distance);
+        self.expanded_prefix = self.expanded_prefix.min(at);
         self.items.insert(
             at,
             Candidate {
@@ -58,17 +71,28 @@ impl CandidateList {
 
     /// Position of the closest entry not yet expanded and not excluded by `skip`.
     pub fn next_unexpanded(&self, mut skip: impl FnMut(u32) -> bool) -> Option<usize> {
-        self.items.iter().position(|c| !c.expanded && !skip(c.id))
+        let from = self.expanded_prefix.min(self.items.len());
+        self.items[from..]
+            .iter()
+            .position(|c| !c.expanded && !skip(c.id))
+            .map(|p| p + from)
     }
 
     pub fn mark_expanded(&mut self, pos: usize) {
         self.items[pos].expanded = true;
+        while self
+            .items
+            .get(self.expanded_prefix)
+            .is_some_and(|c| c.expanded)
+        {
+            self.expanded_prefix += 1;
+        }
     }
 
     /// Marks `id` expanded if it is still in the list.
     pub fn mark_id_expanded(&mut self, id: u32) {
-        if let Some(c) = self.items.iter_mut().find(|c| c.id == id) {
-            c.expanded = true;
+        if let Some(pos) = self.items.iter().position(|c| c.id == id) {
+            self.mark_expanded(pos);
         }
     }
 }
@@ -89,6 +113,30 @@ mod tests {
             !l.insert(7, 3.0),
             "a tie with the worst entry must not displace it"
         );
+    }
+
+    #[test]
+    fn an_insert_before_the_expanded_prefix_is_found_next() {
+        let mut l = CandidateList::new(8);
+        for (id, d) in [(1, 1.0), (2, 2.0), (3, 3.0)] {
+            l.insert(id, d);
+        }
+        l.mark_expanded(0);
+        l.mark_expanded(1);
+        assert_eq!(l.next_unexpanded(|_| false), Some(2));
+        l.insert(4, 0.5);
+        assert_eq!(
+            l.next_unexpanded(|_| false),
+            Some(0),
+            "the new head comes first"
+        );
+        l.mark_expanded(0);
+        assert_eq!(l.next_unexpanded(|_| false), Some(3));
+        l.mark_expanded(3);
+        assert_eq!(l.next_unexpanded(|_| false), None);
+        l.reset(2);
+        l.insert(9, 9.0);
+        assert_eq!(l.next_unexpanded(|_| false), Some(0));
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub struct DiskIndex {
     pub(crate) queue_depth: usize,
     pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
     pub(crate) node_by_id: super::fetch::NodeById,
+    pub(crate) buffers: super::query_buffers::BufferPool,
 }
 
 impl DiskIndex {
@@ -123,6 +124,7 @@ impl DiskIndex {
             queue_depth: options.queue_depth,
             engines: Mutex::new(Vec::new()),
             node_by_id: Default::default(),
+            buffers: super::query_buffers::BufferPool::new(count),
         })
     }
 

@@ -108,6 +108,23 @@ impl<'a> NodeRecord<'a> {
         self.bytes
     }
 
+    /// The full-precision vector: borrowed from the record where its bytes are aligned
+    /// for f32 (a little-endian machine reads them as they are stored), else decoded into
+    /// `out`.
+    pub fn vector<'b>(&self, out: &'b mut Vec<f32>) -> &'b [f32]
+    where
+        'a: 'b,
+    {
+        let bytes = &self.bytes[..self.dim * 4];
+        if cfg!(target_endian = "little") {
+            if let Ok(floats) = bytemuck::try_cast_slice::<u8, f32>(bytes) {
+                return floats;
+            }
+        }
+        self.vector_into(out);
+        out
+    }
+
     /// The full-precision vector, decoded into `out`.
     pub fn vector_into(&self, out: &mut Vec<f32>) {
         out.clear();

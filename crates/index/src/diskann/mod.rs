@@ -14,6 +14,7 @@ mod header;
 mod index;
 mod layout;
 mod meta;
+mod query_buffers;
 mod reorder;
 mod search;
 mod service;

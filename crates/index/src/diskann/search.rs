@@ -6,17 +6,15 @@
 //! one query waits on the device the thread computes for the others, so the device sees
 //! `queries_per_thread * beam_width` reads per thread instead of one beam at a time.
 
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use diskvec_graph::CandidateList;
 use diskvec_io::{EngineKind, ReadDone, ReadEngine};
 use diskvec_vector::{check_vectors, PqTable, Rows};
 
 use super::layout::NodeRecord;
+use super::query_buffers::QueryBuffers;
 use super::DiskIndex;
 use crate::limits;
 use crate::{IndexError, Result};
@@ -80,26 +78,6 @@ pub struct BatchStats {
     pub max_in_flight: usize,
 }
 
-/// A u32 set with a cheap multiplicative hash; node ids are already well spread.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type IdSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
-
 /// What one search thread returns: its (query index, result) pairs, the most reads it had
 /// in flight, and its engine.
 type WorkerOutcome = Result<(Vec<(usize, Result<SearchResult>)>, usize, EngineKind)>;
@@ -109,10 +87,8 @@ struct Query {
     params: SearchParams,
     accept: Option<Accept>,
     vector: Vec<f32>,
-    table: PqTable,
-    list: CandidateList,
-    visited: IdSet,
-    exact: Vec<(f32, u32)>,
+    /// PQ table, candidate list, visited set and re-rank pool, from the index's pool.
+    b: QueryBuffers,
     in_flight: usize,
     /// The first failed read of this query: it sends no more reads, waits for those in
     /// flight, and then reports this error instead of an answer.
@@ -127,6 +103,8 @@ struct Scratch {
     vector: Vec<f32>,
     record: Vec<u8>,
     fresh: Vec<u32>,
+    /// PQ distances of `fresh`.
+    distances: Vec<f32>,
 }
 
 impl DiskIndex {
@@ -244,24 +222,23 @@ impl DiskIndex {
         accept: Option<Accept>,
     ) -> Query {
         self.header.metric.prepare(&mut vector);
-        let table = self.meta.pq.table(&vector);
+        let mut b = self.buffers.take(params.search_list);
+        self.meta.pq.table_into(&vector, &mut b.table);
         let mut q = Query {
             index,
             params,
             accept,
-            table,
             vector,
-            list: CandidateList::new(params.search_list),
-            visited: IdSet::with_capacity_and_hasher(params.search_list * 32, Default::default()),
-            exact: Vec::with_capacity(params.search_list * 2),
+            b,
             in_flight: 0,
             failed: None,
             result: SearchResult::default(),
             started: Instant::now(),
         };
         let medoid = self.header.medoid;
-        q.visited.insert(medoid);
-        q.list.insert(medoid, q.table.distance(self.code(medoid)));
+        q.b.visited.insert(medoid);
+        q.b.list
+            .insert(medoid, q.b.table.distance(self.code(medoid)));
         if params.entry_set && !self.meta.entries.is_empty() {
             // Only the best `search_list` entries can enter the list, so rank all of them
             // first and insert just those; the rest stay unvisited and may be found later.
@@ -270,7 +247,7 @@ impl DiskIndex {
                 .entries
                 .iter()
                 .filter(|&&e| e != medoid)
-                .map(|&e| (q.table.distance(self.code(e)), e))
+                .map(|&e| (q.b.table.distance(self.code(e)), e))
                 .collect();
             let keep = params.search_list.min(scored.len());
             if keep < scored.len() {
@@ -278,8 +255,8 @@ impl DiskIndex {
                 scored.truncate(keep);
             }
             for (d, e) in scored {
-                q.visited.insert(e);
-                q.list.insert(e, d);
+                q.b.visited.insert(e);
+                q.b.list.insert(e, d);
             }
         }
         q
@@ -294,19 +271,23 @@ impl DiskIndex {
     /// Takes in a node's record: its exact distance joins the re-rank pool, its
     /// neighbours join the candidate list by PQ distance.
     fn expand(&self, q: &mut Query, id: u32, record: &NodeRecord, scratch: &mut Scratch) {
-        record.vector_into(&mut scratch.vector);
-        q.exact
-            .push((self.header.metric.distance(&q.vector, &scratch.vector), id));
+        let vector = record.vector(&mut scratch.vector);
+        q.b.exact
+            .push((self.header.metric.distance(&q.vector, vector), id));
         scratch.fresh.clear();
         for nb in record.neighbors() {
-            if (nb as u64) < self.header.count && q.visited.insert(nb) {
+            if (nb as u64) < self.header.count && q.b.visited.insert(nb) {
                 PqTable::prefetch(self.code(nb));
                 scratch.fresh.push(nb);
             }
         }
-        for &nb in &scratch.fresh {
-            let d = q.table.distance(self.code(nb));
-            q.list.insert(nb, d);
+        // Scored only once every code is on its way: their cache misses overlap.
+        scratch.distances.clear();
+        scratch.distances.resize(scratch.fresh.len(), 0.0);
+        q.b.table
+            .distances(&self.meta.codes, &scratch.fresh, &mut scratch.distances);
+        for (&nb, &d) in scratch.fresh.iter().zip(&scratch.distances) {
+            q.b.list.insert(nb, d);
         }
     }
 
@@ -321,11 +302,11 @@ impl DiskIndex {
         scratch: &mut Scratch,
     ) -> bool {
         while q.failed.is_none() && q.in_flight < q.params.beam_width {
-            let Some(pos) = q.list.next_unexpanded(|_| false) else {
+            let Some(pos) = q.b.list.next_unexpanded(|_| false) else {
                 break;
             };
-            q.list.mark_expanded(pos);
-            let id = q.list.items()[pos].id;
+            q.b.list.mark_expanded(pos);
+            let id = q.b.list.items()[pos].id;
             if let Some(record) = self.record_in_dram(id) {
                 q.result.cache_hits += 1;
                 self.expand(q, id, &record, scratch);
@@ -356,13 +337,13 @@ impl DiskIndex {
             if mate == id {
                 continue;
             }
-            if let Some(pos) = q
-                .list
-                .items()
-                .iter()
-                .position(|c| c.id == mate && !c.expanded)
+            if let Some(pos) =
+                q.b.list
+                    .items()
+                    .iter()
+                    .position(|c| c.id == mate && !c.expanded)
             {
-                q.list.mark_expanded(pos);
+                q.b.list.mark_expanded(pos);
                 q.result.free_expansions += 1;
                 let record = self.layout.record(data, mate, &mut record_buf);
                 self.expand(q, mate, &record, scratch);
@@ -372,19 +353,20 @@ impl DiskIndex {
     }
 
     fn finish(&self, mut q: Query) -> (usize, SearchResult) {
-        q.exact
+        q.b.exact
             .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        q.exact.dedup_by_key(|e| e.1);
+        q.b.exact.dedup_by_key(|e| e.1);
         let ids = &self.meta.ids;
-        let accepted = q
-            .exact
-            .iter()
-            .filter(|&&(_, id)| q.accept.as_ref().is_none_or(|a| a(ids[id as usize])));
+        let accepted =
+            q.b.exact
+                .iter()
+                .filter(|&&(_, id)| q.accept.as_ref().is_none_or(|a| a(ids[id as usize])));
         for &(d, id) in accepted.take(q.params.k) {
             q.result.ids.push(ids[id as usize]);
             q.result.distances.push(d);
         }
         q.result.latency_us = q.started.elapsed().as_secs_f64() * 1e6;
+        self.buffers.give_back(q.b);
         (q.index, q.result)
     }
 

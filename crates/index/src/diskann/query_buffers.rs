@@ -1,0 +1,131 @@
+//! What one query needs besides its vector, kept between queries: a search of a cached
+//! index spends about as long as the allocator would take to clear and hand out these
+//! buffers afresh (the PQ table alone is 96 KiB at 384 dimensions).
+
+use std::sync::Mutex;
+
+use diskvec_graph::CandidateList;
+use diskvec_vector::PqTable;
+
+/// The nodes one query has seen, as a stamp per node: a node is in the set when its stamp
+/// equals the current one, so emptying the set is one increment, and only every 255th
+/// query pays for clearing the array (one byte per node of the index).
+pub(crate) struct VisitedSet {
+    stamps: Vec<u8>,
+    current: u8,
+}
+
+impl VisitedSet {
+    pub(crate) fn new(nodes: usize) -> Self {
+        Self {
+            stamps: vec![0; nodes],
+            current: 1,
+        }
+    }
+
+    /// Empties the set.
+    pub(crate) fn clear(&mut self) {
+        if self.current == u8::MAX {
+            self.stamps.fill(0);
+            self.current = 1;
+        } else {
+            self.current += 1;
+        }
+    }
+
+    /// Adds `id`; false when it was already there. Ids beyond the index are never added
+    /// (the caller checks them against the node count first).
+    #[inline]
+    pub(crate) fn insert(&mut self, id: u32) -> bool {
+        match self.stamps.get_mut(id as usize) {
+            Some(s) if *s != self.current => {
+                *s = self.current;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+pub(crate) struct QueryBuffers {
+    pub(crate) visited: VisitedSet,
+    pub(crate) table: PqTable,
+    pub(crate) list: CandidateList,
+    /// (exact distance, node) of every expanded node: the re-rank pool.
+    pub(crate) exact: Vec<(f32, u32)>,
+}
+
+/// Buffers of finished queries, for the next ones. Bounded, so a burst of concurrent
+/// queries does not leave its peak behind.
+pub(crate) struct BufferPool {
+    nodes: usize,
+    free: Mutex<Vec<QueryBuffers>>,
+}
+
+/// Most buffer sets a pool keeps: beyond the queries that run at once on a few threads.
+const KEPT: usize = 64;
+
+impl BufferPool {
+    pub(crate) fn new(nodes: usize) -> Self {
+        Self {
+            nodes,
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Empty buffers for a query with candidate list `search_list`.
+    pub(crate) fn take(&self, search_list: usize) -> QueryBuffers {
+        let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match reused {
+            Some(mut b) => {
+                b.visited.clear();
+                b.list.reset(search_list);
+                b.exact.clear();
+                b
+            }
+            None => QueryBuffers {
+                visited: VisitedSet::new(self.nodes),
+                table: PqTable::default(),
+                list: CandidateList::new(search_list),
+                exact: Vec::with_capacity(search_list * 2),
+            },
+        }
+    }
+
+    pub(crate) fn give_back(&self, buffers: QueryBuffers) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < KEPT {
+            free.push(buffers);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cleared_set_forgets_across_stamp_wraparound() {
+        let mut v = VisitedSet::new(10);
+        for round in 0..600u32 {
+            let id = round % 10;
+            assert!(v.insert(id), "round {round}: a cleared set holds nothing");
+            assert!(!v.insert(id), "round {round}: the second insert finds it");
+            assert!(!v.insert(10), "ids beyond the index are refused");
+            v.clear();
+        }
+    }
+
+    #[test]
+    fn reused_buffers_come_back_empty() {
+        let pool = BufferPool::new(5);
+        let mut b = pool.take(3);
+        b.visited.insert(2);
+        b.list.insert(2, 1.0);
+        b.exact.push((1.0, 2));
+        pool.give_back(b);
+        let mut b = pool.take(4);
+        assert!(b.visited.insert(2));
+        assert!(b.list.is_empty() && b.exact.is_empty());
+    }
+}
