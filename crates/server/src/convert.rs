@@ -5,6 +5,7 @@ use diskvec_db::{
     Record,
 };
 use diskvec_vector::Metric;
+use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::envelope::ApiError;
@@ -234,15 +235,15 @@ impl PayloadSelector {
         !matches!(self, PayloadSelector::None)
     }
 
-    pub fn apply(&self, p: Option<Payload>) -> Value {
+    pub fn apply(&self, p: Option<Payload>) -> Option<Payload> {
         match (self, p) {
-            (PayloadSelector::None, _) | (_, None) => Value::Null,
-            (PayloadSelector::All, Some(p)) => Value::Object(p),
+            (PayloadSelector::None, _) | (_, None) => None,
+            (PayloadSelector::All, Some(p)) => Some(p),
             (PayloadSelector::Include(keys), Some(p)) => {
-                Value::Object(p.into_iter().filter(|(k, _)| keys.contains(k)).collect())
+                Some(p.into_iter().filter(|(k, _)| keys.contains(k)).collect())
             }
             (PayloadSelector::Exclude(keys), Some(p)) => {
-                Value::Object(p.into_iter().filter(|(k, _)| !keys.contains(k)).collect())
+                Some(p.into_iter().filter(|(k, _)| !keys.contains(k)).collect())
             }
         }
     }
@@ -256,26 +257,53 @@ pub fn with_vector(v: Option<&Value>) -> Result<bool> {
     }
 }
 
-pub fn vector_json(v: Option<Vec<f32>>) -> Value {
-    v.map(|v| json!(v)).unwrap_or(Value::Null)
+/// A point id as Qdrant writes it: a number, or a UUID string.
+pub struct IdOut(pub PointId);
+
+impl Serialize for IdOut {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.0 {
+            PointId::Num(n) => s.serialize_u64(n),
+            PointId::Uuid(_) => s.collect_str(&self.0),
+        }
+    }
 }
 
-pub fn hit(h: Hit, sel: &PayloadSelector) -> Value {
-    json!({
-        "id": h.id.to_json(),
-        "version": h.version,
-        "score": h.score,
-        "payload": sel.apply(h.payload),
-        "vector": vector_json(h.vector),
-    })
+/// Qdrant's `ScoredPoint`, written straight from the database's answer (no JSON tree in
+/// between: a k=100 answer would build and drop hundreds of maps per query).
+#[derive(Serialize)]
+pub struct ScoredPoint {
+    id: IdOut,
+    version: u64,
+    score: f32,
+    payload: Option<Payload>,
+    vector: Option<Vec<f32>>,
 }
 
-pub fn record(r: Record, sel: &PayloadSelector) -> Value {
-    json!({
-        "id": r.id.to_json(),
-        "payload": sel.apply(r.payload),
-        "vector": vector_json(r.vector),
-    })
+/// Qdrant's `Record`: a point as retrieve and scroll return it.
+#[derive(Serialize)]
+pub struct PointOut {
+    id: IdOut,
+    payload: Option<Payload>,
+    vector: Option<Vec<f32>>,
+}
+
+pub fn hit(h: Hit, sel: &PayloadSelector) -> ScoredPoint {
+    ScoredPoint {
+        id: IdOut(h.id),
+        version: h.version,
+        score: h.score,
+        payload: sel.apply(h.payload),
+        vector: h.vector,
+    }
+}
+
+pub fn record(r: Record, sel: &PayloadSelector) -> PointOut {
+    PointOut {
+        id: IdOut(r.id),
+        payload: sel.apply(r.payload),
+        vector: r.vector,
+    }
 }
 
 /// A collection's configuration from a create request: Qdrant's fields, plus ours under

@@ -7,15 +7,23 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use diskvec_db::DbError;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
+
+#[derive(Serialize)]
+struct Envelope<T> {
+    result: T,
+    status: &'static str,
+    time: f64,
+}
 
 /// A successful answer, timed from `started`.
-pub fn ok(result: Value, started: Instant) -> Response {
-    Json(json!({
-        "result": result,
-        "status": "ok",
-        "time": started.elapsed().as_secs_f64(),
-    }))
+pub fn ok(result: impl Serialize, started: Instant) -> Response {
+    Json(Envelope {
+        result,
+        status: "ok",
+        time: started.elapsed().as_secs_f64(),
+    })
     .into_response()
 }
 

@@ -295,7 +295,10 @@ pub async fn serve(
             log::debug!("TCP_NODELAY not set: {e}");
         }
     });
-    axum::serve(listener, app)
+    // As a make-service the router is cloned per connection as an `Arc`; handed over
+    // as a router, axum rebuilds its route table for every connection (qdrant-client
+    // opens one per request on loopback, where it turns keep-alive off).
+    axum::serve(listener, app.into_make_service())
         .with_graceful_shutdown(shutdown)
         .await?;
     let closing = tokio::task::spawn_blocking(move || db.close());

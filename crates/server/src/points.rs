@@ -6,12 +6,13 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use diskvec_db::{Collection, PointId, SearchRequest};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::convert::{
     filter, hit, opt_positive, opt_uint, parse_body, payload, payload_selector, point_id,
-    point_ids, record, string_list, upsert_points, vector, with_vector, PayloadSelector,
+    point_ids, record, string_list, upsert_points, vector, with_vector, IdOut, PayloadSelector,
+    PointOut, ScoredPoint,
 };
 use crate::envelope::{ok, ApiError, ApiResult};
 use crate::{blocking, AppState};
@@ -183,8 +184,8 @@ pub async fn retrieve(
     let vectors = with_vector(body.get("with_vector"))?;
     let wanted = sel.wanted();
     let records = blocking(move || Ok(col.get(&ids, wanted, vectors)?)).await?;
-    let out: Vec<Value> = records.into_iter().map(|r| record(r, &sel)).collect();
-    Ok(ok(json!(out), t))
+    let out: Vec<PointOut> = records.into_iter().map(|r| record(r, &sel)).collect();
+    Ok(ok(out, t))
 }
 
 pub async fn get_one(
@@ -222,9 +223,12 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
     let wanted = sel.wanted();
     let (records, next) =
         blocking(move || Ok(col.scroll(f.as_ref(), limit, offset, wanted, vectors)?)).await?;
-    let points: Vec<Value> = records.into_iter().map(|r| record(r, &sel)).collect();
+    let points: Vec<PointOut> = records.into_iter().map(|r| record(r, &sel)).collect();
     Ok(ok(
-        json!({"points": points, "next_page_offset": next.map(|n| n.to_json())}),
+        ScrollPage {
+            points,
+            next_page_offset: next.map(IdOut),
+        },
         t,
     ))
 }
@@ -235,6 +239,19 @@ pub async fn count(State(s): State<AppState>, Path(name): Path<String>, body: By
     let f = filter(parse_body(&body)?.get("filter"))?;
     let n = blocking(move || Ok(col.count(f.as_ref()))).await?;
     Ok(ok(json!({"count": n}), t))
+}
+
+/// `points/query`'s answer.
+#[derive(Serialize)]
+struct QueryAnswer {
+    points: Vec<ScoredPoint>,
+}
+
+/// `points/scroll`'s answer.
+#[derive(Serialize)]
+struct ScrollPage {
+    points: Vec<PointOut>,
+    next_page_offset: Option<IdOut>,
 }
 
 /// A search as Qdrant's `search` and `query` bodies describe it.
@@ -284,7 +301,7 @@ async fn run_searches(
     s: &AppState,
     name: &str,
     searches: Vec<ParsedSearch>,
-) -> Result<Vec<Vec<Value>>, ApiError> {
+) -> Result<Vec<Vec<ScoredPoint>>, ApiError> {
     let col = collection(s, name)?;
     blocking(move || {
         searches
@@ -311,7 +328,7 @@ pub async fn search(State(s): State<AppState>, Path(name): Path<String>, body: B
     let t = Instant::now();
     let parsed = parse_search(&parse_body(&body)?, "vector")?;
     let mut out = run_searches(&s, &name, vec![parsed]).await?;
-    Ok(ok(json!(out.pop().unwrap_or_default()), t))
+    Ok(ok(out.pop().unwrap_or_default(), t))
 }
 
 pub async fn search_batch(
@@ -322,14 +339,15 @@ pub async fn search_batch(
     let t = Instant::now();
     let searches = searches_of(&parse_body(&body)?, "vector")?;
     let out = run_searches(&s, &name, searches).await?;
-    Ok(ok(json!(out), t))
+    Ok(ok(out, t))
 }
 
 pub async fn query(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let t = Instant::now();
     let parsed = parse_search(&parse_body(&body)?, "query")?;
     let mut out = run_searches(&s, &name, vec![parsed]).await?;
-    Ok(ok(json!({"points": out.pop().unwrap_or_default()}), t))
+    let points = out.pop().unwrap_or_default();
+    Ok(ok(QueryAnswer { points }, t))
 }
 
 pub async fn query_batch(
@@ -340,6 +358,9 @@ pub async fn query_batch(
     let t = Instant::now();
     let searches = searches_of(&parse_body(&body)?, "query")?;
     let out = run_searches(&s, &name, searches).await?;
-    let out: Vec<Value> = out.into_iter().map(|p| json!({"points": p})).collect();
-    Ok(ok(json!(out), t))
+    let out: Vec<QueryAnswer> = out
+        .into_iter()
+        .map(|points| QueryAnswer { points })
+        .collect();
+    Ok(ok(out, t))
 }
