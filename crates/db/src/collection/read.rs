@@ -214,13 +214,16 @@ impl Inner {
         req: &SearchRequest,
     ) -> Result<Vec<Hit>> {
         // A point being rewritten while we searched can show up in two segments: keep the
-        // newer version.
-        let mut newest: HashMap<PointId, u64> = HashMap::with_capacity(found.len());
-        for f in &found {
-            let v = newest.entry(f.id).or_insert(f.version);
-            *v = (*v).max(f.version);
+        // newer version. (A segment holds each point once, so one segment needs no check.)
+        let first_segment = found.first().map(|f| f.loc.segment);
+        if found.iter().any(|f| Some(f.loc.segment) != first_segment) {
+            let mut newest: HashMap<PointId, u64> = HashMap::with_capacity(found.len());
+            for f in &found {
+                let v = newest.entry(f.id).or_insert(f.version);
+                *v = (*v).max(f.version);
+            }
+            found.retain(|f| newest[&f.id] == f.version);
         }
-        found.retain(|f| newest[&f.id] == f.version);
         found.sort_by(|a, b| a.distance.total_cmp(&b.distance).then(a.id.cmp(&b.id)));
         let metric = self.config.metric;
         let mut hits = Vec::with_capacity(req.k);

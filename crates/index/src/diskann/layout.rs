@@ -145,9 +145,22 @@ impl<'a> NodeRecord<'a> {
     pub fn neighbors(&self) -> impl Iterator<Item = u32> + 'a {
         let at = self.dim * 4 + 4;
         let room = (self.bytes.len() - at) / 4;
-        self.bytes[at..at + 4 * self.degree().min(room)]
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        let bytes = &self.bytes[at..at + 4 * self.degree().min(room)];
+        // Read in place where aligned (a little-endian machine stores them as it reads
+        // them); decoded four bytes at a time otherwise.
+        let aligned = match cfg!(target_endian = "little") {
+            true => bytemuck::try_cast_slice::<u8, u32>(bytes).ok(),
+            false => None,
+        };
+        let (aligned, unaligned) = match aligned {
+            Some(ids) => (ids, &[][..]),
+            None => (&[][..], bytes),
+        };
+        aligned.iter().copied().chain(
+            unaligned
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap())),
+        )
     }
 }
 
