@@ -4,6 +4,7 @@ mod kmeans;
 mod metric;
 mod mips;
 mod pq;
+mod prefetch;
 mod rows;
 mod validate;
 
@@ -11,5 +12,6 @@ pub use kmeans::kmeans;
 pub use metric::Metric;
 pub use mips::mips_to_l2;
 pub use pq::{PqTable, ProductQuantizer};
+pub use prefetch::prefetch;
 pub use rows::Rows;
 pub use validate::{check_vectors, VectorError};

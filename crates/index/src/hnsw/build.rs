@@ -1,5 +1,7 @@
 use std::sync::{Mutex, RwLock};
 
+use super::links::{BuildLinks, FrozenLinks, Links};
+
 use diskvec_vector::Metric;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -59,7 +61,7 @@ impl HnswIndex {
         let levels: Vec<usize> = (0..n)
             .map(|_| ((-(rng.random::<f64>().max(1e-12)).ln() * ml) as usize).min(16))
             .collect();
-        let links = levels
+        let links: BuildLinks = levels
             .iter()
             .map(|&l| (0..=l).map(|_| RwLock::new(Vec::new())).collect())
             .collect();
@@ -68,7 +70,7 @@ impl HnswIndex {
             dim: graph_dim,
             data: graph_data,
             ids: ids.to_vec(),
-            links,
+            links: Links::Building(links),
             entry: 0,
             top_level: levels[0],
             params,
@@ -89,6 +91,11 @@ impl HnswIndex {
         index.metric = metric;
         index.dim = dim;
         index.data = prepared;
+        if let Links::Building(lists) =
+            std::mem::replace(&mut index.links, Links::Building(Vec::new()))
+        {
+            index.links = Links::Frozen(FrozenLinks::freeze(lists));
+        }
         Ok(index)
     }
 
@@ -118,13 +125,16 @@ impl HnswIndex {
         } else {
             (ep, start)
         };
+        let Links::Building(lists) = &self.links else {
+            unreachable!("HNSW lists are frozen only once every node is inserted")
+        };
         let mut entries = vec![(ep_dist, ep)];
         for lc in (0..=level.min(top)).rev() {
             let found = search_layer(self, qv, &entries, self.params.ef_construction, lc, visited);
             let chosen = self.select(&found, self.params.m);
-            *self.links[q as usize][lc].write().unwrap() = chosen.clone();
+            *lists[q as usize][lc].write().unwrap() = chosen.clone();
             for &nb in &chosen {
-                let mut list = self.links[nb as usize][lc].write().unwrap();
+                let mut list = lists[nb as usize][lc].write().unwrap();
                 list.push(q);
                 if list.len() > self.max_links(lc) {
                     let nv = self.vector(nb);

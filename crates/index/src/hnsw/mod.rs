@@ -3,13 +3,12 @@
 
 mod build;
 mod growing;
+mod links;
 mod search;
 
 pub use build::HnswParams;
 pub use growing::{GrowingHnsw, Insertion};
 pub use search::{HnswResult, HnswScratch};
-
-use std::sync::RwLock;
 
 use diskvec_vector::Metric;
 
@@ -19,8 +18,8 @@ pub struct HnswIndex {
     pub(crate) dim: usize,
     pub(crate) data: Vec<f32>,
     pub(crate) ids: Vec<i64>,
-    /// Per node, per level from 0 up to the node's own: its neighbours.
-    pub(crate) links: Vec<Vec<RwLock<Vec<u32>>>>,
+    /// Per node, per level from 0 up to the node's own: its neighbours (frozen once built).
+    pub(crate) links: links::Links,
     pub(crate) entry: u32,
     pub(crate) top_level: usize,
     pub(crate) params: HnswParams,
@@ -45,16 +44,18 @@ impl HnswIndex {
 
     /// Bytes held in DRAM: vectors, ids and links.
     pub fn dram_bytes(&self) -> usize {
-        let links: usize = self
-            .links
-            .iter()
-            .map(|levels| {
-                levels
-                    .iter()
-                    .map(|l| l.read().map(|v| v.capacity() * 4).unwrap_or(0) + 24)
-                    .sum::<usize>()
-            })
-            .sum();
+        let links = match &self.links {
+            links::Links::Frozen(frozen) => frozen.dram_bytes(),
+            links::Links::Building(lists) => lists
+                .iter()
+                .map(|levels| {
+                    levels
+                        .iter()
+                        .map(|l| l.read().map(|v| v.capacity() * 4).unwrap_or(0) + 24)
+                        .sum::<usize>()
+                })
+                .sum(),
+        };
         self.data.len() * 4 + self.ids.len() * 8 + links
     }
 

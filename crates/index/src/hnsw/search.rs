@@ -45,6 +45,10 @@ impl Visited {
     }
 }
 
+/// Cache lines of a neighbour's vector fetched ahead (the hardware prefetcher streams the
+/// rest of a longer vector).
+const PREFETCH_LINES: usize = 4;
+
 /// f32 ordered totally, for heaps.
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) struct Dist(pub f32);
@@ -82,19 +86,23 @@ pub(crate) fn search_layer(
     while results.len() > ef {
         results.pop();
     }
-    let mut nbrs = Vec::new();
+    let mut fresh = Vec::new();
     while let Some(Reverse((Dist(d), c))) = candidates.pop() {
         if results.len() >= ef && d > results.peek().map_or(f32::INFINITY, |r| r.0 .0) {
             break;
         }
-        nbrs.clear();
-        if let Some(list) = index.links[c as usize].get(level) {
-            nbrs.extend_from_slice(&list.read().unwrap());
-        }
-        for &nb in &nbrs {
-            if !visited.insert(nb) {
-                continue;
+        // The unseen neighbours first, each vector's fetch started, then their distances:
+        // the cache misses of a whole list overlap instead of coming one by one.
+        fresh.clear();
+        index.links.with(c, level, |list| {
+            for &nb in list {
+                if visited.insert(nb) {
+                    diskvec_vector::prefetch(index.vector(nb), PREFETCH_LINES);
+                    fresh.push(nb);
+                }
             }
+        });
+        for &nb in &fresh {
             let dn = index.metric.distance(query, index.vector(nb));
             if results.len() < ef || dn < results.peek().map_or(f32::INFINITY, |r| r.0 .0) {
                 candidates.push(Reverse((Dist(dn), nb)));
@@ -132,14 +140,16 @@ impl HnswIndex {
         for lc in (low..=high).rev() {
             loop {
                 let mut changed = false;
-                for &nb in self.links[ep as usize][lc].read().unwrap().iter() {
-                    let d = self.metric.distance(q, self.vector(nb));
-                    if d < ep_dist {
-                        ep_dist = d;
-                        ep = nb;
-                        changed = true;
+                self.links.with(ep, lc, |list| {
+                    for &nb in list {
+                        let d = self.metric.distance(q, self.vector(nb));
+                        if d < ep_dist {
+                            ep_dist = d;
+                            ep = nb;
+                            changed = true;
+                        }
                     }
-                }
+                });
                 if !changed {
                     break;
                 }
