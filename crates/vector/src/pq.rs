@@ -222,19 +222,7 @@ impl PqTable {
     /// list before computing any of its distances, so the cache misses overlap.
     #[inline]
     pub fn prefetch(code: &[u8]) {
-        #[cfg(target_arch = "x86_64")]
-        for line in code.chunks(64) {
-            // SAFETY: the intrinsic is unsafe only for its target feature, SSE, which every
-            // x86_64 CPU has; a prefetch never faults, and the address lies inside `code`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(
-                    line.as_ptr().cast(),
-                    std::arch::x86_64::_MM_HINT_T0,
-                )
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = code;
+        crate::prefetch(code, usize::MAX);
     }
 
     /// Approximate distance from the query to the vector with this code.
@@ -382,8 +370,6 @@ mod tests {
         assert_eq!(ProductQuantizer::from_bytes(&[0u8; 8]), None);
     }
 
-    /// `distance` is safe, so it must be sound for any code: every byte value scores,
-    /// and a code of the wrong length is refused rather than read past the table.
     #[test]
     fn batched_distances_match_one_at_a_time() {
         let data = random_data(500, 12);
@@ -403,6 +389,8 @@ mod tests {
         assert!(beyond.is_err(), "a code beyond the array is refused");
     }
 
+    /// `distance` is safe, so it must be sound for any code: every byte value scores,
+    /// and a code of the wrong length is refused rather than read past the table.
     #[test]
     fn distance_is_sound_for_every_code() {
         let data = random_data(300, 4);

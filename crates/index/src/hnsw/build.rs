@@ -1,14 +1,15 @@
 use std::sync::{Mutex, RwLock};
 
-use super::links::{BuildLinks, FrozenLinks, Links};
+use super::links::{BuildLinks, Links};
 
 use diskvec_vector::Metric;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
-use super::search::{search_layer, Visited};
+use super::search::search_layer;
 use super::HnswIndex;
+use crate::visited::VisitedSet;
 use crate::{Progress, Result};
 
 /// HNSW build parameters (names as in the paper and hnswlib).
@@ -79,7 +80,7 @@ impl HnswIndex {
         let entry = Mutex::new((0u32, levels[0]));
         progress.advance(1);
         (1..n as u32).into_par_iter().for_each_init(
-            || Visited::new(n),
+            || VisitedSet::new(n),
             |visited, q| {
                 index.insert(q, levels[q as usize], &entry, visited);
                 progress.advance(1);
@@ -91,11 +92,7 @@ impl HnswIndex {
         index.metric = metric;
         index.dim = dim;
         index.data = prepared;
-        if let Links::Building(lists) =
-            std::mem::replace(&mut index.links, Links::Building(Vec::new()))
-        {
-            index.links = Links::Frozen(FrozenLinks::freeze(lists));
-        }
+        index.links.freeze();
         Ok(index)
     }
 
@@ -107,7 +104,7 @@ impl HnswIndex {
         }
     }
 
-    fn insert(&self, q: u32, level: usize, entry: &Mutex<(u32, usize)>, visited: &mut Visited) {
+    fn insert(&self, q: u32, level: usize, entry: &Mutex<(u32, usize)>, visited: &mut VisitedSet) {
         // A node above the current top holds the entry lock for its whole insertion, as
         // hnswlib does, so the entry point never points at a half-linked node.
         let guard = entry.lock().unwrap_or_else(|e| e.into_inner());

@@ -114,6 +114,13 @@ pub(crate) enum Links {
 }
 
 impl Links {
+    /// Freezes building lists (frozen ones stay as they are).
+    pub(crate) fn freeze(&mut self) {
+        if let Links::Building(lists) = self {
+            *self = Links::Frozen(FrozenLinks::freeze(std::mem::take(lists)));
+        }
+    }
+
     /// Runs `f` on the neighbours of `node` on `level` (empty above the node's level).
     #[inline]
     pub(crate) fn with<R>(&self, node: u32, level: usize, f: impl FnOnce(&[u32]) -> R) -> R {

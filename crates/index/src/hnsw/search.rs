@@ -6,44 +6,11 @@ use std::time::Instant;
 use diskvec_vector::{check_vectors, Rows};
 
 use super::HnswIndex;
+use crate::visited::VisitedSet;
 use crate::{limits, IndexError, Result};
 
 /// Memory one searching thread reuses; see `HnswIndex::scratch`.
-pub struct HnswScratch(Visited);
-
-/// Marks visited nodes with an epoch, so clearing between searches is free.
-pub(crate) struct Visited {
-    marks: Vec<u32>,
-    epoch: u32,
-}
-
-impl Visited {
-    pub fn new(n: usize) -> Self {
-        Self {
-            marks: vec![0; n],
-            epoch: 0,
-        }
-    }
-
-    fn next(&mut self) {
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.marks.iter_mut().for_each(|m| *m = 0);
-            self.epoch = 1;
-        }
-    }
-
-    /// True the first time `id` is seen in this epoch.
-    fn insert(&mut self, id: u32) -> bool {
-        let m = &mut self.marks[id as usize];
-        if *m == self.epoch {
-            false
-        } else {
-            *m = self.epoch;
-            true
-        }
-    }
-}
+pub struct HnswScratch(VisitedSet);
 
 /// Cache lines of a neighbour's vector fetched ahead (the hardware prefetcher streams the
 /// rest of a longer vector).
@@ -72,9 +39,9 @@ pub(crate) fn search_layer(
     entries: &[(f32, u32)],
     ef: usize,
     level: usize,
-    visited: &mut Visited,
+    visited: &mut VisitedSet,
 ) -> Vec<(f32, u32)> {
-    visited.next();
+    visited.clear();
     let mut candidates: BinaryHeap<Reverse<(Dist, u32)>> = BinaryHeap::new();
     let mut results: BinaryHeap<(Dist, u32)> = BinaryHeap::new();
     for &(d, e) in entries {
@@ -158,7 +125,7 @@ impl HnswIndex {
         (ep, ep_dist)
     }
 
-    fn search_one(&self, raw: &[f32], k: usize, ef: usize, visited: &mut Visited) -> HnswResult {
+    fn search_one(&self, raw: &[f32], k: usize, ef: usize, visited: &mut VisitedSet) -> HnswResult {
         let start = Instant::now();
         let mut q = raw.to_vec();
         self.metric.prepare(&mut q);
@@ -189,7 +156,7 @@ impl HnswIndex {
             let workers: Vec<_> = (0..threads.clamp(1, queries.len().max(1)))
                 .map(|_| {
                     s.spawn(|| {
-                        let mut visited = Visited::new(self.len());
+                        let mut visited = VisitedSet::new(self.len());
                         let mut out = Vec::new();
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -233,7 +200,7 @@ impl HnswIndex {
 
     /// Per-thread search memory, reused across queries (a visited mark per node).
     pub fn scratch(&self) -> HnswScratch {
-        HnswScratch(Visited::new(self.len()))
+        HnswScratch(VisitedSet::new(self.len()))
     }
 
     /// Searches one query with the caller's scratch: no allocation proportional to the index.
@@ -245,7 +212,7 @@ impl HnswIndex {
         scratch: &mut HnswScratch,
     ) -> Result<HnswResult> {
         self.check_queries(query, query.len(), k, ef)?;
-        if scratch.0.marks.len() != self.len() {
+        if scratch.0.len() != self.len() {
             return Err(IndexError::InvalidArgument(
                 "this scratch belongs to another index".into(),
             ));
