@@ -50,6 +50,14 @@ pub struct Args {
     /// Read through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub buffered: bool,
+    /// Walk the graph in DRAM (loads the navigation file: every neighbour list and a 4-bit
+    /// code per node) and read the SSD only to re-rank.
+    #[arg(long)]
+    pub navigation: bool,
+    /// With --navigation: how many standard deviations of a 4-bit estimate's error decide
+    /// a candidate without reading it ("inf" reads every candidate).
+    #[arg(long, default_value_t = diskvec_index::diskann::DEFAULT_RERANK_SIGMAS)]
+    pub rerank_sigmas: f32,
     /// Also print one JSON object per search list; the last line of stdout is JSON.
     #[arg(long)]
     pub json: bool,
@@ -154,6 +162,7 @@ fn sweep(args: &Args) -> anyhow::Result<Vec<SearchParams>> {
                 beam_width: args.beam_width,
                 queries_per_thread: args.queries_per_thread,
                 entry_set: !args.no_entry_set,
+                rerank_sigmas: args.rerank_sigmas,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -174,11 +183,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cache_nodes: args.cache_nodes,
         queue_depth: args.queue_depth,
         emulate: args.emulate_path.clone(),
+        navigation: args.navigation,
     };
     check_open_options(&options)?;
     let (test, gt) = load_queries(&args.dataset, args.k)?;
     let index = DiskIndex::open(&args.index, &options)
         .with_context(|| format!("opening the index {}", args.index.display()))?;
+    if args.navigation && !index.navigates_in_dram() {
+        bail!(
+            "the index {} has no navigation file (it was built before version {} of that \
+             file existed): rebuild it, or search without --navigation",
+            args.index.display(),
+            diskvec_index::diskann::NAV_VERSION
+        );
+    }
     if test.dim != index.dim() {
         bail!(
             "the test queries have dimension {}, the index has {}",

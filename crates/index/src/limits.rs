@@ -134,6 +134,12 @@ pub fn check_search_params(p: &SearchParams) -> Result<SearchParams> {
     SEARCH_LIST.check(p.search_list)?;
     BEAM_WIDTH.check(p.beam_width)?;
     QUERIES_PER_THREAD.check(p.queries_per_thread)?;
+    if p.rerank_sigmas.is_nan() || p.rerank_sigmas < 0.0 {
+        return Err(IndexError::InvalidArgument(format!(
+            "rerank sigmas must be a number >= 0 (inf re-ranks every candidate), got {}",
+            p.rerank_sigmas
+        )));
+    }
     Ok(SearchParams {
         search_list: p.search_list.max(p.k),
         ..*p

@@ -183,6 +183,7 @@ fn entry_set_saves_reads_and_can_be_turned_off() {
             beam_width: 1,
             queries_per_thread: 1,
             entry_set,
+            ..Default::default()
         };
         let (res, _) = idx.search_batch(Rows::new(&queries, DIM), &p, 2).unwrap();
         let reads: u32 = res.iter().map(|r| r.reads).sum();

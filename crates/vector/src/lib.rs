@@ -1,4 +1,4 @@
-//! Vector math: metrics and SIMD distances, k-means, product quantization.
+//! Vector math: metrics and SIMD distances, k-means, product and 4-bit scalar quantization.
 
 mod kmeans;
 mod metric;
@@ -6,6 +6,7 @@ mod mips;
 mod pq;
 mod prefetch;
 mod rows;
+mod sq4;
 mod validate;
 
 pub use kmeans::kmeans;
@@ -14,4 +15,5 @@ pub use mips::mips_to_l2;
 pub use pq::{PqTable, ProductQuantizer};
 pub use prefetch::prefetch;
 pub use rows::Rows;
+pub use sq4::{ScalarQuantizer4, Sq4Query, SQ4_CLIP};
 pub use validate::{check_vectors, VectorError};

@@ -102,11 +102,14 @@ pub(crate) fn write_meta(out: &Path, meta_bytes: &[u8]) -> Result<()> {
     sync_dir(out)
 }
 
-/// The node files `meta.dvm` in `out` names, resolved; `None` when there is none or it
+/// The files of the generation `meta.dvm` in `out` names (node files, resolved, and the
+/// navigation file, which may be absent in an index built before it existed); `None` when there is none or it
 /// cannot be read.
 fn files_in_use(out: &Path) -> Option<Vec<PathBuf>> {
     let meta = Meta::read(&out.join(META_FILE)).ok()?;
-    Some(meta.paths.iter().map(|p| out.join(p)).collect())
+    let mut files: Vec<PathBuf> = meta.paths.iter().map(|p| out.join(p)).collect();
+    files.push(super::nav::nav_path(out, meta.build_id));
+    Some(files)
 }
 
 /// The node files the index in `out` uses now (to remove after the next commit).

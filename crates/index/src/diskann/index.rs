@@ -9,6 +9,7 @@ use diskvec_io::{
 
 use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
 use super::meta::Meta;
+use super::nav::{nav_path, Navigation};
 use super::{Header, META_FILE};
 use crate::error::file_error;
 use crate::{IndexError, Result};
@@ -26,6 +27,10 @@ pub struct OpenOptions {
     pub queue_depth: usize,
     /// Slower paths to emulate on top of the real ones: none, one for all, or one per path.
     pub emulate: Vec<PathEmulation>,
+    /// Load the navigation file (every neighbour list and a 4-bit code per node) when the
+    /// index has one, and walk the graph in DRAM, reading the SSD only to re-rank. An index
+    /// built before that file existed opens without it (`navigates_in_dram` tells).
+    pub navigation: bool,
 }
 
 impl Default for OpenOptions {
@@ -36,6 +41,7 @@ impl Default for OpenOptions {
             cache_nodes: None,
             queue_depth: 64,
             emulate: Vec::new(),
+            navigation: false,
         }
     }
 }
@@ -57,6 +63,8 @@ pub struct DiskIndex {
     pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
     pub(crate) node_by_id: super::fetch::NodeById,
     pub(crate) buffers: super::query_buffers::BufferPool,
+    /// Loaded when opened with `OpenOptions::navigation`.
+    pub(crate) nav: Option<Navigation>,
 }
 
 impl DiskIndex {
@@ -111,6 +119,23 @@ impl DiskIndex {
             .filter(|&e| e as usize >= cached)
             .collect();
         let entry_cache = load_records(&volume, &layout, &entry_ids)?;
+        let nav_file = nav_path(dir, meta.build_id);
+        let nav = if options.navigation && nav_file.exists() {
+            Some(Navigation::read(
+                &nav_file,
+                meta.build_id,
+                count,
+                layout.dim,
+            )?)
+        } else {
+            if options.navigation {
+                log::info!(
+                    "{}: no navigation file (built before it existed); searches read the graph",
+                    dir.display()
+                );
+            }
+            None
+        };
         Ok(Self {
             header,
             layout,
@@ -125,6 +150,7 @@ impl DiskIndex {
             engines: Mutex::new(Vec::new()),
             node_by_id: Default::default(),
             buffers: super::query_buffers::BufferPool::new(count),
+            nav,
         })
     }
 
@@ -211,13 +237,27 @@ impl DiskIndex {
         Ok(kind)
     }
 
-    /// Bytes this index holds in DRAM: PQ codebook and codes, ids, node cache, entry nodes.
+    /// Bytes this index holds in DRAM: PQ codebook and codes, ids, node cache, entry nodes,
+    /// and the navigation data when loaded.
     pub fn dram_bytes(&self) -> usize {
-        self.meta.dram_bytes() + self.cache.len() + self.entry_cache.len()
+        self.meta.dram_bytes()
+            + self.cache.len()
+            + self.entry_cache.len()
+            + self.nav.as_ref().map_or(0, Navigation::dram_bytes)
+    }
+
+    /// Whether searches walk the graph in DRAM (opened with navigation).
+    pub fn navigates_in_dram(&self) -> bool {
+        self.nav.is_some()
     }
 
     pub fn disk_bytes(&self) -> u64 {
         self.header.nodes_file_bytes()
+    }
+
+    /// Whether DRAM holds the record of `id` (cached prefix or entry node).
+    pub(crate) fn in_dram(&self, id: u32) -> bool {
+        id < self.cached || self.entry_ids.binary_search(&id).is_ok()
     }
 
     /// The record of `id` if DRAM holds it (cached prefix or entry node).

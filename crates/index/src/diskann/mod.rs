@@ -4,6 +4,8 @@
 //! Files of an index directory (drawn in docs/format.md):
 //! - `nodes.<generation>.dvn` (or one file per storage path): a header sector, then node
 //!   sectors, each sector checksummed;
+//! - `nav.<generation>.dvr`: every node's neighbour list and a 4-bit code of its vector,
+//!   loaded only by searches that walk the graph in DRAM (nav.rs);
 //! - `meta.dvm`: what search keeps in DRAM: PQ codebook, PQ codes, external ids, and the
 //!   names of the node files; replacing it is the one atomic switch of a build (commit.rs).
 
@@ -14,6 +16,7 @@ mod header;
 mod index;
 mod layout;
 mod meta;
+mod nav;
 mod query_buffers;
 mod reorder;
 mod search;
@@ -24,7 +27,8 @@ pub use build::{build, BuildParams, BuildReport};
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
-pub use search::{Accept, BatchStats, SearchParams, SearchResult};
+pub use nav::{nav_file_name, Navigation, WalkCodes, MIN_CODE_RECALL, NAV_VERSION};
+pub use search::{Accept, BatchStats, SearchParams, SearchResult, DEFAULT_RERANK_SIGMAS};
 pub use service::{PendingSearch, SearchService};
 pub use verify::verify;
 

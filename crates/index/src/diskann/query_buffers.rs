@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use diskvec_graph::CandidateList;
-use diskvec_vector::PqTable;
+use diskvec_vector::{PqTable, Sq4Query};
 
 use crate::visited::VisitedSet;
 
@@ -15,6 +15,22 @@ pub(crate) struct QueryBuffers {
     pub(crate) list: CandidateList,
     /// (exact distance, node) of every expanded node: the re-rank pool.
     pub(crate) exact: Vec<(f32, u32)>,
+    /// The query prepared for 4-bit code estimates (searches with navigation).
+    pub(crate) sq: Sq4Query,
+    /// Navigation only: candidates whose estimate cannot decide, to read and re-rank.
+    pub(crate) band: Vec<BandEntry>,
+    /// Navigation only: (estimate, node) of candidates surely in the answer, unread.
+    pub(crate) sure: Vec<(f32, u32)>,
+    /// Navigation only: (estimate, node) of the expanded nodes; after the walk, the
+    /// accepted ones by 4-bit estimate, closest first.
+    pub(crate) scored: Vec<(f32, u32)>,
+}
+
+/// A candidate of the re-rank band and whether its exact distance is known yet.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BandEntry {
+    pub(crate) id: u32,
+    pub(crate) done: bool,
 }
 
 /// Buffers of finished queries, for the next ones. Bounded, so a burst of concurrent
@@ -43,6 +59,8 @@ impl BufferPool {
                 b.visited.clear();
                 b.list.reset(search_list);
                 b.exact.clear();
+                b.band.clear();
+                b.sure.clear();
                 b
             }
             None => QueryBuffers {
@@ -50,6 +68,10 @@ impl BufferPool {
                 table: PqTable::default(),
                 list: CandidateList::new(search_list),
                 exact: Vec::with_capacity(search_list * 2),
+                sq: Sq4Query::default(),
+                band: Vec::new(),
+                sure: Vec::new(),
+                scored: Vec::new(),
             },
         }
     }

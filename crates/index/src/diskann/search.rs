@@ -14,7 +14,8 @@ use diskvec_io::{EngineKind, ReadDone, ReadEngine};
 use diskvec_vector::{check_vectors, PqTable, Rows};
 
 use super::layout::NodeRecord;
-use super::query_buffers::QueryBuffers;
+use super::nav::{Navigation, WalkCodes};
+use super::query_buffers::{BandEntry, QueryBuffers};
 use super::DiskIndex;
 use crate::limits;
 use crate::{IndexError, Result};
@@ -34,7 +35,18 @@ pub struct SearchParams {
     pub queries_per_thread: usize,
     /// Start from the entry nodes closest to the query (by PQ distance) as well as the medoid.
     pub entry_set: bool,
+    /// With navigation (`OpenOptions::navigation`): how sure a 4-bit estimate must be to
+    /// decide a candidate unread, in standard deviations (σ) of the estimate's error.
+    /// Candidates estimated more than 2·sigmas·σ closer than the k-th are returned unread,
+    /// with their estimate as distance; those that much farther are dropped unread; the
+    /// rest are read and re-ranked by their full vectors. `inf` reads every candidate.
+    /// Ignored without navigation.
+    pub rerank_sigmas: f32,
 }
+
+/// Measured on both shipped sets (docs/benchmarks.md): recall@100 within 0.001 of
+/// reading every candidate, at a third to a half of the reads.
+pub const DEFAULT_RERANK_SIGMAS: f32 = 1.5;
 
 impl Default for SearchParams {
     fn default() -> Self {
@@ -44,6 +56,7 @@ impl Default for SearchParams {
             beam_width: 4,
             queries_per_thread: 16,
             entry_set: true,
+            rerank_sigmas: DEFAULT_RERANK_SIGMAS,
         }
     }
 }
@@ -90,6 +103,14 @@ struct Query {
     /// PQ table, candidate list, visited set and re-rank pool, from the index's pool.
     b: QueryBuffers,
     in_flight: usize,
+    /// Navigation only: the graph walk is over and the band is chosen.
+    walked: bool,
+    /// Navigation only: the next band entry to read.
+    next_band: usize,
+    /// Navigation only: candidates estimated above this were dropped unread.
+    dropped_above: f32,
+    /// Navigation only: the dropped candidates were checked against the exact k-th.
+    rechecked: bool,
     /// The first failed read of this query: it sends no more reads, waits for those in
     /// flight, and then reports this error instead of an answer.
     failed: Option<IndexError>,
@@ -223,7 +244,12 @@ impl DiskIndex {
     ) -> Query {
         self.header.metric.prepare(&mut vector);
         let mut b = self.buffers.take(params.search_list);
-        self.meta.pq.table_into(&vector, &mut b.table);
+        if let Some(nav) = &self.nav {
+            nav.sq.query_into(&vector, self.header.metric, &mut b.sq);
+        }
+        if self.walks_by_pq() {
+            self.meta.pq.table_into(&vector, &mut b.table);
+        }
         let mut q = Query {
             index,
             params,
@@ -231,14 +257,17 @@ impl DiskIndex {
             vector,
             b,
             in_flight: 0,
+            walked: false,
+            next_band: 0,
+            dropped_above: f32::INFINITY,
+            rechecked: false,
             failed: None,
             result: SearchResult::default(),
             started: Instant::now(),
         };
         let medoid = self.header.medoid;
         q.b.visited.insert(medoid);
-        q.b.list
-            .insert(medoid, q.b.table.distance(self.code(medoid)));
+        q.b.list.insert(medoid, self.first_distance(&q.b, medoid));
         if params.entry_set && !self.meta.entries.is_empty() {
             // Only the best `search_list` entries can enter the list, so rank all of them
             // first and insert just those; the rest stay unvisited and may be found later.
@@ -247,7 +276,7 @@ impl DiskIndex {
                 .entries
                 .iter()
                 .filter(|&&e| e != medoid)
-                .map(|&e| (q.b.table.distance(self.code(e)), e))
+                .map(|&e| (self.first_distance(&q.b, e), e))
                 .collect();
             let keep = params.search_list.min(scored.len());
             if keep < scored.len() {
@@ -260,6 +289,28 @@ impl DiskIndex {
             }
         }
         q
+    }
+
+    /// Whether PQ distances steer the walk (no navigation, or the build chose PQ for it).
+    #[inline]
+    fn walks_by_pq(&self) -> bool {
+        self.nav.as_ref().is_none_or(|n| n.walk == WalkCodes::Pq)
+    }
+
+    /// The 4-bit estimate of a node's distance (navigation only).
+    #[inline]
+    fn estimate(nav: &Navigation, b: &QueryBuffers, id: u32) -> f32 {
+        let (code, norm) = Navigation::split(nav.record(id));
+        b.sq.distance(code, norm)
+    }
+
+    /// The distance that steers the walk.
+    #[inline]
+    fn first_distance(&self, b: &QueryBuffers, id: u32) -> f32 {
+        match &self.nav {
+            Some(nav) if nav.walk == WalkCodes::Sq4 => Self::estimate(nav, b, id),
+            _ => b.table.distance(self.code(id)),
+        }
     }
 
     #[inline]
@@ -301,6 +352,9 @@ impl DiskIndex {
         engine: &mut dyn ReadEngine,
         scratch: &mut Scratch,
     ) -> bool {
+        if let Some(nav) = &self.nav {
+            return self.advance_in_dram(nav, q, slot, engine, scratch);
+        }
         while q.failed.is_none() && q.in_flight < q.params.beam_width {
             let Some(pos) = q.b.list.next_unexpanded(|_| false) else {
                 break;
@@ -327,10 +381,213 @@ impl DiskIndex {
         q.in_flight == 0
     }
 
+    /// `advance` with navigation: walks the whole graph in DRAM at once (no reads), picks
+    /// the band of candidates the estimates cannot decide, then reads those, `beam_width`
+    /// at a time.
+    fn advance_in_dram(
+        &self,
+        nav: &Navigation,
+        q: &mut Query,
+        slot: usize,
+        engine: &mut dyn ReadEngine,
+        scratch: &mut Scratch,
+    ) -> bool {
+        if !q.walked {
+            q.b.scored.clear();
+            while let Some(pos) = q.b.list.next_unexpanded(|_| false) {
+                q.b.list.mark_expanded(pos);
+                let c = q.b.list.items()[pos];
+                // Every node the walk expands stays a candidate, even once closer ones push
+                // it off the list (as the exact pool keeps them without navigation).
+                q.b.scored.push((c.distance, c.id));
+                self.expand_in_dram(nav, q, c.id, scratch);
+            }
+            q.walked = true;
+            self.choose_band(nav, q);
+        }
+        loop {
+            self.read_band(q, slot, engine, scratch);
+            let band_done = q.in_flight == 0 && q.next_band == q.b.band.len();
+            if !band_done || q.rechecked || q.failed.is_some() {
+                break;
+            }
+            q.rechecked = true;
+            self.recheck_dropped(q);
+        }
+        q.in_flight == 0
+    }
+
+    /// Once the band is re-ranked, the k-th distance is known far better than the k-th
+    /// estimate was (that one is the smallest of many noisy values, biased low where the
+    /// codes resolve the data poorly): any dropped candidate whose estimate minus its error
+    /// margin is below it joins the band after all. Reads only shrink the k-th distance,
+    /// so one check suffices.
+    fn recheck_dropped(&self, q: &mut Query) {
+        if !q.dropped_above.is_finite() {
+            return;
+        }
+        let mut known: Vec<f32> = q.b.exact.iter().chain(&q.b.sure).map(|e| e.0).collect();
+        let k = q.params.k;
+        if known.len() < k {
+            return;
+        }
+        let kth = *known.select_nth_unstable_by(k - 1, |a, b| a.total_cmp(b)).1;
+        let half_margin = 0.5 * 2.0 * q.params.rerank_sigmas * q.b.sq.sigma();
+        let (dropped_above, band) = (q.dropped_above, &mut q.b.band);
+        band.extend(
+            q.b.scored
+                .iter()
+                .filter(|&&(est, _)| est > dropped_above && est - half_margin <= kth)
+                .map(|&(_, id)| BandEntry { id, done: false }),
+        );
+    }
+
+    /// Sends reads for band entries (or scores cached ones) until `beam_width` are in
+    /// flight or the band is exhausted.
+    fn read_band(
+        &self,
+        q: &mut Query,
+        slot: usize,
+        engine: &mut dyn ReadEngine,
+        scratch: &mut Scratch,
+    ) {
+        while q.failed.is_none()
+            && q.in_flight < q.params.beam_width
+            && q.next_band < q.b.band.len()
+        {
+            let at = q.next_band;
+            q.next_band += 1;
+            let entry = &mut q.b.band[at];
+            if entry.done {
+                continue;
+            }
+            entry.done = true;
+            let id = entry.id;
+            if let Some(record) = self.record_in_dram(id) {
+                q.result.cache_hits += 1;
+                let d = self
+                    .header
+                    .metric
+                    .distance(&q.vector, record.vector(&mut scratch.vector));
+                q.b.exact.push((d, id));
+                continue;
+            }
+            match engine.submit(
+                self.layout.offset_of(id),
+                self.layout.read_bytes(),
+                (slot as u64) << 32 | id as u64,
+            ) {
+                Ok(_) => {
+                    q.in_flight += 1;
+                    q.result.reads += 1;
+                }
+                Err(e) => q.failed = Some(e.into()),
+            }
+        }
+    }
+
+    /// Puts a node's unseen neighbours on the candidate list by the walk's codes.
+    fn expand_in_dram(&self, nav: &Navigation, q: &mut Query, id: u32, scratch: &mut Scratch) {
+        scratch.fresh.clear();
+        let by_pq = nav.walk == WalkCodes::Pq;
+        for &nb in nav.neighbors(id) {
+            if q.b.visited.insert(nb) {
+                if by_pq {
+                    PqTable::prefetch(self.code(nb));
+                } else {
+                    diskvec_vector::prefetch(nav.record(nb), usize::MAX);
+                }
+                scratch.fresh.push(nb);
+            }
+        }
+        if by_pq {
+            scratch.distances.clear();
+            scratch.distances.resize(scratch.fresh.len(), 0.0);
+            q.b.table
+                .distances(&self.meta.codes, &scratch.fresh, &mut scratch.distances);
+            for (&nb, &d) in scratch.fresh.iter().zip(&scratch.distances) {
+                q.b.list.insert(nb, d);
+            }
+        } else {
+            for &nb in &scratch.fresh {
+                let d = Self::estimate(nav, &q.b, nb);
+                q.b.list.insert(nb, d);
+            }
+        }
+    }
+
+    /// Sorts the walked candidates the query accepts into surely in (kept unread with their
+    /// estimates), surely out (dropped), and the band between, to read and re-rank: the
+    /// boundary is the k-th accepted estimate, the margin 2·sigmas·σ on either side of it.
+    /// Surely-in nodes whose records are in DRAM join the band: their exact distances cost
+    /// no read, and then a fully cached index returns exact distances only.
+    fn choose_band(&self, nav: &Navigation, q: &mut Query) {
+        let ids = &self.meta.ids;
+        let accept = q.accept.as_ref();
+        // (estimate, node) of the accepted expanded nodes, closest first.
+        let mut scored = std::mem::take(&mut q.b.scored);
+        scored.retain(|&(_, id)| accept.is_none_or(|a| a(ids[id as usize])));
+        if nav.walk == WalkCodes::Pq {
+            for entry in scored.iter_mut() {
+                entry.0 = Self::estimate(nav, &q.b, entry.1);
+            }
+        }
+        scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let boundary = scored.get(q.params.k - 1).map(|c| c.0);
+        // Data the 4-bit levels resolve poorly (the build measured it) has most candidates
+        // within the error margin of the k-th, and one in ~15 of them past it: every
+        // candidate is read there.
+        let margin = if nav.codes_decide() {
+            2.0 * q.params.rerank_sigmas * q.b.sq.sigma()
+        } else {
+            f32::INFINITY
+        };
+        q.dropped_above = boundary.map_or(f32::INFINITY, |t| t + margin);
+        let (mut band, mut sure) = (std::mem::take(&mut q.b.band), std::mem::take(&mut q.b.sure));
+        for &(distance, id) in &scored {
+            let certain_in = match boundary {
+                _ if margin.is_infinite() => false,
+                None => true,
+                Some(t) if distance < t - margin => true,
+                Some(t) if distance > t + margin => continue,
+                Some(_) => false,
+            };
+            // A node in DRAM costs no read: its exact distance is better than a sure guess.
+            if certain_in && !self.in_dram(id) {
+                sure.push((distance, id));
+            } else {
+                band.push(BandEntry { id, done: false });
+            }
+        }
+        q.b.band = band;
+        q.b.sure = sure;
+        q.b.scored = scored;
+    }
+
     /// Handles one finished read (the volume has checked its sectors): expands the node,
-    /// and expands for free any node sharing its sector that the query wants next.
+    /// and expands for free any node sharing its sector that the query wants next. With
+    /// navigation it only re-ranks: the node, and band members sharing its sector.
     fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) {
         let mut record_buf = std::mem::take(&mut scratch.record);
+        if self.nav.is_some() {
+            for mate in self.layout.sector_mates(id, self.len()) {
+                if mate != id {
+                    let Some(entry) = q.b.band.iter_mut().find(|e| e.id == mate && !e.done) else {
+                        continue;
+                    };
+                    entry.done = true;
+                    q.result.free_expansions += 1;
+                }
+                let record = self.layout.record(data, mate, &mut record_buf);
+                let d = self
+                    .header
+                    .metric
+                    .distance(&q.vector, record.vector(&mut scratch.vector));
+                q.b.exact.push((d, mate));
+            }
+            scratch.record = record_buf;
+            return;
+        }
         let record = self.layout.record(data, id, &mut record_buf);
         self.expand(q, id, &record, scratch);
         for mate in self.layout.sector_mates(id, self.len()) {
@@ -353,6 +610,9 @@ impl DiskIndex {
     }
 
     fn finish(&self, mut q: Query) -> (usize, SearchResult) {
+        let sure = std::mem::take(&mut q.b.sure);
+        q.b.exact.extend_from_slice(&sure);
+        q.b.sure = sure;
         q.b.exact
             .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         q.b.exact.dedup_by_key(|e| e.1);

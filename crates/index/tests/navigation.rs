@@ -1,0 +1,330 @@
+//! Searches that walk the graph in DRAM (the navigation file) and read only to re-rank.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{clustered, recall};
+use diskvec_index::diskann::{build, BuildParams, DiskIndex, OpenOptions, SearchParams};
+use diskvec_index::{flat, NoProgress};
+use diskvec_vector::{Metric, Rows};
+
+const DIM: usize = 48;
+const N: usize = 3000;
+
+fn build_index(dir: &Path, metric: Metric) -> Vec<f32> {
+    let data = clustered(N, DIM, 5);
+    let ids: Vec<i64> = (0..N as i64).collect();
+    let params = BuildParams {
+        metric,
+        max_degree: 24,
+        build_list: 60,
+        pq_bytes: Some(12),
+        ..Default::default()
+    };
+    build(&data, DIM, &ids, &params, dir, &NoProgress).unwrap();
+    data
+}
+
+/// Exact (id, distance) lists, closest first.
+fn truth(data: &[f32], queries: &[f32], metric: Metric, k: usize) -> Vec<Vec<(i64, f32)>> {
+    let mut base = data.to_vec();
+    base.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
+    let mut q = queries.to_vec();
+    q.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
+    flat::search(
+        Rows::new(&base, DIM),
+        Rows::new(&q, DIM),
+        metric,
+        k,
+        &NoProgress,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|r| r.into_iter().map(|(i, d)| (i as i64, d)).collect())
+    .collect()
+}
+
+fn open(dir: &Path, navigation: bool) -> DiskIndex {
+    DiskIndex::open(
+        dir,
+        &OpenOptions {
+            cache_nodes: Some(0),
+            navigation,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn params(k: usize, search_list: usize, rerank_sigmas: f32) -> SearchParams {
+    SearchParams {
+        k,
+        search_list,
+        rerank_sigmas,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn walking_in_dram_keeps_recall_with_far_fewer_reads_on_every_metric() {
+    for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = build_index(dir.path(), metric);
+        let queries = clustered(100, DIM, 77);
+        let gt = truth(&data, &queries, metric, 50);
+        let gt_ids: Vec<Vec<i64>> = gt.iter().map(|l| l.iter().map(|e| e.0).collect()).collect();
+        let run = |idx: &DiskIndex| {
+            let (res, _) = idx
+                .search_batch(Rows::new(&queries, DIM), &params(50, 120, 1.5), 2)
+                .unwrap();
+            let rec = res
+                .iter()
+                .zip(&gt_ids)
+                .map(|(r, t)| recall(&r.ids, t, 50))
+                .sum::<f64>()
+                / res.len() as f64;
+            let reads = res.iter().map(|r| r.reads as f64).sum::<f64>() / res.len() as f64;
+            (rec, reads)
+        };
+        let graph = open(dir.path(), false);
+        assert!(!graph.navigates_in_dram());
+        let nav = open(dir.path(), true);
+        assert!(nav.navigates_in_dram());
+        assert!(nav.dram_bytes() > graph.dram_bytes() + N * DIM / 2);
+        let (recall_graph, reads_graph) = run(&graph);
+        let (recall_nav, reads_nav) = run(&nav);
+        eprintln!(
+            "{metric}: recall {recall_graph} -> {recall_nav}, reads {reads_graph} -> {reads_nav}"
+        );
+        assert!(
+            recall_nav >= 0.98 && recall_nav >= recall_graph,
+            "{metric}: recall {recall_nav} with navigation, {recall_graph} without"
+        );
+        assert!(
+            reads_nav < 0.85 * reads_graph,
+            "{metric}: {reads_nav} reads per query with navigation, {reads_graph} without"
+        );
+    }
+}
+
+#[test]
+fn infinite_sigmas_read_every_candidate_and_return_exact_distances() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = build_index(dir.path(), Metric::L2);
+    let queries = clustered(20, DIM, 78);
+    let gt = truth(&data, &queries, Metric::L2, 10);
+    let idx = open(dir.path(), true);
+    let (res, _) = idx
+        .search_batch(Rows::new(&queries, DIM), &params(10, 40, f32::INFINITY), 1)
+        .unwrap();
+    for (r, q) in res.iter().zip(queries.chunks_exact(DIM)) {
+        // Every accepted candidate of the list is read (sector mates may come free).
+        assert!(r.reads + r.free_expansions + r.cache_hits >= 40, "{r:?}");
+        for (&id, &d) in r.ids.iter().zip(&r.distances) {
+            let exact = Metric::L2.distance(q, &data[id as usize * DIM..(id as usize + 1) * DIM]);
+            assert!((d - exact).abs() <= 1e-3 * exact.max(1.0), "{d} vs {exact}");
+        }
+    }
+    let hits: usize = res
+        .iter()
+        .zip(&gt)
+        .map(|(r, t)| {
+            r.ids
+                .iter()
+                .filter(|i| t.iter().any(|e| e.0 == **i))
+                .count()
+        })
+        .sum();
+    assert!(
+        hits as f64 / 200.0 >= 0.95,
+        "recall {}",
+        hits as f64 / 200.0
+    );
+}
+
+#[test]
+fn fewer_sigmas_read_less_and_zero_still_answers_from_the_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = build_index(dir.path(), Metric::Cosine);
+    let queries = clustered(50, DIM, 79);
+    let gt = truth(&data, &queries, Metric::Cosine, 10);
+    let idx = open(dir.path(), true);
+    let run = |sigmas: f32| {
+        let (res, _) = idx
+            .search_batch(Rows::new(&queries, DIM), &params(10, 60, sigmas), 2)
+            .unwrap();
+        let mut hits = 0;
+        for (r, t) in res.iter().zip(&gt) {
+            assert_eq!(r.ids.len(), 10);
+            hits += r
+                .ids
+                .iter()
+                .filter(|i| t.iter().any(|e| e.0 == **i))
+                .count();
+        }
+        let reads = res
+            .iter()
+            .map(|r| (r.reads + r.cache_hits) as f64)
+            .sum::<f64>();
+        (hits as f64 / 500.0, reads / 50.0)
+    };
+    let (recall_zero, reads_zero) = run(0.0);
+    let (recall_default, reads_default) = run(1.5);
+    let (recall_all, reads_all) = run(f32::INFINITY);
+    assert!(
+        reads_zero < reads_default && reads_default < reads_all,
+        "reads {reads_zero} / {reads_default} / {reads_all}"
+    );
+    assert!(
+        recall_zero >= 0.6,
+        "recall {recall_zero} from the codes alone"
+    );
+    assert!(
+        recall_default >= recall_all - 0.02,
+        "recall {recall_default} vs {recall_all} reading every candidate"
+    );
+}
+
+#[test]
+fn a_filter_keeps_rejected_nodes_out_of_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    build_index(dir.path(), Metric::L2);
+    let queries = clustered(10, DIM, 80);
+    let idx = open(dir.path(), true);
+    for q in queries.chunks_exact(DIM) {
+        let r = idx
+            .search_where(q, &params(10, 80, 1.5), Some(Arc::new(|id| id % 3 == 0)))
+            .unwrap();
+        assert_eq!(r.ids.len(), 10, "{r:?}");
+        assert!(r.ids.iter().all(|id| id % 3 == 0), "{:?}", r.ids);
+        assert!(r.distances.windows(2).all(|w| w[0] <= w[1]));
+    }
+}
+
+#[test]
+fn bad_sigmas_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    build_index(dir.path(), Metric::L2);
+    let idx = open(dir.path(), true);
+    let q = vec![0.5f32; DIM];
+    for bad in [-1.0, f32::NAN] {
+        let err = idx
+            .search(&q, &params(10, 40, bad))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("rerank sigmas"), "{err}");
+    }
+}
+
+fn nav_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("nav."))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_index_without_its_navigation_file_still_searches_and_a_damaged_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    build_index(dir.path(), Metric::L2);
+    let first = nav_files(dir.path());
+    assert_eq!(first.len(), 1, "{first:?}");
+    // A rebuild replaces the generation, navigation file included.
+    build_index(dir.path(), Metric::L2);
+    let second = nav_files(dir.path());
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(first, second);
+    let path = dir.path().join(&second[0]);
+
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = DiskIndex::open(
+        dir.path(),
+        &OpenOptions {
+            navigation: true,
+            ..Default::default()
+        },
+    )
+    .err()
+    .expect("a damaged navigation file is refused")
+    .to_string();
+    assert!(err.contains("nav.") && err.contains("checksum"), "{err}");
+    // Opened without navigation, the damaged file is never read.
+    open(dir.path(), false);
+
+    // An index built before the file existed: searched the old way.
+    std::fs::remove_file(&path).unwrap();
+    let idx = open(dir.path(), true);
+    assert!(!idx.navigates_in_dram());
+    let r = idx.search(&[0.1f32; DIM], &params(10, 40, 1.5)).unwrap();
+    assert_eq!(r.ids.len(), 10);
+    assert!(r.reads > 0);
+}
+
+/// Dimensions holding several separate clusters of values (as in the database's tests):
+/// 16 evenly spaced levels cannot tell neighbours apart there.
+fn multimodal(n: usize, dim: usize) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    (0..n as u64)
+        .flat_map(|i| {
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(i);
+            let centre = (i % 7) as f32;
+            (0..dim)
+                .map(move |d| centre * ((d % 3) as f32) + rng.random_range(-1.0..1.0))
+                .collect::<Vec<f32>>()
+        })
+        .collect()
+}
+
+#[test]
+fn data_the_codes_cannot_resolve_is_read_in_full_and_answered_as_without_navigation() {
+    let dim = 16;
+    let n = 450;
+    let data = multimodal(n, dim);
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let params = BuildParams {
+        metric: Metric::Cosine,
+        max_degree: 24,
+        build_list: 50,
+        ..Default::default()
+    };
+    build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+    let graph = open(dir.path(), false);
+    let nav = open(dir.path(), true);
+    assert!(nav.navigates_in_dram());
+    for q in (0..n).step_by(37) {
+        let query = &data[q * dim..(q + 1) * dim];
+        let p = SearchParams {
+            k: 5,
+            search_list: 200,
+            ..Default::default()
+        };
+        let with = nav.search(query, &p).unwrap();
+        let without = graph.search(query, &p).unwrap();
+        assert_eq!(with.ids[0], q as i64, "query {q}: {with:?}");
+        assert_eq!(with.ids, without.ids, "query {q}");
+    }
+}
+
+#[test]
+fn a_batch_answers_each_query_as_a_single_search_does() {
+    let dir = tempfile::tempdir().unwrap();
+    build_index(dir.path(), Metric::L2);
+    let queries = clustered(50, DIM, 81);
+    let idx = open(dir.path(), true);
+    let p = params(10, 100, 1.5);
+    let (batch, _) = idx.search_batch(Rows::new(&queries, DIM), &p, 2).unwrap();
+    for (i, q) in queries.chunks_exact(DIM).enumerate() {
+        let one = idx.search(q, &p).unwrap();
+        assert_eq!(one.ids, batch[i].ids, "query {i}");
+        assert_eq!(one.distances, batch[i].distances, "query {i}");
+    }
+}

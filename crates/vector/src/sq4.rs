@@ -1,0 +1,351 @@
+//! 4-bit scalar quantization: each dimension of a vector kept as one of 16 levels between a
+//! per-dimension low and high bound. Half a byte per dimension (1/8 of the f32 vector), and
+//! unlike PQ the estimate comes with a known error scale, so a search can tell which
+//! candidates are surely in or surely out of its answer and read only the rest.
+//!
+//! Codes are laid out in blocks of 32 dimensions (16 bytes): byte `j` of a block holds
+//! dimension `j` of the block in its low nibble and dimension `16 + j` in its high one, so
+//! the distance loop reads both halves with plain contiguous loads.
+
+use crate::Metric;
+
+/// Dimensions per code block.
+const BLOCK: usize = 32;
+
+/// Share of the values cut off at each end of a dimension's range when picking its bounds:
+/// a few outliers would otherwise stretch every step of that dimension.
+pub const SQ4_CLIP: f64 = 0.002;
+
+/// Most rows looked at to pick the bounds.
+const SAMPLE: usize = 100_000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarQuantizer4 {
+    dim: usize,
+    /// Lowest level of each dimension (padded to whole blocks with zeros).
+    low: Vec<f32>,
+    /// Distance between neighbouring levels of each dimension (padding: zero).
+    step: Vec<f32>,
+}
+
+/// A query prepared for estimates against 4-bit codes.
+#[derive(Clone, Debug, Default)]
+pub struct Sq4Query {
+    /// The query times each dimension's step, in code order (block halves).
+    weights: Vec<f32>,
+    /// The query's dot product with the lowest levels.
+    base: f32,
+    /// The query's squared norm (for L2).
+    norm: f32,
+    metric_code: u32,
+    /// One standard deviation of the estimate's error.
+    sigma: f32,
+    kernel: Option<DotKernel>,
+}
+
+impl ScalarQuantizer4 {
+    /// Picks each dimension's bounds from (a sample of) `data`, clipping `SQ4_CLIP` of the
+    /// values at each end.
+    pub fn train(data: &[f32], dim: usize) -> Self {
+        assert!(dim > 0 && data.len().is_multiple_of(dim));
+        let n = data.len() / dim;
+        let stride = n.div_ceil(SAMPLE).max(1);
+        let rows: Vec<usize> = (0..n).step_by(stride).collect();
+        let padded = dim.div_ceil(BLOCK) * BLOCK;
+        let mut low = vec![0f32; padded];
+        let mut step = vec![0f32; padded];
+        let mut column = Vec::with_capacity(rows.len());
+        for d in 0..dim {
+            column.clear();
+            column.extend(rows.iter().map(|&r| data[r * dim + d]));
+            let cut = ((column.len() as f64 * SQ4_CLIP) as usize).min(column.len() - 1);
+            let lo = *column.select_nth_unstable_by(cut, |a, b| a.total_cmp(b)).1;
+            let hi_at = column.len() - 1 - cut;
+            let hi = *column
+                .select_nth_unstable_by(hi_at, |a, b| a.total_cmp(b))
+                .1;
+            low[d] = lo;
+            step[d] = (hi - lo).max(0.0) / 15.0;
+        }
+        Self { dim, low, step }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Bytes of one code.
+    pub fn code_bytes(&self) -> usize {
+        self.low.len() / 2
+    }
+
+    /// Writes the code of `v` into `out` (`code_bytes` long).
+    pub fn encode(&self, v: &[f32], out: &mut [u8]) {
+        assert_eq!(v.len(), self.dim);
+        assert_eq!(out.len(), self.code_bytes());
+        out.fill(0);
+        for (d, &x) in v.iter().enumerate() {
+            let level = if self.step[d] > 0.0 {
+                ((x - self.low[d]) / self.step[d]).round().clamp(0.0, 15.0) as u8
+            } else {
+                0
+            };
+            let (block, within) = (d / BLOCK, d % BLOCK);
+            let byte = block * BLOCK / 2 + within % (BLOCK / 2);
+            out[byte] |= if within < BLOCK / 2 {
+                level
+            } else {
+                level << 4
+            };
+        }
+    }
+
+    /// The vector a code stands for.
+    pub fn decode(&self, code: &[u8]) -> Vec<f32> {
+        (0..self.dim)
+            .map(|d| {
+                let (block, within) = (d / BLOCK, d % BLOCK);
+                let byte = code[block * BLOCK / 2 + within % (BLOCK / 2)];
+                let level = if within < BLOCK / 2 {
+                    byte & 15
+                } else {
+                    byte >> 4
+                };
+                self.low[d] + self.step[d] * level as f32
+            })
+            .collect()
+    }
+
+    /// Prepares `query` (already normalized for cosine) for estimates under `metric`.
+    pub fn query_into(&self, query: &[f32], metric: Metric, out: &mut Sq4Query) {
+        assert_eq!(query.len(), self.dim);
+        out.weights.clear();
+        out.weights.resize(self.low.len(), 0.0);
+        let mut base = 0f32;
+        let mut variance = 0f32;
+        for (d, &q) in query.iter().enumerate() {
+            out.weights[d] = q * self.step[d];
+            base += q * self.low[d];
+            // The rounding error of a level is spread evenly over one step: variance
+            // step^2/12, so q·x's error has variance sum(q_d^2 step_d^2)/12.
+            variance += q * q * self.step[d] * self.step[d] / 12.0;
+        }
+        out.base = base;
+        out.norm = query.iter().map(|q| q * q).sum();
+        out.metric_code = metric.code();
+        out.kernel = Some(pick_kernel());
+        out.sigma = match metric {
+            Metric::L2 => 2.0 * variance.sqrt(),
+            Metric::Cosine | Metric::InnerProduct => variance.sqrt(),
+        };
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.low.len() * 8);
+        out.extend_from_slice(&(self.dim as u32).to_le_bytes());
+        out.extend_from_slice(&(self.low.len() as u32).to_le_bytes());
+        for v in self.low.iter().chain(&self.step) {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads what `to_bytes` wrote; `None` when the bytes are not a quantizer.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let word = |at: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+        };
+        let dim = word(0)? as usize;
+        let padded = word(4)? as usize;
+        if dim == 0 || padded != dim.div_ceil(BLOCK) * BLOCK || bytes.len() != 8 + padded * 8 {
+            return None;
+        }
+        let floats: Vec<f32> = bytes[8..]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        let (low, step) = floats.split_at(padded);
+        let sane =
+            step.iter().all(|s| s.is_finite() && *s >= 0.0) && low.iter().all(|l| l.is_finite());
+        sane.then(|| Self {
+            dim,
+            low: low.to_vec(),
+            step: step.to_vec(),
+        })
+    }
+}
+
+impl Sq4Query {
+    /// One standard deviation of an estimate's error for this query.
+    pub fn sigma(&self) -> f32 {
+        self.sigma
+    }
+
+    /// Estimated distance to the vector with `code`; `norm` is that vector's squared norm
+    /// (used by L2 only).
+    #[inline]
+    pub fn distance(&self, code: &[u8], norm: f32) -> f32 {
+        let kernel = self
+            .kernel
+            .expect("a query prepared by ScalarQuantizer4::query_into");
+        let dot = self.base + kernel(&self.weights, code);
+        match self.metric_code {
+            0 => self.norm + norm - 2.0 * dot,
+            1 => 1.0 - dot,
+            _ => -dot,
+        }
+    }
+}
+
+/// sum(weights[d] * level[d]) over a code laid out in 32-dimension blocks.
+type DotKernel = fn(&[f32], &[u8]) -> f32;
+
+/// The widest kernel this CPU runs (checked once per query, not per code).
+fn pick_kernel() -> DotKernel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return dot4_avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return dot4_avx2;
+        }
+    }
+    dot4_portable
+}
+
+fn dot4_portable(weights: &[f32], code: &[u8]) -> f32 {
+    dot4_body(weights, code)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot4_avx512(weights: &[f32], code: &[u8]) -> f32 {
+    #[target_feature(enable = "avx512f")]
+    fn inner(weights: &[f32], code: &[u8]) -> f32 {
+        dot4_body(weights, code)
+    }
+    // SAFETY: `pick_kernel` hands out this function only after detecting AVX-512F, the one
+    // requirement of `inner`, which touches memory through safe slices alone.
+    unsafe { inner(weights, code) }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn dot4_avx2(weights: &[f32], code: &[u8]) -> f32 {
+    #[target_feature(enable = "avx2,fma")]
+    fn inner(weights: &[f32], code: &[u8]) -> f32 {
+        dot4_body(weights, code)
+    }
+    // SAFETY: `pick_kernel` hands out this function only after detecting AVX2 and FMA, the
+    // requirements of `inner`, which touches memory through safe slices alone.
+    unsafe { inner(weights, code) }
+}
+
+/// Sixteen running sums, one per byte of a block: the compiler turns each block into a
+/// few wide loads, nibble masks, conversions and multiply-adds.
+#[inline(always)]
+fn dot4_body(weights: &[f32], code: &[u8]) -> f32 {
+    assert_eq!(
+        weights.len(),
+        code.len() * 2,
+        "4-bit code of the wrong length"
+    );
+    let mut acc = [0f32; BLOCK / 2];
+    for (w, c) in weights
+        .chunks_exact(BLOCK)
+        .zip(code.chunks_exact(BLOCK / 2))
+    {
+        let (w_low, w_high) = w.split_at(BLOCK / 2);
+        for j in 0..BLOCK / 2 {
+            acc[j] += w_low[j] * (c[j] & 15) as f32 + w_high[j] * (c[j] >> 4) as f32;
+        }
+    }
+    acc.iter().sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n * dim)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_decoded_vector_is_within_half_a_step_of_the_original_inside_the_bounds() {
+        let dim = 40; // not a whole number of blocks
+        let v = data(2000, dim, 1);
+        let sq = ScalarQuantizer4::train(&v, dim);
+        let mut code = vec![0u8; sq.code_bytes()];
+        assert_eq!(code.len(), 32);
+        for row in v.chunks_exact(dim).take(200) {
+            sq.encode(row, &mut code);
+            let back = sq.decode(&code);
+            for d in 0..dim {
+                let hi = sq.low[d] + 15.0 * sq.step[d];
+                let x = row[d].clamp(sq.low[d], hi);
+                assert!((back[d] - x).abs() <= sq.step[d] / 2.0 + 1e-6, "dim {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn estimates_match_the_decoded_vector_and_stay_near_the_truth() {
+        let dim = 64;
+        let v = data(3000, dim, 2);
+        let sq = ScalarQuantizer4::train(&v, dim);
+        let q: Vec<f32> = data(1, dim, 3);
+        let mut code = vec![0u8; sq.code_bytes()];
+        for metric in [Metric::L2, Metric::InnerProduct] {
+            let mut prepared = Sq4Query::default();
+            sq.query_into(&q, metric, &mut prepared);
+            let mut errors = Vec::new();
+            for row in v.chunks_exact(dim).take(500) {
+                sq.encode(row, &mut code);
+                let norm: f32 = row.iter().map(|x| x * x).sum();
+                let estimate = prepared.distance(&code, norm);
+                let decoded = sq.decode(&code);
+                let dot: f32 = q.iter().zip(&decoded).map(|(a, b)| a * b).sum();
+                let via_decoded = match metric {
+                    Metric::L2 => prepared.norm + norm - 2.0 * dot,
+                    _ => -dot,
+                };
+                assert!(
+                    (estimate - via_decoded).abs() < 1e-4,
+                    "{estimate} {via_decoded}"
+                );
+                errors.push(estimate - metric.distance(&q, row));
+            }
+            // The errors are spread about as sigma says (clipping makes a few larger).
+            let rms = (errors.iter().map(|e| e * e).sum::<f32>() / errors.len() as f32).sqrt();
+            let sigma = prepared.sigma();
+            assert!(
+                rms > 0.5 * sigma && rms < 2.0 * sigma,
+                "rms {rms} sigma {sigma}"
+            );
+        }
+    }
+
+    #[test]
+    fn bytes_round_trip_and_garbage_is_refused() {
+        let sq = ScalarQuantizer4::train(&data(500, 33, 4), 33);
+        let bytes = sq.to_bytes();
+        assert_eq!(ScalarQuantizer4::from_bytes(&bytes), Some(sq));
+        assert_eq!(
+            ScalarQuantizer4::from_bytes(&bytes[..bytes.len() - 1]),
+            None
+        );
+        let mut bad = bytes.clone();
+        bad[4] = 7; // padded length that does not match the dimension
+        assert_eq!(ScalarQuantizer4::from_bytes(&bad), None);
+        assert_eq!(ScalarQuantizer4::from_bytes(&[]), None);
+    }
+}
