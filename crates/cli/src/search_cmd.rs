@@ -58,6 +58,10 @@ pub struct Args {
     /// a candidate without reading it ("inf" reads every candidate).
     #[arg(long, default_value_t = diskvec_index::diskann::DEFAULT_RERANK_SIGMAS)]
     pub rerank_sigmas: f32,
+    /// With --navigation: return the 4-bit estimates as the distances of candidates that
+    /// are surely in the answer instead of reading them (same ids, fewer reads).
+    #[arg(long)]
+    pub estimated_distances: bool,
     /// Also print one JSON object per search list; the last line of stdout is JSON.
     #[arg(long)]
     pub json: bool,
@@ -163,6 +167,7 @@ fn sweep(args: &Args) -> anyhow::Result<Vec<SearchParams>> {
                 queries_per_thread: args.queries_per_thread,
                 entry_set: !args.no_entry_set,
                 rerank_sigmas: args.rerank_sigmas,
+                exact_distances: !args.estimated_distances,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -152,9 +152,11 @@ fn fewer_sigmas_read_less_and_zero_still_answers_from_the_codes() {
     let gt = truth(&data, &queries, Metric::Cosine, 10);
     let idx = open(dir.path(), true);
     let run = |sigmas: f32| {
-        let (res, _) = idx
-            .search_batch(Rows::new(&queries, DIM), &params(10, 60, sigmas), 2)
-            .unwrap();
+        let p = SearchParams {
+            exact_distances: false,
+            ..params(10, 60, sigmas)
+        };
+        let (res, _) = idx.search_batch(Rows::new(&queries, DIM), &p, 2).unwrap();
         let mut hits = 0;
         for (r, t) in res.iter().zip(&gt) {
             assert_eq!(r.ids.len(), 10);
@@ -185,6 +187,46 @@ fn fewer_sigmas_read_less_and_zero_still_answers_from_the_codes() {
         recall_default >= recall_all - 0.02,
         "recall {recall_default} vs {recall_all} reading every candidate"
     );
+}
+
+#[test]
+fn estimated_distances_return_the_same_ids_with_fewer_reads_and_exact_ones_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = build_index(dir.path(), Metric::L2);
+    let queries = clustered(40, DIM, 82);
+    let idx = open(dir.path(), true);
+    let exact = params(30, 100, 1.5);
+    let estimated = SearchParams {
+        exact_distances: false,
+        ..exact
+    };
+    let (a, _) = idx
+        .search_batch(Rows::new(&queries, DIM), &exact, 2)
+        .unwrap();
+    let (b, _) = idx
+        .search_batch(Rows::new(&queries, DIM), &estimated, 2)
+        .unwrap();
+    let (mut reads_exact, mut reads_estimated, mut same) = (0, 0, 0);
+    for ((x, y), q) in a.iter().zip(&b).zip(queries.chunks_exact(DIM)) {
+        reads_exact += x.reads;
+        reads_estimated += y.reads;
+        let mut xs = x.ids.clone();
+        let mut ys = y.ids.clone();
+        xs.sort_unstable();
+        ys.sort_unstable();
+        same += (xs == ys) as usize;
+        for (&id, &d) in x.ids.iter().zip(&x.distances) {
+            let truth = Metric::L2.distance(q, &data[id as usize * DIM..(id as usize + 1) * DIM]);
+            assert!((d - truth).abs() <= 1e-3 * truth.max(1.0), "{d} vs {truth}");
+        }
+    }
+    assert!(
+        reads_estimated < reads_exact,
+        "{reads_estimated} vs {reads_exact}"
+    );
+    // Surely-in candidates are the same either way; only a band member's exact distance
+    // can rank it differently against a neighbour's estimate.
+    assert!(same >= 30, "{same} of 40 queries returned the same ids");
 }
 
 #[test]

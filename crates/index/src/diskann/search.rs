@@ -42,6 +42,10 @@ pub struct SearchParams {
     /// rest are read and re-ranked by their full vectors. `inf` reads every candidate.
     /// Ignored without navigation.
     pub rerank_sigmas: f32,
+    /// With navigation: read the surely-in candidates too, so that every returned distance
+    /// is exact (true, the default). False returns their 4-bit estimates instead and saves
+    /// those reads; which ids come back is the same either way. Ignored without navigation.
+    pub exact_distances: bool,
 }
 
 /// Measured on both shipped sets (docs/benchmarks.md): recall@100 within 0.001 of
@@ -57,6 +61,7 @@ impl Default for SearchParams {
             queries_per_thread: 16,
             entry_set: true,
             rerank_sigmas: DEFAULT_RERANK_SIGMAS,
+            exact_distances: true,
         }
     }
 }
@@ -553,7 +558,7 @@ impl DiskIndex {
                 Some(_) => false,
             };
             // A node in DRAM costs no read: its exact distance is better than a sure guess.
-            if certain_in && !self.in_dram(id) {
+            if certain_in && !q.params.exact_distances && !self.in_dram(id) {
                 sure.push((distance, id));
             } else {
                 band.push(BandEntry { id, done: false });
