@@ -175,12 +175,13 @@ struct DiskIndex {
 #[pymethods]
 impl DiskIndex {
     #[new]
-    #[pyo3(signature = (path, cache_nodes=None, engine="auto", direct=true))]
+    #[pyo3(signature = (path, cache_nodes=None, engine="auto", direct=true, navigation=false))]
     fn open(
         path: PathBuf,
         cache_nodes: Option<i128>,
         engine: &str,
         direct: bool,
+        navigation: bool,
     ) -> PyResult<Self> {
         let engine = engine.parse().map_err(value_err)?;
         let cache_nodes = cache_nodes
@@ -192,6 +193,7 @@ impl DiskIndex {
                 engine,
                 direct,
                 cache_nodes,
+                navigation,
                 ..Default::default()
             },
         )
@@ -232,6 +234,11 @@ impl DiskIndex {
     #[getter]
     fn direct_io(&self) -> bool {
         self.inner.direct_io()
+    }
+
+    #[getter]
+    fn navigates_in_dram(&self) -> bool {
+        self.inner.navigates_in_dram()
     }
 
     /// Searches one query; returns (ids [k], distances [k], reads), padded like batches.

@@ -57,6 +57,23 @@ def test_search_matches_exact_search(small_index):
     assert abs(exact_d[0, 0] - float(((queries[0] - nearest) ** 2).sum())) < 1e-3
 
 
+def test_navigation_walks_in_dram_with_fewer_reads(small_index):
+    path, data, ids = small_index
+    plain = diskvec.DiskIndex(path, cache_nodes=0)
+    nav = diskvec.DiskIndex(path, cache_nodes=0, navigation=True)
+    assert not plain.navigates_in_dram and nav.navigates_in_dram
+    assert nav.dram_bytes > plain.dram_bytes
+    queries = clustered(50, 32, 4)
+    exact_rows, exact_d = diskvec.flat_search(data, queries, k=20, metric="l2")
+    got, dist = nav.search_batch(queries, k=20, search_list=80, threads=2)
+    hits = sum(len(set(g) & set(ids[e])) for g, e in zip(got, exact_rows))
+    assert hits / 1000 > 0.95
+    # Distances are exact by default, navigation or not.
+    assert np.allclose(dist[:, 0], exact_d[:, 0], rtol=1e-3, atol=1e-4)
+    plain.search_batch(queries, k=20, search_list=80, threads=2)
+    assert nav.last_reads < plain.last_reads
+
+
 def test_both_engines_give_the_same_answers(small_index):
     path, data, _ = small_index
     queries = clustered(20, 32, 3)

@@ -67,11 +67,16 @@ def flat_search(base, queries, k: int = 10, metric: str = "cosine") -> Tuple[np.
 
 
 class DiskIndex:
-    """An index opened for search. Node reads use O_DIRECT and io_uring where available."""
+    """An index opened for search. Node reads use O_DIRECT and io_uring where available.
+
+    `navigation=True` also loads the index's navigation file (every neighbour list and a
+    4-bit code per vector, about a quarter of the raw vectors' size) and walks the graph in
+    DRAM, reading the SSD only for the candidates the codes cannot decide; an index built
+    before that file existed opens without it (see `navigates_in_dram`)."""
 
     def __init__(self, path: str | os.PathLike, *, cache_nodes: Optional[int] = None, engine: str = "auto",
-                 direct: bool = True):
-        self._inner = _native.DiskIndex(os.fspath(path), cache_nodes, engine, direct)
+                 direct: bool = True, navigation: bool = False):
+        self._inner = _native.DiskIndex(os.fspath(path), cache_nodes, engine, direct, navigation)
         self.last_reads = 0.0
 
     count = property(lambda self: self._inner.count, doc="number of vectors")
@@ -81,6 +86,8 @@ class DiskIndex:
     cached_nodes = property(lambda self: self._inner.cached_nodes)
     engine = property(lambda self: self._inner.engine, doc="'io_uring' or 'pread'")
     direct_io = property(lambda self: self._inner.direct_io)
+    navigates_in_dram = property(lambda self: self._inner.navigates_in_dram,
+                                 doc="whether searches walk the graph in DRAM (opened with navigation)")
 
     def __len__(self) -> int:
         return self.count
