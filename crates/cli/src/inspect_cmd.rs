@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use diskvec_index::diskann::{DiskIndex, OpenOptions, LAYOUT_VERSION};
+use diskvec_index::diskann::{DiskIndex, OpenOptions, WalkCodes, LAYOUT_VERSION};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,6 +16,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &args.index,
         &OpenOptions {
             cache_nodes: Some(0),
+            navigation: true,
             ..Default::default()
         },
     )
@@ -23,7 +24,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let h = idx.header();
     let l = idx.layout();
     let raw = h.count as f64 * h.dim as f64 * 4.0;
-    let dram = idx.dram_bytes() as f64;
+    let nav = idx.navigation();
+    let nav_bytes = nav.map_or(0, |n| n.dram_bytes());
+    let dram = (idx.dram_bytes() - nav_bytes) as f64;
+    let walk = |n: &diskvec_index::diskann::Navigation| match n.walk {
+        WalkCodes::Sq4 => "4-bit",
+        WalkCodes::Pq => "pq",
+    };
     if args.json {
         println!(
             "{}",
@@ -32,7 +39,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "build_list": h.build_list, "alpha": h.alpha, "pq_bytes": h.pq_bytes,
                 "layout_version": LAYOUT_VERSION, "node_bytes": l.node_bytes,
                 "nodes_per_sector": l.nodes_per_sector, "sectors_per_node": l.sectors_per_node,
-                "medoid": h.medoid, "dram_bytes": idx.dram_bytes(), "disk_bytes": idx.disk_bytes(),
+                "medoid": h.medoid, "dram_bytes": dram as u64, "disk_bytes": idx.disk_bytes(),
+                "navigation": nav.map(|n| serde_json::json!({
+                    "dram_bytes": nav_bytes, "walk_codes": walk(n), "code_recall": n.code_recall,
+                    "codes_decide": n.codes_decide(),
+                })),
                 "raw_vector_bytes": raw as u64,
                 "paths": idx.placement().0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "stripe_bytes": idx.placement().1, "mirrored": idx.mirrored(),
@@ -66,6 +77,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         dram / 1048576.0,
         100.0 * dram / raw
     );
+    match nav {
+        Some(n) => println!(
+            "navigation     {:.2} MiB more with --navigation ({:.1}% of the raw vectors); walk by {} codes; \
+             4-bit codes found {:.0}% of sampled neighbours ({})",
+            nav_bytes as f64 / 1048576.0,
+            100.0 * nav_bytes as f64 / raw,
+            walk(n),
+            100.0 * n.code_recall,
+            if n.codes_decide() {
+                "they decide candidates unread"
+            } else {
+                "too few: every candidate is read"
+            }
+        ),
+        None => println!("navigation     none (built before the navigation file existed)"),
+    }
     let (files, stripe) = idx.placement();
     println!(
         "disk           {:.2} MiB of nodes",

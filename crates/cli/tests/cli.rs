@@ -79,6 +79,24 @@ fn build_search_inspect_on_the_bundled_sample() {
     assert_eq!(pread["engine"], "pread");
     assert!((pread["recall"].as_f64().unwrap() - j["recall"].as_f64().unwrap()).abs() < 0.02);
 
+    let nav = last_json(&ok(&[
+        "search",
+        "--index",
+        ix,
+        "--dataset",
+        ds,
+        "--search-list",
+        "60",
+        "--navigation",
+        "--json",
+    ]));
+    assert!(nav["recall"].as_f64().unwrap() >= 0.98, "{nav}");
+    assert!(
+        nav["mean_ios"].as_f64().unwrap() < j["mean_ios"].as_f64().unwrap(),
+        "{nav} vs {j}"
+    );
+    assert!(nav["dram_index_bytes"].as_u64().unwrap() > j["dram_index_bytes"].as_u64().unwrap());
+
     let info = ok(&["inspect", "--index", ix]);
     assert!(
         info.contains("5000 x 384 dims")
@@ -91,6 +109,8 @@ fn build_search_inspect_on_the_bundled_sample() {
     let info = last_json(&ok(&["inspect", "--index", ix, "--json"]));
     assert_eq!(info["nodes_per_sector"], 2);
     assert_eq!(info["max_degree"], 32);
+    assert_eq!(info["navigation"]["walk_codes"], "4-bit", "{info}");
+    assert!(info["navigation"]["dram_bytes"].as_u64().unwrap() > 5000 * 192);
 }
 
 #[test]

@@ -246,6 +246,11 @@ impl DiskIndex {
             + self.nav.as_ref().map_or(0, Navigation::dram_bytes)
     }
 
+    /// The navigation data, when opened with navigation and the index has it.
+    pub fn navigation(&self) -> Option<&Navigation> {
+        self.nav.as_ref()
+    }
+
     /// Whether searches walk the graph in DRAM (opened with navigation).
     pub fn navigates_in_dram(&self) -> bool {
         self.nav.is_some()
