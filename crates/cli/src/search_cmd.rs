@@ -194,12 +194,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (test, gt) = load_queries(&args.dataset, args.k)?;
     let index = DiskIndex::open(&args.index, &options)
         .with_context(|| format!("opening the index {}", args.index.display()))?;
-    if args.navigation && !index.navigates_in_dram() {
+    if let (true, Some(problem)) = (args.navigation, index.navigation_problem()) {
         bail!(
-            "the index {} has no navigation file (it was built before version {} of that \
-             file existed): rebuild it, or search without --navigation",
-            args.index.display(),
-            diskvec_index::diskann::NAV_VERSION
+            "--navigation: the index {}: {problem}; rebuild it, or search without --navigation",
+            args.index.display()
         );
     }
     if test.dim != index.dim() {

@@ -11,7 +11,7 @@ pub mod seeds;
 use std::path::Path;
 
 use diskvec_dataset::{decode, Matrix, Neighbors};
-use diskvec_index::diskann::Header;
+use diskvec_index::diskann::{Header, Navigation};
 use diskvec_vector::ProductQuantizer;
 
 /// A target: its name (also the cargo-fuzz target's and the corpus directory's) and body.
@@ -20,6 +20,7 @@ pub type Target = (&'static str, fn(&[u8]));
 pub const TARGETS: &[Target] = &[
     ("header", header),
     ("meta", meta),
+    ("nav", nav),
     ("pq", pq),
     ("npy", npy),
     ("vecs", vecs),
@@ -108,6 +109,36 @@ pub fn meta(data: &[u8]) {
             let (bytes, crc) = m.encode(m.build_id);
             assert_eq!(crc, m.crc, "meta CRC does not round-trip");
             assert_eq!(bytes, input, "meta.dvm does not re-encode to its input");
+        }
+    }
+}
+
+/// The navigation file, read with the build id, node count and dimension its own header and
+/// quantizer claim (so that mutations reach the body); a file that decodes re-encodes to
+/// itself.
+pub fn nav(data: &[u8]) {
+    let p = Path::new("nav.0000000000000001.dvr");
+    for input in [data.to_vec(), seal_meta(data)] {
+        let word = |at: usize, len: usize| -> u64 {
+            input.get(at..at + len).map_or(0, |b| {
+                b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64)
+            })
+        };
+        let (build_id, count, dim) = (word(16, 8), word(24, 8), word(64, 4));
+        // A count or dimension the input cannot hold is refused by the size check; capping
+        // them here only keeps usize conversion meaningful.
+        let count = count.min(input.len() as u64) as usize;
+        let dim = dim.min(input.len() as u64) as usize;
+        let r = bounded(input.len(), 6, SLACK, || {
+            Navigation::decode(&input, p, build_id, count, dim)
+        });
+        expect_error_names(&r, "nav.");
+        if let Ok(n) = r {
+            assert_eq!(
+                n.encode(build_id),
+                input,
+                "nav file does not re-encode to its input"
+            );
         }
     }
 }

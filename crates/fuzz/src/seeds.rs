@@ -37,6 +37,16 @@ fn sample_header() -> Header {
 
 /// A tiny index built by `diskann::build`, so `meta.dvm` is exactly what a build writes.
 fn built_meta() -> Vec<u8> {
+    built_file(|name| name == diskvec_index::diskann::META_FILE)
+}
+
+/// The navigation file of the same tiny build.
+fn built_nav() -> Vec<u8> {
+    built_file(|name| name.starts_with("nav.") && name.ends_with(".dvr"))
+}
+
+/// A file of a tiny index, picked by name.
+fn built_file(pick: impl Fn(&str) -> bool) -> Vec<u8> {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let (n, dim) = (40, 4);
     let data = small_vectors(n, dim);
@@ -51,7 +61,12 @@ fn built_meta() -> Vec<u8> {
         ..BuildParams::default()
     };
     build(&data, dim, &ids, &params, dir.path(), &NoProgress).expect("a tiny build");
-    std::fs::read(dir.path().join(diskvec_index::diskann::META_FILE)).expect("meta.dvm")
+    let file = std::fs::read_dir(dir.path())
+        .expect("the index directory")
+        .flatten()
+        .find(|e| pick(&e.file_name().to_string_lossy()))
+        .expect("the file");
+    std::fs::read(file.path()).expect("the file's bytes")
 }
 
 fn pq_codebook(dim: usize, subspaces: usize, use_l2: bool) -> Vec<u8> {
@@ -152,6 +167,7 @@ pub fn valid(target: &str) -> Vec<Vec<u8>> {
             vec![sample_header().encode(), mirrored.encode(), big.encode()]
         }
         "meta" => vec![built_meta()],
+        "nav" => vec![built_nav()],
         "pq" => vec![pq_codebook(4, 2, true), pq_codebook(3, 3, false)],
         "npy" => {
             let f4: Vec<u8> = small_vectors(3, 2)

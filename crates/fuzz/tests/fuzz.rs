@@ -74,6 +74,11 @@ fn meta() {
 }
 
 #[test]
+fn nav() {
+    fuzz("nav");
+}
+
+#[test]
 fn pq() {
     fuzz("pq");
 }

@@ -271,7 +271,7 @@ fn nav_files(dir: &Path) -> Vec<String> {
 }
 
 #[test]
-fn an_index_without_its_navigation_file_still_searches_and_a_damaged_one_is_refused() {
+fn an_index_without_its_navigation_file_or_with_a_damaged_one_searches_the_graph_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     build_index(dir.path(), Metric::L2);
     let first = nav_files(dir.path());
@@ -287,24 +287,43 @@ fn an_index_without_its_navigation_file_still_searches_and_a_damaged_one_is_refu
     let at = bytes.len() / 2;
     bytes[at] ^= 1;
     std::fs::write(&path, &bytes).unwrap();
-    let err = DiskIndex::open(
-        dir.path(),
-        &OpenOptions {
-            navigation: true,
-            ..Default::default()
-        },
-    )
-    .err()
-    .expect("a damaged navigation file is refused")
-    .to_string();
-    assert!(err.contains("nav.") && err.contains("checksum"), "{err}");
-    // Opened without navigation, the damaged file is never read.
-    open(dir.path(), false);
+    // Derived data: the index still opens, searches the graph, and says why.
+    let damaged = open(dir.path(), true);
+    assert!(!damaged.navigates_in_dram());
+    let problem = damaged
+        .navigation_problem()
+        .expect("the damage is reported");
+    assert!(
+        problem.contains("nav.") && problem.contains("checksum"),
+        "{problem}"
+    );
+    assert_eq!(
+        damaged
+            .search(&[0.1f32; DIM], &params(10, 40, 1.5))
+            .unwrap()
+            .ids
+            .len(),
+        10
+    );
+    let report = diskvec_index::diskann::verify(dir.path(), &NoProgress).unwrap();
+    assert!(
+        report
+            .damage
+            .iter()
+            .any(|d| d.file == path && d.problem.contains("checksum")),
+        "{:?}",
+        report.damage
+    );
+    assert!(open(dir.path(), false).navigation_problem().is_none());
 
     // An index built before the file existed: searched the old way.
     std::fs::remove_file(&path).unwrap();
     let idx = open(dir.path(), true);
     assert!(!idx.navigates_in_dram());
+    assert!(idx
+        .navigation_problem()
+        .unwrap()
+        .contains("no navigation file"));
     let r = idx.search(&[0.1f32; DIM], &params(10, 40, 1.5)).unwrap();
     assert_eq!(r.ids.len(), 10);
     assert!(r.reads > 0);

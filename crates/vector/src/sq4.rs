@@ -31,7 +31,7 @@ pub struct ScalarQuantizer4 {
 /// A query prepared for estimates against 4-bit codes.
 #[derive(Clone, Debug, Default)]
 pub struct Sq4Query {
-    /// The query times each dimension's step, in code order (block halves).
+    /// The query times each dimension's step, by dimension (zero in the padding).
     weights: Vec<f32>,
     /// The query's dot product with the lowest levels.
     base: f32,
@@ -45,7 +45,7 @@ pub struct Sq4Query {
 
 impl ScalarQuantizer4 {
     /// Picks each dimension's bounds from (a sample of) `data`, clipping `SQ4_CLIP` of the
-    /// values at each end.
+    /// values at each end. No rows leave every bound at zero.
     pub fn train(data: &[f32], dim: usize) -> Self {
         assert!(dim > 0 && data.len().is_multiple_of(dim));
         let n = data.len() / dim;
@@ -58,6 +58,9 @@ impl ScalarQuantizer4 {
         for d in 0..dim {
             column.clear();
             column.extend(rows.iter().map(|&r| data[r * dim + d]));
+            if column.is_empty() {
+                break;
+            }
             let cut = ((column.len() as f64 * SQ4_CLIP) as usize).min(column.len() - 1);
             let lo = *column.select_nth_unstable_by(cut, |a, b| a.total_cmp(b)).1;
             let hi_at = column.len() - 1 - cut;
@@ -65,7 +68,8 @@ impl ScalarQuantizer4 {
                 .select_nth_unstable_by(hi_at, |a, b| a.total_cmp(b))
                 .1;
             low[d] = lo;
-            step[d] = (hi - lo).max(0.0) / 15.0;
+            // In f64: the range of two finite f32 can exceed f32::MAX, a fifteenth of it not.
+            step[d] = ((hi as f64 - lo as f64).max(0.0) / 15.0) as f32;
         }
         Self { dim, low, step }
     }
@@ -188,7 +192,10 @@ impl Sq4Query {
         let kernel = self
             .kernel
             .expect("a query prepared by ScalarQuantizer4::query_into");
-        let dot = self.base + kernel(&self.weights, code);
+        // SAFETY: `kernel` came from `pick_kernel`, which hands out a kernel only after
+        // detecting the CPU features it needs; the kernels touch memory through safe
+        // slices alone (bounds checked, the lengths asserted).
+        let dot = self.base + unsafe { kernel(&self.weights, code) };
         match self.metric_code {
             0 => self.norm + norm - 2.0 * dot,
             1 => 1.0 - dot,
@@ -197,8 +204,9 @@ impl Sq4Query {
     }
 }
 
-/// sum(weights[d] * level[d]) over a code laid out in 32-dimension blocks.
-type DotKernel = fn(&[f32], &[u8]) -> f32;
+/// sum(weights[d] * level[d]) over a code laid out in 32-dimension blocks. Unsafe to call:
+/// a kernel may need CPU features, which `pick_kernel` checked before handing it out.
+type DotKernel = unsafe fn(&[f32], &[u8]) -> f32;
 
 /// The widest kernel this CPU runs (checked once per query, not per code).
 fn pick_kernel() -> DotKernel {
@@ -215,30 +223,26 @@ fn pick_kernel() -> DotKernel {
     dot4_portable
 }
 
-fn dot4_portable(weights: &[f32], code: &[u8]) -> f32 {
+/// # Safety
+/// None needed; unsafe only to share the kernels' pointer type.
+unsafe fn dot4_portable(weights: &[f32], code: &[u8]) -> f32 {
     dot4_body(weights, code)
 }
 
+/// # Safety
+/// The CPU must support AVX-512F.
 #[cfg(target_arch = "x86_64")]
-fn dot4_avx512(weights: &[f32], code: &[u8]) -> f32 {
-    #[target_feature(enable = "avx512f")]
-    fn inner(weights: &[f32], code: &[u8]) -> f32 {
-        dot4_body(weights, code)
-    }
-    // SAFETY: `pick_kernel` hands out this function only after detecting AVX-512F, the one
-    // requirement of `inner`, which touches memory through safe slices alone.
-    unsafe { inner(weights, code) }
+#[target_feature(enable = "avx512f")]
+unsafe fn dot4_avx512(weights: &[f32], code: &[u8]) -> f32 {
+    dot4_body(weights, code)
 }
 
+/// # Safety
+/// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-fn dot4_avx2(weights: &[f32], code: &[u8]) -> f32 {
-    #[target_feature(enable = "avx2,fma")]
-    fn inner(weights: &[f32], code: &[u8]) -> f32 {
-        dot4_body(weights, code)
-    }
-    // SAFETY: `pick_kernel` hands out this function only after detecting AVX2 and FMA, the
-    // requirements of `inner`, which touches memory through safe slices alone.
-    unsafe { inner(weights, code) }
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot4_avx2(weights: &[f32], code: &[u8]) -> f32 {
+    dot4_body(weights, code)
 }
 
 /// Sixteen running sums, one per byte of a block: the compiler turns each block into a
@@ -332,6 +336,31 @@ mod tests {
                 "rms {rms} sigma {sigma}"
             );
         }
+    }
+
+    #[test]
+    fn every_kernel_this_cpu_runs_agrees_with_the_portable_one() {
+        let dim = 96;
+        let v = data(50, dim, 5);
+        let sq = ScalarQuantizer4::train(&v, dim);
+        let weights: Vec<f32> = data(1, sq.code_bytes() * 2, 6);
+        let mut code = vec![0u8; sq.code_bytes()];
+        sq.encode(&v[..dim], &mut code);
+        // SAFETY: the portable kernel needs no CPU feature.
+        let portable = unsafe { dot4_portable(&weights, &code) };
+        // SAFETY: `pick_kernel` checked the features of what it returns.
+        let picked = unsafe { pick_kernel()(&weights, &code) };
+        assert!((portable - picked).abs() <= 1e-4 * portable.abs().max(1.0));
+    }
+
+    #[test]
+    fn no_rows_and_huge_ranges_still_give_finite_bounds() {
+        let empty = ScalarQuantizer4::train(&[], 8);
+        assert_eq!(ScalarQuantizer4::from_bytes(&empty.to_bytes()), Some(empty));
+        let wide = [f32::MAX, -f32::MAX, 1.0, 2.0];
+        let sq = ScalarQuantizer4::train(&wide, 2);
+        assert!(sq.step.iter().chain(&sq.low).all(|x| x.is_finite()));
+        assert_eq!(ScalarQuantizer4::from_bytes(&sq.to_bytes()), Some(sq));
     }
 
     #[test]

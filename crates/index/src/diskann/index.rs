@@ -29,7 +29,8 @@ pub struct OpenOptions {
     pub emulate: Vec<PathEmulation>,
     /// Load the navigation file (every neighbour list and a 4-bit code per node) when the
     /// index has one, and walk the graph in DRAM, reading the SSD only to re-rank. An index
-    /// built before that file existed opens without it (`navigates_in_dram` tells).
+    /// whose file is missing (built before it existed) or damaged opens without it and
+    /// searches the graph (`navigates_in_dram`, `navigation_problem` tell).
     pub navigation: bool,
 }
 
@@ -65,6 +66,8 @@ pub struct DiskIndex {
     pub(crate) buffers: super::query_buffers::BufferPool,
     /// Loaded when opened with `OpenOptions::navigation`.
     pub(crate) nav: Option<Navigation>,
+    /// Why navigation was asked for and is not used (no file, or a damaged one).
+    pub(crate) nav_problem: Option<String>,
 }
 
 impl DiskIndex {
@@ -119,23 +122,26 @@ impl DiskIndex {
             .filter(|&e| e as usize >= cached)
             .collect();
         let entry_cache = load_records(&volume, &layout, &entry_ids)?;
+        // The navigation file is derived data: without it (an index built before it
+        // existed) or with a damaged one, the index still answers by the graph search, so
+        // its problem is logged and kept for `navigation_problem`, not made an error.
         let nav_file = nav_path(dir, meta.build_id);
-        let nav = if options.navigation && nav_file.exists() {
-            Some(Navigation::read(
-                &nav_file,
-                meta.build_id,
-                count,
-                layout.dim,
-            )?)
+        let (nav, nav_problem) = if !options.navigation {
+            (None, None)
+        } else if !nav_file.exists() {
+            (
+                None,
+                Some("it has no navigation file (built before that file existed)".into()),
+            )
         } else {
-            if options.navigation {
-                log::info!(
-                    "{}: no navigation file (built before it existed); searches read the graph",
-                    dir.display()
-                );
+            match Navigation::read(&nav_file, meta.build_id, count, layout.dim) {
+                Ok(nav) => (Some(nav), None),
+                Err(e) => (None, Some(e.to_string())),
             }
-            None
         };
+        if let Some(problem) = &nav_problem {
+            log::warn!("{}: searching without navigation: {problem}", dir.display());
+        }
         Ok(Self {
             header,
             layout,
@@ -151,6 +157,7 @@ impl DiskIndex {
             node_by_id: Default::default(),
             buffers: super::query_buffers::BufferPool::new(count),
             nav,
+            nav_problem,
         })
     }
 
@@ -249,6 +256,12 @@ impl DiskIndex {
     /// The navigation data, when opened with navigation and the index has it.
     pub fn navigation(&self) -> Option<&Navigation> {
         self.nav.as_ref()
+    }
+
+    /// Why an index opened with navigation searches without it: its navigation file is
+    /// missing or damaged (`None` when navigation is used or was not asked for).
+    pub fn navigation_problem(&self) -> Option<&str> {
+        self.nav_problem.as_deref()
     }
 
     /// Whether searches walk the graph in DRAM (opened with navigation).

@@ -2,7 +2,8 @@
 //! neighbour list and a 4-bit scalar code of its vector, for searches that walk the graph in
 //! DRAM and read the SSD only to re-rank the candidates whose codes cannot decide.
 //!
-//! A build writes it beside the node files, as part of the same generation (its name
+//! A build writes it in the index directory (wherever the node files are striped), as part
+//! of the same generation (its name
 //! carries the build id, the intent record lists it, the meta.dvm switch makes it current).
 //! An index opened without navigation never reads it.
 
@@ -198,6 +199,9 @@ impl Navigation {
             1 => WalkCodes::Pq,
             other => return Err(corrupt(path, format!("unknown walk codes {other}"))),
         };
+        if bytes[56..NAV_HEADER].iter().any(|&b| b != 0) {
+            return Err(corrupt(path, "reserved header bytes are not zero"));
+        }
         let code_recall = f32::from_le_bytes(bytes[52..56].try_into().expect("4 bytes"));
         if !(0.0..=1.0).contains(&code_recall) {
             return Err(corrupt(

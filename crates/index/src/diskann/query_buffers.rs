@@ -61,6 +61,7 @@ impl BufferPool {
                 b.exact.clear();
                 b.band.clear();
                 b.sure.clear();
+                b.scored.clear();
                 b
             }
             None => QueryBuffers {

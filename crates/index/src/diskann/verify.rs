@@ -7,6 +7,7 @@ use diskvec_io::{verify_volume, Damage, VerifyReport};
 use super::index::read_header;
 use super::layout::first_bad_sector;
 use super::meta::Meta;
+use super::nav::{nav_path, Navigation};
 use super::META_FILE;
 use crate::{IndexError, Progress, Result};
 
@@ -18,8 +19,8 @@ fn damage(file: &Path, offset: Option<u64>, problem: impl Into<String>) -> Damag
     }
 }
 
-/// Checks `meta.dvm`, the header, and every sector of every node file and mirror copy of
-/// the index in `dir`. Damage is reported, not returned as an error; an error means the
+/// Checks `meta.dvm`, the header, every sector of every node file and mirror copy, and the
+/// navigation file of the index in `dir`. Damage is reported, not returned as an error; an error means the
 /// check itself could not run (no index there).
 pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
     let meta_path = dir.join(META_FILE);
@@ -69,5 +70,18 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
     report.files += volume.files;
     report.sectors += volume.sectors;
     report.damage.extend(volume.damage);
+    // The navigation file, when the index has one (indexes built before it have none).
+    let nav = nav_path(dir, meta.build_id);
+    if nav.exists() {
+        report.files += 1;
+        let dim = header.dim as usize;
+        if let Err(e) = Navigation::read(&nav, meta.build_id, header.count as usize, dim) {
+            let problem = match e {
+                IndexError::Corrupt { message, .. } => message,
+                other => other.to_string(),
+            };
+            report.damage.push(damage(&nav, None, problem));
+        }
+    }
     Ok(report)
 }
