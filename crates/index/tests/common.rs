@@ -30,6 +30,35 @@ pub fn recall(got: &[i64], truth: &[i64], k: usize) -> f64 {
     got.iter().take(k).filter(|id| truth.contains(id)).count() as f64 / truth.len() as f64
 }
 
+/// Exact nearest rows of each query (row number, distance), both prepared for `metric`.
+pub fn exact_rows(
+    data: &[f32],
+    queries: &[f32],
+    dim: usize,
+    metric: diskvec_vector::Metric,
+    k: usize,
+) -> Vec<Vec<(usize, f32)>> {
+    use diskvec_vector::Rows;
+    let prepare = |v: &[f32]| {
+        let mut out = v.to_vec();
+        out.chunks_exact_mut(dim).for_each(|r| metric.prepare(r));
+        out
+    };
+    let (base, q) = (prepare(data), prepare(queries));
+    let found = diskvec_index::flat::search(
+        Rows::new(&base, dim),
+        Rows::new(&q, dim),
+        metric,
+        k,
+        &diskvec_index::NoProgress,
+    )
+    .unwrap();
+    found
+        .into_iter()
+        .map(|r| r.into_iter().map(|(i, d)| (i as usize, d)).collect())
+        .collect()
+}
+
 /// The engines to test: pread, and io_uring by name wherever it can run (so a silent
 /// fallback cannot pass for it). DISKVEC_REQUIRE_URING (set by CI) makes its absence fail.
 pub fn engines() -> Vec<diskvec_io::EngineChoice> {

@@ -4,11 +4,11 @@ mod common;
 
 use std::path::Path;
 
-use common::{clustered, engines, recall};
+use common::{clustered, engines, exact_rows, recall};
 use diskvec_index::diskann::{
     build, BuildParams, DiskIndex, OpenOptions, SearchParams, SearchService,
 };
-use diskvec_index::{flat, IndexError, NoProgress};
+use diskvec_index::{IndexError, NoProgress};
 use diskvec_io::{EngineChoice, EngineKind};
 use diskvec_vector::{Metric, Rows};
 
@@ -34,21 +34,10 @@ fn build_with_entries(dir: &Path, n: usize, metric: Metric, entry_points: usize)
 }
 
 fn truth(data: &[f32], queries: &[f32], metric: Metric, k: usize) -> Vec<Vec<i64>> {
-    let mut base = data.to_vec();
-    base.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
-    let mut q = queries.to_vec();
-    q.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
-    flat::search(
-        Rows::new(&base, DIM),
-        Rows::new(&q, DIM),
-        metric,
-        k,
-        &NoProgress,
-    )
-    .unwrap()
-    .into_iter()
-    .map(|r| r.into_iter().map(|(i, _)| 1000 + i as i64 * 3).collect())
-    .collect()
+    exact_rows(data, queries, DIM, metric, k)
+        .into_iter()
+        .map(|r| r.into_iter().map(|(i, _)| 1000 + i as i64 * 3).collect())
+        .collect()
 }
 
 #[test]

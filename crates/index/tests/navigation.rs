@@ -5,9 +5,9 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{clustered, recall};
+use common::{clustered, exact_rows, recall};
 use diskvec_index::diskann::{build, BuildParams, DiskIndex, OpenOptions, SearchParams};
-use diskvec_index::{flat, NoProgress};
+use diskvec_index::NoProgress;
 use diskvec_vector::{Metric, Rows};
 
 const DIM: usize = 48;
@@ -29,21 +29,10 @@ fn build_index(dir: &Path, metric: Metric) -> Vec<f32> {
 
 /// Exact (id, distance) lists, closest first.
 fn truth(data: &[f32], queries: &[f32], metric: Metric, k: usize) -> Vec<Vec<(i64, f32)>> {
-    let mut base = data.to_vec();
-    base.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
-    let mut q = queries.to_vec();
-    q.chunks_exact_mut(DIM).for_each(|v| metric.prepare(v));
-    flat::search(
-        Rows::new(&base, DIM),
-        Rows::new(&q, DIM),
-        metric,
-        k,
-        &NoProgress,
-    )
-    .unwrap()
-    .into_iter()
-    .map(|r| r.into_iter().map(|(i, d)| (i as i64, d)).collect())
-    .collect()
+    exact_rows(data, queries, DIM, metric, k)
+        .into_iter()
+        .map(|r| r.into_iter().map(|(i, d)| (i as i64, d)).collect())
+        .collect()
 }
 
 fn open(dir: &Path, navigation: bool) -> DiskIndex {

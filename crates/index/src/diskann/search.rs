@@ -353,6 +353,11 @@ impl DiskIndex {
             }
         }
         // Scored only once every code is on its way: their cache misses overlap.
+        self.list_fresh_by_pq(q, scratch);
+    }
+
+    /// Puts `scratch.fresh` on the candidate list by PQ distance, eight codes at a time.
+    fn list_fresh_by_pq(&self, q: &mut Query, scratch: &mut Scratch) {
         scratch.distances.clear();
         scratch.distances.resize(scratch.fresh.len(), 0.0);
         q.b.table
@@ -516,13 +521,7 @@ impl DiskIndex {
             }
         }
         if by_pq {
-            scratch.distances.clear();
-            scratch.distances.resize(scratch.fresh.len(), 0.0);
-            q.b.table
-                .distances(&self.meta.codes, &scratch.fresh, &mut scratch.distances);
-            for (&nb, &d) in scratch.fresh.iter().zip(&scratch.distances) {
-                q.b.list.insert(nb, d);
-            }
+            self.list_fresh_by_pq(q, scratch);
         } else {
             for &nb in &scratch.fresh {
                 let d = Self::estimate(nav, &q.b, nb);
