@@ -808,3 +808,25 @@ fn segments_kept_in_memory_read_nothing_from_storage() {
         }
     }
 }
+
+#[test]
+fn a_collection_without_navigation_seals_searches_and_keeps_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let mut cfg = config(200);
+        cfg.navigation = false;
+        let c = db.create_collection("docs", cfg).unwrap();
+        c.upsert(points(0..450)).unwrap();
+        wait_green(&c);
+        let all: Vec<u64> = (0..450).collect();
+        assert_eq!(
+            search_ids(&c, &vector(123), 5, None),
+            exact(&vector(123), &all, 5, &|_| true)
+        );
+    }
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("docs").unwrap();
+    assert!(!c.config().navigation, "the setting survives a reopen");
+    assert_eq!(search_ids(&c, &vector(321), 1, None), vec![321]);
+}

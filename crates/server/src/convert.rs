@@ -399,6 +399,15 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         if let Some(ms) = opt_uint(d.get("idle_merge_ms"), "diskvec.idle_merge_ms")? {
             c.idle_merge_ms = ms as u64;
         }
+        match d.get("navigation") {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(b)) => c.navigation = *b,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "diskvec.navigation must be true or false, got {other}"
+                )))
+            }
+        }
     }
     c.check().map_err(ApiError::from)?;
     Ok(c)

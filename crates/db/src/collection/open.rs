@@ -75,7 +75,14 @@ impl Collection {
                 Some(f) => read_deleted(&seg_dir.join(f))?,
                 None => roaring::RoaringBitmap::new(),
             };
-            let sealed = Sealed::open(&seg_dir, config.metric, deleted, &fields, !config.on_disk)?;
+            let sealed = Sealed::open(
+                &seg_dir,
+                config.metric,
+                deleted,
+                &fields,
+                !config.on_disk,
+                config.navigation,
+            )?;
             if sealed.len() != entry.points as usize {
                 return Err(DbError::Corrupt {
                     path: seg_dir,

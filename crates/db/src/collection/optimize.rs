@@ -92,6 +92,7 @@ impl Inner {
             roaring::RoaringBitmap::new(),
             &fields,
             !self.config.on_disk,
+            self.config.navigation,
         )
     }
 

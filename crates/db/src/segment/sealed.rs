@@ -133,20 +133,19 @@ impl Points for Sealed {
 
 impl Sealed {
     /// Opens a sealed segment; `in_memory` caches every node in DRAM (no SSD reads in a
-    /// search), else 1% of them. The navigation file is loaded when the segment has one.
+    /// search), else 1% of them; `navigation` loads the segment's navigation file when it
+    /// has one (`CollectionConfig::navigation`).
     pub fn open(
         dir: &Path,
         metric: Metric,
         deleted: RoaringBitmap,
         fields: &[(String, PayloadIndexKind)],
         in_memory: bool,
+        navigation: bool,
     ) -> Result<Self> {
         let options = OpenOptions {
             cache_nodes: in_memory.then_some(diskvec_index::limits::MAX_VECTORS),
-            // Walking the graph in DRAM by 4-bit codes costs 1.6x less CPU per query at
-            // equal recall with every node cached, and 0.6-0.8x the reads without (at
-            // k=100, every returned distance exact).
-            navigation: true,
+            navigation,
             ..OpenOptions::default()
         };
         let index = DiskIndex::open(dir, &options)?;
