@@ -608,10 +608,11 @@ async fn on_disk_false_keeps_nodes_in_dram_and_idle_merge_is_a_setting() {
         "PUT",
         "/collections/mem",
         json!({"vectors": {"size": 4, "distance": "Dot", "on_disk": false},
-               "diskvec": {"idle_merge_ms": 0}}),
+               "diskvec": {"idle_merge_ms": 0, "navigation": false}}),
     )
     .await;
     let mem = api.ok("GET", "/collections/mem", Value::Null).await;
+    assert_eq!(mem["diskvec"]["config"]["navigation"], false, "{mem}");
     assert_eq!(
         mem["config"]["params"]["vectors"]["on_disk"], false,
         "{mem}"
@@ -635,6 +636,16 @@ async fn on_disk_false_keeps_nodes_in_dram_and_idle_merge_is_a_setting() {
         "{disk}"
     );
     assert_eq!(disk["diskvec"]["config"]["idle_merge_ms"], 2000, "{disk}");
+    assert_eq!(disk["diskvec"]["config"]["navigation"], true, "{disk}");
+    let msg = api
+        .err(
+            "PUT",
+            "/collections/bad",
+            json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"navigation": 1}}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(msg.contains("diskvec.navigation"), "{msg}");
     let msg = api
         .err(
             "PUT",
