@@ -111,7 +111,6 @@ fn navigation(
     position: &[u32],
 ) -> Navigation {
     let sq = ScalarQuantizer4::train(prepared, dim);
-    let (walk, code_recall) = walk_codes(prepared, dim, metric, pq, &sq);
     let m = sq.code_bytes();
     let n = order.len();
     let mut codes = vec![0u8; n * (m + 4)];
@@ -130,6 +129,12 @@ fn navigation(
         );
         offsets.push(adjacency.len() as u32);
     }
+    // Row `i` of the data is node `position[i]`: its code and norm are in `codes` already.
+    let record = |i: usize| {
+        let at = position[i] as usize * (m + 4);
+        &codes[at..at + m + 4]
+    };
+    let (walk, code_recall) = walk_codes(prepared, dim, metric, pq, &sq, record);
     Navigation {
         walk,
         code_recall,
@@ -145,12 +150,13 @@ fn navigation(
 /// among an evenly spaced sample of up to 20,000 rows, against the 10 each code ranks
 /// first. (On a sparser sample neighbours lie farther apart and are easier to rank, so the
 /// share would flatter the codes on large indexes.)
-fn walk_codes(
+fn walk_codes<'a>(
     prepared: &[f32],
     dim: usize,
     metric: Metric,
     (pq, pq_codes): (&ProductQuantizer, &[u8]),
     sq: &ScalarQuantizer4,
+    sq_record: impl Fn(usize) -> &'a [u8],
 ) -> (WalkCodes, f32) {
     const QUERIES: usize = 50;
     const POOL: usize = 20_000;
@@ -163,14 +169,6 @@ fn walk_codes(
     let row = |i: usize| &prepared[i * dim..(i + 1) * dim];
     let pool: Vec<usize> = (0..n).step_by(n.div_ceil(POOL)).collect();
     let m = pq_codes.len() / n;
-    let mut sq_codes = vec![0u8; pool.len() * sq.code_bytes()];
-    for (&i, code) in pool.iter().zip(sq_codes.chunks_exact_mut(sq.code_bytes())) {
-        sq.encode(row(i), code);
-    }
-    let norms: Vec<f32> = pool
-        .iter()
-        .map(|&i| row(i).iter().map(|x| x * x).sum())
-        .collect();
     let mut table = diskvec_vector::PqTable::default();
     let mut prepared_query = diskvec_vector::Sq4Query::default();
     let (mut sq_hits, mut pq_hits, mut total_truths) = (0usize, 0usize, 0usize);
@@ -195,13 +193,10 @@ fn walk_codes(
             .map(|(j, &i)| (table.distance(&pq_codes[i * m..(i + 1) * m]), j))
             .collect());
         sq.query_into(q, metric, &mut prepared_query);
-        let c = sq.code_bytes();
         let by_sq = top(others
-            .map(|(j, _)| {
-                (
-                    prepared_query.distance(&sq_codes[j * c..(j + 1) * c], norms[j]),
-                    j,
-                )
+            .map(|(j, &i)| {
+                let (code, norm) = Navigation::split(sq_record(i));
+                (prepared_query.distance(code, norm), j)
             })
             .collect());
         total_truths += truth.len();

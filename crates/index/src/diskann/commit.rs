@@ -103,8 +103,8 @@ pub(crate) fn write_meta(out: &Path, meta_bytes: &[u8]) -> Result<()> {
 }
 
 /// The files of the generation `meta.dvm` in `out` names (node files, resolved, and the
-/// navigation file, which may be absent in an index built before it existed); `None` when there is none or it
-/// cannot be read.
+/// navigation file, which may be absent in an index built before it existed); `None` when
+/// there is none or it cannot be read.
 fn files_in_use(out: &Path) -> Option<Vec<PathBuf>> {
     let meta = Meta::read(&out.join(META_FILE)).ok()?;
     let mut files: Vec<PathBuf> = meta.paths.iter().map(|p| out.join(p)).collect();

@@ -273,11 +273,6 @@ impl DiskIndex {
         self.header.nodes_file_bytes()
     }
 
-    /// Whether DRAM holds the record of `id` (cached prefix or entry node).
-    pub(crate) fn in_dram(&self, id: u32) -> bool {
-        id < self.cached || self.entry_ids.binary_search(&id).is_ok()
-    }
-
     /// The record of `id` if DRAM holds it (cached prefix or entry node).
     pub(crate) fn record_in_dram(&self, id: u32) -> Option<NodeRecord<'_>> {
         let nb = self.layout.node_bytes;

@@ -427,7 +427,7 @@ impl DiskIndex {
                 break;
             }
             q.rechecked = true;
-            self.recheck_dropped(q);
+            self.recheck_dropped(q, scratch);
         }
         q.in_flight == 0
     }
@@ -437,11 +437,14 @@ impl DiskIndex {
     /// codes resolve the data poorly): any dropped candidate whose estimate minus its error
     /// margin is below it joins the band after all. Reads only shrink the k-th distance,
     /// so one check suffices.
-    fn recheck_dropped(&self, q: &mut Query) {
+    fn recheck_dropped(&self, q: &mut Query, scratch: &mut Scratch) {
         if !q.dropped_above.is_finite() {
             return;
         }
-        let mut known: Vec<f32> = q.b.exact.iter().chain(&q.b.sure).map(|e| e.0).collect();
+        // The worker's distance buffer is free between expansions: no allocation per query.
+        let known = &mut scratch.distances;
+        known.clear();
+        known.extend(q.b.exact.iter().chain(&q.b.sure).map(|e| e.0));
         let k = q.params.k;
         if known.len() < k {
             return;
@@ -551,9 +554,8 @@ impl DiskIndex {
         let margin = 2.0 * q.params.rerank_sigmas * q.b.sq.sigma();
         // Nothing is decided unread where the codes resolve the data poorly (the build
         // measured it: most candidates then lie within the margin of the k-th, and one in
-        // ~15 of them past it), where every
-        // candidate is asked for (infinite sigmas), or where the margin is not a number
-        // (infinity times the zero error of a zero query).
+        // ~15 of them past it), where every candidate is asked for (infinite sigmas), or
+        // where the margin is not a number (infinity times the zero error of a zero query).
         let margin =
             if !nav.codes_decide() || q.params.rerank_sigmas.is_infinite() || !margin.is_finite() {
                 f32::INFINITY
@@ -571,7 +573,7 @@ impl DiskIndex {
                 Some(_) => false,
             };
             // A node in DRAM costs no read: its exact distance is better than a sure guess.
-            if certain_in && !q.params.exact_distances && !self.in_dram(id) {
+            if certain_in && !q.params.exact_distances && self.record_in_dram(id).is_none() {
                 sure.push((distance, id));
             } else {
                 band.push(BandEntry { id, done: false });
