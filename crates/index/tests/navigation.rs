@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{clustered, exact_rows, recall};
-use diskvec_index::diskann::{build, BuildParams, DiskIndex, OpenOptions, SearchParams};
+use diskvec_index::diskann::{build, BuildParams, DiskIndex, OpenOptions, SearchParams, WalkCodes};
 use diskvec_index::NoProgress;
 use diskvec_vector::{Metric, Rows};
 
@@ -95,6 +95,46 @@ fn walking_in_dram_keeps_recall_with_far_fewer_reads_on_every_metric() {
             reads_nav < 0.85 * reads_graph,
             "{metric}: {reads_nav} reads per query with navigation, {reads_graph} without"
         );
+    }
+}
+
+#[test]
+fn a_navigating_index_drops_its_pq_codes_and_ranks_approximately_by_the_4_bit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = build_index(dir.path(), Metric::L2);
+    let graph = open(dir.path(), false);
+    let nav = open(dir.path(), true);
+    let navigation = nav.navigation().expect("navigation loaded");
+    assert_eq!(navigation.walk, WalkCodes::Sq4);
+    // Everything the graph search holds, less the PQ codes (12 bytes a node), plus the
+    // navigation data.
+    assert_eq!(
+        nav.dram_bytes(),
+        graph.dram_bytes() - N * 12 + navigation.dram_bytes()
+    );
+    let queries = clustered(20, DIM, 91);
+    let gt = truth(&data, &queries, Metric::L2, 10);
+    let ids: Vec<i64> = (0..N as i64).collect();
+    for index in [&graph, &nav] {
+        let mut found = 0;
+        for (q, t) in queries.chunks_exact(DIM).zip(&gt) {
+            let approx = index.approximate_distances(q, &ids).unwrap();
+            assert_eq!(approx.len(), N);
+            let mut order: Vec<usize> = (0..N).collect();
+            order.sort_by(|&a, &b| approx[a].total_cmp(&approx[b]));
+            let best: Vec<i64> = order[..50].iter().map(|&i| ids[i]).collect();
+            found += t.iter().filter(|e| best.contains(&e.0)).count();
+        }
+        let share = found as f64 / (10 * gt.len()) as f64;
+        assert!(
+            share >= 0.95,
+            "navigating {}: {share} of the true 10 among the best 50 approximate",
+            index.navigates_in_dram()
+        );
+        let err = index
+            .approximate_distances(&queries[..DIM], &[N as i64])
+            .expect_err("an id the index does not hold");
+        assert!(err.to_string().contains("not in this index"), "{err}");
     }
 }
 

@@ -26,7 +26,7 @@ use crate::{Payload, PointId, Result};
 pub(crate) const EXACT_LIMIT: u64 = 2_000;
 
 /// A filter matching at most this share of a segment is answered by ranking every match by
-/// its PQ code (a few DRAM lookups each) rather than by walking the graph, where the
+/// its code in DRAM (4-bit with navigation, else PQ; a few lookups each) rather than by walking the graph, where the
 /// matches would be too sparse among the nodes the walk meets.
 const PQ_SCAN_SHARE: f64 = 0.3;
 
@@ -219,7 +219,7 @@ impl Sealed {
     /// The k closest live points matching `filter`, by the filter's share of the segment
     /// (from the payload indexes, or estimated on a sample of payloads):
     /// - at most `EXACT_LIMIT` matches: exact, from their vectors (read from SSD);
-    /// - up to `PQ_SCAN_SHARE` of the segment: every match ranked by its PQ code in DRAM,
+    /// - up to `PQ_SCAN_SHARE` of the segment: every match ranked by its code in DRAM,
     ///   the best `search_list` re-ranked by their full vectors;
     /// - broader: the graph search with the filter as a predicate (rejected points still
     ///   route it), its list widened by 1 / share so that about `search_list` matches are
@@ -353,7 +353,7 @@ impl Sealed {
         (matched as f64 + 1.0) / (seen as f64 + 1.0)
     }
 
-    /// Ranks `offsets` by PQ distance (DRAM only) and re-ranks the best `rerank` by their
+    /// Ranks `offsets` by approximate distance (DRAM only) and re-ranks the best `rerank` by their
     /// full vectors.
     fn pq_scan(
         &self,
@@ -362,7 +362,9 @@ impl Sealed {
         k: usize,
         rerank: usize,
     ) -> Result<Vec<SegmentHit>> {
-        let approx = self.index.pq_distances(query, &node_ids(offsets))?;
+        let approx = self
+            .index
+            .approximate_distances(query, &node_ids(offsets))?;
         let ranked: Vec<SegmentHit> = offsets
             .iter()
             .zip(approx)

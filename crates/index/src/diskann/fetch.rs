@@ -6,6 +6,9 @@ use std::sync::OnceLock;
 
 use diskvec_io::ReadDone;
 
+use diskvec_vector::Sq4Query;
+
+use super::nav::{Navigation, WalkCodes};
 use super::DiskIndex;
 use crate::{IndexError, Result};
 
@@ -32,23 +35,40 @@ impl DiskIndex {
             .map(|at| by_id[at].1)
     }
 
-    /// Approximate (PQ, from DRAM) distances of a raw query to the nodes holding `ids`,
-    /// in that order: no read. Ranks many candidates cheaply so that only the best need
-    /// their full vectors read. An id the index does not hold is an error.
-    pub fn pq_distances(&self, query: &[f32], ids: &[i64]) -> Result<Vec<f32>> {
+    /// Approximate distances (from DRAM: the 4-bit codes when the index navigates by them,
+    /// else PQ) of a raw query to the nodes holding `ids`, in that order: no read. Ranks
+    /// many candidates cheaply so that only the best need their full vectors read. An id
+    /// the index does not hold is an error.
+    pub fn approximate_distances(&self, query: &[f32], ids: &[i64]) -> Result<Vec<f32>> {
         self.check_queries(query, query.len())?;
         let mut q = query.to_vec();
         self.header.metric.prepare(&mut q);
-        let table = self.meta.pq.table(&q);
-        let m = self.header.pq_bytes as usize;
-        ids.iter()
-            .map(|&id| {
-                let node = self.node_of(id).ok_or_else(|| {
-                    IndexError::InvalidArgument(format!("id {id} is not in this index"))
-                })? as usize;
-                Ok(table.distance(&self.meta.codes[node * m..(node + 1) * m]))
-            })
-            .collect()
+        let nodes = ids.iter().map(|&id| {
+            self.node_of(id)
+                .ok_or_else(|| IndexError::InvalidArgument(format!("id {id} is not in this index")))
+        });
+        match self.navigation().filter(|n| n.walk == WalkCodes::Sq4) {
+            Some(nav) => {
+                let mut sq = Sq4Query::default();
+                nav.sq.query_into(&q, self.header.metric, &mut sq);
+                nodes
+                    .map(|node| {
+                        let (code, norm) = Navigation::split(nav.record(node?));
+                        Ok(sq.distance(code, norm))
+                    })
+                    .collect()
+            }
+            None => {
+                let table = self.meta.pq.table(&q);
+                let m = self.header.pq_bytes as usize;
+                nodes
+                    .map(|node| {
+                        let node = node? as usize;
+                        Ok(table.distance(&self.meta.codes[node * m..(node + 1) * m]))
+                    })
+                    .collect()
+            }
+        }
     }
 
     /// Calls `visit(position, vector)` with the stored (metric-prepared: unit length for

@@ -7,7 +7,7 @@
 //! carries the build id, the intent record lists it, the meta.dvm switch makes it current).
 //! An index opened without navigation never reads it.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use diskvec_vector::ScalarQuantizer4;
@@ -156,14 +156,16 @@ impl Navigation {
     }
 
     /// Reads the file of generation `build_id` for an index of `count` nodes of `dim`
-    /// dimensions; every mismatch is an error naming the file.
+    /// dimensions; every mismatch is an error naming the file. The file is streamed into
+    /// its typed sections, so opening holds the navigation data once, not twice (it is
+    /// most of the DRAM a navigating index asks of a tight budget).
     pub fn read(path: &Path, build_id: u64, count: usize, dim: usize) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(file_error(path))?;
-        Self::decode(&bytes, path, build_id, count, dim)
+        let file = std::fs::File::open(path).map_err(file_error(path))?;
+        let len = file.metadata().map_err(file_error(path))?.len();
+        Self::decode_from(file, len, path, build_id, count, dim)
     }
 
-    /// Parses a navigation file: magic, checksum, version, then sizes checked against the
-    /// file's length before anything is allocated from them.
+    /// Parses a navigation file held in memory (see `decode_from`).
     pub fn decode(
         bytes: &[u8],
         path: &Path,
@@ -171,38 +173,87 @@ impl Navigation {
         count: usize,
         dim: usize,
     ) -> Result<Self> {
-        if bytes.len() < 8 || &bytes[..8] != NAV_MAGIC {
+        Self::decode_from(bytes, bytes.len() as u64, path, build_id, count, dim)
+    }
+
+    /// Parses a navigation file of `len` bytes from `src`: magic and version, then the
+    /// section sizes checked against `len` before anything is allocated from them, then
+    /// the sections (checksummed as they stream by), then their contents.
+    fn decode_from(
+        mut src: impl Read,
+        len: u64,
+        path: &Path,
+        build_id: u64,
+        count: usize,
+        dim: usize,
+    ) -> Result<Self> {
+        let mut header = [0u8; NAV_HEADER];
+        let got = read_up_to(&mut src, &mut header).map_err(file_error(path))?;
+        if got < 8 || &header[..8] != NAV_MAGIC {
             return Err(corrupt(path, "not a diskvec navigation file (bad magic)"));
         }
-        if bytes.len() < NAV_HEADER {
+        if got < NAV_HEADER {
             return Err(corrupt(path, "shorter than its header (truncated?)"));
         }
-        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        if file_crc(bytes) != u32_at(CRC_AT) {
-            return Err(corrupt(path, "checksum mismatch (damaged or truncated)"));
-        }
+        let u32_at =
+            |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at =
+            |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8 bytes"));
         let version = u32_at(8);
         if version != NAV_VERSION {
             return Err(corrupt(
                 path,
-                format!("navigation format version {version}; this build reads {NAV_VERSION}"),
+                format!(
+                    "navigation format version {version}; this build reads {NAV_VERSION} \
+                     (damaged, or written by a newer diskvec)"
+                ),
             ));
+        }
+        let (n, edges) = (u64_at(24), u64_at(32));
+        let (sq_len, code_bytes) = (u32_at(40) as usize, u32_at(44) as usize);
+        let sections = [
+            sq_len as u128,
+            n as u128 * (code_bytes as u128 + 4),
+            (n as u128 + 1) * 4,
+            edges as u128 * 4,
+        ];
+        if NAV_HEADER as u128 + sections.iter().sum::<u128>() != len as u128 {
+            return Err(corrupt(
+                path,
+                "section sizes do not add up to the file's length (damaged or truncated)",
+            ));
+        }
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header[..CRC_AT]);
+        crc.update(&header[CRC_AT + 4..]);
+        // Every size below is bounded by `len`, checked above.
+        let mut bytes_of = |len: u128| -> std::io::Result<Vec<u8>> {
+            let mut out = vec![0u8; len as usize];
+            src.read_exact(&mut out)?;
+            crc.update(&out);
+            Ok(out)
+        };
+        let sq_bytes = bytes_of(sections[0]).map_err(file_error(path))?;
+        let codes = bytes_of(sections[1]).map_err(file_error(path))?;
+        let offsets =
+            read_words(&mut src, sections[2] as usize / 4, &mut crc).map_err(file_error(path))?;
+        let neighbors =
+            read_words(&mut src, sections[3] as usize / 4, &mut crc).map_err(file_error(path))?;
+        if crc.finalize() != u32_at(CRC_AT) {
+            return Err(corrupt(path, "checksum mismatch (damaged or truncated)"));
         }
         if u64_at(16) != build_id {
             return Err(corrupt(path, "belongs to another build of the index"));
         }
-        let (n, edges) = (u64_at(24), u64_at(32));
-        let (sq_len, code_bytes) = (u32_at(40) as usize, u32_at(44) as usize);
         let walk = match u32_at(48) {
             0 => WalkCodes::Sq4,
             1 => WalkCodes::Pq,
             other => return Err(corrupt(path, format!("unknown walk codes {other}"))),
         };
-        if bytes[56..NAV_HEADER].iter().any(|&b| b != 0) {
+        if header[56..NAV_HEADER].iter().any(|&b| b != 0) {
             return Err(corrupt(path, "reserved header bytes are not zero"));
         }
-        let code_recall = f32::from_le_bytes(bytes[52..56].try_into().expect("4 bytes"));
+        let code_recall = f32::from_le_bytes(header[52..56].try_into().expect("4 bytes"));
         if !(0.0..=1.0).contains(&code_recall) {
             return Err(corrupt(
                 path,
@@ -212,35 +263,9 @@ impl Navigation {
         if n != count as u64 {
             return Err(corrupt(path, format!("holds {n} nodes, the index {count}")));
         }
-        let sections = [
-            sq_len as u128,
-            count as u128 * (code_bytes as u128 + 4),
-            (count as u128 + 1) * 4,
-            edges as u128 * 4,
-        ];
-        if NAV_HEADER as u128 + sections.iter().sum::<u128>() != bytes.len() as u128 {
-            return Err(corrupt(
-                path,
-                "section sizes do not add up to the file's length",
-            ));
-        }
-        let mut at = NAV_HEADER;
-        let mut take = |len: u128| {
-            let s = &bytes[at..at + len as usize];
-            at += len as usize;
-            s
-        };
-        let sq = ScalarQuantizer4::from_bytes(take(sections[0]))
+        let sq = ScalarQuantizer4::from_bytes(&sq_bytes)
             .filter(|sq| sq.dim() == dim && sq.code_bytes() == code_bytes)
             .ok_or_else(|| corrupt(path, "quantizer does not fit the index's dimension"))?;
-        let codes = take(sections[1]).to_vec();
-        let words = |b: &[u8]| -> Vec<u32> {
-            b.chunks_exact(4)
-                .map(|c| u32::from_le_bytes(c.try_into().expect("4")))
-                .collect()
-        };
-        let offsets = words(take(sections[2]));
-        let neighbors = words(take(sections[3]));
         let monotone = offsets.first() == Some(&0)
             && offsets.windows(2).all(|w| w[0] <= w[1])
             && offsets.last().map(|&l| l as u64) == Some(edges);
@@ -259,6 +284,44 @@ impl Navigation {
             neighbors,
         })
     }
+}
+
+/// Fills as much of `buf` as `src` holds; returns how much that was.
+fn read_up_to(src: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match src.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Reads `count` little-endian u32 words through a small buffer (no second copy of the
+/// section), adding their bytes to `crc`.
+fn read_words(
+    src: &mut impl Read,
+    count: usize,
+    crc: &mut crc32fast::Hasher,
+) -> std::io::Result<Vec<u32>> {
+    const CHUNK_WORDS: usize = 16 * 1024;
+    let mut out = Vec::with_capacity(count);
+    let mut buf = vec![0u8; CHUNK_WORDS * 4];
+    while out.len() < count {
+        let words = (count - out.len()).min(CHUNK_WORDS);
+        let chunk = &mut buf[..words * 4];
+        src.read_exact(chunk)?;
+        crc.update(chunk);
+        out.extend(
+            chunk
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+        );
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
