@@ -54,6 +54,11 @@ pub struct Args {
     /// SSD (new collection; Qdrant's `on_disk: false`).
     #[arg(long)]
     pub in_memory: bool,
+    /// Keep only PQ codes of the sealed segments in DRAM (a sixteenth of the raw vectors),
+    /// not their neighbour lists and 4-bit codes (about a quarter), and read every node a
+    /// search expands: for a tight memory budget (new collection).
+    #[arg(long)]
+    pub no_navigation: bool,
     /// Payload indexes to create, as FIELD:KIND (keyword or integer), comma-separated.
     #[arg(long, value_delimiter = ',', value_parser = index_field)]
     pub index_fields: Vec<(String, String)>,
@@ -88,6 +93,7 @@ pub struct NewCollection {
     pub paths: Vec<PathBuf>,
     pub interval_ms: Option<u64>,
     pub in_memory: bool,
+    pub no_navigation: bool,
 }
 
 impl NewCollection {
@@ -97,6 +103,7 @@ impl NewCollection {
             || !self.paths.is_empty()
             || self.interval_ms.is_some()
             || self.in_memory
+            || self.no_navigation
     }
 
     fn config(&self, dim: usize) -> CollectionConfig {
@@ -109,6 +116,7 @@ impl NewCollection {
             c.durability = Durability::Interval { interval_ms };
         }
         c.on_disk = !self.in_memory;
+        c.navigation = !self.no_navigation;
         c
     }
 }
@@ -247,6 +255,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         paths: args.paths.clone(),
         interval_ms: args.interval_ms,
         in_memory: args.in_memory,
+        no_navigation: args.no_navigation,
     };
     let (col, created) = open_or_create(&db, &args.collection, vectors.dim, &settings)?;
     for (field, kind) in &args.index_fields {

@@ -210,6 +210,7 @@ fn import_query_filter_info_and_append() {
     assert!(indexes.contains(r#"["color","keyword"]"#), "{indexes}");
     assert!(indexes.contains(r#"["n","integer"]"#), "{indexes}");
     assert!(info["recovery"]["sealed_points"] == 2000, "{info}");
+    assert_eq!(info["config"]["navigation"], true, "{info}");
 
     // A second import with new ids appends to the growing segment; no payload file here.
     let more = f.tmp.path().join("more.parquet");
@@ -238,6 +239,28 @@ fn import_query_filter_info_and_append() {
     let text = ok(&["db", "info", "--db", f.db()]);
     assert!(text.contains("2300 points (2000 indexed)"), "{text}");
     assert!(text.contains("color (keyword), n (integer)"), "{text}");
+}
+
+#[test]
+fn no_navigation_is_kept_in_the_new_collection() {
+    let f = Fixture::new(300);
+    let report = last_json(&ok(&[
+        "import",
+        "--db",
+        f.db(),
+        "--collection",
+        "c",
+        "--dataset",
+        f.d(),
+        "--no-navigation",
+        "--optimize",
+        "--json",
+    ]));
+    assert_eq!(report["indexed_points"], 300, "{report}");
+    let info = f.info();
+    assert_eq!(info["config"]["navigation"], false, "{info}");
+    let by_id = f.query(&["--id", "7", "--k", "3"]);
+    assert_eq!(by_id[0]["id"], 7);
 }
 
 #[test]

@@ -280,7 +280,7 @@ impl PyDatabase {
 
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
                         vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
-                        on_disk, idle_merge_ms))]
+                        on_disk, idle_merge_ms, navigation))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
@@ -301,6 +301,7 @@ impl PyDatabase {
         max_payload_bytes: Option<i128>,
         on_disk: bool,
         idle_merge_ms: Option<i128>,
+        navigation: bool,
     ) -> PyResult<PyCollection> {
         let metric = parse_metric(metric).map_err(db_err)?;
         let mut c = CollectionConfig::new(setting("dim", dim)?, metric);
@@ -344,6 +345,7 @@ impl PyDatabase {
             c.max_payload_bytes = setting("max_payload_bytes", v)?;
         }
         c.on_disk = on_disk;
+        c.navigation = navigation;
         if let Some(v) = idle_merge_ms {
             c.idle_merge_ms = u64::try_from(v)
                 .map_err(|_| value_err(format!("idle_merge_ms must be 0 or more, got {v}")))?;

@@ -242,7 +242,8 @@ impl DiskIndex {
     }
 
     /// Searches one query; returns (ids [k], distances [k], reads), padded like batches.
-    #[pyo3(signature = (query, k, search_list, beam_width))]
+    #[pyo3(signature = (query, k, search_list, beam_width, rerank_sigmas, exact_distances))]
+    #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
         py: Python<'py>,
@@ -250,6 +251,8 @@ impl DiskIndex {
         k: i128,
         search_list: i128,
         beam_width: i128,
+        rerank_sigmas: f32,
+        exact_distances: bool,
     ) -> PyResult<Single<'py>> {
         let q = query
             .as_slice()
@@ -259,6 +262,8 @@ impl DiskIndex {
             search_list: size(limits::SEARCH_LIST, search_list)?,
             beam_width: size(limits::BEAM_WIDTH, beam_width)?,
             queries_per_thread: 1,
+            rerank_sigmas,
+            exact_distances,
             ..Default::default()
         };
         let r = py.detach(|| self.inner.search(q, &params)).map_err(to_py)?;
@@ -269,7 +274,8 @@ impl DiskIndex {
     }
 
     /// Searches every row; returns (ids [n, k], distances [n, k], mean reads per query).
-    #[pyo3(signature = (queries, k, search_list, beam_width, threads, queries_per_thread))]
+    #[pyo3(signature = (queries, k, search_list, beam_width, threads, queries_per_thread,
+        rerank_sigmas, exact_distances))]
     #[allow(clippy::too_many_arguments)]
     fn search_batch<'py>(
         &self,
@@ -280,12 +286,16 @@ impl DiskIndex {
         beam_width: i128,
         threads: i128,
         queries_per_thread: i128,
+        rerank_sigmas: f32,
+        exact_distances: bool,
     ) -> PyResult<(Batch<'py>, f64)> {
         let params = SearchParams {
             k: size(limits::K, k)?,
             search_list: size(limits::SEARCH_LIST, search_list)?,
             beam_width: size(limits::BEAM_WIDTH, beam_width)?,
             queries_per_thread: size(limits::QUERIES_PER_THREAD, queries_per_thread)?,
+            rerank_sigmas,
+            exact_distances,
             ..Default::default()
         };
         let threads = size(limits::THREADS, threads)?;

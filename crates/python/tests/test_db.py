@@ -292,13 +292,13 @@ def test_info_and_settings(tmp_path):
         col = db.create_collection("cfg", dim=16, metric="ip", paths=[tmp_path / "ns1", tmp_path / "ns2"],
                                    wal_path=tmp_path / "wal", durability="interval", interval_ms=50,
                                    seal_threshold=123, vacuum_threshold=0.5, max_degree=20, build_list=40,
-                                   pq_bytes=4, search_list=33, max_payload_bytes=1000)
+                                   pq_bytes=4, search_list=33, max_payload_bytes=1000, navigation=False)
         info = col.info()
         c = info["config"]
         assert c["dim"] == 16 and c["metric"] == "ip" and c["durability"] == "interval" and c["interval_ms"] == 50
         assert c["paths"] == [str(tmp_path / "ns1"), str(tmp_path / "ns2")] and c["wal_path"] == str(tmp_path / "wal")
         assert (c["seal_threshold"], c["vacuum_threshold"], c["max_degree"], c["build_list"], c["pq_bytes"],
-                c["search_list"], c["max_payload_bytes"]) == (123, 0.5, 20, 40, 4, 33, 1000)
+                c["search_list"], c["max_payload_bytes"], c["navigation"]) == (123, 0.5, 20, 40, 4, 33, 1000, False)
         assert info["name"] == "cfg" and info["points"] == 0 and info["status"] == "green" and info["error"] is None
         col.upsert(range(200), clustered(200, 16, 9))
         info = col.info()
@@ -312,6 +312,7 @@ def test_info_and_settings(tmp_path):
         assert col.recovery()["replayed_ops"] == 0
         default = db.create_collection("default", dim=3)
         assert default.info()["config"]["metric"] == "cosine" and default.info()["config"]["durability"] == "sync"
+        assert default.info()["config"]["navigation"] is True
 
 
 def test_reopen_finds_everything(tmp_path):

@@ -72,6 +72,16 @@ def test_navigation_walks_in_dram_with_fewer_reads(small_index):
     assert np.allclose(dist[:, 0], exact_d[:, 0], rtol=1e-3, atol=1e-4)
     plain.search_batch(queries, k=20, search_list=80, threads=2)
     assert nav.last_reads < plain.last_reads
+    exact_reads = nav.last_reads
+    # Estimates for the surely-in candidates: the same answers from fewer reads.
+    est, _ = nav.search_batch(queries, k=20, search_list=80, threads=2, exact_distances=False)
+    assert nav.last_reads < exact_reads
+    assert sum(len(set(a) & set(b)) for a, b in zip(est, got)) / 1000 > 0.97
+    # Every candidate read: at least as many reads as the default.
+    nav.search(queries[0], k=20, search_list=80, rerank_sigmas=float("inf"))
+    assert nav.last_reads >= 20
+    with pytest.raises(ValueError, match="sigma"):
+        nav.search(queries[0], k=20, rerank_sigmas=-1.0)
 
 
 def test_both_engines_give_the_same_answers(small_index):

@@ -92,21 +92,28 @@ class DiskIndex:
     def __len__(self) -> int:
         return self.count
 
-    def search(self, query, k: int = 10, *, search_list: int = 100, beam_width: int = 4):
+    def search(self, query, k: int = 10, *, search_list: int = 100, beam_width: int = 4,
+               rerank_sigmas: float = 1.5, exact_distances: bool = True):
         """Nearest `k` of one query: (ids, distances) of length k, closest first; missing
-        results (k above the count) are -1 / inf."""
+        results (k above the count) are -1 / inf. With navigation, `rerank_sigmas` is how many
+        standard deviations of a 4-bit estimate's error decide a candidate unread (inf reads
+        every candidate), and `exact_distances=False` returns the estimates of candidates
+        surely in the answer instead of reading them (same ids, fewer reads)."""
         q = np.ascontiguousarray(query, dtype=np.float32)
         if q.ndim != 1:
             raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
-        ids, dists, reads = self._inner.search(q, k, search_list, beam_width)
+        ids, dists, reads = self._inner.search(q, k, search_list, beam_width, float(rerank_sigmas),
+                                               bool(exact_distances))
         self.last_reads = float(reads)
         return ids, dists
 
     def search_batch(self, queries, k: int = 10, *, search_list: int = 100, beam_width: int = 4, threads: int = 2,
-                     queries_per_thread: int = 16):
-        """Nearest `k` of every row: (ids, distances) of shape (n, k); missing results are -1 / inf."""
+                     queries_per_thread: int = 16, rerank_sigmas: float = 1.5, exact_distances: bool = True):
+        """Nearest `k` of every row: (ids, distances) of shape (n, k); missing results are -1 / inf.
+        `rerank_sigmas` and `exact_distances` as in `search`."""
         (ids, dists), reads = self._inner.search_batch(_matrix(queries, "queries"), k, search_list, beam_width,
-                                                     threads, queries_per_thread)
+                                                     threads, queries_per_thread, float(rerank_sigmas),
+                                                     bool(exact_distances))
         self.last_reads = reads
         return ids, dists
 

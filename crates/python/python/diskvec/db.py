@@ -104,7 +104,7 @@ class Database:
                           build_list: Optional[int] = None, pq_bytes: Optional[int] = None,
                           search_list: Optional[int] = None,
                           max_payload_bytes: Optional[int] = None, on_disk: bool = True,
-                          idle_merge_ms: Optional[int] = None) -> "Collection":
+                          idle_merge_ms: Optional[int] = None, navigation: bool = True) -> "Collection":
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
@@ -125,6 +125,10 @@ class Database:
           DRAM as well, so searches read nothing from the SSD; True caches 1% of them.
         - idle_merge_ms (2000): after this long without a write, the segments are merged into
           one when the smaller ones hold at least a tenth of the largest; 0 never does.
+        - navigation (True): sealed segments keep every neighbour list and a 4-bit code per
+          point in DRAM (about a quarter of the raw vectors) and walk their graphs there,
+          reading the SSD only to re-rank; False keeps only PQ codes (a sixteenth) and reads
+          every node the walk expands: the choice for a tight memory budget.
         """
         native = self._inner.create_collection(
             name, _int("dim", dim), metric, [_path(p) for p in (paths or [])],
@@ -133,7 +137,7 @@ class Database:
             None if vacuum_threshold is None else float(vacuum_threshold), _opt_int("max_degree", max_degree),
             _opt_int("build_list", build_list), _opt_int("pq_bytes", pq_bytes), _opt_int("search_list", search_list),
             _opt_int("max_payload_bytes", max_payload_bytes), bool(on_disk),
-            _opt_int("idle_merge_ms", idle_merge_ms))
+            _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation))
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":
