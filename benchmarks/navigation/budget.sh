@@ -3,7 +3,7 @@
 # 20 and 40% of the raw vector bytes, diskvec (graph search and navigation) and diskannpy 0.7.0
 # on both shipped sets. The default PQ size (a sixteenth of the raw vectors) does not fit 5%,
 # so the 5% point uses a second build of each set with half the PQ bytes, for both systems.
-# Usage: benchmarks/navigation/budget.sh DISKVEC_BIN WORK_DIR PYTHON DAP_PYTHON
+# Usage: benchmarks/navigation/budget.sh DISKVEC_BIN WORK_DIR PYTHON DAP_PYTHON [ROUNDS]
 #   PYTHON: numpy (the cgroup helper); DAP_PYTHON: numpy==1.25.0, diskannpy==0.7.0, pyarrow.
 # WORK_DIR gets the indexes (built once, if missing) and budget-*.json.
 set -euo pipefail
@@ -11,6 +11,7 @@ bin=$1
 work=$2
 py=$3
 dap_py=$4
+rounds=${5:-2}
 here=$(cd "$(dirname "$0")" && pwd)
 datasets=$(cd "$here/../../.." && pwd)/shared/datasets
 mkdir -p "$work"
@@ -25,8 +26,8 @@ for spec in minilm384-50k:96:48 mpnet768-25k:192:96; do
   done
   "$py" "$here/budget.py" --bin "$bin" --dataset "$d" --index "$work/idx-$s-pq$pq" \
     --dap-python "$dap_py" --dap-work "$work/dap-$s-pq$pq" --budgets 0.1,0.2,0.4 \
-    --out "$work/budget-$s.json"
+    --rounds "$rounds" --out "$work/budget-$s.json"
   "$py" "$here/budget.py" --bin "$bin" --dataset "$d" --index "$work/idx-$s-pq$small" \
     --dap-python "$dap_py" --dap-work "$work/dap-$s-pq$small" --budgets 0.05 \
-    --out "$work/budget-$s-pq$small.json"
+    --rounds "$rounds" --out "$work/budget-$s-pq$small.json"
 done

@@ -31,7 +31,8 @@ pub struct Args {
     /// Queries one thread interleaves, overlapping one's I/O with another's compute.
     #[arg(long, default_value_t = 16)]
     pub queries_per_thread: usize,
-    /// Nodes cached in DRAM (default: 1% of the index).
+    /// Node records cached in DRAM, all told: entry nodes first for a graph search, then the
+    /// hottest prefix (default: 1% of the index, plus the entry nodes for a graph search).
     #[arg(long)]
     pub cache_nodes: Option<usize>,
     /// auto, uring or pread.

@@ -20,8 +20,10 @@ pub struct OpenOptions {
     pub engine: EngineChoice,
     /// Read with O_DIRECT (bypassing the page cache) where the file system allows it.
     pub direct: bool,
-    /// Nodes kept in DRAM, taken breadth-first from the entry point (a prefix of the
-    /// file by construction). `None`: 1% of the nodes.
+    /// Node records kept in DRAM, all told: for a graph search the entry nodes first (every
+    /// query starts at the closest of them), then a prefix of the file (breadth-first from
+    /// the medoid by construction); a walk in DRAM needs no entry record, so there it is all
+    /// prefix. `None`: 1% of the nodes, plus the entry nodes for a graph search.
     pub cache_nodes: Option<usize>,
     /// Most reads one search thread keeps in flight on one path; more wait in a queue.
     pub queue_depth: usize,
@@ -113,15 +115,6 @@ impl DiskIndex {
         volume.set_sector_check(|number, sector| first_bad_sector(sector, number).is_none());
         let layout = header.layout();
         let count = header.count as usize;
-        let cached = options.cache_nodes.unwrap_or(count / 100).min(count);
-        let cache = load_prefix(&volume, &layout, cached)?;
-        let entry_ids: Vec<u32> = meta
-            .entries
-            .iter()
-            .copied()
-            .filter(|&e| e as usize >= cached)
-            .collect();
-        let entry_cache = load_records(&volume, &layout, &entry_ids)?;
         // The navigation file is derived data: without it (an index built before it
         // existed) or with a damaged one, the index still answers by the graph search, so
         // its problem is logged and kept for `navigation_problem`, not made an error.
@@ -142,6 +135,10 @@ impl DiskIndex {
         if let Some(problem) = &nav_problem {
             log::warn!("{}: searching without navigation: {problem}", dir.display());
         }
+        let (cached, entry_ids) =
+            plan_node_cache(count, &meta.entries, options.cache_nodes, nav.is_some());
+        let cache = load_prefix(&volume, &layout, cached)?;
+        let entry_cache = load_records(&volume, &layout, &entry_ids)?;
         // A walk steered by the 4-bit codes never reads a PQ code (approximate distances
         // come from the 4-bit codes too), so they leave DRAM: 192 MiB at 1M x 768, the
         // difference between fitting a 20% budget and not.
@@ -187,8 +184,9 @@ impl DiskIndex {
         self.header.dim as usize
     }
 
+    /// Node records held in DRAM: the cached prefix and the entry nodes beyond it.
     pub fn cached_nodes(&self) -> usize {
-        self.cached as usize
+        self.cached as usize + self.entry_ids.len()
     }
 
     /// True when node reads bypass the page cache.
@@ -376,4 +374,85 @@ fn load_prefix(volume: &Volume, layout: &NodeLayout, count: usize) -> Result<Vec
         g += take;
     }
     Ok(cache)
+}
+
+/// How many nodes of the file's prefix to cache, and which entry nodes beyond it (sorted),
+/// for a node-cache budget of `budget` records (see `OpenOptions::cache_nodes`).
+fn plan_node_cache(
+    count: usize,
+    entries: &[u32],
+    budget: Option<usize>,
+    walks_in_dram: bool,
+) -> (usize, Vec<u32>) {
+    let entries_wanted = if walks_in_dram { 0 } else { entries.len() };
+    let (prefix, entry_room) = match budget {
+        None => ((count / 100).min(count), entries_wanted),
+        Some(b) => {
+            let b = b.min(count);
+            let room = entries_wanted.min(b);
+            // Entries inside the prefix are held once, so the prefix grows by as many
+            // records as they would have taken beyond it (growing it only removes entries
+            // from beyond, so this settles, at the latest with the whole file cached).
+            let mut prefix = b - room;
+            loop {
+                let beyond = entries
+                    .iter()
+                    .filter(|&&e| e as usize >= prefix)
+                    .count()
+                    .min(room);
+                if prefix + beyond == b {
+                    break (prefix, room);
+                }
+                prefix = b - beyond;
+            }
+        }
+    };
+    let ids = entries
+        .iter()
+        .copied()
+        .filter(|&e| e as usize >= prefix)
+        .take(entry_room)
+        .collect();
+    (prefix, ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plan_node_cache;
+
+    #[test]
+    fn the_node_cache_budget_covers_entry_nodes_first_and_only_for_a_graph_search() {
+        let entries = [3, 40, 500, 900];
+        // Default: 1% as prefix, plus the entries beyond it (a graph search only).
+        assert_eq!(
+            plan_node_cache(1000, &entries, None, false),
+            (10, vec![40, 500, 900])
+        );
+        assert_eq!(plan_node_cache(1000, &entries, None, true), (10, vec![]));
+        // A budget is every record held: entries first, the rest prefix.
+        // Entries inside the prefix are not held twice: the prefix takes their room.
+        assert_eq!(
+            plan_node_cache(1000, &entries, Some(50), false),
+            (48, vec![500, 900])
+        );
+        assert_eq!(
+            plan_node_cache(1000, &entries, Some(2), false),
+            (0, vec![3, 40])
+        );
+        assert_eq!(plan_node_cache(1000, &entries, Some(0), false), (0, vec![]));
+        assert_eq!(
+            plan_node_cache(1000, &entries, Some(50), true),
+            (50, vec![])
+        );
+        // Capped at the node count: the whole file, once.
+        assert_eq!(
+            plan_node_cache(20, &[3, 12, 18], Some(5000), false),
+            (20, vec![])
+        );
+        for b in 0..=20 {
+            let (prefix, ids) = plan_node_cache(20, &[3, 12, 18], Some(b), false);
+            assert_eq!(prefix + ids.len(), b, "budget {b}");
+            assert!(ids.iter().all(|&e| e as usize >= prefix));
+        }
+    }
 }

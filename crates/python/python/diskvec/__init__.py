@@ -72,7 +72,11 @@ class DiskIndex:
     `navigation=True` also loads the index's navigation file (every neighbour list and a
     4-bit code per vector, about a quarter of the raw vectors' size) and walks the graph in
     DRAM, reading the SSD only for the candidates the codes cannot decide; an index built
-    before that file existed opens without it (see `navigates_in_dram`)."""
+    before that file existed opens without it (see `navigates_in_dram`).
+
+    `cache_nodes` is how many node records DRAM holds in all: entry nodes first for a graph
+    search, then the file's hottest prefix (default: 1% of the nodes, plus the entry nodes
+    for a graph search; a walk in DRAM needs no entry record)."""
 
     def __init__(self, path: str | os.PathLike, *, cache_nodes: Optional[int] = None, engine: str = "auto",
                  direct: bool = True, navigation: bool = False):
