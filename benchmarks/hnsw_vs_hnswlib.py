@@ -73,7 +73,7 @@ def main():
     peer = json.loads(subprocess.run(peer_cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
     print(f"build: diskvec {ours[0]['build_seconds']:.1f} s, hnswlib {peer['build_seconds']:.1f} s; "
           f"peak RSS diskvec {ours[-1]['peak_rss_mb']:.0f} MiB, hnswlib {peer['peak_rss_mb']:.0f} MiB")
-    print("| ef | diskvec recall@10 | diskvec QPS | hnswlib recall@10 | hnswlib QPS | QPS ratio |")
+    print(f"| ef | diskvec recall@{a.k} | diskvec QPS | hnswlib recall@{a.k} | hnswlib QPS | QPS ratio |")
     print("|---|---|---|---|---|---|")
     for o, h in zip(ours, peer["rows"]):
         print(f"| {o['ef']} | {o['recall']:.4f} | {o['qps']:.0f} | {h['recall']:.4f} | {h['qps']:.0f} | "
