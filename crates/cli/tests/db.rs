@@ -105,6 +105,23 @@ impl Fixture {
         last_json(&ok(&args))["hits"].as_array().unwrap().clone()
     }
 
+    /// `import` of the fixture's dataset into collection "c", with `extra` options; its
+    /// JSON report.
+    fn import(&self, extra: &[&str]) -> Value {
+        let mut args = vec![
+            "import",
+            "--db",
+            self.db(),
+            "--collection",
+            "c",
+            "--dataset",
+            self.d(),
+        ];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        last_json(&ok(&args))
+    }
+
     fn info(&self) -> Value {
         last_json(&ok(&["db", "info", "--db", self.db(), "--json"]))["collections"][0].clone()
     }
@@ -113,21 +130,13 @@ impl Fixture {
 #[test]
 fn import_query_filter_info_and_append() {
     let f = Fixture::new(2000);
-    let report = last_json(&ok(&[
-        "import",
-        "--db",
-        f.db(),
-        "--collection",
-        "c",
-        "--dataset",
-        f.d(),
+    let report = f.import(&[
         "--index-fields",
         "color:keyword,n:integer",
         "--batch",
         "150",
         "--optimize",
-        "--json",
-    ]));
+    ]);
     assert_eq!(report["created"], true, "{report}");
     assert_eq!(report["points"], 2000, "{report}");
     assert_eq!(report["with_payload"], 2000, "{report}");
@@ -244,18 +253,7 @@ fn import_query_filter_info_and_append() {
 #[test]
 fn no_navigation_is_kept_in_the_new_collection() {
     let f = Fixture::new(300);
-    let report = last_json(&ok(&[
-        "import",
-        "--db",
-        f.db(),
-        "--collection",
-        "c",
-        "--dataset",
-        f.d(),
-        "--no-navigation",
-        "--optimize",
-        "--json",
-    ]));
+    let report = f.import(&["--no-navigation", "--optimize"]);
     assert_eq!(report["indexed_points"], 300, "{report}");
     let info = f.info();
     assert_eq!(info["config"]["navigation"], false, "{info}");

@@ -8,7 +8,7 @@ use diskvec_io::ReadDone;
 
 use diskvec_vector::Sq4Query;
 
-use super::nav::{Navigation, WalkCodes};
+use super::nav::Navigation;
 use super::DiskIndex;
 use crate::{IndexError, Result};
 
@@ -47,7 +47,7 @@ impl DiskIndex {
             self.node_of(id)
                 .ok_or_else(|| IndexError::InvalidArgument(format!("id {id} is not in this index")))
         });
-        match self.navigation().filter(|n| n.walk == WalkCodes::Sq4) {
+        match self.sq4_walk() {
             Some(nav) => {
                 let mut sq = Sq4Query::default();
                 nav.sq.query_into(&q, self.header.metric, &mut sq);

@@ -140,8 +140,8 @@ impl DiskIndex {
         let cache = load_prefix(&volume, &layout, cached)?;
         let entry_cache = load_records(&volume, &layout, &entry_ids)?;
         // A walk steered by the 4-bit codes never reads a PQ code (approximate distances
-        // come from the 4-bit codes too), so they leave DRAM: 192 MiB at 1M x 768, the
-        // difference between fitting a 20% budget and not.
+        // come from the 4-bit codes too: see `sq4_walk`), so they leave DRAM: 192 MiB at
+        // 1M x 768, the difference between fitting a 20% budget and not.
         if nav.as_ref().is_some_and(|n| n.walk == WalkCodes::Sq4) {
             meta.codes = Vec::new();
         }
@@ -260,6 +260,12 @@ impl DiskIndex {
     /// The navigation data, when opened with navigation and the index has it.
     pub fn navigation(&self) -> Option<&Navigation> {
         self.nav.as_ref()
+    }
+
+    /// The navigation data when its 4-bit codes steer the walk: then the PQ codes are not
+    /// in DRAM (`open` drops them) and every approximate distance comes from these codes.
+    pub(super) fn sq4_walk(&self) -> Option<&Navigation> {
+        self.nav.as_ref().filter(|n| n.walk == WalkCodes::Sq4)
     }
 
     /// Why an index opened with navigation searches without it: its navigation file is

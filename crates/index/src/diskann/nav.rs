@@ -57,10 +57,17 @@ pub struct Navigation {
     pub neighbors: Vec<u32>,
 }
 
-fn file_crc(bytes: &[u8]) -> u32 {
+/// A CRC over the header, its own field left out; the rest of the file follows it.
+fn header_crc(header: &[u8]) -> crc32fast::Hasher {
     let mut h = crc32fast::Hasher::new();
-    h.update(&bytes[..CRC_AT]);
-    h.update(&bytes[CRC_AT + 4..]);
+    h.update(&header[..CRC_AT]);
+    h.update(&header[CRC_AT + 4..NAV_HEADER]);
+    h
+}
+
+fn file_crc(bytes: &[u8]) -> u32 {
+    let mut h = header_crc(bytes);
+    h.update(&bytes[NAV_HEADER..]);
     h.finalize()
 }
 
@@ -223,9 +230,7 @@ impl Navigation {
                 "section sizes do not add up to the file's length (damaged or truncated)",
             ));
         }
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&header[..CRC_AT]);
-        crc.update(&header[CRC_AT + 4..]);
+        let mut crc = header_crc(&header);
         // Every size below is bounded by `len`, checked above.
         let mut bytes_of = |len: u128| -> std::io::Result<Vec<u8>> {
             let mut out = vec![0u8; len as usize];

@@ -308,7 +308,7 @@ impl DiskIndex {
     /// Whether PQ distances steer the walk (no navigation, or the build chose PQ for it).
     #[inline]
     fn walks_by_pq(&self) -> bool {
-        self.nav.as_ref().is_none_or(|n| n.walk == WalkCodes::Pq)
+        self.sq4_walk().is_none()
     }
 
     /// The 4-bit estimate of a node's distance (navigation only).
@@ -321,9 +321,9 @@ impl DiskIndex {
     /// The distance that steers the walk.
     #[inline]
     fn first_distance(&self, b: &QueryBuffers, id: u32) -> f32 {
-        match &self.nav {
-            Some(nav) if nav.walk == WalkCodes::Sq4 => Self::estimate(nav, b, id),
-            _ => b.table.distance(self.code(id)),
+        match self.sq4_walk() {
+            Some(nav) => Self::estimate(nav, b, id),
+            None => b.table.distance(self.code(id)),
         }
     }
 
