@@ -23,7 +23,14 @@ fn build_index(dir: &Path, metric: Metric) -> Vec<f32> {
         pq_bytes: Some(12),
         ..Default::default()
     };
-    build(&data, DIM, &ids, &params, dir, &NoProgress).unwrap();
+    // One build thread: a parallel build's graph varies with thread timing, and these tests
+    // hold recall bars that must not pass or fail by chance.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    pool.install(|| build(&data, DIM, &ids, &params, dir, &NoProgress))
+        .unwrap();
     data
 }
 
