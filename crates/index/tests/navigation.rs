@@ -106,18 +106,19 @@ fn walking_in_dram_keeps_recall_with_far_fewer_reads_on_every_metric() {
 }
 
 #[test]
-fn a_navigating_index_drops_its_pq_codes_and_ranks_approximately_by_the_4_bit_codes() {
+fn a_navigating_index_drops_its_pq_codes_and_codebook_and_ranks_approximately_by_the_4_bit_codes() {
     let dir = tempfile::tempdir().unwrap();
     let data = build_index(dir.path(), Metric::L2);
     let graph = open(dir.path(), false);
     let nav = open(dir.path(), true);
     let navigation = nav.navigation().expect("navigation loaded");
     assert_eq!(navigation.walk, WalkCodes::Sq4);
-    // Everything the graph search holds, less the PQ codes (12 bytes a node), plus the
-    // navigation data.
+    // Everything the graph search holds, less the PQ codes (12 bytes a node) and the
+    // codebook (256 centroids of DIM floats, 13 subspace offsets), plus the navigation data.
+    let codebook = 4 * 256 * DIM + std::mem::size_of::<usize>() * 13;
     assert_eq!(
         nav.dram_bytes(),
-        graph.dram_bytes() - N * 12 + navigation.dram_bytes()
+        graph.dram_bytes() - N * 12 - codebook + navigation.dram_bytes()
     );
     let queries = clustered(20, DIM, 91);
     let gt = truth(&data, &queries, Metric::L2, 10);

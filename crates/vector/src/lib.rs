@@ -1,5 +1,7 @@
 //! Vector math: metrics and SIMD distances, k-means, product and 4-bit scalar quantization.
 
+mod huge_pages;
+mod kernels;
 mod kmeans;
 mod metric;
 mod mips;
@@ -9,6 +11,7 @@ mod rows;
 mod sq4;
 mod validate;
 
+pub use huge_pages::{filled_with_huge_pages, to_huge_pages, vec_with_huge_pages};
 pub use kmeans::kmeans;
 pub use metric::Metric;
 pub use mips::mips_to_l2;

@@ -1,4 +1,4 @@
-use simsimd::SpatialSimilarity;
+use crate::kernels;
 
 /// How closeness is measured. Every distance here is "smaller is closer".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ impl Metric {
     /// A zero vector stays zero: its cosine distance to anything is then 1.
     pub fn prepare(self, v: &mut [f32]) {
         if self == Metric::Cosine {
-            let norm = f32::dot(v, v).unwrap_or(0.0).sqrt() as f32;
+            let norm = kernels::dot(v, v).sqrt();
             if norm > 0.0 {
                 v.iter_mut().for_each(|x| *x /= norm);
             }
@@ -53,9 +53,9 @@ impl Metric {
     pub fn distance(self, a: &[f32], b: &[f32]) -> f32 {
         debug_assert_eq!(a.len(), b.len());
         match self {
-            Metric::L2 => f32::l2sq(a, b).unwrap_or(f64::INFINITY) as f32,
-            Metric::Cosine => 1.0 - f32::dot(a, b).unwrap_or(0.0) as f32,
-            Metric::InnerProduct => -(f32::dot(a, b).unwrap_or(0.0) as f32),
+            Metric::L2 => kernels::l2sq(a, b),
+            Metric::Cosine => 1.0 - kernels::dot(a, b),
+            Metric::InnerProduct => -kernels::dot(a, b),
         }
     }
 

@@ -9,7 +9,7 @@ pub fn mips_to_l2(data: &[f32], dim: usize) -> (Vec<f32>, usize) {
         .map(|v| v.iter().map(|x| x * x).sum())
         .collect();
     let max = norms.iter().copied().fold(0f32, f32::max);
-    let mut out = Vec::with_capacity(data.len() + norms.len());
+    let mut out = crate::vec_with_huge_pages(data.len() + norms.len());
     for (v, n) in data.chunks_exact(dim).zip(&norms) {
         out.extend_from_slice(v);
         out.push((max - n).max(0.0).sqrt());

@@ -14,25 +14,39 @@ pub struct ProductQuantizer {
     pub dim: usize,
     /// Start of each subspace in the vector; `offsets[subspaces] == dim`.
     offsets: Vec<usize>,
-    /// Subspace by subspace: 256 centroids of that subspace's width.
-    centroids: Vec<f32>,
-    /// The same numbers, per subspace dimension-major (256 values of its first dimension,
-    /// then of its second, ...), so building a query's table runs over 256 centroids at
-    /// once and vectorizes. Derived; not serialized.
+    /// Subspace by subspace, dimension-major: the 256 centroids' values of the subspace's
+    /// first dimension, then of its second, ..., so building a query's table runs over 256
+    /// centroids at once and vectorizes. Serialized centroid by centroid (`to_bytes`); only
+    /// this form is held, so the codebook costs its size once in DRAM.
     transposed: Vec<f32>,
     use_l2: bool,
 }
 
+/// Centroid-major (each centroid's values in a row) into dimension-major, per subspace.
 fn transpose(offsets: &[usize], centroids: &[f32]) -> Vec<f32> {
-    let mut out = vec![0f32; centroids.len()];
+    reorder(offsets, centroids, true)
+}
+
+/// Dimension-major back into centroid-major, per subspace.
+fn untranspose(offsets: &[usize], transposed: &[f32]) -> Vec<f32> {
+    reorder(offsets, transposed, false)
+}
+
+fn reorder(offsets: &[usize], from: &[f32], to_dimension_major: bool) -> Vec<f32> {
+    let mut out = vec![0f32; from.len()];
     for m in 0..offsets.len() - 1 {
         let (lo, hi) = (offsets[m], offsets[m + 1]);
         let w = hi - lo;
-        let block = &centroids[lo * CENTROIDS..hi * CENTROIDS];
+        let src = &from[lo * CENTROIDS..hi * CENTROIDS];
         let dst = &mut out[lo * CENTROIDS..hi * CENTROIDS];
         for c in 0..CENTROIDS {
             for d in 0..w {
-                dst[d * CENTROIDS + c] = block[c * w + d];
+                let (centroid_major, dimension_major) = (c * w + d, d * CENTROIDS + c);
+                if to_dimension_major {
+                    dst[dimension_major] = src[centroid_major];
+                } else {
+                    dst[centroid_major] = src[dimension_major];
+                }
             }
         }
     }
@@ -86,15 +100,13 @@ impl ProductQuantizer {
             dim,
             transposed: transpose(&offsets, &centroids),
             offsets,
-            centroids,
             use_l2,
         })
     }
 
-    /// Bytes this quantizer holds in memory: both copies of the centroids and the offsets.
+    /// Bytes this quantizer holds in memory: the centroids and the offsets.
     pub fn dram_bytes(&self) -> usize {
-        4 * (self.centroids.len() + self.transposed.len())
-            + std::mem::size_of::<usize>() * self.offsets.len()
+        4 * self.transposed.len() + std::mem::size_of::<usize>() * self.offsets.len()
     }
 
     pub fn code_bytes(&self) -> usize {
@@ -102,9 +114,9 @@ impl ProductQuantizer {
     }
 
     #[cfg(test)]
-    fn subspace_centroids(&self, m: usize) -> &[f32] {
+    fn subspace_centroids(&self, m: usize) -> Vec<f32> {
         let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
-        &self.centroids[lo * CENTROIDS..hi * CENTROIDS]
+        untranspose(&self.offsets, &self.transposed)[lo * CENTROIDS..hi * CENTROIDS].to_vec()
     }
 
     /// Writes the code of `v` into `out` (`code_bytes()` long).
@@ -167,7 +179,7 @@ impl ProductQuantizer {
         for &o in &self.offsets {
             out.extend_from_slice(&(o as u32).to_le_bytes());
         }
-        for &c in &self.centroids {
+        for c in untranspose(&self.offsets, &self.transposed) {
             out.extend_from_slice(&c.to_le_bytes());
         }
         out
@@ -211,7 +223,6 @@ impl ProductQuantizer {
             dim,
             transposed: transpose(&offsets, &centroids),
             offsets,
-            centroids,
             use_l2,
         })
     }
@@ -360,9 +371,15 @@ mod tests {
         let bytes = pq.to_bytes();
         assert_eq!(
             pq.dram_bytes(),
-            2 * 4 * 256 * dim + std::mem::size_of::<usize>() * 5
+            4 * 256 * dim + std::mem::size_of::<usize>() * 5
         );
-        assert_eq!(ProductQuantizer::from_bytes(&bytes), Some(pq));
+        let back = ProductQuantizer::from_bytes(&bytes).unwrap();
+        assert_eq!(
+            back.to_bytes(),
+            bytes,
+            "serialized centroid by centroid, as before"
+        );
+        assert_eq!(back, pq);
         assert_eq!(
             ProductQuantizer::from_bytes(&bytes[..bytes.len() - 1]),
             None

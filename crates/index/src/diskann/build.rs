@@ -332,8 +332,18 @@ pub fn build(
     for (pos, &old) in order.iter().enumerate() {
         position[old as usize] = pos as u32;
     }
+    progress.phase("navigation codes", 1);
+    let nav = navigation(
+        &prepared,
+        dim,
+        params.metric,
+        (&pq, &codes),
+        &graph.neighbors,
+        &order,
+        &position,
+    );
     let meta = Meta {
-        pq,
+        pq: Some(pq),
         codes: order
             .iter()
             .flat_map(|&old| &codes[old as usize * pq_bytes..(old as usize + 1) * pq_bytes])
@@ -356,17 +366,7 @@ pub fn build(
         ..meta.geometry.clone()
     };
 
-    progress.phase("navigation codes", 1);
-    navigation(
-        &prepared,
-        dim,
-        params.metric,
-        (&meta.pq, &codes),
-        &graph.neighbors,
-        &order,
-        &position,
-    )
-    .write(&nav_target, build_id)?;
+    nav.write(&nav_target, build_id)?;
     progress.advance(1);
 
     let groups = n.div_ceil(layout.nodes_per_sector);

@@ -47,8 +47,8 @@ impl DiskIndex {
             self.node_of(id)
                 .ok_or_else(|| IndexError::InvalidArgument(format!("id {id} is not in this index")))
         });
-        match self.sq4_walk() {
-            Some(nav) => {
+        match (self.sq4_walk(), &self.meta.pq) {
+            (Some(nav), _) => {
                 let mut sq = Sq4Query::default();
                 nav.sq.query_into(&q, self.header.metric, &mut sq);
                 nodes
@@ -58,8 +58,8 @@ impl DiskIndex {
                     })
                     .collect()
             }
-            None => {
-                let table = self.meta.pq.table(&q);
+            (None, Some(pq)) => {
+                let table = pq.table(&q);
                 let m = self.header.pq_bytes as usize;
                 nodes
                     .map(|node| {
@@ -68,6 +68,10 @@ impl DiskIndex {
                     })
                     .collect()
             }
+            // `open` drops the codebook only when the 4-bit codes steer the walk.
+            (None, None) => Err(IndexError::InvalidArgument(
+                "this index holds neither 4-bit codes nor a PQ codebook".into(),
+            )),
         }
     }
 

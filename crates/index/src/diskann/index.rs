@@ -139,11 +139,13 @@ impl DiskIndex {
             plan_node_cache(count, &meta.entries, options.cache_nodes, nav.is_some());
         let cache = load_prefix(&volume, &layout, cached)?;
         let entry_cache = load_records(&volume, &layout, &entry_ids)?;
-        // A walk steered by the 4-bit codes never reads a PQ code (approximate distances
-        // come from the 4-bit codes too: see `sq4_walk`), so they leave DRAM: 192 MiB at
-        // 1M x 768, the difference between fitting a 20% budget and not.
+        // A walk steered by the 4-bit codes never reads a PQ code or the codebook
+        // (approximate distances come from the 4-bit codes too: see `sq4_walk`), so they
+        // leave DRAM: 192 MiB of codes at 1M x 768, the difference between fitting a 20%
+        // budget and not, and 0.75 MiB of codebook at 768 dimensions.
         if nav.as_ref().is_some_and(|n| n.walk == WalkCodes::Sq4) {
             meta.codes = Vec::new();
+            meta.pq = None;
         }
         Ok(Self {
             header,

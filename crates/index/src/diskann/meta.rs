@@ -15,7 +15,10 @@ const META_HEADER: usize = 56;
 /// external id of each node (nodes are numbered by their place on disk).
 #[derive(Debug)]
 pub struct Meta {
-    pub pq: ProductQuantizer,
+    /// The PQ codebook. Decoding always fills it; an index whose walk is steered by the
+    /// 4-bit codes drops it at open (nothing reads it then), and such a `Meta` is never
+    /// encoded again (only builds write `meta.dvm`).
+    pub pq: Option<ProductQuantizer>,
     pub codes: Vec<u8>,
     pub ids: Vec<i64>,
     /// Nodes a search may start from besides the medoid, spread over the data.
@@ -73,7 +76,10 @@ impl Meta {
     /// Serializes to the bytes of `meta.dvm`; returns them and the file's CRC (the one
     /// `nodes.dvn`'s header repeats as `meta_crc`).
     pub fn encode(&self, build_id: u64) -> (Vec<u8>, u32) {
-        let pq = self.pq.to_bytes();
+        let pq = self
+            .pq
+            .as_ref()
+            .map_or_else(Vec::new, ProductQuantizer::to_bytes);
         let placement = encode_paths(&self.paths);
         let mut out = vec![0u8; META_HEADER];
         let mut w = Writer {
@@ -217,7 +223,7 @@ impl Meta {
                 )
             })?;
         Ok(Self {
-            pq,
+            pq: Some(pq),
             codes: body[codes_at..ids_at].to_vec(),
             ids,
             entries,
@@ -244,7 +250,10 @@ impl Meta {
         {
             return Err(corrupt(path, "belongs to a different build than nodes.dvn"));
         }
-        if self.pq.dim != header.dim as usize || self.pq.code_bytes() != header.pq_bytes as usize {
+        let codebook_fits = self.pq.as_ref().is_some_and(|pq| {
+            pq.dim == header.dim as usize && pq.code_bytes() == header.pq_bytes as usize
+        });
+        if !codebook_fits {
             return Err(corrupt(path, "PQ codebook does not match the index"));
         }
         if self.header() != *header {
@@ -263,7 +272,10 @@ impl Meta {
     }
 
     pub fn dram_bytes(&self) -> usize {
-        self.pq.dram_bytes() + self.codes.len() + self.ids.len() * 8 + self.entries.len() * 4
+        self.pq.as_ref().map_or(0, ProductQuantizer::dram_bytes)
+            + self.codes.len()
+            + self.ids.len() * 8
+            + self.entries.len() * 4
     }
 }
 
@@ -277,7 +289,7 @@ mod tests {
         let pq = ProductQuantizer::train(&data, 4, 2, true, 300, 1).unwrap();
         Meta {
             codes: pq.encode_all(&data[..4 * 3]),
-            pq,
+            pq: Some(pq),
             ids: vec![10, 11, 12],
             entries: vec![0, 2],
             paths: vec!["nodes.dvn".into()],

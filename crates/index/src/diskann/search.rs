@@ -261,8 +261,8 @@ impl DiskIndex {
         if let Some(nav) = &self.nav {
             nav.sq.query_into(&vector, self.header.metric, &mut b.sq);
         }
-        if self.walks_by_pq() {
-            self.meta.pq.table_into(&vector, &mut b.table);
+        if let Some(pq) = self.meta.pq.as_ref().filter(|_| self.walks_by_pq()) {
+            pq.table_into(&vector, &mut b.table);
         }
         let mut q = Query {
             index,

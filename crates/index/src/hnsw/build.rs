@@ -44,7 +44,7 @@ impl HnswIndex {
         let n = crate::input::check_build_input(data, dim, ids)?;
         crate::limits::HNSW_M.check(params.m)?;
         crate::limits::EF_CONSTRUCTION.check(params.ef_construction)?;
-        let mut prepared = data.to_vec();
+        let mut prepared = diskvec_vector::to_huge_pages(data);
         prepared
             .chunks_exact_mut(dim)
             .for_each(|v| metric.prepare(v));
@@ -54,7 +54,7 @@ impl HnswIndex {
             let (aug, adim) = diskvec_vector::mips_to_l2(&prepared, dim);
             (aug, adim, Metric::L2)
         } else {
-            (prepared.clone(), dim, metric)
+            (diskvec_vector::to_huge_pages(&prepared), dim, metric)
         };
         // Levels are drawn up front, so the build is reproducible apart from thread timing.
         let ml = 1.0 / (params.m as f64).ln();

@@ -48,7 +48,7 @@ impl FrozenLinks {
             .map(Vec::len)
             .max()
             .unwrap_or(0);
-        let mut level0 = vec![0u32; lists.len() * level0_stride];
+        let mut level0 = diskvec_vector::filled_with_huge_pages(0u32, lists.len() * level0_stride);
         let mut upper_at = vec![NO_UPPER; lists.len()];
         let mut upper_levels = vec![0u8; lists.len()];
         let mut upper = Vec::new();
@@ -118,6 +118,17 @@ impl Links {
     pub(crate) fn freeze(&mut self) {
         if let Links::Building(lists) = self {
             *self = Links::Frozen(FrozenLinks::freeze(std::mem::take(lists)));
+        }
+    }
+
+    /// Starts fetching the level-0 list of `node` (a hint: nothing for other levels, which
+    /// few nodes have, or for lists still being built).
+    #[inline]
+    pub(crate) fn prefetch(&self, node: u32, level: usize) {
+        if let (Links::Frozen(frozen), 0) = (self, level) {
+            if let Some(slot) = frozen.level0.get(node as usize * frozen.level0_stride..) {
+                diskvec_vector::prefetch(&slot[..frozen.level0_stride.min(slot.len())], 4);
+            }
         }
     }
 

@@ -12,9 +12,13 @@ use crate::{limits, IndexError, Result};
 /// Memory one searching thread reuses; see `HnswIndex::scratch`.
 pub struct HnswScratch(VisitedSet);
 
-/// Cache lines of a neighbour's vector fetched ahead (the hardware prefetcher streams the
-/// rest of a longer vector).
-const PREFETCH_LINES: usize = 4;
+/// Cache lines of every unseen neighbour's vector fetched before any distance is computed;
+/// the rest of each vector is fetched one neighbour ahead of the distance loop. Measured
+/// (2026-11-23, k=100, ef=150, in one process): 2 lines up front plus the one-ahead rest
+/// answer 8% more queries on 384-d vectors than 4 lines up front alone, and 1% more at 768-d.
+const PREFETCH_LINES: usize = 2;
+/// Enough lines for the rest of a 1,024-d vector; the hardware prefetcher follows a longer one.
+const PREFETCH_AHEAD_LINES: usize = 64;
 
 /// f32 ordered totally, for heaps.
 #[derive(Clone, Copy, PartialEq)]
@@ -69,7 +73,14 @@ pub(crate) fn search_layer(
                 }
             }
         });
-        for &nb in &fresh {
+        for (i, &nb) in fresh.iter().enumerate() {
+            if let Some(&ahead) = fresh.get(i + 1) {
+                let v = index.vector(ahead);
+                diskvec_vector::prefetch(
+                    &v[(PREFETCH_LINES * 16).min(v.len())..],
+                    PREFETCH_AHEAD_LINES,
+                );
+            }
             let dn = index.metric.distance(query, index.vector(nb));
             if results.len() < ef || dn < results.peek().map_or(f32::INFINITY, |r| r.0 .0) {
                 candidates.push(Reverse((Dist(dn), nb)));
@@ -78,6 +89,10 @@ pub(crate) fn search_layer(
                     results.pop();
                 }
             }
+        }
+        // The list the next step will read: fetched while the heaps settle (as hnswlib does).
+        if let Some(Reverse((_, next))) = candidates.peek() {
+            index.links.prefetch(*next, level);
         }
     }
     let mut out: Vec<(f32, u32)> = results.into_iter().map(|(d, i)| (d.0, i)).collect();
