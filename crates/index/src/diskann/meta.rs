@@ -224,7 +224,8 @@ impl Meta {
             })?;
         Ok(Self {
             pq: Some(pq),
-            codes: body[codes_at..ids_at].to_vec(),
+            // Read at random by a graph search's PQ walk.
+            codes: diskvec_vector::to_huge_pages(&body[codes_at..ids_at]),
             ids,
             entries,
             paths,
