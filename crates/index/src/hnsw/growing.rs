@@ -12,6 +12,7 @@ use diskvec_vector::Metric;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::fetch_ahead::{distances_in_order, fetch_head};
 use super::search::Dist;
 
 /// A visited set for one search: one bit per point.
@@ -281,6 +282,7 @@ impl GrowingHnsw {
         while results.len() > ef {
             results.pop();
         }
+        let mut fresh = Vec::new();
         while let Some(Reverse((Dist(d), c))) = candidates.pop() {
             let worst = results.peek().map_or(f32::INFINITY, |r| r.0 .0);
             if results.len() >= ef && d > worst {
@@ -289,11 +291,15 @@ impl GrowingHnsw {
             let Some(list) = self.links[c as usize].get(level) else {
                 continue;
             };
+            fresh.clear();
             for &nb in list {
-                if !visited.insert(nb) {
-                    continue;
+                if visited.insert(nb) {
+                    fetch_head(self.vector(data, nb));
+                    fresh.push(nb);
                 }
-                let dn = self.metric.distance(q, self.vector(data, nb));
+            }
+            let vector = |i: u32| self.vector(data, i);
+            distances_in_order(self.metric, q, &fresh, vector, |nb, dn| {
                 let worst = results.peek().map_or(f32::INFINITY, |r| r.0 .0);
                 if results.len() < ef || dn < worst {
                     candidates.push(Reverse((Dist(dn), nb)));
@@ -304,7 +310,7 @@ impl GrowingHnsw {
                         }
                     }
                 }
-            }
+            });
         }
         let mut out: Vec<(f32, u32)> = results.into_iter().map(|(d, i)| (d.0, i)).collect();
         out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

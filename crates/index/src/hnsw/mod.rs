@@ -2,6 +2,7 @@
 //! DiskANN against (M=30, efConstruction=360, ef=100 there). Everything lives in DRAM.
 
 mod build;
+mod fetch_ahead;
 mod growing;
 mod links;
 mod search;
