@@ -48,31 +48,52 @@ mod x86 {
     /// Lanes per step: four 8-lane accumulators.
     const STEP: usize = 32;
 
-    // Both kernels read `a[i..i + 8]` and `b[i..i + 8]` only while `i + 8 <= n`, where `n`
-    // is the shorter slice's length, and the scalar tail indexes with bounds checks: no read
-    // leaves either slice. `loadu` has no alignment requirement.
-
+    /// Σ a·b.
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+        sum_of_terms::<false>(a, b)
+    }
+
+    /// Σ (a-b)².
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn l2sq(a: &[f32], b: &[f32]) -> f32 {
+        sum_of_terms::<true>(a, b)
+    }
+
+    /// One 8-lane step of either sum: `acc + x·y`, or `acc + (x-y)²` when `L2`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn term<const L2: bool>(x: __m256, y: __m256, acc: __m256) -> __m256 {
+        if L2 {
+            let d = _mm256_sub_ps(x, y);
+            _mm256_fmadd_ps(d, d, acc)
+        } else {
+            _mm256_fmadd_ps(x, y, acc)
+        }
+    }
+
+    /// Σ of `term` over the common length of `a` and `b`. It reads `a[i..i + 8]` and
+    /// `b[i..i + 8]` only while `i + 8 <= n`, where `n` is the shorter slice's length, and
+    /// the scalar tail indexes with bounds checks: no read leaves either slice. `loadu` has
+    /// no alignment requirement.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn sum_of_terms<const L2: bool>(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len().min(b.len());
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
         let mut acc = [_mm256_setzero_ps(); 4];
         let mut i = 0;
-        // SAFETY (all loads below): in bounds per the comment above the functions.
+        // SAFETY (all loads below): in bounds, as the function's comment says.
         unsafe {
             while i + STEP <= n {
                 for (k, s) in acc.iter_mut().enumerate() {
                     let at = i + 8 * k;
-                    *s = _mm256_fmadd_ps(
-                        _mm256_loadu_ps(pa.add(at)),
-                        _mm256_loadu_ps(pb.add(at)),
-                        *s,
-                    );
+                    *s = term::<L2>(_mm256_loadu_ps(pa.add(at)), _mm256_loadu_ps(pb.add(at)), *s);
                 }
                 i += STEP;
             }
             while i + 8 <= n {
-                acc[0] = _mm256_fmadd_ps(
+                acc[0] = term::<L2>(
                     _mm256_loadu_ps(pa.add(i)),
                     _mm256_loadu_ps(pb.add(i)),
                     acc[0],
@@ -82,37 +103,11 @@ mod x86 {
         }
         let mut sum = horizontal_sum(acc);
         for j in i..n {
-            sum += a[j] * b[j];
-        }
-        sum
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn l2sq(a: &[f32], b: &[f32]) -> f32 {
-        let n = a.len().min(b.len());
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut i = 0;
-        // SAFETY (all loads below): in bounds per the comment above the functions.
-        unsafe {
-            while i + STEP <= n {
-                for (k, s) in acc.iter_mut().enumerate() {
-                    let at = i + 8 * k;
-                    let d = _mm256_sub_ps(_mm256_loadu_ps(pa.add(at)), _mm256_loadu_ps(pb.add(at)));
-                    *s = _mm256_fmadd_ps(d, d, *s);
-                }
-                i += STEP;
-            }
-            while i + 8 <= n {
-                let d = _mm256_sub_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)));
-                acc[0] = _mm256_fmadd_ps(d, d, acc[0]);
-                i += 8;
-            }
-        }
-        let mut sum = horizontal_sum(acc);
-        for j in i..n {
-            let d = a[j] - b[j];
-            sum += d * d;
+            sum += if L2 {
+                (a[j] - b[j]) * (a[j] - b[j])
+            } else {
+                a[j] * b[j]
+            };
         }
         sum
     }
