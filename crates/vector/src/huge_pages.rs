@@ -76,4 +76,46 @@ mod tests {
         assert_eq!(small, [1.5, 2.5]);
         assert!(vec_with_huge_pages::<u64>(0).is_empty());
     }
+
+    /// The flags of the mapping holding `addr`, from /proc/self/smaps.
+    #[cfg(target_os = "linux")]
+    fn mapping_flags(addr: usize) -> Option<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((lo, hi)) = range.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = (lo..hi).contains(&addr);
+                    continue;
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return Some(flags.trim().to_string());
+                }
+            }
+        }
+        None
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_allocations_are_marked_for_huge_pages_and_small_ones_are_not() {
+        // The kernel may have THP compiled out or set to `never`; it still records the
+        // advice ("hg") on the mapping wherever madvise succeeded, which is what we check.
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+        if thp.is_err() {
+            return;
+        }
+        let big: Vec<u8> = vec_with_huge_pages(16 << 20);
+        let middle = big.as_ptr() as usize + (8 << 20);
+        let flags = mapping_flags(middle).expect("the allocation is mapped");
+        assert!(flags.split(' ').any(|f| f == "hg"), "flags {flags}");
+        let small: Vec<u8> = vec_with_huge_pages(64 << 10);
+        let flags = mapping_flags(small.as_ptr() as usize).expect("mapped");
+        assert!(!flags.split(' ').any(|f| f == "hg"), "flags {flags}");
+    }
 }
