@@ -493,9 +493,14 @@ fn a_path_failing_mid_search_is_named_or_survived_with_a_mirror() {
     let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("ns{i}"))).collect();
     paths.iter().for_each(|p| std::fs::create_dir(p).unwrap());
     let queries = clustered(60, DIM, 8);
+    // One query in flight, one read at a time: each search's path is then fixed, so reading
+    // through the mirror must give exactly the answers read before the fault (with reads
+    // overlapping, the order they complete in moves recall by about 0.01 either way).
     let params = SearchParams {
         k: 10,
         search_list: 40,
+        beam_width: 1,
+        queries_per_thread: 1,
         ..Default::default()
     };
     for mirror in [true, false] {
@@ -544,7 +549,11 @@ fn a_path_failing_mid_search_is_named_or_survived_with_a_mirror() {
                     / rs.len() as f64
             };
             let (r0, r1) = (rec(&before), rec(&after));
-            assert!(r1 >= r0 - 0.01, "recall {r1} after failover, {r0} before");
+            assert!(r0 > 0.8, "recall {r0} before the fault");
+            assert_eq!(r1, r0, "recall after failover");
+            for (b, a) in before.iter().zip(&after) {
+                assert_eq!(b.ids, a.ids, "the mirror serves the same nodes");
+            }
             assert_eq!(idx.failed_paths(), vec![2]);
             assert!(idx.path_stats()[2].failovers >= 1);
         } else {
