@@ -23,8 +23,9 @@ fn build_index(dir: &Path, metric: Metric) -> Vec<f32> {
         pq_bytes: Some(12),
         ..Default::default()
     };
-    // One build thread: a parallel build's graph varies with thread timing, and these tests
-    // hold recall bars that must not pass or fail by chance.
+    // One build thread: a parallel build's graph varies with thread timing. (The searches
+    // below still overlap reads, so their counts can move a little from run to run; the
+    // graph they walk does not.)
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()

@@ -72,7 +72,7 @@ def test_navigation_walks_in_dram_with_fewer_reads(tmp_path):
     assert not plain.navigates_in_dram and nav.navigates_in_dram
     assert nav.dram_bytes > plain.dram_bytes
     queries = clustered(50, dim, 4, spread_dims=8, noise=0.1)
-    one_at_a_time = dict(k=20, search_list=80, threads=1, queries_per_thread=1)
+    one_at_a_time = dict(k=20, search_list=80, threads=1, queries_per_thread=1, beam_width=1)
     exact_rows, exact_d = diskvec.flat_search(data, queries, k=20, metric="l2")
     got, dist = nav.search_batch(queries, **one_at_a_time)
     hits = sum(len(set(g) & set(ids[e])) for g, e in zip(got, exact_rows))

@@ -114,8 +114,33 @@ mod tests {
         let middle = big.as_ptr() as usize + (8 << 20);
         let flags = mapping_flags(middle).expect("the allocation is mapped");
         assert!(flags.split(' ').any(|f| f == "hg"), "flags {flags}");
-        let small: Vec<u8> = vec_with_huge_pages(64 << 10);
-        let flags = mapping_flags(small.as_ptr() as usize).expect("mapped");
-        assert!(!flags.split(' ').any(|f| f == "hg"), "flags {flags}");
+        // Below MIN_BYTES nothing is advised. Checked on a fresh mapping of our own: a
+        // small Vec may land in heap memory a freed large one left advised.
+        const LEN: usize = 8 << 20;
+        // SAFETY: a new private anonymous mapping (no file, no address hint); nothing else
+        // refers to it, and it is unmapped below before the test returns.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(region, libc::MAP_FAILED);
+        let has_hg = || {
+            let flags = mapping_flags(region as usize).expect("mapped");
+            flags.split(' ').any(|f| f == "hg")
+        };
+        advise_huge_pages(region as *const u8, 64 << 10);
+        let small_advised = has_hg();
+        advise_huge_pages(region as *const u8, LEN);
+        let large_advised = has_hg();
+        // SAFETY: the mapping made above, its full length, not referenced after this.
+        unsafe { libc::munmap(region, LEN) };
+        assert!(!small_advised, "64 KiB was advised");
+        assert!(large_advised, "8 MiB was not advised");
     }
 }

@@ -367,6 +367,9 @@ pub fn build(
     };
 
     nav.write(&nav_target, build_id)?;
+    // Built before `meta` took the codebook; not held through the node layout's write
+    // (about 650 MB at 1M x 768).
+    drop(nav);
     progress.advance(1);
 
     let groups = n.div_ceil(layout.nodes_per_sector);

@@ -9,7 +9,7 @@ use diskvec_io::{
 
 use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
 use super::meta::Meta;
-use super::nav::{nav_path, Navigation, WalkCodes};
+use super::nav::{nav_path, Navigation};
 use super::{Header, META_FILE};
 use crate::error::file_error;
 use crate::{IndexError, Result};
@@ -143,7 +143,7 @@ impl DiskIndex {
         // (approximate distances come from the 4-bit codes too: see `sq4_walk`), so they
         // leave DRAM: 192 MiB of codes at 1M x 768, the difference between fitting a 20%
         // budget and not, and 0.75 MiB of codebook at 768 dimensions.
-        if nav.as_ref().is_some_and(|n| n.walk == WalkCodes::Sq4) {
+        if nav.as_ref().is_some_and(Navigation::walks_by_sq4) {
             meta.codes = Vec::new();
             meta.pq = None;
         }
@@ -267,7 +267,7 @@ impl DiskIndex {
     /// The navigation data when its 4-bit codes steer the walk: then the PQ codes are not
     /// in DRAM (`open` drops them) and every approximate distance comes from these codes.
     pub(super) fn sq4_walk(&self) -> Option<&Navigation> {
-        self.nav.as_ref().filter(|n| n.walk == WalkCodes::Sq4)
+        self.nav.as_ref().filter(|n| n.walks_by_sq4())
     }
 
     /// Why an index opened with navigation searches without it: its navigation file is

@@ -41,6 +41,13 @@ pub enum WalkCodes {
     Pq,
 }
 
+impl Navigation {
+    /// Whether the 4-bit codes steer the walk; the PQ codes and codebook are then unread.
+    pub fn walks_by_sq4(&self) -> bool {
+        self.walk == WalkCodes::Sq4
+    }
+}
+
 /// Neighbour lists and 4-bit codes of every node, by node id (disk order).
 #[derive(Debug, PartialEq)]
 pub struct Navigation {
