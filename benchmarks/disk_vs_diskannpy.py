@@ -8,6 +8,11 @@ Each build and each search runs in its own process so peak RSS is per phase.
 Run with a Python that has diskannpy 0.7.0 (it pins numpy==1.25.0) and pyarrow:
     python3 -m venv /tmp/dap && /tmp/dap/bin/pip install numpy==1.25.0 diskannpy==0.7.0 'pyarrow<17'
     /tmp/dap/bin/python benchmarks/disk_vs_diskannpy.py --dataset ../shared/datasets/wordnet-minilm384-50k
+
+diskannpy's build alone, under a build memory budget (below the data's size DiskANN partitions the points
+and builds the graph shard by shard), printing build seconds and peak RSS as one JSON line:
+    /tmp/dap/bin/python benchmarks/disk_vs_diskannpy.py --mode=dap-build --build-memory-gib=0.02 \
+        --dataset ../shared/datasets/wordnet-mpnet768-25k --work /tmp/dap-budget
 """
 import argparse
 import json
@@ -73,14 +78,19 @@ def dap_build(a):
     out.mkdir(parents=True)
     # DiskANN sizes PQ codes as floor(search_memory_maximum / n) bytes for small budgets.
     budget_gb = (a.pq_bytes + 0.5) * n / 2**30
+    print(f"diskannpy build: {n} vectors, build_memory_maximum={a.build_memory_gib} GiB ...", file=sys.stderr)
     t = time.time()
     dap.build_disk_index(data=data, distance_metric=dap_metric(a.metric), index_directory=str(out), complexity=a.build_list,
-                         graph_degree=a.max_degree, search_memory_maximum=budget_gb, build_memory_maximum=8.0,
+                         graph_degree=a.max_degree, search_memory_maximum=budget_gb, build_memory_maximum=a.build_memory_gib,
                          num_threads=a.threads, index_prefix="ann")
     seconds = time.time() - t
     header = np.fromfile(out / "ann_pq_compressed.bin", dtype=np.int32, count=2)
-    print(json.dumps({"build_seconds": seconds, "peak_rss_mb": peak_rss_mb(), "pq_bytes": int(header[1]),
-                      "disk_bytes": os.path.getsize(out / "ann_disk.index")}))
+    row = {"build_seconds": seconds, "peak_rss_mb": peak_rss_mb(), "build_memory_gib": a.build_memory_gib,
+           "pq_bytes": int(header[1]), "disk_bytes": os.path.getsize(out / "ann_disk.index")}
+    if a.out:
+        Path(a.out).write_text(json.dumps(row, indent=1))
+    print(f"diskannpy build: {seconds:.1f} s, peak RSS {row['peak_rss_mb']:.0f} MiB", file=sys.stderr)
+    print(json.dumps(row))
 
 
 def dap_search(a):
@@ -145,6 +155,8 @@ def main():
     p.add_argument("--cache-nodes", type=int, default=None, help="default: 1%% of the vectors, for both")
     p.add_argument("--search-list", type=lambda s: [int(x) for x in s.split(",")], default=[20, 30, 50, 100, 200])
     p.add_argument("--repeat", type=int, default=3, help="runs per point; the median QPS is reported")
+    p.add_argument("--build-memory-gib", type=float, default=8.0,
+                   help="diskannpy's build_memory_maximum in GiB; below the data's size it builds in shards")
     p.add_argument("--out", help="write all results as JSON here")
     p.add_argument("--mode", default="main", choices=["main", "dap-build", "dap-search"])
     a = p.parse_args()
@@ -160,6 +172,7 @@ def main():
     common = [f"--dataset={a.dataset}", f"--work={a.work}", f"--metric={a.metric}", f"--max-degree={a.max_degree}",
               f"--build-list={a.build_list}", f"--pq-bytes={a.pq_bytes}", f"--beam-width={a.beam_width}",
               f"--threads={a.threads}", f"--k={a.k}", f"--cache-nodes={a.cache_nodes}",
+              f"--build-memory-gib={a.build_memory_gib}",
               "--search-list=" + ",".join(map(str, a.search_list))]
     me = [sys.executable, __file__]
     result = {"dataset": a.dataset, "params": vars(a), "date": time.strftime("%Y-%m-%d"),

@@ -1,9 +1,8 @@
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::Context;
-use diskvec_dataset::{read_vectors, DatasetDir, Matrix};
-use diskvec_index::diskann::{build, BuildParams, BuildReport};
+use diskvec_dataset::{open_stream, read_vectors, DatasetDir, Matrix, VectorStream};
+use diskvec_index::diskann::{build_from, BuildParams, BuildReport, MemoryBudget, VectorSource};
 use diskvec_index::limits;
 use diskvec_vector::Metric;
 
@@ -41,6 +40,11 @@ pub struct Args {
     /// Keep a copy of every stripe on the next path, so searches survive a failed path.
     #[arg(long)]
     pub mirror: bool,
+    /// Peak memory of the build: bytes with a unit (768MiB, 2GiB) or a share of the raw
+    /// vectors (25%); `auto` takes half of the memory available. A build larger than the
+    /// budget runs in shards; one below what the smallest shards need is refused.
+    #[arg(long, default_value = "auto")]
+    pub memory_budget: MemoryBudget,
     /// Build threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -59,29 +63,81 @@ pub fn load_train(path: &Path) -> anyhow::Result<Matrix> {
     Ok(m)
 }
 
+/// The training vectors of a dataset directory or a vector file, opened for streaming.
+/// Chunks are sized to a 64th of the budget: a parquet reader holds several times its
+/// chunk while decoding it.
+pub fn open_train_stream(path: &Path, budget: MemoryBudget) -> anyhow::Result<VectorStream> {
+    let file = if path.is_dir() {
+        DatasetDir::open(path)?.train_path()?
+    } else {
+        path.to_path_buf()
+    };
+    let probe = open_stream(&file, 1)?;
+    let bytes = budget.resolve(probe.raw_bytes()) / 64;
+    let rows =
+        (bytes / (4 * probe.dim() as u64)).clamp(64, diskvec_dataset::DEFAULT_CHUNK_ROWS as u64);
+    drop(probe);
+    Ok(open_stream(&file, rows as usize)?)
+}
+
+/// A dataset stream as the index build reads it.
+pub struct StreamSource(pub VectorStream);
+
+impl VectorSource for StreamSource {
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn rows(&self) -> usize {
+        self.0.rows()
+    }
+    fn next_chunk(&mut self, data: &mut Vec<f32>, ids: &mut Vec<i64>) -> Result<usize, String> {
+        data.clear();
+        ids.clear();
+        match self.0.next_chunk() {
+            Ok(Some(m)) => {
+                *data = m.data;
+                *ids = m.ids;
+                Ok(ids.len())
+            }
+            Ok(None) => Ok(0),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Refuse bad sizes before a possibly long load; the dimension-dependent ones wait for it.
     limits::MAX_DEGREE.check(args.max_degree)?;
     limits::BUILD_LIST.check(args.build_list)?;
     crate::set_threads(args.threads)?;
-    let start = Instant::now();
-    let train = load_train(&args.dataset)?;
-    let load_seconds = start.elapsed().as_secs_f64();
+    let stream = open_train_stream(&args.dataset, args.memory_budget)?;
     eprintln!(
-        "loaded {} vectors of dimension {} in {load_seconds:.1} s",
-        train.len(),
-        train.dim
+        "building from {} vectors of dimension {} ({}) within {}",
+        stream.rows(),
+        stream.dim(),
+        stream.path().display(),
+        match args.memory_budget {
+            MemoryBudget::Auto => format!(
+                "{} (auto: half of the memory available)",
+                diskvec_index::diskann::mib(args.memory_budget.resolve(stream.raw_bytes()))
+            ),
+            b => format!(
+                "{b} ({})",
+                diskvec_index::diskann::mib(b.resolve(stream.raw_bytes()))
+            ),
+        }
     );
-    let report = build_index(&train, &args)?;
+    let report = build_index(StreamSource(stream), &args)?;
     let rss = peak_rss_mb();
     if args.json {
         let j = serde_json::json!({
             "count": report.count, "dim": report.dim, "pq_bytes": report.pq_bytes,
             "max_degree": args.max_degree, "build_list": args.build_list, "alpha": args.alpha,
-            "load_seconds": load_seconds, "pq_seconds": report.pq_seconds,
+            "pq_seconds": report.pq_seconds,
             "graph_seconds": report.graph_seconds, "write_seconds": report.write_seconds,
             "build_seconds": report.total_seconds, "nodes_file_bytes": report.nodes_file_bytes,
             "meta_file_bytes": report.meta_file_bytes, "peak_rss_mb": rss,
+            "shards": report.shards, "memory_budget_bytes": report.memory_budget,
         });
         println!("{j}");
     } else {
@@ -90,7 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn build_index(train: &Matrix, args: &Args) -> anyhow::Result<BuildReport> {
+pub fn build_index(mut source: impl VectorSource, args: &Args) -> anyhow::Result<BuildReport> {
     let params = BuildParams {
         metric: args.metric,
         max_degree: args.max_degree,
@@ -103,15 +159,8 @@ pub fn build_index(train: &Matrix, args: &Args) -> anyhow::Result<BuildReport> {
         ..Default::default()
     };
     let bars = Bars::new();
-    let report = build(
-        &train.data,
-        train.dim,
-        &train.ids,
-        &params,
-        &args.index,
-        &bars,
-    )
-    .with_context(|| format!("building the index in {}", args.index.display()))?;
+    let report = build_from(&mut source, &params, args.memory_budget, &args.index, &bars)
+        .with_context(|| format!("building the index in {}", args.index.display()))?;
     bars.finish();
     Ok(report)
 }
@@ -128,6 +177,13 @@ pub fn print_report(r: &BuildReport, index: &Path, rss: f64) {
         "  PQ {:.1} s, graph {:.1} s, layout write {:.1} s, total {:.1} s; peak RSS {rss:.0} MiB",
         r.pq_seconds, r.graph_seconds, r.write_seconds, r.total_seconds
     );
+    if r.shards > 1 {
+        println!(
+            "  built in {} overlapping shards to stay within {}",
+            r.shards,
+            diskvec_index::diskann::mib(r.memory_budget)
+        );
+    }
     println!(
         "  on disk {:.1} MiB (nodes) + {:.1} MiB (DRAM part)",
         r.nodes_file_bytes as f64 / 1048576.0,

@@ -5,6 +5,7 @@ mod layout;
 mod npy;
 mod parquet_footer;
 mod parquet_io;
+mod stream;
 mod vecs;
 
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 pub use layout::decode;
 pub use layout::DatasetDir;
 pub use parquet_io::{read_neighbors, write_neighbors, write_vectors, VectorWriter};
+pub use stream::{open_stream, VectorStream, DEFAULT_CHUNK_ROWS};
 
 /// Vectors as loaded from a file: row-major `f32`, one external id per row.
 #[derive(Clone, Debug, PartialEq)]

@@ -8,9 +8,19 @@ pub(crate) fn read_npy(path: &Path) -> Result<Matrix> {
     decode_npy(&bytes, path)
 }
 
-/// Parses the bytes of a .npy file read from `path` (see `read_npy`). The shape is checked
-/// against the bytes present before anything is allocated for the data.
-pub fn decode_npy(bytes: &[u8], path: &Path) -> Result<Matrix> {
+/// What a .npy header says: rows, columns, bytes per element (4 or 8), and where the data
+/// starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NpyShape {
+    pub rows: usize,
+    pub dim: usize,
+    pub elem: usize,
+    pub data_start: usize,
+}
+
+/// Parses the header at the start of `bytes` (which may hold more of the file, or only the
+/// header).
+pub(crate) fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyShape> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(invalid(path, "not a .npy file (bad magic)"));
     }
@@ -87,6 +97,23 @@ pub fn decode_npy(bytes: &[u8], path: &Path) -> Result<Matrix> {
     if dim == 0 {
         return Err(invalid(path, "vectors have dimension 0"));
     }
+    Ok(NpyShape {
+        rows: n,
+        dim,
+        elem,
+        data_start: header_end,
+    })
+}
+
+/// Parses the bytes of a .npy file read from `path` (see `read_npy`). The shape is checked
+/// against the bytes present before anything is allocated for the data.
+pub fn decode_npy(bytes: &[u8], path: &Path) -> Result<Matrix> {
+    let NpyShape {
+        rows: n,
+        dim,
+        elem,
+        data_start: header_end,
+    } = parse_header(bytes, path)?;
     let body = &bytes[header_end..];
     let need = n.checked_mul(dim).and_then(|v| v.checked_mul(elem));
     let Some(need) = need.filter(|&need| need <= body.len()) else {

@@ -168,48 +168,61 @@ pub fn decode_vectors(bytes: &[u8], path: &Path) -> Result<Matrix> {
 }
 
 fn vectors(batches: Vec<RecordBatch>, path: &Path) -> Result<Matrix> {
-    let mut data = Vec::new();
-    let mut ids = Vec::new();
-    let mut dim = 0usize;
+    let mut m = Matrix {
+        data: Vec::new(),
+        dim: 0,
+        ids: Vec::new(),
+    };
     for batch in batches {
-        ids.extend(ids_of(path, &batch, ids.len())?);
-        let col = column(path, &batch, &["emb", "vector", "embedding"])?;
-        for_each_list_row(path, col, |values, lo, hi| {
-            let row = data.len() / dim.max(1);
-            if dim == 0 {
-                dim = hi - lo;
-                if dim == 0 {
-                    return Err(invalid(path, "the first vector is empty"));
-                }
-            } else if hi - lo != dim {
+        let first_row = m.ids.len();
+        append_vectors(path, &batch, first_row, &mut m)?;
+    }
+    m.dim = m.dim.max(1);
+    Ok(m)
+}
+
+/// Appends the rows of one record batch (the file's rows from `first_row` on) to `m`; a
+/// `m.dim` of 0 takes the first row's length, any other must match every row.
+pub(crate) fn append_vectors(
+    path: &Path,
+    batch: &RecordBatch,
+    first_row: usize,
+    m: &mut Matrix,
+) -> Result<()> {
+    m.ids.extend(ids_of(path, batch, first_row)?);
+    let col = column(path, batch, &["emb", "vector", "embedding"])?;
+    let Matrix { data, dim, .. } = m;
+    let data_before = data.len();
+    for_each_list_row(path, col, |values, lo, hi| {
+        let row = first_row + (data.len() - data_before) / (*dim).max(1);
+        if *dim == 0 {
+            *dim = hi - lo;
+            if *dim == 0 {
+                return Err(invalid(path, "the first vector is empty"));
+            }
+        } else if hi - lo != *dim {
+            return Err(invalid(
+                path,
+                format!("vector {row} has {} values, the first had {dim}", hi - lo),
+            ));
+        }
+        match values.data_type() {
+            DataType::Float32 => {
+                data.extend_from_slice(&values.as_primitive::<Float32Type>().values()[lo..hi])
+            }
+            DataType::Float64 => data.extend(
+                values.as_primitive::<Float64Type>().values()[lo..hi]
+                    .iter()
+                    .map(|&v| v as f32),
+            ),
+            other => {
                 return Err(invalid(
                     path,
-                    format!("vector {row} has {} values, the first had {dim}", hi - lo),
-                ));
+                    format!("vector values have type {other}, expected float"),
+                ))
             }
-            match values.data_type() {
-                DataType::Float32 => {
-                    data.extend_from_slice(&values.as_primitive::<Float32Type>().values()[lo..hi])
-                }
-                DataType::Float64 => data.extend(
-                    values.as_primitive::<Float64Type>().values()[lo..hi]
-                        .iter()
-                        .map(|&v| v as f32),
-                ),
-                other => {
-                    return Err(invalid(
-                        path,
-                        format!("vector values have type {other}, expected float"),
-                    ))
-                }
-            }
-            Ok(())
-        })?;
-    }
-    Ok(Matrix {
-        data,
-        dim: dim.max(1),
-        ids,
+        }
+        Ok(())
     })
 }
 

@@ -1,8 +1,9 @@
 //! Graph construction: the Vamana algorithm (DiskANN, Subramanya et al. 2019), parallel.
 
 mod candidates;
-mod prune;
+pub mod prune;
 mod vamana;
 
 pub use candidates::CandidateList;
+pub use prune::robust_prune;
 pub use vamana::{build, greedy_search, Graph, VamanaParams};

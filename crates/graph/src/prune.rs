@@ -3,7 +3,7 @@ use diskvec_vector::{Metric, Rows};
 /// Robust prune (Vamana): walks `pool` from closest to farthest and keeps a candidate
 /// unless an already kept neighbour is closer to it, by the factor `alpha`, than `node` is.
 /// `pool` holds (distance to node, id); it may contain duplicates and `node` itself.
-pub(crate) fn robust_prune(
+pub fn robust_prune(
     node: u32,
     pool: &mut Vec<(f32, u32)>,
     alpha: f32,

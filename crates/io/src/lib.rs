@@ -11,6 +11,7 @@ mod engine;
 mod file;
 pub mod iobench;
 mod pread;
+mod spill;
 mod stats;
 mod stripe;
 mod striped_writer;
@@ -25,6 +26,7 @@ pub use engine::{
 };
 pub use file::{open_for_reading, DataFile};
 pub use pread::PreadEngine;
+pub use spill::{SpillReader, SpillWriter};
 pub use stats::{PathSnapshot, PathStats};
 pub use stripe::{Piece, StripeMap};
 pub use striped_writer::StripedWriter;

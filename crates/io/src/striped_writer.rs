@@ -22,6 +22,10 @@ pub struct StripedWriter {
     targets: Vec<PathBuf>,
     temps: Vec<PathBuf>,
     files: Vec<BufWriter<File>>,
+    /// Per path file: bytes written, and how far they were written back and dropped from
+    /// the page cache (a build's dirty pages count against its memory cgroup).
+    written: Vec<u64>,
+    settled: Vec<u64>,
     position: u64,
 }
 
@@ -64,6 +68,8 @@ impl StripedWriter {
             map,
             mirror,
             targets: targets.to_vec(),
+            written: vec![0; temps.len()],
+            settled: vec![0; temps.len()],
             temps,
             files,
             position: 0,
@@ -78,6 +84,17 @@ impl StripedWriter {
             self.files[path]
                 .write_all(&bytes[..take])
                 .map_err(os(&self.temps[path]))?;
+            self.written[path] += take as u64;
+            if self.written[path] - self.settled[path] >= crate::spill::SETTLE_BYTES {
+                self.files[path].flush().map_err(os(&self.temps[path]))?;
+                crate::spill::settle(
+                    self.files[path].get_ref(),
+                    self.settled[path],
+                    self.written[path],
+                    true,
+                );
+                self.settled[path] = self.written[path];
+            }
             if let Some((handles, logical_len)) = &self.mirror {
                 let q = (path + 1) % self.map.paths;
                 let at = self.map.path_len(q, *logical_len) + physical;

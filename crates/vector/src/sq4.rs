@@ -106,18 +106,23 @@ impl ScalarQuantizer4 {
 
     /// The vector a code stands for.
     pub fn decode(&self, code: &[u8]) -> Vec<f32> {
-        (0..self.dim)
-            .map(|d| {
-                let (block, within) = (d / BLOCK, d % BLOCK);
-                let byte = code[block * BLOCK / 2 + within % (BLOCK / 2)];
-                let level = if within < BLOCK / 2 {
-                    byte & 15
-                } else {
-                    byte >> 4
-                };
-                self.low[d] + self.step[d] * level as f32
-            })
-            .collect()
+        let mut out = Vec::with_capacity(self.dim);
+        self.decode_into(code, &mut out);
+        out
+    }
+
+    /// Appends the vector a code stands for to `out`.
+    pub fn decode_into(&self, code: &[u8], out: &mut Vec<f32>) {
+        out.extend((0..self.dim).map(|d| {
+            let (block, within) = (d / BLOCK, d % BLOCK);
+            let byte = code[block * BLOCK / 2 + within % (BLOCK / 2)];
+            let level = if within < BLOCK / 2 {
+                byte & 15
+            } else {
+                byte >> 4
+            };
+            self.low[d] + self.step[d] * level as f32
+        }));
     }
 
     /// Prepares `query` (already normalized for cosine) for estimates under `metric`.

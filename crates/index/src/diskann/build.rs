@@ -5,10 +5,12 @@ use diskvec_graph::VamanaParams;
 use diskvec_io::{StripedWriter, SECTOR};
 use diskvec_vector::{mips_to_l2, Metric, ProductQuantizer, Rows, ScalarQuantizer4};
 
+use super::budget::{plan_build, MemoryBudget};
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta::Meta;
 use super::nav::{nav_path, Navigation, WalkCodes};
 use super::reorder::sector_order;
+use super::source::VectorSource;
 use super::{commit, Header};
 use crate::error::file_error;
 use crate::{IndexError, Progress, Result};
@@ -72,6 +74,32 @@ pub struct BuildReport {
     pub total_seconds: f64,
     pub nodes_file_bytes: u64,
     pub meta_file_bytes: u64,
+    /// 1 for a build held in memory; more when the budget made it build that many shards.
+    pub shards: usize,
+    /// The memory budget the build was planned for, in bytes (0: none was given).
+    pub memory_budget: u64,
+}
+
+/// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
+fn check_build(params: &BuildParams, dim: usize, n: usize) -> Result<usize> {
+    let pq_bytes = check_params(params, dim)?;
+    if params.stripe_bytes == 0 || !params.stripe_bytes.is_multiple_of(SECTOR as u64) {
+        return Err(IndexError::InvalidArgument(format!(
+            "stripe size must be a positive multiple of 4 KiB, got {} bytes",
+            params.stripe_bytes
+        )));
+    }
+    if params.mirror && params.paths.len() < 2 {
+        return Err(IndexError::InvalidArgument(
+            "--mirror needs at least two paths".into(),
+        ));
+    }
+    if n > u32::MAX as usize - 1 {
+        return Err(IndexError::InvalidArgument(format!(
+            "{n} vectors exceed the 2^32-1 limit of one index"
+        )));
+    }
+    Ok(pq_bytes)
 }
 
 fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
@@ -88,7 +116,7 @@ fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
 
 /// A seeded uniform sample of node positions, sorted: spread over the data in proportion
 /// to its density, which is where queries land.
-fn entry_sample(n: usize, count: usize, seed: u64) -> Vec<u32> {
+pub(crate) fn entry_sample(n: usize, count: usize, seed: u64) -> Vec<u32> {
     use rand::SeedableRng;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed ^ 0xe17e);
     let mut picked: Vec<u32> = rand::seq::index::sample(&mut rng, n, count.min(n))
@@ -134,7 +162,21 @@ fn navigation(
         let at = position[i] as usize * (m + 4);
         &codes[at..at + m + 4]
     };
-    let (walk, code_recall) = walk_codes(prepared, dim, metric, pq, &sq, record);
+    let (pq, pq_codes) = pq;
+    let pq_bytes = pq.code_bytes();
+    let row = |i: usize| &prepared[i * dim..(i + 1) * dim];
+    let (walk, code_recall) = walk_codes(
+        n,
+        metric,
+        pq,
+        &sq,
+        row,
+        |q, i| metric.distance(row(q), row(i)),
+        |i| SampledCodes {
+            pq: &pq_codes[i * pq_bytes..(i + 1) * pq_bytes],
+            sq: record(i),
+        },
+    );
     Navigation {
         walk,
         code_recall,
@@ -145,30 +187,47 @@ fn navigation(
     }
 }
 
-/// Which codes rank true neighbours better on this data, and the share of true neighbours
-/// the 4-bit codes rank first: for 50 of its own vectors as queries, the true 10 nearest
-/// among an evenly spaced sample of up to 20,000 rows, against the 10 each code ranks
-/// first. (On a sparser sample neighbours lie farther apart and are easier to rank, so the
-/// share would flatter the codes on large indexes.)
-fn walk_codes<'a>(
-    prepared: &[f32],
-    dim: usize,
-    metric: Metric,
-    (pq, pq_codes): (&ProductQuantizer, &[u8]),
-    sq: &ScalarQuantizer4,
-    sq_record: impl Fn(usize) -> &'a [u8],
-) -> (WalkCodes, f32) {
+/// The rows the walk-codes check looks at, for an index of `n` rows: an evenly spaced pool of
+/// up to 20,000 rows, and up to 50 query rows spread between them. (On a sparser sample
+/// neighbours lie farther apart and are easier to rank, so the share would flatter the
+/// codes on large indexes.)
+pub(crate) fn walk_sample(n: usize) -> (Vec<usize>, Vec<usize>) {
     const QUERIES: usize = 50;
     const POOL: usize = 20_000;
+    let pool: Vec<usize> = (0..n).step_by(n.div_ceil(POOL).max(1)).collect();
+    let queries = (n.div_ceil(POOL) / 2..n)
+        .step_by(n.div_ceil(QUERIES).max(1))
+        .take(QUERIES)
+        .collect();
+    (pool, queries)
+}
+
+/// What the walk-codes check reads of a pool row: its PQ code and 4-bit record (code and
+/// norm).
+pub(crate) struct SampledCodes<'a> {
+    pub pq: &'a [u8],
+    pub sq: &'a [u8],
+}
+
+/// Which codes rank true neighbours better on this data, and the share of true neighbours
+/// the 4-bit codes rank first: for the sample's query rows (`query(row)`: the prepared
+/// vector), the true 10 nearest among its pool (`exact(query row, pool row)`), against the
+/// 10 each code ranks first.
+pub(crate) fn walk_codes<'a, 'q>(
+    n: usize,
+    metric: Metric,
+    pq: &ProductQuantizer,
+    sq: &ScalarQuantizer4,
+    query: impl Fn(usize) -> &'q [f32],
+    exact: impl Fn(usize, usize) -> f32,
+    codes: impl Fn(usize) -> SampledCodes<'a>,
+) -> (WalkCodes, f32) {
     const TOP: usize = 10;
-    let n = prepared.len() / dim;
     if n <= TOP + 1 {
         // Too few rows to tell; a search reads every candidate of so small an index anyway.
         return (WalkCodes::Pq, 0.0);
     }
-    let row = |i: usize| &prepared[i * dim..(i + 1) * dim];
-    let pool: Vec<usize> = (0..n).step_by(n.div_ceil(POOL)).collect();
-    let m = pq_codes.len() / n;
+    let (pool, queries) = walk_sample(n);
     let mut table = diskvec_vector::PqTable::default();
     let mut prepared_query = diskvec_vector::Sq4Query::default();
     let (mut sq_hits, mut pq_hits, mut total_truths) = (0usize, 0usize, 0usize);
@@ -177,25 +236,19 @@ fn walk_codes<'a>(
         scored.iter().take(TOP).map(|e| e.1).collect()
     };
     // A query that is itself a pool row is left out of its own pool.
-    for qi in (n.div_ceil(POOL) / 2..n)
-        .step_by(n.div_ceil(QUERIES))
-        .take(QUERIES)
-    {
-        let q = row(qi);
+    for qi in queries {
+        let q = query(qi);
         let others = pool.iter().enumerate().filter(|&(_, &i)| i != qi);
-        let truth = top(others
-            .clone()
-            .map(|(j, &i)| (metric.distance(q, row(i)), j))
-            .collect());
+        let truth = top(others.clone().map(|(j, &i)| (exact(qi, i), j)).collect());
         pq.table_into(q, &mut table);
         let by_pq = top(others
             .clone()
-            .map(|(j, &i)| (table.distance(&pq_codes[i * m..(i + 1) * m]), j))
+            .map(|(j, &i)| (table.distance(codes(i).pq), j))
             .collect());
         sq.query_into(q, metric, &mut prepared_query);
         let by_sq = top(others
             .map(|(j, &i)| {
-                let (code, norm) = Navigation::split(sq_record(i));
+                let (code, norm) = Navigation::split(codes(i).sq);
                 (prepared_query.distance(code, norm), j)
             })
             .collect());
@@ -214,6 +267,103 @@ fn walk_codes<'a>(
     (walk, sq_hits as f32 / total_truths.max(1) as f32)
 }
 
+/// Builds a DISKANN index of the vectors `source` streams into the directory `out` within
+/// `budget` (peak memory, as a memory cgroup counts it: resident memory and the page cache
+/// the build dirties), replacing any index there only once the new one is complete. A build
+/// that fits runs in memory; a larger one in shards (sharded.rs); a budget too small even
+/// for that is refused before anything is read, naming the smallest that works.
+pub fn build_from(
+    source: &mut dyn VectorSource,
+    params: &BuildParams,
+    budget: MemoryBudget,
+    out: &Path,
+    progress: &dyn Progress,
+) -> Result<BuildReport> {
+    let (n, dim) = (source.rows(), source.dim());
+    if n == 0 || dim == 0 {
+        return Err(IndexError::InvalidArgument(
+            "no vectors to build from".into(),
+        ));
+    }
+    let pq_bytes = check_build(params, dim, n)?;
+    let budget_bytes = budget.resolve(n as u64 * dim as u64 * 4);
+    let plan = plan_build(
+        n,
+        dim,
+        params.max_degree,
+        pq_bytes,
+        rayon::current_num_threads(),
+        params.metric == Metric::InnerProduct,
+        budget_bytes,
+    )?;
+    log::info!(
+        "build of {n} x {dim} within {}: {}",
+        super::budget::mib(budget_bytes),
+        if plan.shards == 1 {
+            "in memory".to_string()
+        } else {
+            format!(
+                "{} shards of up to {} vectors{}",
+                plan.shards,
+                plan.shard_capacity,
+                if plan.reprune {
+                    ""
+                } else {
+                    ", merged without re-pruning"
+                }
+            )
+        }
+    );
+    if plan.shards > 1 {
+        return super::sharded::build_sharded(source, params, pq_bytes, &plan, out, progress);
+    }
+    progress.phase("reading input", n as u64);
+    let mut data = diskvec_vector::vec_with_huge_pages(n * dim);
+    let mut ids = Vec::with_capacity(n);
+    let (mut chunk, mut chunk_ids) = (Vec::new(), Vec::new());
+    loop {
+        let rows = source
+            .next_chunk(&mut chunk, &mut chunk_ids)
+            .map_err(IndexError::InvalidArgument)?;
+        if rows == 0 {
+            break;
+        }
+        if ids.len() + rows > n || chunk.len() != rows * dim || chunk_ids.len() != rows {
+            return Err(IndexError::InvalidArgument(format!(
+                "rows {}..{}: {} values and {} ids, where {n} rows of dimension {dim} were \
+                 announced (the rows changed length?)",
+                ids.len(),
+                ids.len() + rows,
+                chunk.len(),
+                chunk_ids.len()
+            )));
+        }
+        let first = data.len();
+        data.extend_from_slice(&chunk);
+        if !params.input_prepared {
+            data[first..]
+                .chunks_exact_mut(dim)
+                .for_each(|v| params.metric.prepare(v));
+        }
+        ids.extend_from_slice(&chunk_ids);
+        progress.advance(rows as u64);
+    }
+    if ids.len() != n {
+        return Err(IndexError::InvalidArgument(format!(
+            "the input ended after {} of the {n} rows it announced",
+            ids.len()
+        )));
+    }
+    drop(chunk);
+    let prepared = BuildParams {
+        input_prepared: true,
+        ..params.clone()
+    };
+    let mut report = build(&data, dim, &ids, &prepared, out, progress)?;
+    report.memory_budget = budget_bytes;
+    Ok(report)
+}
+
 /// Builds a DISKANN index of `data` (row-major, `dim` columns; `ids` are the external ids)
 /// into the directory `out`, replacing any index there only once the new one is complete.
 pub fn build(
@@ -226,23 +376,7 @@ pub fn build(
 ) -> Result<BuildReport> {
     let start = Instant::now();
     let n = crate::input::check_build_input(data, dim, ids)?;
-    let pq_bytes = check_params(params, dim)?;
-    if params.stripe_bytes == 0 || !params.stripe_bytes.is_multiple_of(SECTOR as u64) {
-        return Err(IndexError::InvalidArgument(format!(
-            "stripe size must be a positive multiple of 4 KiB, got {} bytes",
-            params.stripe_bytes
-        )));
-    }
-    if params.mirror && params.paths.len() < 2 {
-        return Err(IndexError::InvalidArgument(
-            "--mirror needs at least two paths".into(),
-        ));
-    }
-    if n > u32::MAX as usize - 1 {
-        return Err(IndexError::InvalidArgument(format!(
-            "{n} vectors exceed the 2^32-1 limit of one index"
-        )));
-    }
+    let pq_bytes = check_build(params, dim, n)?;
     std::fs::create_dir_all(out).map_err(file_error(out))?;
     let _lock = commit::lock(out)?;
     // Leftovers of an interrupted build go first, so they do not hold disk space twice.
@@ -298,11 +432,7 @@ pub fn build(
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
     let write_start = Instant::now();
-    let build_id = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-        ^ ((std::process::id() as u64) << 32);
+    let build_id = commit::new_build_id();
     let (targets, stored_paths) = commit::placement(out, &params.paths, build_id)?;
     let nav_target = nav_path(out, build_id);
     let new_files: Vec<PathBuf> = targets
@@ -372,43 +502,21 @@ pub fn build(
     drop(nav);
     progress.advance(1);
 
-    let groups = n.div_ceil(layout.nodes_per_sector);
-    progress.phase("layout write", groups as u64);
-    let mut w = StripedWriter::create(
+    write_nodes(
         &targets,
-        params.stripe_bytes,
-        params.mirror,
-        header.nodes_file_bytes(),
-    )?;
-    w.write_all(&header.encode())?;
-    let mut record = vec![0u8; layout.node_bytes];
-    let mut sectors = vec![0u8; layout.read_bytes()];
-    let mut neighbours = Vec::with_capacity(params.max_degree);
-    for g in 0..groups {
-        sectors.fill(0);
-        for slot in 0..layout.nodes_per_sector {
-            let pos = g * layout.nodes_per_sector + slot;
-            if pos >= n {
-                break;
-            }
+        params,
+        &header,
+        n,
+        progress,
+        |pos, vector, neighbours| {
             let old = order[pos] as usize;
+            vector.clear();
+            vector.extend_from_slice(rows.get(old as u32));
             neighbours.clear();
             neighbours.extend(graph.neighbors[old].iter().map(|&q| position[q as usize]));
-            layout.encode(rows.get(old as u32), &neighbours, &mut record);
-            if layout.sectors_per_node == 1 {
-                sectors[slot * layout.node_bytes..(slot + 1) * layout.node_bytes]
-                    .copy_from_slice(&record);
-            } else {
-                for (i, piece) in record.chunks(SECTOR_PAYLOAD).enumerate() {
-                    sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
-                }
-            }
-        }
-        seal_sectors(&mut sectors, (1 + g * layout.sectors_per_node) as u64);
-        w.write_all(&sectors)?;
-        progress.advance(1);
-    }
-    w.finish()?;
+            Ok(())
+        },
+    )?;
     for dir in new_files.iter().filter_map(|t| t.parent()) {
         commit::sync_dir(dir)?;
     }
@@ -426,5 +534,56 @@ pub fn build(
         total_seconds: start.elapsed().as_secs_f64(),
         nodes_file_bytes: header.nodes_file_bytes(),
         meta_file_bytes: meta_bytes.len() as u64,
+        shards: 1,
+        memory_budget: 0,
     })
+}
+
+/// Writes the node file(s) of `header`: node `pos`'s vector and neighbour list (positions)
+/// come from `node`, in position order, packed into checksummed sectors.
+pub(crate) fn write_nodes(
+    targets: &[PathBuf],
+    params: &BuildParams,
+    header: &Header,
+    n: usize,
+    progress: &dyn Progress,
+    mut node: impl FnMut(usize, &mut Vec<f32>, &mut Vec<u32>) -> Result<()>,
+) -> Result<()> {
+    let layout = header.layout();
+    let groups = n.div_ceil(layout.nodes_per_sector);
+    progress.phase("layout write", groups as u64);
+    let mut w = StripedWriter::create(
+        targets,
+        params.stripe_bytes,
+        params.mirror,
+        header.nodes_file_bytes(),
+    )?;
+    w.write_all(&header.encode())?;
+    let mut record = vec![0u8; layout.node_bytes];
+    let mut sectors = vec![0u8; layout.read_bytes()];
+    let mut vector = Vec::with_capacity(layout.dim);
+    let mut neighbours = Vec::with_capacity(params.max_degree);
+    for g in 0..groups {
+        sectors.fill(0);
+        for slot in 0..layout.nodes_per_sector {
+            let pos = g * layout.nodes_per_sector + slot;
+            if pos >= n {
+                break;
+            }
+            node(pos, &mut vector, &mut neighbours)?;
+            layout.encode(&vector, &neighbours, &mut record);
+            if layout.sectors_per_node == 1 {
+                sectors[slot * layout.node_bytes..(slot + 1) * layout.node_bytes]
+                    .copy_from_slice(&record);
+            } else {
+                for (i, piece) in record.chunks(SECTOR_PAYLOAD).enumerate() {
+                    sectors[i * SECTOR..i * SECTOR + piece.len()].copy_from_slice(piece);
+                }
+            }
+        }
+        seal_sectors(&mut sectors, (1 + g * layout.sectors_per_node) as u64);
+        w.write_all(&sectors)?;
+        progress.advance(1);
+    }
+    Ok(w.finish()?)
 }

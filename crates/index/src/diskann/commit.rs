@@ -81,6 +81,50 @@ pub(crate) fn failpoint(step: &str) {
     }
 }
 
+/// A fresh generation number: the clock in nanoseconds mixed with the process id, so two
+/// builds never share one.
+pub(crate) fn new_build_id() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        ^ ((std::process::id() as u64) << 32)
+}
+
+/// Refuses a build that would run out of disk space in `dir` before it starts, naming the
+/// directory, what it needs and what is free (a build that fills the disk halfway would
+/// fail late, after hours of work).
+pub(crate) fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
+    let free = free_bytes(dir).map_err(file_error(dir))?;
+    if free < needed {
+        return Err(IndexError::InvalidArgument(format!(
+            "{}: the build needs about {:.1} GiB of disk space (scratch files and the index) \
+             and {:.1} GiB is free",
+            dir.display(),
+            needed as f64 / 1073741824.0,
+            free as f64 / 1073741824.0
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes free to an unprivileged writer on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path alive for the call, and `stat` points at memory
+    // large enough for a statvfs, which the call fills in when it returns 0.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it filled in the whole struct.
+    let stat = unsafe { stat.assume_init() };
+    Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
 /// Syncs a directory, so the names created or renamed in it survive a crash.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

@@ -9,6 +9,7 @@
 //! - `meta.dvm`: what search keeps in DRAM: PQ codebook, PQ codes, external ids, and the
 //!   names of the node files; replacing it is the one atomic switch of a build (commit.rs).
 
+mod budget;
 mod build;
 mod commit;
 mod fetch;
@@ -21,15 +22,19 @@ mod query_buffers;
 mod reorder;
 mod search;
 mod service;
+mod sharded;
+mod source;
 mod verify;
 
-pub use build::{build, BuildParams, BuildReport};
+pub use budget::{available_memory, mib, plan_build, BuildPlan, MemoryBudget, AUTO_SHARE};
+pub use build::{build, build_from, BuildParams, BuildReport};
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
 pub use nav::{nav_file_name, Navigation, WalkCodes, MIN_CODE_RECALL, NAV_VERSION};
 pub use search::{Accept, BatchStats, SearchParams, SearchResult, DEFAULT_RERANK_SIGMAS};
 pub use service::{PendingSearch, SearchService};
+pub use source::{SliceSource, VectorSource};
 pub use verify::verify;
 
 pub const NODES_FILE: &str = "nodes.dvn";

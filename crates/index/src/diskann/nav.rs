@@ -7,7 +7,7 @@
 //! carries the build id, the intent record lists it, the meta.dvm switch makes it current).
 //! An index opened without navigation never reads it.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use diskvec_vector::ScalarQuantizer4;
@@ -62,6 +62,88 @@ pub struct Navigation {
     /// Node `i`'s neighbours are `neighbors[offsets[i]..offsets[i + 1]]`.
     pub offsets: Vec<u32>,
     pub neighbors: Vec<u32>,
+}
+
+/// The header of a navigation file with `n` nodes and `edges` neighbour ids in all (its CRC
+/// field zero until the file is complete).
+fn nav_header(
+    build_id: u64,
+    n: usize,
+    edges: usize,
+    sq: &ScalarQuantizer4,
+    walk: WalkCodes,
+    code_recall: f32,
+) -> [u8; NAV_HEADER] {
+    let mut h = [0u8; NAV_HEADER];
+    h[..8].copy_from_slice(NAV_MAGIC);
+    h[8..12].copy_from_slice(&NAV_VERSION.to_le_bytes());
+    h[16..24].copy_from_slice(&build_id.to_le_bytes());
+    h[24..32].copy_from_slice(&(n as u64).to_le_bytes());
+    h[32..40].copy_from_slice(&(edges as u64).to_le_bytes());
+    h[40..44].copy_from_slice(&(sq.to_bytes().len() as u32).to_le_bytes());
+    h[44..48].copy_from_slice(&(sq.code_bytes() as u32).to_le_bytes());
+    h[48..52].copy_from_slice(&(walk as u32).to_le_bytes());
+    h[52..56].copy_from_slice(&code_recall.to_le_bytes());
+    h
+}
+
+/// Writes a navigation file a section at a time (codes, then offsets, then neighbour ids),
+/// so a build need not hold it whole; the CRC goes into the header at the end.
+pub(crate) struct NavWriter {
+    tmp: PathBuf,
+    path: PathBuf,
+    out: diskvec_io::SpillWriter,
+    crc: crc32fast::Hasher,
+}
+
+impl NavWriter {
+    pub(crate) fn create(
+        path: &Path,
+        build_id: u64,
+        n: usize,
+        edges: usize,
+        sq: &ScalarQuantizer4,
+        walk: WalkCodes,
+        code_recall: f32,
+    ) -> Result<Self> {
+        let tmp = path.with_extension("tmp");
+        let header = nav_header(build_id, n, edges, sq, walk, code_recall);
+        let mut out = diskvec_io::SpillWriter::create(&tmp, 1 << 20)?;
+        out.write_all(&header)?;
+        let mut w = Self {
+            tmp,
+            path: path.to_path_buf(),
+            out,
+            crc: header_crc(&header),
+        };
+        w.write(&sq.to_bytes())?;
+        Ok(w)
+    }
+
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.crc.update(bytes);
+        Ok(self.out.write_all(bytes)?)
+    }
+
+    pub(crate) fn write_words(&mut self, words: &[u32]) -> Result<()> {
+        let mut buf = Vec::with_capacity(4 * words.len().min(1 << 16));
+        for chunk in words.chunks(1 << 16) {
+            buf.clear();
+            buf.extend(chunk.iter().flat_map(|w| w.to_le_bytes()));
+            self.write(&buf)?;
+        }
+        Ok(())
+    }
+
+    /// Puts the CRC in place, fsyncs and renames the file to its name.
+    pub(crate) fn finish(self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let file = self.out.finish(false)?;
+        file.write_all_at(&self.crc.finalize().to_le_bytes(), CRC_AT as u64)
+            .and_then(|_| file.sync_all())
+            .map_err(file_error(&self.tmp))?;
+        std::fs::rename(&self.tmp, &self.path).map_err(file_error(&self.path))
+    }
 }
 
 /// A CRC over the header, its own field left out; the rest of the file follows it.
@@ -135,17 +217,14 @@ impl Navigation {
                 + self.codes.len()
                 + 4 * (self.offsets.len() + self.neighbors.len()),
         );
-        out.extend_from_slice(NAV_MAGIC);
-        out.extend_from_slice(&NAV_VERSION.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&build_id.to_le_bytes());
-        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.neighbors.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(sq.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(self.sq.code_bytes() as u32).to_le_bytes());
-        out.extend_from_slice(&(self.walk as u32).to_le_bytes());
-        out.extend_from_slice(&self.code_recall.to_le_bytes());
-        out.resize(NAV_HEADER, 0);
+        out.extend_from_slice(&nav_header(
+            build_id,
+            self.len(),
+            self.neighbors.len(),
+            &self.sq,
+            self.walk,
+            self.code_recall,
+        ));
         out.extend_from_slice(&sq);
         out.extend_from_slice(&self.codes);
         for v in self.offsets.iter().chain(&self.neighbors) {
@@ -159,14 +238,19 @@ impl Navigation {
     /// Writes the file (temporary name, fsync, rename); the caller syncs the directory
     /// before the commit that makes this generation current.
     pub fn write(&self, path: &Path, build_id: u64) -> Result<()> {
-        let tmp = path.with_extension("tmp");
-        {
-            let mut f = std::fs::File::create(&tmp).map_err(file_error(&tmp))?;
-            f.write_all(&self.encode(build_id))
-                .map_err(file_error(&tmp))?;
-            f.sync_all().map_err(file_error(&tmp))?;
-        }
-        std::fs::rename(&tmp, path).map_err(file_error(path))
+        let mut w = NavWriter::create(
+            path,
+            build_id,
+            self.len(),
+            self.neighbors.len(),
+            &self.sq,
+            self.walk,
+            self.code_recall,
+        )?;
+        w.write(&self.codes)?;
+        w.write_words(&self.offsets)?;
+        w.write_words(&self.neighbors)?;
+        w.finish()
     }
 
     /// Reads the file of generation `build_id` for an index of `count` nodes of `dim`

@@ -1,0 +1,369 @@
+//! Vectors read a chunk at a time, so a file larger than memory can be built from. Every
+//! chunk is checked as it arrives (row length, finite values); a file that ends before the
+//! rows its header or size announced is an error naming the row where it stopped.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
+
+use crate::{invalid, io_error, Matrix, Result};
+
+/// Rows per chunk unless the caller asks otherwise: 8,192 rows of 768 dimensions is 24 MiB.
+pub const DEFAULT_CHUNK_ROWS: usize = 8192;
+
+/// A vector file opened for reading in chunks (see `open_stream`).
+pub struct VectorStream {
+    path: PathBuf,
+    dim: usize,
+    rows: usize,
+    delivered: usize,
+    chunk_rows: usize,
+    source: Source,
+}
+
+enum Source {
+    Parquet {
+        reader: ParquetRecordBatchReader,
+        /// The first batch, read at open to learn the dimension.
+        first: Option<RecordBatch>,
+    },
+    /// .fvecs (4-byte floats) or .bvecs (bytes): each row is an i32 dimension, then values.
+    Vecs {
+        file: BufReader<File>,
+        elem: usize,
+        row: Vec<u8>,
+    },
+    Npy {
+        file: BufReader<File>,
+        elem: usize,
+        buf: Vec<u8>,
+    },
+}
+
+/// Opens a .parquet, .fvecs, .bvecs or .npy file for reading `chunk_rows` rows at a time.
+/// The header (or, for .fvecs/.bvecs, the first row and the file size) fixes the dimension
+/// and the number of rows up front.
+pub fn open_stream(path: &Path, chunk_rows: usize) -> Result<VectorStream> {
+    if !path.is_file() {
+        return Err(invalid(path, "no such file"));
+    }
+    let chunk_rows = chunk_rows.max(1);
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let file = File::open(path).map_err(io_error(path))?;
+    let file_len = file.metadata().map_err(io_error(path))?.len();
+    let (dim, rows, source) = match ext.as_str() {
+        "parquet" => open_parquet(path, file, chunk_rows)?,
+        "fvecs" => open_vecs(path, file, file_len, 4)?,
+        "bvecs" => open_vecs(path, file, file_len, 1)?,
+        "npy" => open_npy(path, file, file_len)?,
+        _ => {
+            return Err(invalid(
+                path,
+                "unknown vector file type: expected .parquet, .fvecs, .bvecs or .npy",
+            ))
+        }
+    };
+    if rows == 0 {
+        return Err(invalid(path, "the file holds no vectors"));
+    }
+    Ok(VectorStream {
+        path: path.to_path_buf(),
+        dim,
+        rows,
+        delivered: 0,
+        chunk_rows,
+        source,
+    })
+}
+
+fn open_parquet(path: &Path, file: File, chunk_rows: usize) -> Result<(usize, usize, Source)> {
+    crate::parquet_footer::check(&file)
+        .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
+    let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+    let (rows, mut reader) = guarded(path, || {
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
+            .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
+        let rows = builder.metadata().file_metadata().num_rows().max(0) as usize;
+        let reader = builder
+            .with_batch_size(chunk_rows)
+            .build()
+            .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
+        Ok((rows, reader))
+    })?;
+    let first = next_batch(path, &mut reader)?;
+    let dim = match &first {
+        Some(batch) => {
+            let mut m = Matrix {
+                data: Vec::new(),
+                dim: 0,
+                ids: Vec::new(),
+            };
+            let one = batch.slice(0, batch.num_rows().min(1));
+            crate::parquet_io::append_vectors(path, &one, 0, &mut m)?;
+            m.dim
+        }
+        None => 0,
+    };
+    Ok((dim, rows, Source::Parquet { reader, first }))
+}
+
+/// Runs a parquet call that may panic on a malformed file (the crate does, on some) and
+/// reports the panic as a corrupt file; nothing the closure touched outlives it broken.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let why = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(invalid(path, format!("corrupt parquet file: {why}")))
+    })
+}
+
+fn next_batch(path: &Path, reader: &mut ParquetRecordBatchReader) -> Result<Option<RecordBatch>> {
+    guarded(path, || {
+        reader
+            .next()
+            .transpose()
+            .map_err(|e| invalid(path, format!("corrupt parquet data: {e}")))
+    })
+}
+
+fn open_vecs(
+    path: &Path,
+    file: File,
+    file_len: u64,
+    elem: usize,
+) -> Result<(usize, usize, Source)> {
+    let mut file = BufReader::with_capacity(1 << 20, file);
+    let mut head = [0u8; 4];
+    file.read_exact(&mut head)
+        .map_err(|_| invalid(path, "the file is too short to hold a vector"))?;
+    let dim = i32::from_le_bytes(head);
+    if dim <= 0 {
+        return Err(invalid(
+            path,
+            format!("bad dimension {dim} in the first row"),
+        ));
+    }
+    let dim = dim as usize;
+    let row_bytes = (4 + dim * elem) as u64;
+    if !file_len.is_multiple_of(row_bytes) {
+        return Err(invalid(
+            path,
+            format!(
+                "size {file_len} is not a whole number of {dim}-dimensional rows of {row_bytes} bytes (truncated?)"
+            ),
+        ));
+    }
+    let rows = (file_len / row_bytes) as usize;
+    // The first row's dimension is read again with its row, so every row is read alike.
+    let mut file = file;
+    use std::io::Seek;
+    file.seek(std::io::SeekFrom::Start(0))
+        .map_err(io_error(path))?;
+    let row = vec![0u8; row_bytes as usize];
+    Ok((dim, rows, Source::Vecs { file, elem, row }))
+}
+
+fn open_npy(path: &Path, file: File, file_len: u64) -> Result<(usize, usize, Source)> {
+    let mut file = BufReader::with_capacity(1 << 20, file);
+    // NumPy pads its header to a multiple of 64 bytes; 64 KiB holds any real one.
+    let mut head = Vec::new();
+    (&mut file)
+        .take(65_536)
+        .read_to_end(&mut head)
+        .map_err(io_error(path))?;
+    let shape = crate::npy::parse_header(&head, path)?;
+    if shape.dim == 0 {
+        return Err(invalid(path, "vectors have dimension 0"));
+    }
+    let need = (shape.rows as u64)
+        .checked_mul(shape.dim as u64)
+        .and_then(|v| v.checked_mul(shape.elem as u64))
+        .and_then(|v| v.checked_add(shape.data_start as u64));
+    if need.is_none_or(|need| need > file_len) {
+        return Err(invalid(
+            path,
+            format!(
+                "the .npy data ({} bytes from offset {}) is shorter than its shape ({}, {}) says (truncated?)",
+                file_len.saturating_sub(shape.data_start as u64),
+                shape.data_start,
+                shape.rows,
+                shape.dim
+            ),
+        ));
+    }
+    use std::io::Seek;
+    file.seek(std::io::SeekFrom::Start(shape.data_start as u64))
+        .map_err(io_error(path))?;
+    Ok((
+        shape.dim,
+        shape.rows,
+        Source::Npy {
+            file,
+            elem: shape.elem,
+            buf: Vec::new(),
+        },
+    ))
+}
+
+impl VectorStream {
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The rows the file announced (its header, footer or size).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes the raw vectors take as f32.
+    pub fn raw_bytes(&self) -> u64 {
+        self.rows as u64 * self.dim as u64 * 4
+    }
+
+    /// The next chunk of up to `chunk_rows` rows, or `None` once every announced row was
+    /// delivered. Ids are the file's `id` column (parquet) or row numbers.
+    pub fn next_chunk(&mut self) -> Result<Option<Matrix>> {
+        if self.delivered >= self.rows {
+            return self.check_no_more();
+        }
+        let want = self.chunk_rows.min(self.rows - self.delivered);
+        let first_row = self.delivered;
+        let mut m = Matrix {
+            data: Vec::with_capacity(want * self.dim),
+            dim: self.dim,
+            ids: Vec::with_capacity(want),
+        };
+        let path = self.path.clone();
+        let truncated = |got: usize| {
+            invalid(
+                &path,
+                format!(
+                    "the file ended at row {got} of the {} it announced (truncated while reading?)",
+                    self.rows
+                ),
+            )
+        };
+        match &mut self.source {
+            Source::Parquet { reader, first } => {
+                let batch = match first.take() {
+                    Some(b) => Some(b),
+                    None => next_batch(&path, reader)?,
+                };
+                let Some(batch) = batch else {
+                    return Err(truncated(first_row));
+                };
+                crate::parquet_io::append_vectors(&path, &batch, first_row, &mut m)?;
+                if m.ids.len() > self.rows - first_row {
+                    return Err(invalid(
+                        &path,
+                        format!(
+                            "the file holds more rows than the {} it announced",
+                            self.rows
+                        ),
+                    ));
+                }
+            }
+            Source::Vecs { file, elem, row } => {
+                for i in first_row..first_row + want {
+                    read_full(file, row, &path).map_err(|e| e.unwrap_or_else(|| truncated(i)))?;
+                    let d = i32::from_le_bytes(row[..4].try_into().unwrap());
+                    if d as i64 != self.dim as i64 {
+                        return Err(invalid(
+                            &path,
+                            format!("row {i} says dimension {d}, the first said {}", self.dim),
+                        ));
+                    }
+                    if *elem == 4 {
+                        m.data.extend(
+                            row[4..]
+                                .chunks_exact(4)
+                                .map(|b| f32::from_le_bytes(b.try_into().unwrap())),
+                        );
+                    } else {
+                        m.data.extend(row[4..].iter().map(|&b| b as f32));
+                    }
+                    m.ids.push(i as i64);
+                }
+            }
+            Source::Npy { file, elem, buf } => {
+                buf.resize(want * self.dim * *elem, 0);
+                read_full(file, buf, &path)
+                    .map_err(|e| e.unwrap_or_else(|| truncated(first_row)))?;
+                if *elem == 4 {
+                    m.data.extend(
+                        buf.chunks_exact(4)
+                            .map(|b| f32::from_le_bytes(b.try_into().unwrap())),
+                    );
+                } else {
+                    m.data.extend(
+                        buf.chunks_exact(8)
+                            .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32),
+                    );
+                }
+                m.ids.extend(first_row as i64..(first_row + want) as i64);
+            }
+        }
+        if let Some(pos) = m.data.iter().position(|x| !x.is_finite()) {
+            let row = pos / self.dim;
+            return Err(invalid(
+                &self.path,
+                format!(
+                    "vector {} (id {}) has a non-finite value (NaN or infinity) at position {}",
+                    first_row + row,
+                    m.ids[row],
+                    pos % self.dim
+                ),
+            ));
+        }
+        self.delivered += m.ids.len();
+        Ok(Some(m))
+    }
+
+    /// After the last announced row: a parquet file must have no further batch.
+    fn check_no_more(&mut self) -> Result<Option<Matrix>> {
+        if let Source::Parquet { reader, first } = &mut self.source {
+            let extra = match first.take() {
+                Some(b) => Some(b),
+                None => next_batch(&self.path, reader)?,
+            };
+            if extra.is_some_and(|b| b.num_rows() > 0) {
+                return Err(invalid(
+                    &self.path,
+                    format!(
+                        "the file holds more rows than the {} it announced",
+                        self.rows
+                    ),
+                ));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Fills `buf` from `r`; `Err(None)` when the input ends first, `Err(Some(e))` on an I/O error.
+fn read_full(
+    r: &mut impl Read,
+    buf: &mut [u8],
+    path: &Path,
+) -> std::result::Result<(), Option<crate::DatasetError>> {
+    r.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => None,
+        _ => Some(io_error(path)(e)),
+    })
+}

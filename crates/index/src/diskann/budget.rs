@@ -1,0 +1,371 @@
+//! How much memory a build may use, and how it spends it.
+//!
+//! A build whose whole working set fits the budget runs in memory (one graph over every
+//! vector, the fastest and best graph). One that does not is partitioned: the vectors are
+//! spooled to a scratch file, split into overlapping shards (each vector in the two shards
+//! of its nearest centroids) sized to the budget, each shard's graph built in memory and
+//! written out, and the shard graphs merged (sharded.rs). The estimates below are bytes
+//! per vector of each phase's live data, checked against measured peaks (docs/benchmarks.md).
+
+use std::str::FromStr;
+
+use crate::{IndexError, Result};
+
+/// A build's memory budget as the user gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub enum MemoryBudget {
+    /// A share of what the machine (or the memory cgroup the process runs in) has available
+    /// when the build starts: `AUTO_SHARE`.
+    #[default]
+    Auto,
+    Bytes(u64),
+    /// A share (0 to 1) of the raw vectors' bytes (rows x dimensions x 4).
+    ShareOfRaw(f64),
+}
+
+/// The share of available memory an unset budget takes: half, leaving the rest to the page
+/// cache, searches and whatever else runs.
+pub const AUTO_SHARE: f64 = 0.5;
+
+impl FromStr for MemoryBudget {
+    type Err = IndexError;
+
+    /// `auto`, a byte count with an optional unit (`768MiB`, `1.5GiB`, `2G`, `500MB`,
+    /// `1048576`), or a share of the raw vectors (`25%`).
+    fn from_str(text: &str) -> Result<Self> {
+        let bad = |why: &str| {
+            IndexError::InvalidArgument(format!(
+                "memory budget {text:?}: {why} (give bytes with a unit, like 768MiB or 2GiB, \
+                 a share of the raw vectors, like 25%, or auto)"
+            ))
+        };
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("auto") {
+            return Ok(Self::Auto);
+        }
+        if let Some(share) = t.strip_suffix('%') {
+            let pct: f64 = share.trim().parse().map_err(|_| bad("not a number"))?;
+            if !(pct.is_finite() && pct > 0.0 && pct <= 1000.0) {
+                return Err(bad("the share must be above 0% and at most 1000%"));
+            }
+            return Ok(Self::ShareOfRaw(pct / 100.0));
+        }
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (number, unit) = t.split_at(split);
+        let value: f64 = number.parse().map_err(|_| bad("not a number"))?;
+        let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "k" | "kib" => 1024.0,
+            "kb" => 1e3,
+            "m" | "mib" => 1048576.0,
+            "mb" => 1e6,
+            "g" | "gib" => 1073741824.0,
+            "gb" => 1e9,
+            "t" | "tib" => 1099511627776.0,
+            "tb" => 1e12,
+            _ => return Err(bad("unknown unit")),
+        };
+        let bytes = value * scale;
+        if !(bytes.is_finite() && bytes >= 1.0 && bytes < 1e18) {
+            return Err(bad("must be at least one byte"));
+        }
+        Ok(Self::Bytes(bytes as u64))
+    }
+}
+
+impl std::fmt::Display for MemoryBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => write!(f, "auto"),
+            Self::Bytes(b) => write!(f, "{}", mib(*b)),
+            Self::ShareOfRaw(s) => write!(f, "{}%", s * 100.0),
+        }
+    }
+}
+
+/// Bytes as the budget messages print them.
+pub fn mib(bytes: u64) -> String {
+    if bytes >= 10 << 30 {
+        format!("{:.1}GiB", bytes as f64 / 1073741824.0)
+    } else {
+        format!("{}MiB", bytes.div_ceil(1 << 20))
+    }
+}
+
+impl MemoryBudget {
+    /// The budget in bytes for a build of `raw_bytes` of vectors.
+    pub fn resolve(&self, raw_bytes: u64) -> u64 {
+        match *self {
+            Self::Auto => (available_memory() as f64 * AUTO_SHARE) as u64,
+            Self::Bytes(b) => b,
+            Self::ShareOfRaw(s) => (raw_bytes as f64 * s) as u64,
+        }
+    }
+}
+
+/// Memory this process can still use: the machine's available memory, or less when a
+/// memory cgroup (v2 `memory.max`, v1 `memory.limit_in_bytes`) caps the process below it.
+pub fn available_memory() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let available = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(4 << 30);
+    available.min(cgroup_room().unwrap_or(u64::MAX))
+}
+
+/// Limit minus usage of the memory cgroup this process is in, if it has a limit.
+fn cgroup_room() -> Option<u64> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let read =
+            |p: String| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+        if controllers.is_empty() {
+            let base = format!("/sys/fs/cgroup{path}");
+            let limit = read(format!("{base}/memory.max"))?;
+            let used = read(format!("{base}/memory.current")).unwrap_or(0);
+            return Some(limit.saturating_sub(used));
+        }
+        if controllers.split(',').any(|c| c == "memory") {
+            let base = format!("/sys/fs/cgroup/memory{path}");
+            let limit = read(format!("{base}/memory.limit_in_bytes"))?;
+            if limit >= 1 << 60 {
+                return None;
+            }
+            let used = read(format!("{base}/memory.usage_in_bytes")).unwrap_or(0);
+            return Some(limit.saturating_sub(used));
+        }
+    }
+    None
+}
+
+/// What a build of a given size needs, and how it will run under a budget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildPlan {
+    pub budget: u64,
+    /// Estimated peak of a build held wholly in memory.
+    pub in_memory_bytes: u64,
+    /// 1: in memory. More: that many overlapping shards.
+    pub shards: usize,
+    /// Most vectors one shard may hold.
+    pub shard_capacity: usize,
+    /// The merge re-prunes each node's union of shard lists with 4-bit codes held in
+    /// memory; without room for them it keeps the closest `max_degree`.
+    pub reprune: bool,
+    /// Rows sampled to train the PQ codebook, the 4-bit bounds and the partition.
+    pub sample_rows: usize,
+    /// Rows per chunk read from the input or a scratch file.
+    pub chunk_rows: usize,
+    /// Estimated peak of the sharded build.
+    pub estimated_peak: u64,
+}
+
+/// Fixed cost of the process besides the data: code, allocator slack, thread stacks, I/O
+/// buffers (measured: about 30 MiB resident for a small build).
+const OVERHEAD: u64 = 48 << 20;
+/// Each vector of an index sits in this many shards.
+pub const SHARD_OVERLAP: usize = 2;
+/// Shards are sized for this many times the mean (k-means clusters are uneven; a full
+/// shard sends further vectors to their next nearest).
+const SHARD_SLACK: f64 = 1.15;
+/// Most shards one build may have (each has a list file open during the merge).
+const MAX_SHARDS: usize = 512;
+/// Buffer of each file written or read during the sharded phases.
+pub(crate) const FILE_BUFFER: usize = 256 << 10;
+
+/// Bytes a node of a graph under construction takes, for out-degree `r`: its list's room
+/// (with the build's slack), the lock and vector header, allocator rounding.
+fn graph_node_bytes(r: usize) -> u64 {
+    48 + (r as u64 * 13).div_ceil(10) * 4 + 16
+}
+
+/// The out-degree of each shard's graph: two thirds of R, as Microsoft DiskANN does, so the
+/// union of a vector's two lists is about the R its merged list keeps.
+pub fn shard_degree(max_degree: usize) -> usize {
+    (max_degree * 2).div_ceil(3).max(4).min(max_degree)
+}
+
+/// Plans a build of `n` vectors of `dim` dimensions under `budget` bytes; refuses, naming
+/// the smallest budget that works, when even the smallest shards would not fit.
+pub fn plan_build(
+    n: usize,
+    dim: usize,
+    max_degree: usize,
+    pq_bytes: usize,
+    threads: usize,
+    inner_product: bool,
+    budget: u64,
+) -> Result<BuildPlan> {
+    let n64 = n as u64;
+    let d = dim as u64;
+    let vector = 4 * (d + inner_product as u64);
+    let sq4 = d.div_ceil(32) * 16 + 4;
+    let t = threads.max(1) as u64;
+    // One graph over everything: vectors, graph, PQ codes, ids and their duplicate check,
+    // navigation codes and lists, layout order, visited sets.
+    let in_memory = OVERHEAD
+        + n64
+            * (vector
+                + graph_node_bytes(max_degree)
+                + pq_bytes as u64
+                + 24
+                + sq4
+                + 4 * max_degree as u64
+                + 8
+                + 4 * t);
+    let chunk_rows = ((budget / 16) / (4 * d)).clamp(256, 8192) as usize;
+    let sample_rows = ((budget / 8) / (4 * d)).clamp(1000, 25_000).min(n64) as usize;
+    if in_memory <= budget {
+        return Ok(BuildPlan {
+            budget,
+            in_memory_bytes: in_memory,
+            shards: 1,
+            shard_capacity: n,
+            reprune: false,
+            sample_rows,
+            chunk_rows,
+            estimated_peak: in_memory,
+        });
+    }
+    // Held through every sharded phase: ids (and their sorted copy while checked).
+    let fixed = OVERHEAD + 16 * n64 + chunk_rows as u64 * 4 * d * 2;
+    let per_shard_vector = vector + graph_node_bytes(shard_degree(max_degree)) + 4 * t + 8;
+    // The training sample, and the walk check's pool: codes and distances to 50 queries.
+    let sample = sample_rows as u64 * 4 * d + 20_000 * (pq_bytes as u64 + sq4 + 200);
+    // The final phase holds the PQ codes and ids twice (kept and encoded into meta.dvm).
+    let meta = 2 * n64 * (pq_bytes as u64 + 8);
+    let smallest_shard = (n / 200).max(2_000).min(n) as u64;
+    let min_shards =
+        (SHARD_OVERLAP as f64 * n as f64 * SHARD_SLACK / smallest_shard as f64).ceil() as u64;
+    let buffers = |shards: u64| shards * FILE_BUFFER as u64;
+    let minimum = (fixed + buffers(min_shards) + smallest_shard * per_shard_vector)
+        .max(fixed + sample)
+        .max(OVERHEAD + meta);
+    if budget < minimum || min_shards as usize > MAX_SHARDS {
+        return Err(IndexError::InvalidArgument(format!(
+            "a memory budget of {} is too small to build {n} vectors of {dim} dimensions: \
+             the smallest that works is {} (the whole build in memory takes about {})",
+            mib(budget),
+            mib(minimum.max(budget + 1)),
+            mib(in_memory)
+        )));
+    }
+    // The largest shards that fit next to their files' buffers.
+    let mut shards = 2u64;
+    let capacity = loop {
+        let room = budget.saturating_sub(fixed + buffers(shards));
+        let capacity = room / per_shard_vector;
+        let needed =
+            (SHARD_OVERLAP as f64 * n as f64 * SHARD_SLACK / capacity.max(1) as f64).ceil() as u64;
+        if needed <= shards {
+            break capacity.min(n64);
+        }
+        if needed as usize > MAX_SHARDS {
+            return Err(IndexError::InvalidArgument(format!(
+                "a memory budget of {} is too small to build {n} vectors of {dim} dimensions \
+                 in at most {MAX_SHARDS} shards",
+                mib(budget)
+            )));
+        }
+        shards = needed;
+    };
+    let reprune = fixed + buffers(shards) + n64 * sq4 + 4 * (d + 1) * 200 * t <= budget;
+    let estimated_peak = (fixed + buffers(shards) + capacity * per_shard_vector)
+        .max(fixed + sample)
+        .max(OVERHEAD + meta);
+    Ok(BuildPlan {
+        budget,
+        in_memory_bytes: in_memory,
+        shards: shards as usize,
+        shard_capacity: capacity as usize,
+        reprune,
+        sample_rows,
+        chunk_rows,
+        estimated_peak,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse_with_units_and_shares_and_refuse_garbage() {
+        assert_eq!(
+            "768MiB".parse::<MemoryBudget>().unwrap(),
+            MemoryBudget::Bytes(768 << 20)
+        );
+        assert_eq!(
+            "2g".parse::<MemoryBudget>().unwrap(),
+            MemoryBudget::Bytes(2 << 30)
+        );
+        assert_eq!(
+            "1.5GiB".parse::<MemoryBudget>().unwrap(),
+            MemoryBudget::Bytes(3 << 29)
+        );
+        assert_eq!(
+            "500MB".parse::<MemoryBudget>().unwrap(),
+            MemoryBudget::Bytes(500_000_000)
+        );
+        assert_eq!(
+            "4096".parse::<MemoryBudget>().unwrap(),
+            MemoryBudget::Bytes(4096)
+        );
+        assert_eq!(
+            "25%".parse::<MemoryBudget>().unwrap(),
+            MemoryBudget::ShareOfRaw(0.25)
+        );
+        assert_eq!("AUTO".parse::<MemoryBudget>().unwrap(), MemoryBudget::Auto);
+        for bad in [
+            "0",
+            "0MiB",
+            "-5MiB",
+            "lots",
+            "12 parsecs",
+            "0%",
+            "NaN%",
+            "",
+            "1e400",
+        ] {
+            let err = bad.parse::<MemoryBudget>().unwrap_err().to_string();
+            assert!(err.contains("memory budget"), "{bad}: {err}");
+        }
+        assert_eq!(MemoryBudget::ShareOfRaw(0.25).resolve(4000), 1000);
+        assert!(MemoryBudget::Auto.resolve(0) > 0);
+    }
+
+    #[test]
+    fn a_roomy_budget_builds_in_memory_and_a_tight_one_shards_within_it() {
+        let (n, dim) = (1_000_000, 768);
+        let raw = (n * dim * 4) as u64;
+        let roomy = plan_build(n, dim, 64, 192, 2, false, 8 * raw).unwrap();
+        assert_eq!(roomy.shards, 1);
+        let tight = plan_build(n, dim, 64, 192, 2, false, raw / 4).unwrap();
+        assert!(tight.shards > 2, "{tight:?}");
+        assert!(tight.estimated_peak <= raw / 4, "{tight:?}");
+        assert!(tight.shard_capacity * tight.shards >= 2 * n, "{tight:?}");
+        let err = plan_build(n, dim, 64, 192, 2, false, 20 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("smallest that works is"), "{err}");
+        // The smallest budget named works.
+        let named = err
+            .split("works is ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        let bytes = match named.parse::<MemoryBudget>().unwrap() {
+            MemoryBudget::Bytes(b) => b,
+            other => panic!("{other:?}"),
+        };
+        plan_build(n, dim, 64, 192, 2, false, bytes).unwrap();
+    }
+}

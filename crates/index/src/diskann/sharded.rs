@@ -1,0 +1,898 @@
+//! The build for data larger than its memory budget (budget.rs decides when).
+//!
+//! 1. Spool: the input is streamed once, checked, prepared (unit length for cosine) and
+//!    written to a scratch file, while a seeded reservoir sample is kept.
+//! 2. The sample trains the PQ codebook, the 4-bit bounds and k-means centroids, one per
+//!    shard. A second pass over the scratch file encodes every vector (PQ and 4-bit codes
+//!    to scratch files) and puts it into the shards of its two nearest centroids that still
+//!    have room (bucket files).
+//! 3. Each shard is loaded and its graph built in memory at two thirds of R, and its lists
+//!    (with their distances) written out, sorted by vector.
+//! 4. The merge walks all shard lists in vector order: a vector's lists from its two
+//!    shards are joined and pruned back to R (robust prune, distances between candidates
+//!    from the 4-bit codes held in memory, or, without room for them, the closest R).
+//! 5. Node file, navigation file and meta.dvm are written from the scratch files in vector
+//!    order, and committed as any build is (commit.rs). The scratch files are named in the
+//!    build's intent record, so a crash leaves nothing the next build or open does not
+//!    remove.
+//!
+//! Every scratch file is written and read through `SpillWriter`/`SpillReader`, which drop
+//! the pages behind them: the page cache a build dirties counts against its memory cgroup.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use diskvec_graph::VamanaParams;
+use diskvec_io::{SpillReader, SpillWriter};
+use diskvec_vector::{kmeans, Metric, ProductQuantizer, Rows, ScalarQuantizer4};
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+
+use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
+use super::build::{walk_codes, walk_sample, write_nodes, BuildParams, BuildReport, SampledCodes};
+use super::meta::Meta;
+use super::nav::{nav_path, NavWriter};
+use super::source::VectorSource;
+use super::{commit, Header};
+use crate::{IndexError, Progress, Result};
+
+/// The scratch files of one build, named by its generation in the index directory.
+struct Scratch {
+    dir: PathBuf,
+    generation: String,
+    shards: usize,
+}
+
+impl Scratch {
+    fn file(&self, what: &str) -> PathBuf {
+        self.dir.join(format!("build.{}.{what}", self.generation))
+    }
+    fn vectors(&self) -> PathBuf {
+        self.file("vectors")
+    }
+    fn pq(&self) -> PathBuf {
+        self.file("pq")
+    }
+    fn sq4(&self) -> PathBuf {
+        self.file("sq4")
+    }
+    fn graph(&self) -> PathBuf {
+        self.file("graph")
+    }
+    fn bucket(&self, s: usize) -> PathBuf {
+        self.file(&format!("bucket{s}"))
+    }
+    fn lists(&self, s: usize) -> PathBuf {
+        self.file(&format!("lists{s}"))
+    }
+    fn all(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.vectors(), self.pq(), self.sq4(), self.graph()];
+        for s in 0..self.shards {
+            files.push(self.bucket(s));
+            files.push(self.lists(s));
+        }
+        files
+    }
+    fn remove(&self) {
+        for f in self.all() {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// The space graphs are built in: the prepared vectors, with one more coordinate for inner
+/// product (`mips_to_l2`: sqrt(M^2 - |x|^2), M the largest norm), searched by L2 there.
+#[derive(Clone, Copy)]
+struct GraphSpace {
+    metric: Metric,
+    dim: usize,
+    max_norm_sq: f32,
+}
+
+impl GraphSpace {
+    fn new(metric: Metric, dim: usize, max_norm_sq: f32) -> Self {
+        Self {
+            metric,
+            dim,
+            max_norm_sq,
+        }
+    }
+    fn dim(&self) -> usize {
+        self.dim + (self.metric == Metric::InnerProduct) as usize
+    }
+    fn metric(&self) -> Metric {
+        if self.metric == Metric::InnerProduct {
+            Metric::L2
+        } else {
+            self.metric
+        }
+    }
+    fn push(&self, v: &[f32], out: &mut Vec<f32>) {
+        out.extend_from_slice(v);
+        if self.metric == Metric::InnerProduct {
+            let norm: f32 = v.iter().map(|x| x * x).sum();
+            out.push((self.max_norm_sq - norm).max(0.0).sqrt());
+        }
+    }
+}
+
+fn le_f32s(bytes: &[u8], out: &mut Vec<f32>) {
+    out.clear();
+    out.extend(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+    );
+}
+
+fn f32s_le(values: &[f32], out: &mut Vec<u8>) {
+    out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+}
+
+/// What the spool pass learned.
+struct Spooled {
+    ids: Vec<i64>,
+    sample: Vec<f32>,
+    max_norm_sq: f32,
+    mean: Vec<f32>,
+}
+
+/// Pass 1: input to the scratch vector file, checked and prepared, with a seeded reservoir
+/// sample of `plan.sample_rows` rows.
+fn spool(
+    source: &mut dyn VectorSource,
+    params: &BuildParams,
+    plan: &BuildPlan,
+    path: &Path,
+    progress: &dyn Progress,
+) -> Result<Spooled> {
+    let (dim, n) = (source.dim(), source.rows());
+    progress.phase("reading input", n as u64);
+    let mut out = SpillWriter::create(path, FILE_BUFFER)?;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(params.seed ^ 0x5a3e);
+    let mut sample = Vec::with_capacity(plan.sample_rows * dim);
+    let mut ids = Vec::with_capacity(n);
+    let mut sums = vec![0f64; dim];
+    let mut max_norm_sq = 0f32;
+    let (mut data, mut chunk_ids, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        let rows = source
+            .next_chunk(&mut data, &mut chunk_ids)
+            .map_err(IndexError::InvalidArgument)?;
+        if rows == 0 {
+            break;
+        }
+        let seen = ids.len();
+        if seen + rows > n {
+            return Err(IndexError::InvalidArgument(format!(
+                "the input delivered more than the {n} rows it announced"
+            )));
+        }
+        if data.len() != rows * dim || chunk_ids.len() != rows {
+            return Err(IndexError::InvalidArgument(format!(
+                "rows {seen}..{}: {} values and {} ids for {rows} rows of dimension {dim} \
+                 (the rows changed length?)",
+                seen + rows,
+                data.len(),
+                chunk_ids.len()
+            )));
+        }
+        if let Some(pos) = data.iter().position(|x| !x.is_finite()) {
+            return Err(IndexError::InvalidArgument(format!(
+                "vector {} (id {}) has a non-finite value (NaN or infinity) at position {}",
+                seen + pos / dim,
+                chunk_ids[pos / dim],
+                pos % dim
+            )));
+        }
+        if !params.input_prepared {
+            data.par_chunks_exact_mut(dim)
+                .for_each(|v| params.metric.prepare(v));
+        }
+        for (i, v) in data.chunks_exact(dim).enumerate() {
+            for (s, &x) in sums.iter_mut().zip(v) {
+                *s += x as f64;
+            }
+            max_norm_sq = max_norm_sq.max(v.iter().map(|x| x * x).sum());
+            // Reservoir sampling: row `seen + i` replaces a random sampled row with
+            // probability sample_rows / (seen + i + 1).
+            let row = seen + i;
+            if row < plan.sample_rows {
+                sample.extend_from_slice(v);
+            } else {
+                let j = rng.random_range(0..=row);
+                if j < plan.sample_rows {
+                    sample[j * dim..(j + 1) * dim].copy_from_slice(v);
+                }
+            }
+        }
+        bytes.clear();
+        f32s_le(&data, &mut bytes);
+        out.write_all(&bytes)?;
+        ids.extend_from_slice(&chunk_ids);
+        progress.advance(rows as u64);
+    }
+    out.finish(false)?;
+    if ids.len() != n {
+        return Err(IndexError::InvalidArgument(format!(
+            "the input ended after {} of the {n} rows it announced",
+            ids.len()
+        )));
+    }
+    let mut sorted = ids.clone();
+    sorted.par_sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(IndexError::InvalidArgument(format!(
+            "id {} appears more than once",
+            w[0]
+        )));
+    }
+    drop(sorted);
+    let mut mean: Vec<f32> = sums.iter().map(|s| (s / n as f64) as f32).collect();
+    params.metric.prepare(&mut mean);
+    Ok(Spooled {
+        ids,
+        sample,
+        max_norm_sq,
+        mean,
+    })
+}
+
+/// What the walk-codes check needs, gathered during pass 2: the query rows' vectors (read
+/// first), and for each pool row its codes and exact distance to every query.
+struct WalkRows {
+    queries: Vec<usize>,
+    query_vectors: Vec<f32>,
+    pool: Vec<usize>,
+    /// Pool row `j`'s distance to query `q` at `j * queries + q`.
+    exact: Vec<f32>,
+    pq: Vec<u8>,
+    sq: Vec<u8>,
+}
+
+impl WalkRows {
+    fn new(vectors: &Path, n: usize, dim: usize) -> Result<Self> {
+        use std::os::unix::fs::FileExt;
+        let (pool, queries) = walk_sample(n);
+        let file = std::fs::File::open(vectors).map_err(crate::error::file_error(vectors))?;
+        let mut query_vectors = Vec::with_capacity(queries.len() * dim);
+        let mut bytes = vec![0u8; dim * 4];
+        let mut v = Vec::new();
+        for &q in &queries {
+            file.read_exact_at(&mut bytes, (q * dim * 4) as u64)
+                .map_err(crate::error::file_error(vectors))?;
+            le_f32s(&bytes, &mut v);
+            query_vectors.extend_from_slice(&v);
+        }
+        Ok(Self {
+            queries,
+            query_vectors,
+            exact: Vec::with_capacity(pool.len()),
+            pool,
+            pq: Vec::new(),
+            sq: Vec::new(),
+        })
+    }
+
+    fn query(&self, row: usize) -> &[f32] {
+        let dim = self.query_vectors.len() / self.queries.len().max(1);
+        let q = self.queries.binary_search(&row).expect("a sampled query");
+        &self.query_vectors[q * dim..(q + 1) * dim]
+    }
+}
+
+/// Pass 2: PQ and 4-bit codes of every vector to their scratch files, every vector into the
+/// buckets of its two nearest centroids with room; returns the medoid (the vector closest
+/// to the mean) and the walk-check rows.
+#[allow(clippy::too_many_arguments)]
+fn encode_and_partition(
+    scratch: &Scratch,
+    n: usize,
+    dim: usize,
+    plan: &BuildPlan,
+    space: GraphSpace,
+    pq: &ProductQuantizer,
+    sq: &ScalarQuantizer4,
+    centroids: &[f32],
+    mean: &[f32],
+    progress: &dyn Progress,
+) -> Result<(u32, Vec<usize>, WalkRows)> {
+    progress.phase("encoding and partitioning", n as u64);
+    let shards = plan.shards;
+    let gdim = space.dim();
+    let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
+    let mut input = SpillReader::open(&scratch.vectors(), FILE_BUFFER)?;
+    let mut pq_out = SpillWriter::create(&scratch.pq(), FILE_BUFFER)?;
+    let mut sq_out = SpillWriter::create(&scratch.sq4(), FILE_BUFFER)?;
+    let mut buckets = (0..shards)
+        .map(|s| SpillWriter::create(&scratch.bucket(s), FILE_BUFFER))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let mut sizes = vec![0usize; shards];
+    let mut walk = WalkRows::new(&scratch.vectors(), n, dim)?;
+    let mut next_wanted = 0usize;
+    let mut medoid = (f32::INFINITY, 0u32);
+    let medoid_metric = space.metric;
+    let (mut bytes, mut data, mut record) = (Vec::new(), Vec::new(), Vec::new());
+    let mut row = 0usize;
+    while row < n {
+        let rows = plan.chunk_rows.min(n - row);
+        bytes.resize(rows * dim * 4, 0);
+        input.read_exact(&mut bytes)?;
+        le_f32s(&bytes, &mut data);
+        // Per row: PQ code, 4-bit record, shards by distance to their centroid, distance
+        // to the mean.
+        let encoded: Vec<(Vec<u8>, Vec<u8>, Vec<u32>, f32)> = data
+            .par_chunks_exact(dim)
+            .map(|v| {
+                let mut code = vec![0u8; m];
+                pq.encode_into(v, &mut code);
+                let mut rec = vec![0u8; sq_record];
+                sq.encode(v, &mut rec[..sq_record - 4]);
+                let norm: f32 = v.iter().map(|x| x * x).sum();
+                rec[sq_record - 4..].copy_from_slice(&norm.to_le_bytes());
+                let mut g = Vec::with_capacity(gdim);
+                space.push(v, &mut g);
+                let mut by_centroid: Vec<(f32, u32)> = centroids
+                    .chunks_exact(gdim)
+                    .enumerate()
+                    .map(|(s, c)| (Metric::L2.distance(&g, c), s as u32))
+                    .collect();
+                by_centroid.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let order = by_centroid.iter().map(|c| c.1).collect();
+                (code, rec, order, medoid_metric.distance(v, mean))
+            })
+            .collect();
+        for (i, (code, rec, order, to_mean)) in encoded.into_iter().enumerate() {
+            let gid = row + i;
+            let v = &data[i * dim..(i + 1) * dim];
+            pq_out.write_all(&code)?;
+            sq_out.write_all(&rec)?;
+            if to_mean < medoid.0 {
+                medoid = (to_mean, gid as u32);
+            }
+            if walk.pool.get(next_wanted) == Some(&gid) {
+                for q in walk.query_vectors.chunks_exact(dim) {
+                    walk.exact.push(space.metric.distance(q, v));
+                }
+                walk.pq.extend_from_slice(&code);
+                walk.sq.extend_from_slice(&rec);
+                next_wanted += 1;
+            }
+            // The nearest shards with room; the overlap joins neighbouring shards' graphs.
+            let mut placed = 0;
+            for &s in &order {
+                let s = s as usize;
+                if sizes[s] >= plan.shard_capacity {
+                    continue;
+                }
+                record.clear();
+                record.extend_from_slice(&(gid as u32).to_le_bytes());
+                f32s_le(v, &mut record);
+                buckets[s].write_all(&record)?;
+                sizes[s] += 1;
+                placed += 1;
+                if placed == SHARD_OVERLAP.min(shards) {
+                    break;
+                }
+            }
+            if placed == 0 {
+                return Err(IndexError::InvalidArgument(format!(
+                    "the build plan's {shards} shards of {} vectors are full at vector {gid} \
+                     (a larger memory budget gives larger shards)",
+                    plan.shard_capacity
+                )));
+            }
+        }
+        row += rows;
+        progress.advance(rows as u64);
+    }
+    pq_out.finish(false)?;
+    sq_out.finish(false)?;
+    for b in buckets {
+        b.finish(false)?;
+    }
+    Ok((medoid.1, sizes, walk))
+}
+
+/// Pass 3: shard `s`'s graph, built in memory from its bucket file, written as lists of
+/// (neighbour, distance) by vector, in vector order.
+fn build_shard(
+    scratch: &Scratch,
+    s: usize,
+    size: usize,
+    dim: usize,
+    space: GraphSpace,
+    params: &BuildParams,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let gdim = space.dim();
+    let mut input = SpillReader::open(&scratch.bucket(s), FILE_BUFFER)?;
+    let mut gids = Vec::with_capacity(size);
+    let mut data = diskvec_vector::vec_with_huge_pages(size * gdim);
+    let (mut record, mut v) = (vec![0u8; 4 + 4 * dim], Vec::with_capacity(dim));
+    for _ in 0..size {
+        input.read_exact(&mut record)?;
+        gids.push(u32::from_le_bytes(record[..4].try_into().expect("4 bytes")));
+        le_f32s(&record[4..], &mut v);
+        space.push(&v, &mut data);
+    }
+    drop(input);
+    let _ = std::fs::remove_file(scratch.bucket(s));
+    let vamana = VamanaParams {
+        max_degree: shard_degree(params.max_degree),
+        build_list: params.build_list,
+        alpha: params.alpha,
+        seed: params.seed ^ s as u64,
+    };
+    let graph = diskvec_graph::build(&data, gdim, space.metric(), vamana, &|k| {
+        progress.advance(k)
+    });
+    let rows = Rows::new(&data, gdim);
+    let mut out = SpillWriter::create(&scratch.lists(s), FILE_BUFFER)?;
+    let mut bytes = Vec::new();
+    for (local, list) in graph.neighbors.iter().enumerate() {
+        bytes.clear();
+        bytes.extend_from_slice(&gids[local].to_le_bytes());
+        bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
+        let here = rows.get(local as u32);
+        for &q in list {
+            bytes.extend_from_slice(&gids[q as usize].to_le_bytes());
+            let d = space.metric().distance(here, rows.get(q));
+            bytes.extend_from_slice(&d.to_le_bytes());
+        }
+        out.write_all(&bytes)?;
+    }
+    out.finish(false)?;
+    Ok(())
+}
+
+/// One shard's list file, read a vector's list at a time.
+struct ListReader {
+    input: SpillReader,
+    /// The next list: its vector and its (distance, neighbour) pairs.
+    head: Option<(u32, Vec<(f32, u32)>)>,
+}
+
+impl ListReader {
+    fn open(path: &Path) -> Result<Self> {
+        let mut r = Self {
+            input: SpillReader::open(path, FILE_BUFFER)?,
+            head: None,
+        };
+        r.advance()?;
+        Ok(r)
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        if self.input.remaining() == 0 {
+            self.head = None;
+            return Ok(());
+        }
+        let mut head = [0u8; 8];
+        self.input.read_exact(&mut head)?;
+        let gid = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+        let degree = u32::from_le_bytes(head[4..].try_into().expect("4 bytes")) as usize;
+        let mut body = vec![0u8; degree * 8];
+        self.input.read_exact(&mut body)?;
+        let list = body
+            .chunks_exact(8)
+            .map(|e| {
+                (
+                    f32::from_le_bytes(e[4..].try_into().expect("4 bytes")),
+                    u32::from_le_bytes(e[..4].try_into().expect("4 bytes")),
+                )
+            })
+            .collect();
+        self.head = Some((gid, list));
+        Ok(())
+    }
+}
+
+/// Pass 4: every vector's shard lists joined and pruned back to R, written to the scratch
+/// graph file as (degree, R slots) in vector order. Returns the number of edges.
+#[allow(clippy::too_many_arguments)]
+fn merge(
+    scratch: &Scratch,
+    n: usize,
+    space: GraphSpace,
+    params: &BuildParams,
+    plan: &BuildPlan,
+    sq: &ScalarQuantizer4,
+    progress: &dyn Progress,
+) -> Result<u64> {
+    progress.phase("merging shard graphs", n as u64);
+    let r = params.max_degree;
+    // The 4-bit records of every vector, for distances between candidates.
+    let codes = if plan.reprune {
+        let mut input = SpillReader::open(&scratch.sq4(), FILE_BUFFER)?;
+        let mut all = vec![0u8; input.len() as usize];
+        input.read_exact(&mut all)?;
+        Some(all)
+    } else {
+        None
+    };
+    let record = sq.code_bytes() + 4;
+    let mut readers = (0..plan.shards)
+        .map(|s| ListReader::open(&scratch.lists(s)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = SpillWriter::create(&scratch.graph(), FILE_BUFFER)?;
+    let mut edges = 0u64;
+    const BATCH: usize = 4096;
+    let mut gid = 0usize;
+    let mut bytes = Vec::new();
+    while gid < n {
+        let end = (gid + BATCH).min(n);
+        let mut unions: Vec<Vec<(f32, u32)>> = Vec::with_capacity(end - gid);
+        for g in gid..end {
+            let mut union = Vec::new();
+            for reader in readers.iter_mut() {
+                if reader.head.as_ref().is_some_and(|h| h.0 as usize == g) {
+                    union.extend(reader.head.take().expect("checked").1);
+                    reader.advance()?;
+                }
+            }
+            unions.push(union);
+        }
+        let pruned: Vec<Vec<u32>> = unions
+            .into_par_iter()
+            .enumerate()
+            .map_init(Vec::new, |decoded, (i, mut pool)| {
+                let node = (gid + i) as u32;
+                pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                pool.dedup_by_key(|c| c.1);
+                pool.retain(|c| c.1 != node);
+                match &codes {
+                    Some(codes) if pool.len() > r => {
+                        // Candidates as local rows 1.., the node as row 0, decoded from
+                        // their 4-bit codes into the graph space.
+                        decoded.clear();
+                        let mut v = Vec::with_capacity(space.dim);
+                        for id in std::iter::once(node).chain(pool.iter().map(|c| c.1)) {
+                            v.clear();
+                            let at = id as usize * record;
+                            sq.decode_into(&codes[at..at + record - 4], &mut v);
+                            space.push(&v, decoded);
+                        }
+                        let rows = Rows::new(decoded, space.dim());
+                        let mut local: Vec<(f32, u32)> = pool
+                            .iter()
+                            .enumerate()
+                            .map(|(j, c)| (c.0, j as u32 + 1))
+                            .collect();
+                        diskvec_graph::robust_prune(
+                            0,
+                            &mut local,
+                            params.alpha,
+                            r,
+                            rows,
+                            space.metric(),
+                        )
+                        .into_iter()
+                        .map(|j| pool[j as usize - 1].1)
+                        .collect()
+                    }
+                    _ => pool.iter().take(r).map(|c| c.1).collect(),
+                }
+            })
+            .collect();
+        bytes.clear();
+        for list in &pruned {
+            bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            for slot in 0..r {
+                bytes.extend_from_slice(&list.get(slot).copied().unwrap_or(0).to_le_bytes());
+            }
+            edges += list.len() as u64;
+        }
+        out.write_all(&bytes)?;
+        progress.advance((end - gid) as u64);
+        gid = end;
+    }
+    if let Some(left) = readers.iter().find_map(|r| r.head.as_ref()) {
+        return Err(IndexError::InvalidArgument(format!(
+            "shard list for vector {} left over after the merge (scratch file damaged?)",
+            left.0
+        )));
+    }
+    out.finish(false)?;
+    for s in 0..plan.shards {
+        let _ = std::fs::remove_file(scratch.lists(s));
+    }
+    Ok(edges)
+}
+
+/// Reads the scratch graph file a vector's list at a time.
+struct GraphReader {
+    input: SpillReader,
+    bytes: Vec<u8>,
+}
+
+impl GraphReader {
+    fn open(path: &Path, r: usize) -> Result<Self> {
+        Ok(Self {
+            input: SpillReader::open(path, FILE_BUFFER)?,
+            bytes: vec![0u8; 4 * (r + 1)],
+        })
+    }
+    fn next(&mut self, out: &mut Vec<u32>) -> Result<()> {
+        self.input.read_exact(&mut self.bytes)?;
+        let degree = u32::from_le_bytes(self.bytes[..4].try_into().expect("4 bytes")) as usize;
+        out.clear();
+        out.extend(
+            self.bytes[4..4 + 4 * degree]
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
+        );
+        Ok(())
+    }
+}
+
+/// Builds an index from `source` within `plan` (sharded), into `out`.
+pub(crate) fn build_sharded(
+    source: &mut dyn VectorSource,
+    params: &BuildParams,
+    pq_bytes: usize,
+    plan: &BuildPlan,
+    out: &Path,
+    progress: &dyn Progress,
+) -> Result<BuildReport> {
+    let start = Instant::now();
+    let (dim, n) = (source.dim(), source.rows());
+    std::fs::create_dir_all(out).map_err(crate::error::file_error(out))?;
+    let _lock = commit::lock(out)?;
+    commit::remove_interrupted(out);
+    let previous = commit::current_files(out);
+    let build_id = commit::new_build_id();
+    let scratch = Scratch {
+        dir: out.to_path_buf(),
+        generation: format!("{build_id:016x}"),
+        shards: plan.shards,
+    };
+    let (targets, stored_paths) = commit::placement(out, &params.paths, build_id)?;
+    let nav_target = nav_path(out, build_id);
+    let new_files: Vec<PathBuf> = targets
+        .iter()
+        .cloned()
+        .chain([nav_target.clone()])
+        .chain(scratch.all())
+        .collect();
+    let raw = n as u64 * dim as u64 * 4;
+    commit::check_free_space(out, raw * 4 + raw / 2)?;
+    let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
+    let result = build_files(
+        source,
+        params,
+        pq_bytes,
+        plan,
+        progress,
+        &scratch,
+        &targets,
+        stored_paths,
+        &nav_target,
+        build_id,
+    );
+    scratch.remove();
+    let (report_parts, meta_bytes, header) = result?;
+    for dir in new_files
+        .iter()
+        .take(targets.len() + 1)
+        .filter_map(|t| t.parent())
+    {
+        commit::sync_dir(dir)?;
+    }
+    commit::failpoint("build:nodes-written");
+    commit::write_meta(out, &meta_bytes)?;
+    commit::failpoint("build:committed");
+    commit::remove_previous(out, &previous, &intent);
+    let (pq_seconds, graph_seconds, write_seconds) = report_parts;
+    Ok(BuildReport {
+        count: n,
+        dim,
+        pq_bytes,
+        pq_seconds,
+        graph_seconds,
+        write_seconds,
+        total_seconds: start.elapsed().as_secs_f64(),
+        nodes_file_bytes: header.nodes_file_bytes(),
+        meta_file_bytes: meta_bytes.len() as u64,
+        shards: plan.shards,
+        memory_budget: plan.budget,
+    })
+}
+
+type Built = ((f64, f64, f64), Vec<u8>, Header);
+
+#[allow(clippy::too_many_arguments)]
+fn build_files(
+    source: &mut dyn VectorSource,
+    params: &BuildParams,
+    pq_bytes: usize,
+    plan: &BuildPlan,
+    progress: &dyn Progress,
+    scratch: &Scratch,
+    targets: &[PathBuf],
+    stored_paths: Vec<String>,
+    nav_target: &Path,
+    build_id: u64,
+) -> Result<Built> {
+    let (dim, n) = (source.dim(), source.rows());
+    let start = Instant::now();
+    let spooled = spool(source, params, plan, &scratch.vectors(), progress)?;
+    commit::failpoint("build:spooled");
+    let space = GraphSpace::new(params.metric, dim, spooled.max_norm_sq);
+    progress.phase("PQ training", 1);
+    let pq = ProductQuantizer::train(
+        &spooled.sample,
+        dim,
+        pq_bytes,
+        params.metric.pq_uses_l2(),
+        params.pq_sample,
+        params.seed,
+    )
+    .map_err(IndexError::InvalidArgument)?;
+    let sq = ScalarQuantizer4::train(&spooled.sample, dim);
+    let mut graph_sample = Vec::with_capacity(spooled.sample.len() / dim * space.dim());
+    for v in spooled.sample.chunks_exact(dim) {
+        space.push(v, &mut graph_sample);
+    }
+    drop(spooled.sample);
+    let centroids = kmeans(&graph_sample, space.dim(), plan.shards, 10, params.seed);
+    drop(graph_sample);
+    progress.advance(1);
+    let (medoid, sizes, walk) = encode_and_partition(
+        scratch,
+        n,
+        dim,
+        plan,
+        space,
+        &pq,
+        &sq,
+        &centroids,
+        &spooled.mean,
+        progress,
+    )?;
+    let pq_seconds = start.elapsed().as_secs_f64();
+    commit::failpoint("build:partitioned");
+
+    let graph_start = Instant::now();
+    let total: usize = sizes.iter().sum();
+    progress.phase(&format!("graph ({} shards)", plan.shards), 2 * total as u64);
+    for (s, &size) in sizes.iter().enumerate() {
+        build_shard(scratch, s, size, dim, space, params, progress)?;
+        if s == 0 {
+            commit::failpoint("build:first-shard");
+        }
+    }
+    let edges = merge(scratch, n, space, params, plan, &sq, progress)?;
+    commit::failpoint("build:merged");
+    let graph_seconds = graph_start.elapsed().as_secs_f64();
+
+    let write_start = Instant::now();
+    // The walk check on the rows gathered in pass 2.
+    let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
+    let queries = walk.queries.len();
+    let pool_index = |row: usize| walk.pool.binary_search(&row).expect("sampled in pass 2");
+    let (walk_mode, code_recall) = walk_codes(
+        n,
+        params.metric,
+        &pq,
+        &sq,
+        |row| walk.query(row),
+        |q, row| {
+            let qi = walk.queries.binary_search(&q).expect("a sampled query");
+            walk.exact[pool_index(row) * queries + qi]
+        },
+        |row| {
+            let i = pool_index(row);
+            SampledCodes {
+                pq: &walk.pq[i * m..(i + 1) * m],
+                sq: &walk.sq[i * sq_record..(i + 1) * sq_record],
+            }
+        },
+    );
+    drop(walk);
+    progress.phase("navigation codes", n as u64);
+    let mut nav = NavWriter::create(
+        nav_target,
+        build_id,
+        n,
+        edges as usize,
+        &sq,
+        walk_mode,
+        code_recall,
+    )?;
+    {
+        let mut codes = SpillReader::open(&scratch.sq4(), FILE_BUFFER)?;
+        let mut buf = vec![0u8; plan.chunk_rows * sq_record];
+        let mut left = n;
+        while left > 0 {
+            let rows = left.min(plan.chunk_rows);
+            codes.read_exact(&mut buf[..rows * sq_record])?;
+            nav.write(&buf[..rows * sq_record])?;
+            left -= rows;
+        }
+        let mut list = Vec::new();
+        let mut offsets = Vec::with_capacity(plan.chunk_rows + 1);
+        let mut graph = GraphReader::open(&scratch.graph(), params.max_degree)?;
+        let mut at = 0u32;
+        offsets.push(at);
+        for _ in 0..n {
+            graph.next(&mut list)?;
+            at += list.len() as u32;
+            offsets.push(at);
+            if offsets.len() >= plan.chunk_rows {
+                nav.write_words(&offsets)?;
+                offsets.clear();
+            }
+        }
+        nav.write_words(&offsets)?;
+        let mut graph = GraphReader::open(&scratch.graph(), params.max_degree)?;
+        for _ in 0..n {
+            graph.next(&mut list)?;
+            nav.write_words(&list)?;
+            progress.advance(1);
+        }
+    }
+    nav.finish()?;
+
+    let header_probe = Header {
+        metric: params.metric,
+        dim: dim as u32,
+        max_degree: params.max_degree as u32,
+        count: n as u64,
+        medoid,
+        build_list: params.build_list as u32,
+        alpha: params.alpha,
+        pq_bytes: pq_bytes as u32,
+        build_id,
+        meta_crc: 0,
+        stripe_bytes: params.stripe_bytes,
+        path_count: targets.len() as u32,
+        mirrored: params.mirror,
+    };
+    let codes = {
+        let mut input = SpillReader::open(&scratch.pq(), FILE_BUFFER)?;
+        let mut all = vec![0u8; n * m];
+        input.read_exact(&mut all)?;
+        all
+    };
+    let meta = Meta {
+        pq: Some(pq),
+        codes,
+        ids: spooled.ids,
+        entries: super::build::entry_sample(n, params.entry_points, params.seed),
+        paths: stored_paths,
+        geometry: header_probe.clone(),
+        build_id: 0,
+        crc: 0,
+    };
+    let (meta_bytes, meta_crc) = meta.encode(build_id);
+    drop(meta);
+    let header = Header {
+        meta_crc,
+        ..header_probe
+    };
+    let mut vectors = SpillReader::open(&scratch.vectors(), FILE_BUFFER)?;
+    let mut graph = GraphReader::open(&scratch.graph(), params.max_degree)?;
+    let mut bytes = vec![0u8; dim * 4];
+    write_nodes(
+        targets,
+        params,
+        &header,
+        n,
+        progress,
+        |_, vector, neighbours| {
+            vectors.read_exact(&mut bytes)?;
+            le_f32s(&bytes, vector);
+            graph.next(neighbours)
+        },
+    )?;
+    Ok((
+        (
+            pq_seconds,
+            graph_seconds,
+            write_start.elapsed().as_secs_f64(),
+        ),
+        meta_bytes,
+        header,
+    ))
+}
