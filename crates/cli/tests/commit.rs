@@ -63,10 +63,35 @@ fn files(index: &Path, paths: &[PathBuf]) -> Vec<String> {
     all
 }
 
-fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
+/// `shard_capacity`: build in shards of at most that many vectors (the budgeted build's
+/// scratch files and steps), else in memory.
+fn interrupted_builds_leave_a_whole_index(
+    paths: &[PathBuf],
+    root: &Path,
+    shard_capacity: Option<usize>,
+) {
     let small = synth(root, 600, "small");
     let large = synth(root, 900, "large");
     let index = root.join("idx");
+    let build_command = |dataset: &Path, index: &Path, paths: &[PathBuf]| {
+        let mut c = build_command(dataset, index, paths);
+        if let Some(capacity) = shard_capacity {
+            c.env(
+                diskvec_index::diskann::SHARD_CAPACITY_VAR,
+                capacity.to_string(),
+            );
+        }
+        c
+    };
+    let sharded_steps: &[(&str, u64)] = match shard_capacity {
+        Some(_) => &[
+            ("build:spooled", 600),
+            ("build:partitioned", 600),
+            ("build:first-shard", 600),
+            ("build:merged", 600),
+        ],
+        None => &[],
+    };
     assert!(build_command(&small, &index, paths)
         .status()
         .unwrap()
@@ -74,11 +99,11 @@ fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
     assert_eq!(count_and_search(&index, (&small, &large)), 600);
     let settled = files(&index, paths);
 
-    for (step, survivor) in [
+    for &(step, survivor) in sharded_steps.iter().chain(&[
         ("build:nodes-written", 600),
         ("build:meta-written", 600),
         ("build:committed", 900),
-    ] {
+    ]) {
         let out = build_command(&large, &index, paths)
             .env("DISKVEC_FAILPOINT", step)
             .output()
@@ -143,7 +168,13 @@ fn interrupted_builds_leave_a_whole_index(paths: &[PathBuf], root: &Path) {
 #[test]
 fn an_interrupted_build_in_one_directory_keeps_a_whole_index() {
     let root = tempfile::tempdir().unwrap();
-    interrupted_builds_leave_a_whole_index(&[], root.path());
+    interrupted_builds_leave_a_whole_index(&[], root.path(), None);
+}
+
+#[test]
+fn an_interrupted_build_in_shards_keeps_a_whole_index_and_leaves_no_scratch_files() {
+    let root = tempfile::tempdir().unwrap();
+    interrupted_builds_leave_a_whole_index(&[], root.path(), Some(300));
 }
 
 #[test]
@@ -151,7 +182,7 @@ fn an_interrupted_build_over_mirrored_paths_keeps_a_whole_index() {
     let root = tempfile::tempdir().unwrap();
     let paths: Vec<PathBuf> = (0..3).map(|i| root.path().join(format!("ns{i}"))).collect();
     paths.iter().for_each(|p| std::fs::create_dir(p).unwrap());
-    interrupted_builds_leave_a_whole_index(&paths, root.path());
+    interrupted_builds_leave_a_whole_index(&paths, root.path(), None);
 }
 
 #[test]

@@ -145,3 +145,139 @@ fn reads_the_shared_real_dataset_when_present() {
     let norm: f32 = test.row(0).iter().map(|x| x * x).sum();
     assert!((norm - 1.0).abs() < 1e-3);
 }
+
+/// Reads `path` as a stream of `chunk` rows and joins the chunks.
+fn streamed(path: &Path, chunk: usize) -> diskvec_dataset::Result<Matrix> {
+    let mut s = diskvec_dataset::open_stream(path, chunk)?;
+    let mut all = Matrix {
+        data: Vec::new(),
+        dim: s.dim(),
+        ids: Vec::new(),
+    };
+    while let Some(m) = s.next_chunk()? {
+        assert!(m.len() <= chunk && m.dim == s.dim());
+        all.data.extend(m.data);
+        all.ids.extend(m.ids);
+    }
+    assert_eq!(all.len(), s.rows());
+    Ok(all)
+}
+
+#[test]
+fn streams_deliver_in_chunks_what_a_whole_read_delivers() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Matrix {
+        data: (0..7 * 5).map(|x| x as f32 * 0.25).collect(),
+        dim: 5,
+        ids: (100..107).collect(),
+    };
+    let p = dir.path().join("train.parquet");
+    write_vectors(&p, &m).unwrap();
+    let (mut fvecs, mut bvecs) = (Vec::new(), Vec::new());
+    for row in m.data.chunks(5) {
+        fvecs.extend_from_slice(&5i32.to_le_bytes());
+        bvecs.extend_from_slice(&5i32.to_le_bytes());
+        row.iter()
+            .for_each(|x| fvecs.extend_from_slice(&x.to_le_bytes()));
+        row.iter().for_each(|x| bvecs.push((*x * 4.0) as u8));
+    }
+    write(&dir.path().join("a.fvecs"), &fvecs);
+    write(&dir.path().join("a.bvecs"), &bvecs);
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (7, 5), }";
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let padded = format!("{header:<118}\n");
+    npy.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+    npy.extend_from_slice(padded.as_bytes());
+    m.data
+        .iter()
+        .for_each(|x| npy.extend_from_slice(&x.to_le_bytes()));
+    write(&dir.path().join("a.npy"), &npy);
+    for name in ["train.parquet", "a.fvecs", "a.bvecs", "a.npy"] {
+        let p = dir.path().join(name);
+        for chunk in [1, 3, 7, 100] {
+            assert_eq!(
+                streamed(&p, chunk).unwrap(),
+                read_vectors(&p).unwrap(),
+                "{name} {chunk}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_file_that_ends_early_or_changes_row_length_while_streaming_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Truncated after it was opened: the rows announced at open are missing at the end.
+    let p = dir.path().join("shrinks.fvecs");
+    // Larger than the reader's buffer, so the cut is met while streaming.
+    let (rows, dim) = (3000, 256);
+    let mut fvecs = Vec::new();
+    for row in 0..rows {
+        fvecs.extend_from_slice(&(dim as i32).to_le_bytes());
+        for _ in 0..dim {
+            fvecs.extend_from_slice(&(row as f32).to_le_bytes());
+        }
+    }
+    write(&p, &fvecs);
+    let mut s = diskvec_dataset::open_stream(&p, 100).unwrap();
+    assert_eq!(s.rows(), rows);
+    s.next_chunk().unwrap().unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len((4 + 4 * dim as u64) * 2000 + 10)
+        .unwrap();
+    let err = loop {
+        match s.next_chunk() {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("a truncated file streamed to its end"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        err.contains("shrinks.fvecs") && err.contains("truncated"),
+        "{err}"
+    );
+
+    // A row whose header says another dimension (same byte count: 2 floats vs 8 bytes).
+    let p = dir.path().join("ragged.bvecs");
+    let mut bvecs = Vec::new();
+    for d in [8i32, 8, 8] {
+        bvecs.extend_from_slice(&d.to_le_bytes());
+        bvecs.extend_from_slice(&[1u8; 8]);
+    }
+    bvecs[24..28].copy_from_slice(&4i32.to_le_bytes());
+    write(&p, &bvecs);
+    let err = streamed(&p, 1).unwrap_err().to_string();
+    assert!(err.contains("row 2 says dimension 4"), "{err}");
+
+    // NaN in a later chunk names its row and id.
+    let m = Matrix {
+        data: vec![1.0, 2.0, 3.0, 4.0, 5.0, f32::NAN],
+        dim: 2,
+        ids: vec![4, 5, 6],
+    };
+    let p = dir.path().join("nan.parquet");
+    write_vectors(&p, &m).unwrap();
+    let err = streamed(&p, 1).unwrap_err().to_string();
+    assert!(
+        err.contains("vector 2 (id 6)") && err.contains("non-finite"),
+        "{err}"
+    );
+
+    // A .npy whose data is shorter than its shape is refused at open.
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (9, 5), }";
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let padded = format!("{header:<118}\n");
+    npy.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+    npy.extend_from_slice(padded.as_bytes());
+    npy.extend_from_slice(&[0u8; 40]);
+    let p = dir.path().join("short.npy");
+    write(&p, &npy);
+    let err = diskvec_dataset::open_stream(&p, 4)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("shorter than its shape"), "{err}");
+}

@@ -168,7 +168,7 @@ pub struct BuildPlan {
 
 /// Fixed cost of the process besides the data: code, allocator slack, thread stacks, I/O
 /// buffers (measured: about 30 MiB resident for a small build).
-const OVERHEAD: u64 = 48 << 20;
+const OVERHEAD: u64 = 24 << 20;
 /// Each vector of an index sits in this many shards.
 pub const SHARD_OVERLAP: usize = 2;
 /// Shards are sized for this many times the mean (k-means clusters are uneven; a full
@@ -177,7 +177,7 @@ const SHARD_SLACK: f64 = 1.15;
 /// Most shards one build may have (each has a list file open during the merge).
 const MAX_SHARDS: usize = 512;
 /// Buffer of each file written or read during the sharded phases.
-pub(crate) const FILE_BUFFER: usize = 256 << 10;
+pub(crate) const FILE_BUFFER: usize = 64 << 10;
 
 /// Bytes a node of a graph under construction takes, for out-degree `r`: its list's room
 /// (with the build's slack), the lock and vector header, allocator rounding.
@@ -202,6 +202,47 @@ pub fn plan_build(
     inner_product: bool,
     budget: u64,
 ) -> Result<BuildPlan> {
+    let attempt = |b: u64| try_plan(n, dim, max_degree, pq_bytes, threads, inner_product, b);
+    match attempt(budget) {
+        Ok(plan) => Ok(plan),
+        Err(Refusal::TooSmall { in_memory }) => {
+            // The smallest budget that plans (chunks and samples grow with the budget, so
+            // the smallest is searched for, not computed): the one the message names works.
+            let (mut lo, mut hi) = (budget, in_memory.max(budget + 1));
+            while hi - lo > 1 << 20 {
+                let mid = lo + (hi - lo) / 2;
+                match attempt(mid) {
+                    Ok(_) => hi = mid,
+                    Err(_) => lo = mid,
+                }
+            }
+            let smallest = hi.div_ceil(1 << 20) << 20;
+            Err(IndexError::InvalidArgument(format!(
+                "a memory budget of {} is too small to build {n} vectors of {dim} dimensions: \
+                 the smallest that works is {} (the whole build in memory takes about {})",
+                mib(budget),
+                mib(smallest),
+                mib(in_memory)
+            )))
+        }
+        Err(Refusal::Other(e)) => Err(e),
+    }
+}
+
+enum Refusal {
+    TooSmall { in_memory: u64 },
+    Other(IndexError),
+}
+
+fn try_plan(
+    n: usize,
+    dim: usize,
+    max_degree: usize,
+    pq_bytes: usize,
+    threads: usize,
+    inner_product: bool,
+    budget: u64,
+) -> std::result::Result<BuildPlan, Refusal> {
     let n64 = n as u64;
     let d = dim as u64;
     let vector = 4 * (d + inner_product as u64);
@@ -219,8 +260,8 @@ pub fn plan_build(
                 + 4 * max_degree as u64
                 + 8
                 + 4 * t);
-    let chunk_rows = ((budget / 16) / (4 * d)).clamp(256, 8192) as usize;
-    let sample_rows = ((budget / 8) / (4 * d)).clamp(1000, 25_000).min(n64) as usize;
+    let chunk_rows = ((budget / 64) / (4 * d)).clamp(64, 8192) as usize;
+    let sample_rows = ((budget / 16) / (4 * d)).clamp(1000, 25_000).min(n64) as usize;
     if in_memory <= budget {
         return Ok(BuildPlan {
             budget,
@@ -247,14 +288,13 @@ pub fn plan_build(
     let minimum = (fixed + buffers(min_shards) + smallest_shard * per_shard_vector)
         .max(fixed + sample)
         .max(OVERHEAD + meta);
-    if budget < minimum || min_shards as usize > MAX_SHARDS {
-        return Err(IndexError::InvalidArgument(format!(
-            "a memory budget of {} is too small to build {n} vectors of {dim} dimensions: \
-             the smallest that works is {} (the whole build in memory takes about {})",
-            mib(budget),
-            mib(minimum.max(budget + 1)),
-            mib(in_memory)
-        )));
+    if budget < minimum {
+        return Err(Refusal::TooSmall { in_memory });
+    }
+    if min_shards as usize > MAX_SHARDS {
+        return Err(Refusal::Other(IndexError::InvalidArgument(format!(
+            "{n} vectors need more than {MAX_SHARDS} shards"
+        ))));
     }
     // The largest shards that fit next to their files' buffers.
     let mut shards = 2u64;
@@ -267,18 +307,30 @@ pub fn plan_build(
             break capacity.min(n64);
         }
         if needed as usize > MAX_SHARDS {
-            return Err(IndexError::InvalidArgument(format!(
-                "a memory budget of {} is too small to build {n} vectors of {dim} dimensions \
-                 in at most {MAX_SHARDS} shards",
-                mib(budget)
-            )));
+            return Err(Refusal::TooSmall { in_memory });
         }
         shards = needed;
     };
+    if estimated_peak_of(
+        fixed,
+        buffers(shards),
+        capacity,
+        per_shard_vector,
+        sample,
+        meta,
+    ) > budget
+    {
+        return Err(Refusal::TooSmall { in_memory });
+    }
     let reprune = fixed + buffers(shards) + n64 * sq4 + 4 * (d + 1) * 200 * t <= budget;
-    let estimated_peak = (fixed + buffers(shards) + capacity * per_shard_vector)
-        .max(fixed + sample)
-        .max(OVERHEAD + meta);
+    let estimated_peak = estimated_peak_of(
+        fixed,
+        buffers(shards),
+        capacity,
+        per_shard_vector,
+        sample,
+        meta,
+    );
     Ok(BuildPlan {
         budget,
         in_memory_bytes: in_memory,
@@ -289,6 +341,32 @@ pub fn plan_build(
         chunk_rows,
         estimated_peak,
     })
+}
+
+fn estimated_peak_of(
+    fixed: u64,
+    buffers: u64,
+    capacity: u64,
+    per_shard_vector: u64,
+    sample: u64,
+    meta: u64,
+) -> u64 {
+    (fixed + buffers + capacity * per_shard_vector)
+        .max(fixed + sample)
+        .max(OVERHEAD + meta)
+}
+
+impl BuildPlan {
+    /// This plan with shards of at most `capacity` vectors (and as many as `n` needs).
+    pub fn with_shard_capacity(mut self, n: usize, capacity: usize) -> Self {
+        let capacity = capacity.clamp(2, n.max(2));
+        self.shard_capacity = capacity;
+        self.shards = ((SHARD_OVERLAP as f64 * n as f64 * SHARD_SLACK) / capacity as f64)
+            .ceil()
+            .max(2.0) as usize;
+        self.reprune = true;
+        self
+    }
 }
 
 #[cfg(test)]

@@ -267,6 +267,10 @@ pub(crate) fn walk_codes<'a, 'q>(
     (walk, sq_hits as f32 / total_truths.max(1) as f32)
 }
 
+/// Forces the sharded build with shards of at most this many vectors whatever the budget
+/// (tests use it to shard inputs far smaller than the process itself).
+pub const SHARD_CAPACITY_VAR: &str = "DISKVEC_BUILD_SHARD_CAPACITY";
+
 /// Builds a DISKANN index of the vectors `source` streams into the directory `out` within
 /// `budget` (peak memory, as a memory cgroup counts it: resident memory and the page cache
 /// the build dirties), replacing any index there only once the new one is complete. A build
@@ -296,6 +300,13 @@ pub fn build_from(
         params.metric == Metric::InnerProduct,
         budget_bytes,
     )?;
+    let plan = match std::env::var(SHARD_CAPACITY_VAR)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(capacity) => plan.with_shard_capacity(n, capacity),
+        None => plan,
+    };
     log::info!(
         "build of {n} x {dim} within {}: {}",
         super::budget::mib(budget_bytes),

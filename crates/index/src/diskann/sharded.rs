@@ -671,7 +671,19 @@ pub(crate) fn build_sharded(
         build_id,
     );
     scratch.remove();
-    let (report_parts, meta_bytes, header) = result?;
+    let (report_parts, meta_bytes, header) = match result {
+        Ok(built) => built,
+        Err(e) => {
+            // Nothing of a failed build stays: its files (under their final or temporary
+            // names) and its intent record.
+            for f in new_files.iter().take(targets.len() + 1) {
+                let _ = std::fs::remove_file(f);
+                let _ = std::fs::remove_file(f.with_extension("tmp"));
+            }
+            let _ = std::fs::remove_file(&intent);
+            return Err(e);
+        }
+    };
     for dir in new_files
         .iter()
         .take(targets.len() + 1)

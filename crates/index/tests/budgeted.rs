@@ -1,0 +1,244 @@
+//! The build within a memory budget: a build in shards answers as well as one in memory,
+//! for every metric, and bad input or a budget too small is refused with nothing left
+//! behind and the previous index intact. (Shards are forced by `SHARD_CAPACITY_VAR`: data
+//! small enough for a test fits any budget the process itself fits in.)
+
+mod common;
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use common::{clustered, exact_rows, recall};
+use diskvec_index::diskann::{
+    build_from, BuildParams, DiskIndex, MemoryBudget, OpenOptions, SearchParams, SliceSource,
+    VectorSource, SHARD_CAPACITY_VAR,
+};
+use diskvec_index::NoProgress;
+use diskvec_vector::{Metric, Rows};
+
+const DIM: usize = 32;
+
+/// The shard knob is process-wide: tests that set it (or build while it could be set) take
+/// turns.
+static ENV: Mutex<()> = Mutex::new(());
+
+fn params(metric: Metric) -> BuildParams {
+    BuildParams {
+        metric,
+        max_degree: 24,
+        build_list: 60,
+        pq_bytes: Some(8),
+        ..Default::default()
+    }
+}
+
+fn build_with(
+    data: &[f32],
+    ids: &[i64],
+    metric: Metric,
+    dir: &Path,
+    shard_capacity: Option<usize>,
+) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
+    let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    match shard_capacity {
+        Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
+        None => std::env::remove_var(SHARD_CAPACITY_VAR),
+    }
+    let result = build_from(
+        &mut SliceSource::new(data, DIM, ids),
+        &params(metric),
+        MemoryBudget::Bytes(1 << 30),
+        dir,
+        &NoProgress,
+    );
+    std::env::remove_var(SHARD_CAPACITY_VAR);
+    result
+}
+
+fn recall_at_10(dir: &Path, queries: &[f32], truth: &[Vec<i64>], navigation: bool) -> f64 {
+    let index = DiskIndex::open(
+        dir,
+        &OpenOptions {
+            navigation,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let params = SearchParams {
+        k: 10,
+        search_list: 100,
+        ..Default::default()
+    };
+    let (results, _) = index
+        .search_batch(Rows::new(queries, DIM), &params, 1)
+        .unwrap();
+    results
+        .iter()
+        .zip(truth)
+        .map(|(r, t)| recall(&r.ids, t, 10))
+        .sum::<f64>()
+        / truth.len() as f64
+}
+
+#[test]
+fn a_build_in_shards_answers_like_the_build_in_memory() {
+    let n = 6000;
+    let data = clustered(n, DIM, 5);
+    let ids: Vec<i64> = (0..n as i64).map(|i| 7 + 2 * i).collect();
+    let queries = clustered(60, DIM, 77);
+    for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
+        let truth: Vec<Vec<i64>> = exact_rows(&data, &queries, DIM, metric, 10)
+            .into_iter()
+            .map(|r| r.into_iter().map(|(i, _)| ids[i]).collect())
+            .collect();
+        let root = tempfile::tempdir().unwrap();
+        let (whole, sharded) = (root.path().join("whole"), root.path().join("sharded"));
+        let report = build_with(&data, &ids, metric, &whole, None).unwrap();
+        assert_eq!(report.shards, 1);
+        let report = build_with(&data, &ids, metric, &sharded, Some(1500)).unwrap();
+        assert!(report.shards >= 9, "{metric:?}: {} shards", report.shards);
+        let (a, b) = (
+            recall_at_10(&whole, &queries, &truth, false),
+            recall_at_10(&sharded, &queries, &truth, false),
+        );
+        eprintln!("{metric:?}: recall@10 in memory {a:.4}, in shards {b:.4}");
+        assert!(b >= a - 0.02 && b > 0.9, "{metric:?}: {b} vs {a}");
+        // The navigation file streamed out by the sharded build opens and walks.
+        let nav = recall_at_10(&sharded, &queries, &truth, true);
+        assert!(nav > 0.9, "{metric:?}: navigation recall {nav}");
+        let report = diskvec_index::diskann::verify(&sharded, &NoProgress).unwrap();
+        assert!(report.damage.is_empty());
+        let left: Vec<String> = std::fs::read_dir(&sharded)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.starts_with("build.") || f.starts_with("pending."))
+            .collect();
+        assert!(left.is_empty(), "scratch files left: {left:?}");
+    }
+}
+
+/// A source that misbehaves at row `at`: `Ragged` delivers a row of the wrong length,
+/// `Nan` a NaN, `Short` ends there.
+enum Fault {
+    Ragged,
+    Nan,
+    Short,
+}
+
+struct Faulty {
+    data: Vec<f32>,
+    n: usize,
+    at: usize,
+    fault: Fault,
+    next: usize,
+}
+
+impl VectorSource for Faulty {
+    fn dim(&self) -> usize {
+        DIM
+    }
+    fn rows(&self) -> usize {
+        self.n
+    }
+    fn next_chunk(&mut self, data: &mut Vec<f32>, ids: &mut Vec<i64>) -> Result<usize, String> {
+        data.clear();
+        ids.clear();
+        let end = (self.next + 500).min(self.n);
+        if self.next >= end || (matches!(self.fault, Fault::Short) && self.next >= self.at) {
+            return Ok(0);
+        }
+        data.extend_from_slice(&self.data[self.next * DIM..end * DIM]);
+        ids.extend(self.next as i64..end as i64);
+        if (self.next..end).contains(&self.at) {
+            match self.fault {
+                Fault::Ragged => {
+                    data.pop();
+                }
+                Fault::Nan => data[(self.at - self.next) * DIM + 3] = f32::NAN,
+                Fault::Short => {}
+            }
+        }
+        let rows = end - self.next;
+        self.next = end;
+        Ok(rows)
+    }
+}
+
+#[test]
+fn bad_input_and_small_budgets_are_refused_leaving_the_old_index_whole() {
+    let n = 4000;
+    let data = clustered(n, DIM, 9);
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("index");
+    build_with(&data[..1000 * DIM], &ids[..1000], Metric::L2, &dir, None).unwrap();
+    let before: Vec<String> = {
+        let mut f: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        f.sort();
+        f
+    };
+    let cases = [
+        (Fault::Ragged, "changed length"),
+        (Fault::Nan, "non-finite"),
+        (Fault::Short, "ended after"),
+    ];
+    for (fault, expected) in cases {
+        for shards in [None, Some(1000)] {
+            let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
+            match shards {
+                Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
+                None => std::env::remove_var(SHARD_CAPACITY_VAR),
+            }
+            let mut source = Faulty {
+                data: data.clone(),
+                n,
+                at: 2700,
+                fault: match fault {
+                    Fault::Ragged => Fault::Ragged,
+                    Fault::Nan => Fault::Nan,
+                    Fault::Short => Fault::Short,
+                },
+                next: 0,
+            };
+            let err = build_from(
+                &mut source,
+                &params(Metric::L2),
+                MemoryBudget::Bytes(1 << 30),
+                &dir,
+                &NoProgress,
+            )
+            .unwrap_err()
+            .to_string();
+            std::env::remove_var(SHARD_CAPACITY_VAR);
+            assert!(err.contains(expected), "{shards:?}: {err}");
+            let mut now: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            now.sort();
+            assert_eq!(now, before, "{shards:?} {expected}");
+            assert_eq!(
+                DiskIndex::open(&dir, &OpenOptions::default())
+                    .unwrap()
+                    .len(),
+                1000
+            );
+        }
+    }
+    let err = build_from(
+        &mut SliceSource::new(&data, DIM, &ids),
+        &params(Metric::L2),
+        MemoryBudget::Bytes(1 << 20),
+        &dir,
+        &NoProgress,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("smallest that works is"), "{err}");
+}
