@@ -210,7 +210,7 @@ fn a_file_that_ends_early_or_changes_row_length_while_streaming_is_refused() {
     // Truncated after it was opened: the rows announced at open are missing at the end.
     let p = dir.path().join("shrinks.fvecs");
     // Larger than the reader's buffer, so the cut is met while streaming.
-    let (rows, dim) = (3000, 256);
+    let (rows, dim) = (3000usize, 256usize);
     let mut fvecs = Vec::new();
     for row in 0..rows {
         fvecs.extend_from_slice(&(dim as i32).to_le_bytes());

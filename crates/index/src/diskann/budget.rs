@@ -68,7 +68,7 @@ impl FromStr for MemoryBudget {
             _ => return Err(bad("unknown unit")),
         };
         let bytes = value * scale;
-        if !(bytes.is_finite() && bytes >= 1.0 && bytes < 1e18) {
+        if !(1.0..1e18).contains(&bytes) {
             return Err(bad("must be at least one byte"));
         }
         Ok(Self::Bytes(bytes as u64))

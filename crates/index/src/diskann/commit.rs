@@ -122,6 +122,7 @@ fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     }
     // SAFETY: statvfs returned 0, so it filled in the whole struct.
     let stat = unsafe { stat.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
     Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 

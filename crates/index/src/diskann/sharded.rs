@@ -281,6 +281,10 @@ impl WalkRows {
     }
 }
 
+/// One vector as pass 2 encodes it: PQ code, 4-bit record, shards nearest first, distance
+/// to the mean.
+type Encoded = (Vec<u8>, Vec<u8>, Vec<u32>, f32);
+
 /// Pass 2: PQ and 4-bit codes of every vector to their scratch files, every vector into the
 /// buckets of its two nearest centroids with room; returns the medoid (the vector closest
 /// to the mean) and the walk-check rows.
@@ -321,7 +325,7 @@ fn encode_and_partition(
         le_f32s(&bytes, &mut data);
         // Per row: PQ code, 4-bit record, shards by distance to their centroid, distance
         // to the mean.
-        let encoded: Vec<(Vec<u8>, Vec<u8>, Vec<u32>, f32)> = data
+        let encoded: Vec<Encoded> = data
             .par_chunks_exact(dim)
             .map(|v| {
                 let mut code = vec![0u8; m];
