@@ -152,6 +152,12 @@ fn interrupted_builds_leave_a_whole_index(
             count == 600 || count == 900,
             "kill {i}: index of {count} vectors"
         );
+        // Opening the index reclaimed what the killed build left.
+        let left: Vec<String> = files(&index, paths)
+            .into_iter()
+            .filter(|f| f.starts_with("build.") || f.starts_with("pending."))
+            .collect();
+        assert!(left.is_empty(), "kill {i}: left after an open: {left:?}");
     }
 
     // A complete build removes every leftover: the same file names as one clean build.

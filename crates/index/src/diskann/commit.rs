@@ -265,6 +265,22 @@ pub(crate) fn remove_interrupted(out: &Path) {
     }
 }
 
+/// At open: removes what interrupted builds left (a budgeted build's scratch files are
+/// several times the raw vectors), unless a build holds the directory now; a directory that
+/// cannot be locked (read-only) is left as it is.
+pub(crate) fn reclaim_if_idle(out: &Path) {
+    let pending = std::fs::read_dir(out).is_ok_and(|mut entries| {
+        entries
+            .any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(PENDING_PREFIX)))
+    });
+    if !pending {
+        return;
+    }
+    if let Ok(_lock) = lock(out) {
+        remove_interrupted(out);
+    }
+}
+
 /// After the switch: removes the previous generation's files that the new meta.dvm does
 /// not name, and this build's intent record.
 pub(crate) fn remove_previous(out: &Path, previous: &[PathBuf], intent: &Path) {

@@ -84,6 +84,7 @@ impl DiskIndex {
             });
         }
         crate::limits::check_open_options(options)?;
+        super::commit::reclaim_if_idle(dir);
         let meta_path = dir.join(META_FILE);
         let mut meta = Meta::read(&meta_path)?;
         let paths: Vec<PathBuf> = meta.paths.iter().map(|p| dir.join(p)).collect();
