@@ -49,8 +49,11 @@ enum Source {
 /// The header (or, for .fvecs/.bvecs, the first row and the file size) fixes the dimension
 /// and the number of rows up front.
 pub fn open_stream(path: &Path, chunk_rows: usize) -> Result<VectorStream> {
-    if !path.is_file() {
-        return Err(invalid(path, "no such file"));
+    if !path.exists() {
+        return Err(invalid(path, "no such file or directory"));
+    }
+    if path.is_dir() {
+        return Err(invalid(path, "a directory, not a vector file"));
     }
     let chunk_rows = chunk_rows.max(1);
     let ext = path
