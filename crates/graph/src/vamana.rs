@@ -19,6 +19,9 @@ pub struct VamanaParams {
     /// Prune factor of the second pass; the first pass uses 1.0.
     pub alpha: f32,
     pub seed: u64,
+    /// Insert every point twice, first pruning with alpha 1.0 (the paper's build), or once
+    /// with `alpha` (half the work; what the shards of a budgeted build use).
+    pub two_passes: bool,
 }
 
 impl Default for VamanaParams {
@@ -28,6 +31,7 @@ impl Default for VamanaParams {
             build_list: 100,
             alpha: 1.2,
             seed: 1,
+            two_passes: true,
         }
     }
 }
@@ -45,7 +49,7 @@ pub struct Graph {
 const SLACK: f32 = 1.3;
 
 /// Builds a Vamana graph over prepared vectors (row-major, `dim` columns).
-/// `progress` is called with the number of insertions done since its last call.
+/// `progress` is called with the number of insertions done since its last call (`n` per pass).
 pub fn build(
     data: &[f32],
     dim: usize,
@@ -62,7 +66,12 @@ pub fn build(
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.shuffle(&mut SmallRng::seed_from_u64(params.seed));
 
-    for alpha in [1.0, params.alpha] {
+    let passes: &[f32] = if params.two_passes {
+        &[1.0, params.alpha]
+    } else {
+        &[params.alpha]
+    };
+    for &alpha in passes {
         order.par_chunks(256).for_each_init(
             || Scratch::new(n, params.build_list),
             |scratch, chunk| {
@@ -297,6 +306,7 @@ mod tests {
             build_list: 50,
             alpha: 1.2,
             seed: 3,
+            two_passes: true,
         };
         let done = AtomicU64::new(0);
         let g = build(data, dim, Metric::L2, params, &|k| {

@@ -429,6 +429,7 @@ pub fn build(
         build_list: params.build_list,
         alpha: params.alpha,
         seed: params.seed,
+        two_passes: true,
     };
     let graph = if params.metric == Metric::InnerProduct {
         let (augmented, adim) = mips_to_l2(&prepared, dim);

@@ -23,6 +23,7 @@ mod reorder;
 mod search;
 mod service;
 mod sharded;
+mod sharded_write;
 mod source;
 mod verify;
 

@@ -8,7 +8,18 @@ use diskvec_graph::Graph;
 /// (the node cache is then simply a prefix of the file), and each sector is filled with
 /// graph neighbours of its first node, so one read often brings two nodes a search wants.
 pub fn sector_order(graph: &Graph, per_sector: usize) -> Vec<u32> {
-    let n = graph.neighbors.len();
+    sector_order_of(graph.neighbors.len(), graph.medoid, per_sector, |u| {
+        &graph.neighbors[u as usize]
+    })
+}
+
+/// `sector_order` over any adjacency: `n` nodes, `neighbors(u)` the list of `u`.
+pub fn sector_order_of<'a>(
+    n: usize,
+    medoid: u32,
+    per_sector: usize,
+    neighbors: impl Fn(u32) -> &'a [u32],
+) -> Vec<u32> {
     let mut placed = vec![false; n];
     let mut order = Vec::with_capacity(n);
     let mut queue = VecDeque::new();
@@ -16,9 +27,9 @@ pub fn sector_order(graph: &Graph, per_sector: usize) -> Vec<u32> {
     let place = |u: u32, placed: &mut [bool], order: &mut Vec<u32>, queue: &mut VecDeque<u32>| {
         placed[u as usize] = true;
         order.push(u);
-        queue.extend(graph.neighbors[u as usize].iter().copied());
+        queue.extend(neighbors(u).iter().copied());
     };
-    queue.push_back(graph.medoid);
+    queue.push_back(medoid);
     while order.len() < n {
         let u = match queue.pop_front() {
             Some(u) => u,
@@ -34,7 +45,7 @@ pub fn sector_order(graph: &Graph, per_sector: usize) -> Vec<u32> {
             continue;
         }
         place(u, &mut placed, &mut order, &mut queue);
-        for &v in &graph.neighbors[u as usize] {
+        for &v in neighbors(u) {
             if order.len() % per_sector == 0 {
                 break;
             }

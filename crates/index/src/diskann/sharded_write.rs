@@ -1,0 +1,368 @@
+//! The last pass of a build in shards: the navigation file, meta.dvm and the node files,
+//! from the scratch files (sharded.rs).
+//!
+//! Where the merged graph fits the budget, nodes are placed as an in-memory build places
+//! them (`sector_order`: breadth-first from the medoid, each sector filled with graph
+//! neighbours, so one read often brings two nodes a search wants and the node cache is a
+//! prefix of the file); vectors and codes are then read from the scratch files by position,
+//! a batch at a time in parallel. Otherwise nodes keep input order and everything streams.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use diskvec_io::SpillReader;
+use diskvec_vector::{ProductQuantizer, ScalarQuantizer4};
+use rayon::prelude::*;
+
+use super::budget::{BuildPlan, FILE_BUFFER};
+use super::build::{entry_sample, write_nodes, BuildParams};
+use super::meta::Meta;
+use super::nav::{NavWriter, WalkCodes};
+use super::reorder::sector_order_of;
+use super::Header;
+use crate::error::file_error;
+use crate::{Progress, Result};
+
+/// Rows of a scratch file read by position through an order, a batch at a time.
+struct RowsByPosition<'a> {
+    file: File,
+    path: PathBuf,
+    row_bytes: usize,
+    order: &'a [u32],
+    first: usize,
+    count: usize,
+    batch: Vec<u8>,
+}
+
+const BATCH_ROWS: usize = 4096;
+
+impl<'a> RowsByPosition<'a> {
+    fn open(path: &Path, row_bytes: usize, order: &'a [u32]) -> Result<Self> {
+        Ok(Self {
+            file: File::open(path).map_err(file_error(path))?,
+            path: path.to_path_buf(),
+            row_bytes,
+            order,
+            first: 0,
+            count: 0,
+            batch: vec![0u8; BATCH_ROWS * row_bytes],
+        })
+    }
+
+    /// The row placed at `pos` (positions asked in increasing order).
+    fn get(&mut self, pos: usize) -> Result<&[u8]> {
+        if pos < self.first || pos >= self.first + self.count {
+            self.first = pos;
+            self.count = BATCH_ROWS.min(self.order.len() - pos);
+            let (file, order, row_bytes) = (&self.file, &self.order[pos..], self.row_bytes);
+            self.batch[..self.count * row_bytes]
+                .par_chunks_mut(row_bytes)
+                .zip(order.par_iter())
+                .try_for_each(|(out, &old)| file.read_exact_at(out, old as u64 * row_bytes as u64))
+                .map_err(file_error(&self.path))?;
+        }
+        let at = (pos - self.first) * self.row_bytes;
+        Ok(&self.batch[at..at + self.row_bytes])
+    }
+}
+
+/// The merged graph in memory, flat: node `i`'s list is `neighbors[offsets[i]..offsets[i+1]]`.
+struct Lists {
+    offsets: Vec<u32>,
+    neighbors: Vec<u32>,
+}
+
+impl Lists {
+    fn of(&self, node: u32) -> &[u32] {
+        let i = node as usize;
+        &self.neighbors[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+}
+
+/// Where each node goes: `order[position]` is the input row placed there.
+struct Placement {
+    order: Vec<u32>,
+    position: Vec<u32>,
+    lists: Lists,
+}
+
+/// Scratch files the last pass reads.
+pub(crate) struct Inputs<'a> {
+    pub vectors: PathBuf,
+    pub pq: PathBuf,
+    pub sq4: PathBuf,
+    pub graph: PathBuf,
+    pub ids: Vec<i64>,
+    pub targets: &'a [PathBuf],
+    pub stored_paths: Vec<String>,
+    pub nav_target: &'a Path,
+}
+
+/// What the navigation file says of its codes.
+pub(crate) struct NavChoice<'a> {
+    pub sq: &'a ScalarQuantizer4,
+    pub walk: WalkCodes,
+    pub code_recall: f32,
+}
+
+/// Reads the scratch graph file: `(degree, R slots)` per node.
+fn read_graph(path: &Path, n: usize, r: usize, edges: u64) -> Result<Lists> {
+    let mut input = SpillReader::open(path, FILE_BUFFER)?;
+    let mut offsets = Vec::with_capacity(n + 1);
+    let mut neighbors = Vec::with_capacity(edges as usize);
+    let mut record = vec![0u8; 4 * (r + 1)];
+    offsets.push(0u32);
+    for _ in 0..n {
+        input.read_exact(&mut record)?;
+        let degree = (u32::from_le_bytes(record[..4].try_into().expect("4 bytes")) as usize).min(r);
+        neighbors.extend(
+            record[4..4 + 4 * degree]
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
+        );
+        offsets.push(neighbors.len() as u32);
+    }
+    Ok(Lists { offsets, neighbors })
+}
+
+/// Whether the merged graph, the order and its breadth-first queue fit next to what the
+/// build holds anyway (ids, buffers).
+fn placement_fits(plan: &BuildPlan, n: usize, edges: u64, row_bytes: usize) -> bool {
+    let n = n as u64;
+    let need =
+        (24 << 20) + 16 * n + 4 * n + 8 * edges + 9 * n + 2 * (BATCH_ROWS * row_bytes) as u64;
+    need <= plan.budget
+}
+
+/// Writes the navigation file, the node files, and returns meta.dvm's bytes and the header.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_outputs(
+    inputs: Inputs,
+    params: &BuildParams,
+    plan: &BuildPlan,
+    header_probe: Header,
+    pq: ProductQuantizer,
+    nav_choice: NavChoice,
+    edges: u64,
+    build_id: u64,
+    progress: &dyn Progress,
+) -> Result<(Vec<u8>, Header)> {
+    let n = header_probe.count as usize;
+    let dim = header_probe.dim as usize;
+    let r = params.max_degree;
+    let layout = header_probe.layout();
+    let sq = nav_choice.sq;
+    let sq_record = sq.code_bytes() + 4;
+    let placement = if placement_fits(plan, n, edges, dim * 4) {
+        progress.phase("placing nodes in sectors", 1);
+        let lists = read_graph(&inputs.graph, n, r, edges)?;
+        let order = sector_order_of(n, header_probe.medoid, layout.nodes_per_sector, |u| {
+            lists.of(u)
+        });
+        let mut position = vec![0u32; n];
+        for (pos, &old) in order.iter().enumerate() {
+            position[old as usize] = pos as u32;
+        }
+        progress.advance(1);
+        Some(Placement {
+            order,
+            position,
+            lists,
+        })
+    } else {
+        log::info!("nodes keep input order: the merged graph does not fit the budget");
+        None
+    };
+
+    progress.phase("navigation codes", n as u64);
+    let mut nav = NavWriter::create(
+        inputs.nav_target,
+        build_id,
+        n,
+        edges as usize,
+        sq,
+        nav_choice.walk,
+        nav_choice.code_recall,
+    )?;
+    match &placement {
+        Some(p) => {
+            let mut codes = RowsByPosition::open(&inputs.sq4, sq_record, &p.order)?;
+            for pos in 0..n {
+                nav.write(codes.get(pos)?)?;
+            }
+            let mut offsets = Vec::with_capacity(n + 1);
+            offsets.push(0u32);
+            for &old in &p.order {
+                let last = *offsets.last().expect("starts with 0");
+                offsets.push(last + p.lists.of(old).len() as u32);
+            }
+            nav.write_words(&offsets)?;
+            drop(offsets);
+            let mut mapped = Vec::with_capacity(r);
+            for &old in &p.order {
+                mapped.clear();
+                mapped.extend(p.lists.of(old).iter().map(|&q| p.position[q as usize]));
+                nav.write_words(&mapped)?;
+                progress.advance(1);
+            }
+        }
+        None => {
+            let mut codes = SpillReader::open(&inputs.sq4, FILE_BUFFER)?;
+            let mut buf = vec![0u8; plan.chunk_rows * sq_record];
+            let mut left = n;
+            while left > 0 {
+                let rows = left.min(plan.chunk_rows);
+                codes.read_exact(&mut buf[..rows * sq_record])?;
+                nav.write(&buf[..rows * sq_record])?;
+                left -= rows;
+            }
+            let mut list = Vec::new();
+            let mut offsets = Vec::with_capacity(plan.chunk_rows + 1);
+            let mut graph = GraphReader::open(&inputs.graph, r)?;
+            let mut at = 0u32;
+            offsets.push(at);
+            for _ in 0..n {
+                graph.next(&mut list)?;
+                at += list.len() as u32;
+                offsets.push(at);
+                if offsets.len() >= plan.chunk_rows {
+                    nav.write_words(&offsets)?;
+                    offsets.clear();
+                }
+            }
+            nav.write_words(&offsets)?;
+            let mut graph = GraphReader::open(&inputs.graph, r)?;
+            for _ in 0..n {
+                graph.next(&mut list)?;
+                nav.write_words(&list)?;
+                progress.advance(1);
+            }
+        }
+    }
+    nav.finish()?;
+
+    // meta.dvm: PQ codes and ids by position.
+    let m = pq.code_bytes();
+    let mut codes = vec![0u8; n * m];
+    {
+        let mut input = SpillReader::open(&inputs.pq, FILE_BUFFER)?;
+        match &placement {
+            Some(p) => {
+                let mut code = vec![0u8; m];
+                for old in 0..n {
+                    input.read_exact(&mut code)?;
+                    let pos = p.position[old] as usize;
+                    codes[pos * m..(pos + 1) * m].copy_from_slice(&code);
+                }
+            }
+            None => input.read_exact(&mut codes)?,
+        }
+    }
+    let (ids, medoid) = match &placement {
+        Some(p) => (
+            p.order
+                .iter()
+                .map(|&old| inputs.ids[old as usize])
+                .collect(),
+            p.position[header_probe.medoid as usize],
+        ),
+        None => (inputs.ids, header_probe.medoid),
+    };
+    let geometry = Header {
+        medoid,
+        ..header_probe
+    };
+    let meta = Meta {
+        pq: Some(pq),
+        codes,
+        ids,
+        entries: entry_sample(n, params.entry_points, params.seed),
+        paths: inputs.stored_paths,
+        geometry: geometry.clone(),
+        build_id: 0,
+        crc: 0,
+    };
+    let (meta_bytes, meta_crc) = meta.encode(build_id);
+    drop(meta);
+    let header = Header {
+        meta_crc,
+        ..geometry
+    };
+
+    match &placement {
+        Some(p) => {
+            let mut vectors = RowsByPosition::open(&inputs.vectors, dim * 4, &p.order)?;
+            write_nodes(
+                inputs.targets,
+                params,
+                &header,
+                n,
+                progress,
+                |pos, vector, neighbours| {
+                    le_f32s(vectors.get(pos)?, vector);
+                    neighbours.clear();
+                    let old = p.order[pos];
+                    neighbours.extend(p.lists.of(old).iter().map(|&q| p.position[q as usize]));
+                    Ok(())
+                },
+            )?;
+        }
+        None => {
+            let mut vectors = SpillReader::open(&inputs.vectors, FILE_BUFFER)?;
+            let mut graph = GraphReader::open(&inputs.graph, r)?;
+            let mut bytes = vec![0u8; dim * 4];
+            write_nodes(
+                inputs.targets,
+                params,
+                &header,
+                n,
+                progress,
+                |_, vector, neighbours| {
+                    vectors.read_exact(&mut bytes)?;
+                    le_f32s(&bytes, vector);
+                    graph.next(neighbours)
+                },
+            )?;
+        }
+    }
+    Ok((meta_bytes, header))
+}
+
+pub(crate) fn le_f32s(bytes: &[u8], out: &mut Vec<f32>) {
+    out.clear();
+    out.extend(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+    );
+}
+
+/// Reads the scratch graph file a vector's list at a time.
+pub(crate) struct GraphReader {
+    input: SpillReader,
+    bytes: Vec<u8>,
+}
+
+impl GraphReader {
+    pub(crate) fn open(path: &Path, r: usize) -> Result<Self> {
+        Ok(Self {
+            input: SpillReader::open(path, FILE_BUFFER)?,
+            bytes: vec![0u8; 4 * (r + 1)],
+        })
+    }
+
+    pub(crate) fn next(&mut self, out: &mut Vec<u32>) -> Result<()> {
+        self.input.read_exact(&mut self.bytes)?;
+        let room = self.bytes.len() / 4 - 1;
+        let degree =
+            (u32::from_le_bytes(self.bytes[..4].try_into().expect("4 bytes")) as usize).min(room);
+        out.clear();
+        out.extend(
+            self.bytes[4..4 + 4 * degree]
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
+        );
+        Ok(())
+    }
+}
