@@ -131,7 +131,7 @@ fn read_graph(path: &Path, n: usize, r: usize, edges: u64) -> Result<Lists> {
 fn placement_fits(plan: &BuildPlan, n: usize, edges: u64, row_bytes: usize) -> bool {
     let n = n as u64;
     let need =
-        (24 << 20) + 16 * n + 4 * n + 8 * edges + 9 * n + 2 * (BATCH_ROWS * row_bytes) as u64;
+        (32 << 20) + 16 * n + 4 * n + 8 * edges + 9 * n + 2 * (BATCH_ROWS * row_bytes) as u64;
     need <= plan.budget
 }
 
