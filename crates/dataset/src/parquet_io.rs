@@ -42,10 +42,14 @@ fn batches<R: ChunkReader + 'static>(input: R, path: &Path) -> Result<Vec<Record
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| invalid(path, format!("corrupt parquet data: {e}")))
     };
-    // The parquet crate panics on some malformed files (a negative column chunk offset in
-    // the footer, for one) instead of returning an error; such a file is reported like any
-    // other corrupt one. Nothing outlives the closure, so no broken state is observed.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|p| {
+    guarded(path, read)
+}
+
+/// Runs a parquet call that may panic on a malformed file instead of returning an error (a
+/// negative column chunk offset in the footer, for one): such a file is reported like any
+/// other corrupt one. Nothing the closure touched outlives it, so no broken state is seen.
+pub(crate) fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
         let why = p
             .downcast_ref::<&str>()
             .map(|s| s.to_string())

@@ -11,6 +11,7 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
 
+use crate::parquet_io::guarded;
 use crate::{invalid, io_error, Matrix, Result};
 
 /// Rows per chunk unless the caller asks otherwise: 8,192 rows of 768 dimensions is 24 MiB.
@@ -117,19 +118,6 @@ fn open_parquet(path: &Path, file: File, chunk_rows: usize) -> Result<(usize, us
         None => 0,
     };
     Ok((dim, rows, Source::Parquet { reader, first }))
-}
-
-/// Runs a parquet call that may panic on a malformed file (the crate does, on some) and
-/// reports the panic as a corrupt file; nothing the closure touched outlives it broken.
-fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let why = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Err(invalid(path, format!("corrupt parquet file: {why}")))
-    })
 }
 
 fn next_batch(path: &Path, reader: &mut ParquetRecordBatchReader) -> Result<Option<RecordBatch>> {

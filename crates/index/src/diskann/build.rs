@@ -10,7 +10,7 @@ use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta::Meta;
 use super::nav::{nav_path, Navigation, WalkCodes};
 use super::reorder::sector_order;
-use super::source::VectorSource;
+use super::source::{check_complete, next_checked, VectorSource};
 use super::{commit, Header};
 use crate::error::file_error;
 use crate::{IndexError, Progress, Result};
@@ -333,21 +333,9 @@ pub fn build_from(
     let mut ids = Vec::with_capacity(n);
     let (mut chunk, mut chunk_ids) = (Vec::new(), Vec::new());
     loop {
-        let rows = source
-            .next_chunk(&mut chunk, &mut chunk_ids)
-            .map_err(IndexError::InvalidArgument)?;
+        let rows = next_checked(source, ids.len(), &mut chunk, &mut chunk_ids)?;
         if rows == 0 {
             break;
-        }
-        if ids.len() + rows > n || chunk.len() != rows * dim || chunk_ids.len() != rows {
-            return Err(IndexError::InvalidArgument(format!(
-                "rows {}..{}: {} values and {} ids, where {n} rows of dimension {dim} were \
-                 announced (the rows changed length?)",
-                ids.len(),
-                ids.len() + rows,
-                chunk.len(),
-                chunk_ids.len()
-            )));
         }
         let first = data.len();
         data.extend_from_slice(&chunk);
@@ -359,12 +347,7 @@ pub fn build_from(
         ids.extend_from_slice(&chunk_ids);
         progress.advance(rows as u64);
     }
-    if ids.len() != n {
-        return Err(IndexError::InvalidArgument(format!(
-            "the input ended after {} of the {n} rows it announced",
-            ids.len()
-        )));
-    }
+    check_complete(n, ids.len())?;
     drop(chunk);
     let prepared = BuildParams {
         input_prepared: true,

@@ -32,7 +32,7 @@ use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
 use super::build::{walk_codes, walk_sample, BuildParams, BuildReport, SampledCodes};
 use super::nav::nav_path;
 use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice};
-use super::source::VectorSource;
+use super::source::{check_complete, next_checked, VectorSource};
 use super::{commit, Header};
 use crate::{IndexError, Progress, Result};
 
@@ -147,34 +147,10 @@ fn spool(
     let mut max_norm_sq = 0f32;
     let (mut data, mut chunk_ids, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
     loop {
-        let rows = source
-            .next_chunk(&mut data, &mut chunk_ids)
-            .map_err(IndexError::InvalidArgument)?;
+        let seen = ids.len();
+        let rows = next_checked(source, seen, &mut data, &mut chunk_ids)?;
         if rows == 0 {
             break;
-        }
-        let seen = ids.len();
-        if seen + rows > n {
-            return Err(IndexError::InvalidArgument(format!(
-                "the input delivered more than the {n} rows it announced"
-            )));
-        }
-        if data.len() != rows * dim || chunk_ids.len() != rows {
-            return Err(IndexError::InvalidArgument(format!(
-                "rows {seen}..{}: {} values and {} ids for {rows} rows of dimension {dim} \
-                 (the rows changed length?)",
-                seen + rows,
-                data.len(),
-                chunk_ids.len()
-            )));
-        }
-        if let Some(pos) = data.iter().position(|x| !x.is_finite()) {
-            return Err(IndexError::InvalidArgument(format!(
-                "vector {} (id {}) has a non-finite value (NaN or infinity) at position {}",
-                seen + pos / dim,
-                chunk_ids[pos / dim],
-                pos % dim
-            )));
         }
         if !params.input_prepared {
             data.par_chunks_exact_mut(dim)
@@ -204,12 +180,7 @@ fn spool(
         progress.advance(rows as u64);
     }
     out.finish(false)?;
-    if ids.len() != n {
-        return Err(IndexError::InvalidArgument(format!(
-            "the input ended after {} of the {n} rows it announced",
-            ids.len()
-        )));
-    }
+    check_complete(n, ids.len())?;
     let mut sorted = ids.clone();
     sorted.par_sort_unstable();
     if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {

@@ -15,6 +15,56 @@ pub trait VectorSource {
     ) -> std::result::Result<usize, String>;
 }
 
+/// The next chunk of `source`, after `seen` rows: its row count (0 at the end), refused
+/// when it does not hold whole finite rows of the announced dimension, one id each, or goes
+/// past the rows announced.
+pub(crate) fn next_checked(
+    source: &mut dyn VectorSource,
+    seen: usize,
+    data: &mut Vec<f32>,
+    ids: &mut Vec<i64>,
+) -> crate::Result<usize> {
+    use crate::IndexError::InvalidArgument;
+    let (n, dim) = (source.rows(), source.dim());
+    let rows = source.next_chunk(data, ids).map_err(InvalidArgument)?;
+    if rows == 0 {
+        return Ok(0);
+    }
+    if seen + rows > n {
+        return Err(InvalidArgument(format!(
+            "the input delivered more than the {n} rows it announced"
+        )));
+    }
+    if data.len() != rows * dim || ids.len() != rows {
+        return Err(InvalidArgument(format!(
+            "rows {seen}..{}: {} values and {} ids for {rows} rows of dimension {dim} \
+             (the rows changed length?)",
+            seen + rows,
+            data.len(),
+            ids.len()
+        )));
+    }
+    if let Some(pos) = data.iter().position(|x| !x.is_finite()) {
+        return Err(InvalidArgument(format!(
+            "vector {} (id {}) has a non-finite value (NaN or infinity) at position {}",
+            seen + pos / dim,
+            ids[pos / dim],
+            pos % dim
+        )));
+    }
+    Ok(rows)
+}
+
+/// Refuses an input that ended before the rows it announced.
+pub(crate) fn check_complete(announced: usize, delivered: usize) -> crate::Result<()> {
+    if announced != delivered {
+        return Err(crate::IndexError::InvalidArgument(format!(
+            "the input ended after {delivered} of the {announced} rows it announced"
+        )));
+    }
+    Ok(())
+}
+
 /// Vectors held in memory, delivered `chunk_rows` at a time.
 pub struct SliceSource<'a> {
     data: &'a [f32],
