@@ -262,7 +262,9 @@ fn try_plan(
                 + sq4
                 + 4 * max_degree as u64
                 + 8
-                + 4 * t);
+                + 4 * t
+                // Inner product builds over an augmented copy beside the prepared vectors.
+                + if inner_product { 4 * (d + 1) } else { 0 });
     let chunk_rows = ((budget / 64) / (4 * d)).clamp(64, 8192) as usize;
     let sample_rows = ((budget / 16) / (4 * d)).clamp(1000, 25_000).min(n64) as usize;
     if in_memory <= budget {

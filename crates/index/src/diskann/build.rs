@@ -99,6 +99,14 @@ fn check_build(params: &BuildParams, dim: usize, n: usize) -> Result<usize> {
             "{n} vectors exceed the 2^32-1 limit of one index"
         )));
     }
+    // The navigation file numbers neighbour ids with u32 offsets.
+    if n as u64 * params.max_degree as u64 > u32::MAX as u64 {
+        return Err(IndexError::InvalidArgument(format!(
+            "{n} vectors of out-degree up to {} exceed the 2^32 neighbour ids one index \
+             holds; lower --max-degree or split the data",
+            params.max_degree
+        )));
+    }
     Ok(pq_bytes)
 }
 

@@ -243,6 +243,9 @@ impl WalkRows {
     }
 }
 
+/// Shards a vector's assignment looks at, nearest first.
+const NEAREST_KEPT: usize = 8;
+
 /// One vector as pass 2 encodes it: PQ code, 4-bit record, shards nearest first, distance
 /// to the mean.
 type Encoded = (Vec<u8>, Vec<u8>, Vec<u32>, f32);
@@ -277,7 +280,9 @@ fn encode_and_partition(
     let mut walk = WalkRows::new(&scratch.vectors(), n, dim)?;
     let mut next_wanted = 0usize;
     let mut medoid = (f32::INFINITY, 0u32);
-    let medoid_metric = space.metric;
+    // As the in-memory build: the vector nearest the mean, by L2 for inner product (-dot
+    // would pick the largest vector in the mean's direction).
+    let medoid_metric = space.metric();
     let (mut bytes, mut data, mut record) = (Vec::new(), Vec::new(), Vec::new());
     let mut row = 0usize;
     while row < n {
@@ -304,7 +309,8 @@ fn encode_and_partition(
                     .map(|(s, c)| (Metric::L2.distance(&g, c), s as u32))
                     .collect();
                 by_centroid.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let order = by_centroid.iter().map(|c| c.1).collect();
+                // The nearest few: a vector goes to the first two of them with room.
+                let order = by_centroid.iter().take(NEAREST_KEPT).map(|c| c.1).collect();
                 (code, rec, order, medoid_metric.distance(v, mean))
             })
             .collect();
@@ -339,6 +345,18 @@ fn encode_and_partition(
                 placed += 1;
                 if placed == SHARD_OVERLAP.min(shards) {
                     break;
+                }
+            }
+            // All of its nearest shards full (rare: shards are sized with slack): the first
+            // shard with room.
+            if placed == 0 {
+                if let Some(s) = (0..shards).find(|&s| sizes[s] < plan.shard_capacity) {
+                    record.clear();
+                    record.extend_from_slice(&(gid as u32).to_le_bytes());
+                    f32s_le(v, &mut record);
+                    buckets[s].write_all(&record)?;
+                    sizes[s] += 1;
+                    placed = 1;
                 }
             }
             if placed == 0 {
@@ -603,7 +621,14 @@ pub(crate) fn build_sharded(
         .chain(scratch.all())
         .collect();
     let raw = n as u64 * dim as u64 * 4;
-    commit::check_free_space(out, raw * 4 + raw / 2)?;
+    // Scratch: vectors, two bucket copies, PQ and 4-bit codes, the merged graph; then the
+    // node file (twice when mirrored) and the navigation file beside them.
+    let r = params.max_degree as u64;
+    let n64 = n as u64;
+    let scratch_bytes = raw * 3 + n64 * (pq_bytes as u64 + 4 * (r + 1) + dim as u64 / 2 + 4);
+    let node_bytes = n64 * (4 * dim as u64 + 4 * (r + 1)) * (1 + params.mirror as u64);
+    let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r);
+    commit::check_free_space(out, scratch_bytes + node_bytes + nav_bytes)?;
     let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
     let result = build_files(
         source,
@@ -710,25 +735,6 @@ fn build_files(
         progress,
     )?;
     let pq_seconds = start.elapsed().as_secs_f64();
-    commit::failpoint("build:partitioned");
-
-    let graph_start = Instant::now();
-    let total: usize = sizes.iter().sum();
-    progress.phase(
-        &format!("graph ({} shards)", plan.shards),
-        (SHARD_PASSES * total) as u64,
-    );
-    for (s, &size) in sizes.iter().enumerate() {
-        build_shard(scratch, s, size, dim, space, params, progress)?;
-        if s == 0 {
-            commit::failpoint("build:first-shard");
-        }
-    }
-    let edges = merge(scratch, n, space, params, plan, &sq, progress)?;
-    commit::failpoint("build:merged");
-    let graph_seconds = graph_start.elapsed().as_secs_f64();
-
-    let write_start = Instant::now();
     // The walk check on the rows gathered in pass 2.
     let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
     let queries = walk.queries.len();
@@ -752,6 +758,25 @@ fn build_files(
         },
     );
     drop(walk);
+    commit::failpoint("build:partitioned");
+
+    let graph_start = Instant::now();
+    let total: usize = sizes.iter().sum();
+    progress.phase(
+        &format!("graph ({} shards)", plan.shards),
+        (SHARD_PASSES * total) as u64,
+    );
+    for (s, &size) in sizes.iter().enumerate() {
+        build_shard(scratch, s, size, dim, space, params, progress)?;
+        if s == 0 {
+            commit::failpoint("build:first-shard");
+        }
+    }
+    let edges = merge(scratch, n, space, params, plan, &sq, progress)?;
+    commit::failpoint("build:merged");
+    let graph_seconds = graph_start.elapsed().as_secs_f64();
+
+    let write_start = Instant::now();
     let header_probe = Header {
         metric: params.metric,
         dim: dim as u32,

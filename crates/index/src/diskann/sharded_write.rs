@@ -128,10 +128,24 @@ fn read_graph(path: &Path, n: usize, r: usize, edges: u64) -> Result<Lists> {
 
 /// Whether the merged graph, the order and its breadth-first queue fit next to what the
 /// build holds anyway (ids, buffers).
-fn placement_fits(plan: &BuildPlan, n: usize, edges: u64, row_bytes: usize) -> bool {
+/// The placement lives on while meta.dvm is made: PQ codes and ids twice (kept and encoded),
+/// the input-order ids besides.
+fn placement_fits(
+    plan: &BuildPlan,
+    n: usize,
+    edges: u64,
+    row_bytes: usize,
+    pq_bytes: usize,
+) -> bool {
     let n = n as u64;
-    let need =
-        (32 << 20) + 16 * n + 4 * n + 8 * edges + 9 * n + 2 * (BATCH_ROWS * row_bytes) as u64;
+    let meta = 2 * n * (pq_bytes as u64 + 8) + 8 * n;
+    let need = (32 << 20)
+        + 16 * n
+        + 4 * n
+        + 8 * edges
+        + 9 * n
+        + 2 * (BATCH_ROWS * row_bytes) as u64
+        + meta;
     need <= plan.budget
 }
 
@@ -154,7 +168,7 @@ pub(crate) fn write_outputs(
     let layout = header_probe.layout();
     let sq = nav_choice.sq;
     let sq_record = sq.code_bytes() + 4;
-    let placement = if placement_fits(plan, n, edges, dim * 4) {
+    let placement = if placement_fits(plan, n, edges, dim * 4, pq.code_bytes()) {
         progress.phase("placing nodes in sectors", 1);
         let lists = read_graph(&inputs.graph, n, r, edges)?;
         let order = sector_order_of(n, header_probe.medoid, layout.nodes_per_sector, |u| {
