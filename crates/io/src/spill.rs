@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::{IoError, Result};
 
 /// Bytes between two write-backs (and drops) of what a spill file has passed.
-pub(crate) const SETTLE_BYTES: u64 = 8 << 20;
+const SETTLE_BYTES: u64 = 8 << 20;
 
 fn os(path: &Path) -> impl FnOnce(std::io::Error) -> IoError + '_ {
     move |source| IoError::Os {
@@ -25,7 +25,7 @@ fn os(path: &Path) -> impl FnOnce(std::io::Error) -> IoError + '_ {
 /// Writes back `file`'s bytes `from..to` and waits for them, then tells the kernel they
 /// will not be read again. Both calls are advice and accounting only: failures leave the
 /// data correct (it is synced again at the end), so they are ignored.
-pub(crate) fn settle(file: &File, from: u64, to: u64, written: bool) {
+fn settle(file: &File, from: u64, to: u64, written: bool) {
     if to <= from {
         return;
     }

@@ -1,9 +1,8 @@
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::{IoError, Result, StripeMap};
+use crate::{IoError, Result, SpillWriter, StripeMap};
 
 fn os(path: &Path) -> impl FnOnce(std::io::Error) -> IoError + '_ {
     move |source| IoError::Os {
@@ -21,11 +20,9 @@ pub struct StripedWriter {
     mirror: Option<(Vec<File>, u64)>,
     targets: Vec<PathBuf>,
     temps: Vec<PathBuf>,
-    files: Vec<BufWriter<File>>,
-    /// Per path file: bytes written, and how far they were written back and dropped from
-    /// the page cache (a build's dirty pages count against its memory cgroup).
-    written: Vec<u64>,
-    settled: Vec<u64>,
+    /// One per path; they drop their pages as they go (a build's dirty pages count against
+    /// its memory cgroup).
+    files: Vec<SpillWriter>,
     position: u64,
 }
 
@@ -44,11 +41,7 @@ impl StripedWriter {
         let temps: Vec<PathBuf> = targets.iter().map(|t| t.with_extension("tmp")).collect();
         let files = temps
             .iter()
-            .map(|t| {
-                File::create(t)
-                    .map(|f| BufWriter::with_capacity(1 << 20, f))
-                    .map_err(os(t))
-            })
+            .map(|t| SpillWriter::create(t, 1 << 20))
             .collect::<Result<Vec<_>>>()?;
         let mirror = if mirror {
             let handles = temps
@@ -68,8 +61,6 @@ impl StripedWriter {
             map,
             mirror,
             targets: targets.to_vec(),
-            written: vec![0; temps.len()],
-            settled: vec![0; temps.len()],
             temps,
             files,
             position: 0,
@@ -81,20 +72,7 @@ impl StripedWriter {
             let room = (self.map.stripe_bytes - self.position % self.map.stripe_bytes) as usize;
             let take = room.min(bytes.len());
             let (path, physical) = self.map.locate(self.position);
-            self.files[path]
-                .write_all(&bytes[..take])
-                .map_err(os(&self.temps[path]))?;
-            self.written[path] += take as u64;
-            if self.written[path] - self.settled[path] >= crate::spill::SETTLE_BYTES {
-                self.files[path].flush().map_err(os(&self.temps[path]))?;
-                crate::spill::settle(
-                    self.files[path].get_ref(),
-                    self.settled[path],
-                    self.written[path],
-                    true,
-                );
-                self.settled[path] = self.written[path];
-            }
+            self.files[path].write_all(&bytes[..take])?;
             if let Some((handles, logical_len)) = &self.mirror {
                 let q = (path + 1) % self.map.paths;
                 let at = self.map.path_len(q, *logical_len) + physical;
@@ -111,11 +89,7 @@ impl StripedWriter {
     /// Flushes and syncs every file, then renames each into place.
     pub fn finish(self) -> Result<()> {
         for ((w, temp), target) in self.files.into_iter().zip(&self.temps).zip(&self.targets) {
-            let f = w.into_inner().map_err(|e| IoError::Os {
-                path: temp.display().to_string(),
-                source: e.into_error(),
-            })?;
-            f.sync_all().map_err(os(temp))?;
+            w.finish(true)?;
             std::fs::rename(temp, target).map_err(os(target))?;
         }
         Ok(())

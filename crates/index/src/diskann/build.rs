@@ -444,21 +444,7 @@ pub fn build(
         .chain([nav_target.clone()])
         .collect();
     let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
-    let header_probe = Header {
-        metric: params.metric,
-        dim: dim as u32,
-        max_degree: params.max_degree as u32,
-        count: n as u64,
-        medoid: 0,
-        build_list: params.build_list as u32,
-        alpha: params.alpha,
-        pq_bytes: pq_bytes as u32,
-        build_id: 0,
-        meta_crc: 0,
-        stripe_bytes: params.stripe_bytes,
-        path_count: targets.len() as u32,
-        mirrored: params.mirror,
-    };
+    let header_probe = build_header(params, dim, n, pq_bytes, targets.len(), 0, 0);
     let layout = header_probe.layout();
     let order = sector_order(&graph, layout.nodes_per_sector);
     let mut position = vec![0u32; n];
@@ -520,13 +506,7 @@ pub fn build(
             Ok(())
         },
     )?;
-    for dir in new_files.iter().filter_map(|t| t.parent()) {
-        commit::sync_dir(dir)?;
-    }
-    commit::failpoint("build:nodes-written");
-    commit::write_meta(out, &meta_bytes)?;
-    commit::failpoint("build:committed");
-    commit::remove_previous(out, &previous, &intent);
+    commit::commit(out, &new_files, &meta_bytes, &previous, &intent)?;
     Ok(BuildReport {
         count: n,
         dim,
@@ -540,6 +520,33 @@ pub fn build(
         shards: 1,
         memory_budget: 0,
     })
+}
+
+/// The header a build writes, before its meta.dvm CRC is known (`meta_crc` 0).
+pub(crate) fn build_header(
+    params: &BuildParams,
+    dim: usize,
+    n: usize,
+    pq_bytes: usize,
+    path_count: usize,
+    medoid: u32,
+    build_id: u64,
+) -> Header {
+    Header {
+        metric: params.metric,
+        dim: dim as u32,
+        max_degree: params.max_degree as u32,
+        count: n as u64,
+        medoid,
+        build_list: params.build_list as u32,
+        alpha: params.alpha,
+        pq_bytes: pq_bytes as u32,
+        build_id,
+        meta_crc: 0,
+        stripe_bytes: params.stripe_bytes,
+        path_count: path_count as u32,
+        mirrored: params.mirror,
+    }
 }
 
 /// Writes the node file(s) of `header`: node `pos`'s vector and neighbour list (positions)

@@ -147,6 +147,26 @@ pub(crate) fn write_meta(out: &Path, meta_bytes: &[u8]) -> Result<()> {
     sync_dir(out)
 }
 
+/// Steps 2-5 of a build once its files are written: syncs the directories of `written`
+/// (node and navigation files), switches `meta.dvm` to the new generation, and removes the
+/// previous generation's files and the intent record.
+pub(crate) fn commit(
+    out: &Path,
+    written: &[PathBuf],
+    meta_bytes: &[u8],
+    previous: &[PathBuf],
+    intent: &Path,
+) -> Result<()> {
+    for dir in written.iter().filter_map(|t| t.parent()) {
+        sync_dir(dir)?;
+    }
+    failpoint("build:nodes-written");
+    write_meta(out, meta_bytes)?;
+    failpoint("build:committed");
+    remove_previous(out, previous, intent);
+    Ok(())
+}
+
 /// The files of the generation `meta.dvm` in `out` names (node files, resolved, and the
 /// navigation file, which may be absent in an index built before it existed); `None` when
 /// there is none or it cannot be read.

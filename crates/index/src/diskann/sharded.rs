@@ -29,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
-use super::build::{walk_codes, walk_sample, BuildParams, BuildReport, SampledCodes};
+use super::build::{build_header, walk_codes, walk_sample, BuildParams, BuildReport, SampledCodes};
 use super::nav::nav_path;
 use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice};
 use super::source::{check_complete, next_checked, VectorSource};
@@ -331,35 +331,26 @@ fn encode_and_partition(
                 next_wanted += 1;
             }
             // The nearest shards with room; the overlap joins neighbouring shards' graphs.
-            let mut placed = 0;
-            for &s in &order {
-                let s = s as usize;
-                if sizes[s] >= plan.shard_capacity {
-                    continue;
-                }
-                record.clear();
-                record.extend_from_slice(&(gid as u32).to_le_bytes());
-                f32s_le(v, &mut record);
-                buckets[s].write_all(&record)?;
-                sizes[s] += 1;
-                placed += 1;
-                if placed == SHARD_OVERLAP.min(shards) {
-                    break;
-                }
-            }
             // All of its nearest shards full (rare: shards are sized with slack): the first
             // shard with room.
-            if placed == 0 {
-                if let Some(s) = (0..shards).find(|&s| sizes[s] < plan.shard_capacity) {
-                    record.clear();
-                    record.extend_from_slice(&(gid as u32).to_le_bytes());
-                    f32s_le(v, &mut record);
-                    buckets[s].write_all(&record)?;
-                    sizes[s] += 1;
-                    placed = 1;
-                }
+            let has_room = |s: &usize| sizes[*s] < plan.shard_capacity;
+            let mut chosen: Vec<usize> = order
+                .iter()
+                .map(|&s| s as usize)
+                .filter(has_room)
+                .take(SHARD_OVERLAP.min(shards))
+                .collect();
+            if chosen.is_empty() {
+                chosen.extend((0..shards).find(has_room));
             }
-            if placed == 0 {
+            record.clear();
+            record.extend_from_slice(&(gid as u32).to_le_bytes());
+            f32s_le(v, &mut record);
+            for &s in &chosen {
+                buckets[s].write_all(&record)?;
+                sizes[s] += 1;
+            }
+            if chosen.is_empty() {
                 return Err(IndexError::InvalidArgument(format!(
                     "the build plan's {shards} shards of {} vectors are full at vector {gid} \
                      (a larger memory budget gives larger shards)",
@@ -656,17 +647,13 @@ pub(crate) fn build_sharded(
             return Err(e);
         }
     };
-    for dir in new_files
-        .iter()
-        .take(targets.len() + 1)
-        .filter_map(|t| t.parent())
-    {
-        commit::sync_dir(dir)?;
-    }
-    commit::failpoint("build:nodes-written");
-    commit::write_meta(out, &meta_bytes)?;
-    commit::failpoint("build:committed");
-    commit::remove_previous(out, &previous, &intent);
+    commit::commit(
+        out,
+        &new_files[..targets.len() + 1],
+        &meta_bytes,
+        &previous,
+        &intent,
+    )?;
     let (pq_seconds, graph_seconds, write_seconds) = report_parts;
     Ok(BuildReport {
         count: n,
@@ -777,21 +764,7 @@ fn build_files(
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
     let write_start = Instant::now();
-    let header_probe = Header {
-        metric: params.metric,
-        dim: dim as u32,
-        max_degree: params.max_degree as u32,
-        count: n as u64,
-        medoid,
-        build_list: params.build_list as u32,
-        alpha: params.alpha,
-        pq_bytes: pq_bytes as u32,
-        build_id,
-        meta_crc: 0,
-        stripe_bytes: params.stripe_bytes,
-        path_count: targets.len() as u32,
-        mirrored: params.mirror,
-    };
+    let header_probe = build_header(params, dim, n, pq_bytes, targets.len(), medoid, build_id);
     let inputs = Inputs {
         vectors: scratch.vectors(),
         pq: scratch.pq(),

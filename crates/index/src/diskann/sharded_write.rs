@@ -106,21 +106,16 @@ pub(crate) struct NavChoice<'a> {
     pub code_recall: f32,
 }
 
-/// Reads the scratch graph file: `(degree, R slots)` per node.
+/// Reads the scratch graph file whole.
 fn read_graph(path: &Path, n: usize, r: usize, edges: u64) -> Result<Lists> {
-    let mut input = SpillReader::open(path, FILE_BUFFER)?;
+    let mut graph = GraphReader::open(path, r)?;
     let mut offsets = Vec::with_capacity(n + 1);
     let mut neighbors = Vec::with_capacity(edges as usize);
-    let mut record = vec![0u8; 4 * (r + 1)];
+    let mut list = Vec::with_capacity(r);
     offsets.push(0u32);
     for _ in 0..n {
-        input.read_exact(&mut record)?;
-        let degree = (u32::from_le_bytes(record[..4].try_into().expect("4 bytes")) as usize).min(r);
-        neighbors.extend(
-            record[4..4 + 4 * degree]
-                .chunks_exact(4)
-                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
-        );
+        graph.next(&mut list)?;
+        neighbors.extend_from_slice(&list);
         offsets.push(neighbors.len() as u32);
     }
     Ok(Lists { offsets, neighbors })
