@@ -288,7 +288,7 @@ fn import(
         }
     );
     let (with_payload, write_seconds) =
-        import_cmd::write_points(&col, &vectors, &mut payloads, 100)?;
+        import_cmd::write_matrix(&col, &vectors, &mut payloads, 100)?;
     println!(
         "   {:.1} s ({:.0} points/s), 100 points a write, each logged and durable before the next",
         write_seconds,

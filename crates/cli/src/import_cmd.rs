@@ -7,12 +7,15 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context};
 use diskvec_dataset::Matrix;
-use diskvec_db::{Collection, CollectionConfig, Database, Durability, PointId, PointRecord};
+use diskvec_db::{
+    Collection, CollectionConfig, Database, DbOptions, Durability, MemoryBudget, PointId,
+    PointRecord,
+};
 use diskvec_index::Progress;
 use diskvec_vector::Metric;
 use serde_json::json;
 
-use crate::build_cmd::load_train;
+use crate::build_cmd::{load_train, open_train_stream};
 use crate::payloads::{read_payloads, Payloads};
 use crate::progress::Bars;
 
@@ -62,12 +65,25 @@ pub struct Args {
     /// Payload indexes to create, as FIELD:KIND (keyword or integer), comma-separated.
     #[arg(long, value_delimiter = ',', value_parser = index_field)]
     pub index_fields: Vec<(String, String)>,
+    /// Memory each seal and merge may use: bytes (768MiB, 2GiB) or a share of the build's raw
+    /// vectors (25%); default: half of the available memory. Kept as the collection's
+    /// `build_memory` when this creates it; bytes also bound the builds of this process.
+    #[arg(long, value_parser = budget)]
+    pub build_memory: Option<MemoryBudget>,
     /// Seal everything into DiskANN segments before returning, and report the load duration.
     #[arg(long)]
     pub optimize: bool,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     pub json: bool,
+}
+
+pub fn budget(text: &str) -> Result<MemoryBudget, String> {
+    match text.parse() {
+        Ok(MemoryBudget::Auto) => Err("give bytes or a share; leave it out for auto".into()),
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub fn metric(name: &str) -> Result<Metric, String> {
@@ -94,6 +110,7 @@ pub struct NewCollection {
     pub interval_ms: Option<u64>,
     pub in_memory: bool,
     pub no_navigation: bool,
+    pub build_memory: Option<MemoryBudget>,
 }
 
 impl NewCollection {
@@ -104,6 +121,7 @@ impl NewCollection {
             || self.interval_ms.is_some()
             || self.in_memory
             || self.no_navigation
+            || self.build_memory.is_some()
     }
 
     fn config(&self, dim: usize) -> CollectionConfig {
@@ -117,6 +135,7 @@ impl NewCollection {
         }
         c.on_disk = !self.in_memory;
         c.navigation = !self.no_navigation;
+        c.build_memory = self.build_memory;
         c
     }
 }
@@ -198,39 +217,70 @@ pub fn open_or_create(
     Ok((c, false))
 }
 
-/// Upserts every vector with its payload, `batch` points per write, behind a progress bar.
-/// Takes the payloads out of `payloads`: what is left there had no vector. Returns the
-/// points that had a payload and the seconds the writes took.
+/// Upserts every vector `next_chunk` delivers (of the `rows` announced) with its payload,
+/// `batch` points per write, behind a progress bar. Takes the payloads out of `payloads`:
+/// what is left there had no vector. Returns the points written, those that had a payload,
+/// and the seconds the writes took.
 pub fn write_points(
+    col: &Collection,
+    rows: usize,
+    next_chunk: &mut dyn FnMut() -> anyhow::Result<Option<Matrix>>,
+    payloads: &mut Payloads,
+    batch: usize,
+) -> anyhow::Result<(usize, usize, f64)> {
+    let bars = Bars::new();
+    bars.phase("importing", rows as u64);
+    let started = Instant::now();
+    let (mut written, mut with_payload) = (0, 0);
+    while let Some(chunk) = next_chunk()? {
+        if let Some(pos) = chunk.ids.iter().position(|&id| id < 0) {
+            bail!(
+                "vector {} has id {}; point ids are unsigned",
+                written + pos,
+                chunk.ids[pos]
+            );
+        }
+        for (first, ids) in (0..).step_by(batch).zip(chunk.ids.chunks(batch)) {
+            let points = ids
+                .iter()
+                .enumerate()
+                .map(|(i, &id)| {
+                    let payload = payloads.remove(&(id as u64)).unwrap_or_default();
+                    with_payload += usize::from(!payload.is_empty());
+                    PointRecord {
+                        id: PointId::Num(id as u64),
+                        vector: chunk.row(first + i).to_vec(),
+                        payload,
+                    }
+                })
+                .collect();
+            let at = written + first;
+            col.upsert(points)
+                .with_context(|| format!("writing points {at} to {}", at + ids.len() - 1))?;
+            bars.advance(ids.len() as u64);
+        }
+        written += chunk.len();
+    }
+    bars.finish();
+    Ok((written, with_payload, started.elapsed().as_secs_f64()))
+}
+
+/// Upserts the vectors of `vectors` (held whole, as the demo does) like `write_points`.
+pub fn write_matrix(
     col: &Collection,
     vectors: &Matrix,
     payloads: &mut Payloads,
     batch: usize,
 ) -> anyhow::Result<(usize, f64)> {
-    let bars = Bars::new();
-    bars.phase("importing", vectors.len() as u64);
-    let started = Instant::now();
-    let mut with_payload = 0;
-    for (first, ids) in (0..).step_by(batch).zip(vectors.ids.chunks(batch)) {
-        let points = ids
-            .iter()
-            .enumerate()
-            .map(|(i, &id)| {
-                let payload = payloads.remove(&(id as u64)).unwrap_or_default();
-                with_payload += usize::from(!payload.is_empty());
-                PointRecord {
-                    id: PointId::Num(id as u64),
-                    vector: vectors.row(first + i).to_vec(),
-                    payload,
-                }
-            })
-            .collect();
-        col.upsert(points)
-            .with_context(|| format!("writing points {first} to {}", first + ids.len() - 1))?;
-        bars.advance(ids.len() as u64);
-    }
-    bars.finish();
-    Ok((with_payload, started.elapsed().as_secs_f64()))
+    let mut whole = Some(vectors.clone());
+    let (_, with_payload, seconds) = write_points(
+        col,
+        vectors.len(),
+        &mut || Ok(whole.take()),
+        payloads,
+        batch,
+    )?;
+    Ok((with_payload, seconds))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -240,16 +290,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.batch
     );
     diskvec_db::check_name(&args.collection)?;
-    let Source {
-        vectors,
-        payloads: source_payloads,
-    } = load_source(&args.dataset, args.payloads.as_deref())?;
-    let (payload_file, mut payloads) = match source_payloads {
-        Some((f, p)) => (Some(f), p),
-        None => (None, Payloads::new()),
+    // The vectors are streamed a chunk at a time (a file larger than RAM imports); the
+    // payloads are read whole, a few bytes per point.
+    let mut stream = open_train_stream(&args.dataset, MemoryBudget::Bytes(256 << 20))?;
+    let dim = stream.dim();
+    let payload_file = args
+        .payloads
+        .clone()
+        .or_else(|| default_payloads(&args.dataset));
+    let mut payloads = match &payload_file {
+        Some(f) => read_payloads(f)?,
+        None => Payloads::new(),
     };
-    let db = Database::open(&args.db)?;
+    let options = DbOptions {
+        // A share of the raw vectors is the collection's; the database's stays automatic.
+        build_memory: match args.build_memory {
+            Some(b @ MemoryBudget::Bytes(_)) => b,
+            _ => MemoryBudget::Auto,
+        },
+    };
+    let db = Database::open_with_options(&args.db, options)?;
     let settings = NewCollection {
+        build_memory: args.build_memory,
         metric: args.metric,
         seal_threshold: args.seal_threshold,
         paths: args.paths.clone(),
@@ -257,12 +319,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         in_memory: args.in_memory,
         no_navigation: args.no_navigation,
     };
-    let (col, created) = open_or_create(&db, &args.collection, vectors.dim, &settings)?;
+    let (col, created) = open_or_create(&db, &args.collection, dim, &settings)?;
     for (field, kind) in &args.index_fields {
         col.create_payload_index(field, kind)
             .with_context(|| format!("indexing payload field {field:?}"))?;
     }
-    let (with_payload, seconds) = write_points(&col, &vectors, &mut payloads, args.batch)?;
+    let rows = stream.rows();
+    let (n, with_payload, seconds) = write_points(
+        &col,
+        rows,
+        &mut || Ok(stream.next_chunk()?),
+        &mut payloads,
+        args.batch,
+    )?;
     let unmatched = payloads.len();
     let optimize_seconds = if args.optimize {
         let started = Instant::now();
@@ -274,12 +343,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let info = col.info();
     drop(col);
     db.close()?;
-    let n = vectors.len();
     let rate = n as f64 / seconds.max(1e-9);
     if args.json {
         let j = json!({
             "db": args.db.display().to_string(), "collection": args.collection,
-            "created": created, "dim": vectors.dim, "metric": info.config.metric.name(),
+            "created": created, "dim": dim, "metric": info.config.metric.name(),
             "points": n, "with_payload": with_payload, "payload_rows_without_vector": unmatched,
             "payloads": payload_file.map(|f| f.display().to_string()),
             "seconds": seconds, "points_per_second": rate,
@@ -287,6 +355,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "load_seconds": optimize_seconds.map(|o| seconds + o),
             "total_points": info.points, "indexed_points": info.indexed_points,
             "segments": info.segments.len(),
+            "last_build": info.last_task,
         });
         println!("{j}");
         return Ok(());

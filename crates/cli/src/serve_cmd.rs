@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use diskvec_db::Database;
+use diskvec_db::{Database, DbOptions, MemoryBudget};
 use diskvec_server::Keys;
 
 #[derive(clap::Args)]
@@ -26,13 +26,33 @@ pub struct Args {
     /// A second key that may only read; also from DISKVEC_READ_ONLY_API_KEY
     #[arg(long, env = "DISKVEC_READ_ONLY_API_KEY", hide_env_values = true)]
     read_only_api_key: Option<String>,
+    /// Memory the background builds (seals, merges) of all collections may use together:
+    /// bytes (4GiB) or auto (half of the memory available when a build starts)
+    #[arg(long, default_value = "auto", value_parser = db_budget)]
+    build_memory: MemoryBudget,
+}
+
+fn db_budget(text: &str) -> Result<MemoryBudget, String> {
+    let budget: MemoryBudget = text.parse().map_err(|e| format!("{e}"))?;
+    DbOptions {
+        build_memory: budget,
+    }
+    .check()
+    .map_err(|e| e.to_string())?;
+    Ok(budget)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     eprintln!("diskvec serve: opening {}", args.db.display());
     let db = Arc::new(
-        Database::open(&args.db).with_context(|| format!("opening {}", args.db.display()))?,
+        Database::open_with_options(
+            &args.db,
+            DbOptions {
+                build_memory: args.build_memory,
+            },
+        )
+        .with_context(|| format!("opening {}", args.db.display()))?,
     );
     for name in db.collection_names() {
         let col = db.collection(&name)?;

@@ -431,3 +431,56 @@ fn the_demo_loads_the_sample_into_a_database_that_survives_reopening() {
     let err = refused(&["demo", "--db", db]);
     assert!(err.contains("already holds a collection"), "{err}");
 }
+
+#[test]
+fn import_keeps_the_build_memory_it_was_given_and_refuses_bad_ones() {
+    let f = Fixture::new(3000);
+    let report = f.import(&[
+        "--seal-threshold",
+        "1000",
+        "--build-memory",
+        "200MiB",
+        "--optimize",
+    ]);
+    assert_eq!(report["points"], 3000, "{report}");
+    assert_eq!(report["indexed_points"], 3000, "{report}");
+    let info = f.info();
+    assert_eq!(
+        info["config"]["build_memory"],
+        (200u64 << 20).to_string(),
+        "{info}"
+    );
+    let last = &report["last_build"];
+    assert!(
+        last["memory_budget"].as_u64().unwrap() <= 200 << 20
+            && last["estimated_peak"].as_u64().unwrap() > 0,
+        "{info}"
+    );
+    let db = f.db();
+    let d = f.d();
+    let base = [
+        "import",
+        "--db",
+        db,
+        "--collection",
+        "other",
+        "--dataset",
+        d,
+    ];
+    for (budget, says) in [
+        ("auto", "leave it out"),
+        ("lots", "memory budget"),
+        ("1MiB", "at least"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(["--build-memory", budget]);
+        let out = diskvec(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{budget} was taken");
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "{budget}: {err}"
+        );
+    }
+    assert!(!ok(&["db", "info", "--db", db]).contains("other"));
+}

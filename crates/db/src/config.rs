@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use diskvec_index::diskann::{mib, BuildParams, MemoryBudget};
 use diskvec_vector::Metric;
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +68,12 @@ pub struct CollectionConfig {
     /// the smaller ones hold at least a tenth of the largest (0: never).
     #[serde(default = "idle_merge_default")]
     pub idle_merge_ms: u64,
+    /// Memory each seal, vacuum and merge of this collection may use (bytes, or a share of
+    /// the build's raw vectors), within the database's build memory that all collections'
+    /// builds share; `None`: the database's. A build that does not fit in memory runs in
+    /// shards.
+    #[serde(default, with = "budget_text")]
+    pub build_memory: Option<MemoryBudget>,
 }
 
 fn yes() -> bool {
@@ -102,6 +109,7 @@ impl CollectionConfig {
             on_disk: true,
             navigation: true,
             idle_merge_ms: IDLE_MERGE_MS,
+            build_memory: None,
         }
     }
 
@@ -153,6 +161,12 @@ impl CollectionConfig {
                 ));
             }
         }
+        if self.build_memory == Some(MemoryBudget::Auto) {
+            return bad(
+                "build_memory \"auto\" is the database's budget: leave the setting unset instead"
+                    .into(),
+            );
+        }
         diskvec_index::limits::HNSW_M.check(self.hnsw_m)?;
         diskvec_index::limits::EF_CONSTRUCTION.check(self.hnsw_ef_construction)?;
         diskvec_index::limits::MAX_DEGREE.check(self.max_degree)?;
@@ -161,7 +175,40 @@ impl CollectionConfig {
         if let Some(pq) = self.pq_bytes {
             diskvec_index::limits::pq_bytes(self.dim).check(pq)?;
         }
+        if let Some(budget) = self.build_memory {
+            // Every seal builds at least this many points: a budget that cannot is refused now,
+            // not at the first seal.
+            let shape = self
+                .build_params(&[])
+                .shape(self.seal_threshold, self.dim)?;
+            let smallest = shape.smallest_budget()?;
+            let given = budget.resolve(shape.n as u64 * self.dim as u64 * 4);
+            if given < smallest {
+                return bad(format!(
+                    "build_memory {budget} gives {} to a seal of {} points of {} dimensions, \
+                     which needs at least {}",
+                    mib(given),
+                    self.seal_threshold,
+                    self.dim,
+                    mib(smallest)
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The DiskANN build parameters of this collection's sealed segments, whose nodes go to
+    /// `paths` (none: the segment's directory).
+    pub fn build_params(&self, paths: &[PathBuf]) -> BuildParams {
+        BuildParams {
+            metric: self.metric,
+            max_degree: self.max_degree,
+            build_list: self.build_list,
+            pq_bytes: self.pq_bytes.map(|p| p.min(self.dim)),
+            paths: paths.to_vec(),
+            input_prepared: true,
+            ..Default::default()
+        }
     }
 }
 
@@ -188,5 +235,25 @@ mod metric_name {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Metric, D::Error> {
         let name = String::deserialize(d)?;
         super::parse_metric(&name).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A memory budget in a manifest: its text (`"auto"`, a byte count, `"25%"`).
+mod budget_text {
+    use diskvec_index::diskann::MemoryBudget;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Option<MemoryBudget>, s: S) -> Result<S::Ok, S::Error> {
+        match b {
+            None => s.serialize_none(),
+            Some(MemoryBudget::Bytes(bytes)) => s.serialize_some(&bytes.to_string()),
+            Some(other) => s.serialize_some(&other.to_string()),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<MemoryBudget>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| t.parse().map_err(serde::de::Error::custom))
+            .transpose()
     }
 }

@@ -13,6 +13,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use diskvec_index::diskann::MemoryBudget;
+
+use crate::build_memory::BuildMemory;
 use crate::collection::Collection;
 use crate::config::CollectionConfig;
 use crate::error::file_error;
@@ -23,6 +26,8 @@ use crate::{DbError, Result};
 pub struct Database {
     dir: PathBuf,
     storage: Arc<dyn Storage>,
+    /// The memory every collection's background builds share.
+    builds: Arc<BuildMemory>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
     /// Held for the database's lifetime so a second process cannot open it.
     _lock: Option<File>,
@@ -45,9 +50,38 @@ pub fn check_name(name: &str) -> Result<()> {
     }
 }
 
+/// Settings of the database as a process opens it (not kept on disk).
+#[derive(Clone, Debug, Default)]
+pub struct DbOptions {
+    /// Memory the background builds (seals, vacuums, merges) of all collections may use
+    /// together: bytes, or `Auto`, half of the memory available when a build starts (within
+    /// the memory cgroup's limit, if any). A collection's own `build_memory` is bounded by it.
+    pub build_memory: MemoryBudget,
+}
+
+impl DbOptions {
+    /// Refuses options no database works with.
+    pub fn check(&self) -> Result<()> {
+        if let MemoryBudget::ShareOfRaw(_) = self.build_memory {
+            return Err(DbError::InvalidInput(format!(
+                "the database's build memory is bytes or auto, not a share ({}): a share of \
+                 the raw vectors is a collection's setting",
+                self.build_memory
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Database {
     /// Opens the database in `dir`, creating it if needed, and recovers every collection.
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with_options(dir, DbOptions::default())
+    }
+
+    /// `open`, with options.
+    pub fn open_with_options(dir: &Path, options: DbOptions) -> Result<Self> {
+        options.check()?;
         std::fs::create_dir_all(dir).map_err(file_error(dir))?;
         let lock_path = dir.join(".lock");
         let lock = File::options()
@@ -62,15 +96,21 @@ impl Database {
                 dir.display()
             )));
         }
-        Self::open_with(dir, Arc::new(FsStorage), Some(lock))
+        Self::open_with(dir, Arc::new(FsStorage), Some(lock), options)
     }
 
     /// Opens with another storage (tests: one that forgets unsynced writes) and no lock.
     pub fn open_with_storage(dir: &Path, storage: Arc<dyn Storage>) -> Result<Self> {
-        Self::open_with(dir, storage, None)
+        Self::open_with(dir, storage, None, DbOptions::default())
     }
 
-    fn open_with(dir: &Path, storage: Arc<dyn Storage>, lock: Option<File>) -> Result<Self> {
+    fn open_with(
+        dir: &Path,
+        storage: Arc<dyn Storage>,
+        lock: Option<File>,
+        options: DbOptions,
+    ) -> Result<Self> {
+        let builds = Arc::new(BuildMemory::new(options.build_memory));
         let root = dir.join("collections");
         crate::storage::create_dir_all_durable(storage.as_ref(), &root)
             .map_err(file_error(&root))?;
@@ -91,12 +131,13 @@ impl Database {
                 let _ = storage.remove_dir_all(&cdir);
                 continue;
             }
-            let c = Collection::open(&name, &cdir, Arc::clone(&storage))?;
+            let c = Collection::open(&name, &cdir, Arc::clone(&storage), Arc::clone(&builds))?;
             collections.insert(name, Arc::new(c));
         }
         Ok(Self {
             dir: dir.to_path_buf(),
             storage,
+            builds,
             collections: RwLock::new(collections),
             _lock: lock,
         })
@@ -104,6 +145,13 @@ impl Database {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The database's build memory as set, the bytes its running builds reserved, and the
+    /// budget they share (0 before the first build).
+    pub fn build_memory(&self) -> (MemoryBudget, u64, u64) {
+        let (in_use, total) = self.builds.usage();
+        (self.builds.limit(), in_use, total)
     }
 
     fn collection_dir(&self, name: &str) -> PathBuf {
@@ -127,6 +175,7 @@ impl Database {
             &dir,
             config,
             Arc::clone(&self.storage),
+            Arc::clone(&self.builds),
         )?);
         let root = self.dir.join("collections");
         self.storage.sync_dir(&root).map_err(file_error(&root))?;

@@ -3,6 +3,7 @@
 //! growing in-memory segment and seal them into DiskANN segments on the storage paths.
 
 mod background;
+mod build_memory;
 mod collection;
 mod config;
 mod db;
@@ -20,7 +21,8 @@ pub use collection::{
     Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
 pub use config::{parse_metric, CollectionConfig, Durability, MAX_DIM};
-pub use db::{check_name, Database};
+pub use db::{check_name, Database, DbOptions};
+pub use diskvec_index::diskann::MemoryBudget;
 pub use error::{DbError, Result};
 pub use filter::Filter;
 pub use ops::PointRecord;

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 
 use diskvec_db::{
-    parse_metric, Collection, CollectionConfig, Database, DbError, Durability, Filter, Hit,
-    Payload, PointId, PointRecord, Record, SearchRequest,
+    parse_metric, Collection, CollectionConfig, Database, DbError, DbOptions, Durability, Filter,
+    Hit, MemoryBudget, Payload, PointId, PointRecord, Record, SearchRequest,
 };
 use diskvec_index::limits;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -258,8 +258,15 @@ impl PyDatabase {
 #[pymethods]
 impl PyDatabase {
     #[new]
-    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
-        let db = py.detach(|| guarded(|| Database::open(&path)))?;
+    #[pyo3(signature = (path, build_memory=None))]
+    fn open(py: Python<'_>, path: PathBuf, build_memory: Option<&str>) -> PyResult<Self> {
+        let options = DbOptions {
+            build_memory: match build_memory {
+                Some(text) => text.parse().map_err(|e| value_err(format!("{e}")))?,
+                None => MemoryBudget::Auto,
+            },
+        };
+        let db = py.detach(|| guarded(|| Database::open_with_options(&path, options)))?;
         Ok(Self {
             shared: Arc::new(Shared {
                 db: RwLock::new(Some(db)),
@@ -280,7 +287,7 @@ impl PyDatabase {
 
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
                         vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
-                        on_disk, idle_merge_ms, navigation))]
+                        on_disk, idle_merge_ms, navigation, build_memory))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
@@ -302,6 +309,7 @@ impl PyDatabase {
         on_disk: bool,
         idle_merge_ms: Option<i128>,
         navigation: bool,
+        build_memory: Option<&str>,
     ) -> PyResult<PyCollection> {
         let metric = parse_metric(metric).map_err(db_err)?;
         let mut c = CollectionConfig::new(setting("dim", dim)?, metric);
@@ -349,6 +357,9 @@ impl PyDatabase {
         if let Some(v) = idle_merge_ms {
             c.idle_merge_ms = u64::try_from(v)
                 .map_err(|_| value_err(format!("idle_merge_ms must be 0 or more, got {v}")))?;
+        }
+        if let Some(text) = build_memory {
+            c.build_memory = Some(text.parse().map_err(|e| value_err(format!("{e}")))?);
         }
         let col = self.with(py, false, |db| db.create_collection(&name, c))?;
         Ok(self.handle(&name, &col))

@@ -657,3 +657,28 @@ def test_wordnet_sample_in_a_collection(db):
     assert all(h["id"] % 2 == 0 and h["payload"] == {"row": h["id"], "even": True} for row in hits for h in row)
     assert recall([[h["id"] for h in row] for row in hits], truth_e) >= 0.9
     assert col.count({"must": [{"key": "row", "range": {"gte": 100, "lt": 200}}]}) == 100
+
+
+def test_build_memory_bounds_seals_and_bad_budgets_are_refused(tmp_path):
+    with diskvec.open(tmp_path / "db", build_memory="1GiB") as db:
+        col = db.create_collection("b", dim=16, metric="l2", seal_threshold=500, build_memory="64MiB")
+        assert col.info()["config"]["build_memory"] == str(64 << 20)
+        data = clustered(1000, 16, 3)
+        col.upsert(range(1000), data)
+        col.optimize(wait=True)
+        last = col.info()["last_task"]
+        assert last["kind"] in ("seal", "merge") and last["points"] >= 500, last
+        assert 0 < last["estimated_peak"] <= last["memory_budget"] <= 64 << 20, last
+        assert last["shards"] >= 1
+        # A share of a seal's raw vectors (32 KB here) is below what any build works in.
+        with pytest.raises(ValueError, match="at least"):
+            db.create_collection("share", dim=16, build_memory="50%", seal_threshold=500)
+        with pytest.raises(ValueError, match="at least"):
+            db.create_collection("tiny", dim=16, build_memory=1 << 20)
+        with pytest.raises(ValueError, match="memory budget"):
+            db.create_collection("bad", dim=16, build_memory="lots")
+        with pytest.raises(ValueError, match="at least one byte"):
+            db.create_collection("neg", dim=16, build_memory=-5)
+        assert db.collections() == ["b"]
+    with pytest.raises(ValueError, match="bytes or auto"):
+        diskvec.open(tmp_path / "db2", build_memory="25%")

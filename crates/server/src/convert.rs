@@ -408,6 +408,22 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
                 )))
             }
         }
+        c.build_memory = match d.get("build_memory") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(
+                text.parse()
+                    .map_err(|e| ApiError::bad_request(format!("diskvec.build_memory: {e}")))?,
+            ),
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|b| b > 0) => {
+                Some(diskvec_db::MemoryBudget::Bytes(n.as_u64().unwrap_or(1)))
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "diskvec.build_memory must be bytes (a positive integer, or text like \
+                     \"768MiB\") or a share of the raw vectors (\"25%\"), got {other}"
+                )))
+            }
+        };
     }
     c.check().map_err(ApiError::from)?;
     Ok(c)

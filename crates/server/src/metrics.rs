@@ -278,6 +278,48 @@ pub(crate) fn prometheus(metrics: &Metrics, collections: &[CollectionFigures]) -
         "1 for the collection's status (green: idle; yellow: seal or merge pending; red: a background task failed).",
         &statuses,
     );
+    // The background build of each collection that runs one: how far its phase is, and the
+    // memory it was granted against what its plan expects to use.
+    let mut progress = Vec::new();
+    let mut build_memory = Vec::new();
+    for c in collections {
+        let Some(t) = &c.info.task else { continue };
+        let name = label(&c.info.name);
+        progress.push((
+            format!(
+                "collection=\"{name}\",kind=\"{}\",phase=\"{}\"",
+                t.kind,
+                label(&t.phase)
+            ),
+            if t.total > 0 {
+                t.done as f64 / t.total as f64
+            } else {
+                0.0
+            },
+        ));
+        build_memory.push((
+            format!("collection=\"{name}\",kind=\"budget\""),
+            t.memory_budget as f64,
+        ));
+        build_memory.push((
+            format!("collection=\"{name}\",kind=\"estimated_peak\""),
+            t.estimated_peak as f64,
+        ));
+    }
+    family(
+        &mut out,
+        "diskvec_build_phase_progress",
+        "gauge",
+        "Share (0 to 1) of the running seal's or merge's current phase done.",
+        &progress,
+    );
+    family(
+        &mut out,
+        "diskvec_build_memory_bytes",
+        "gauge",
+        "Memory the running seal or merge was granted (budget) and its plan's estimated peak.",
+        &build_memory,
+    );
     family(
         &mut out,
         "diskvec_wal_bytes",

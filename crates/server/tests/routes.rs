@@ -656,3 +656,45 @@ async fn on_disk_false_keeps_nodes_in_dram_and_idle_merge_is_a_setting() {
         .await;
     assert!(msg.contains("vectors.on_disk"), "{msg}");
 }
+
+#[tokio::test]
+async fn build_memory_is_a_collection_setting_and_bad_ones_are_refused() {
+    let api = Api::new(Keys::default());
+    api.ok(
+        "PUT",
+        "/collections/bm",
+        json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"build_memory": "256MiB"}}),
+    )
+    .await;
+    let info = api.ok("GET", "/collections/bm", Value::Null).await;
+    assert_eq!(
+        info["diskvec"]["config"]["build_memory"],
+        (256u64 << 20).to_string(),
+        "{info}"
+    );
+    api.ok(
+        "PUT",
+        "/collections/bytes",
+        json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"build_memory": 300_000_000u64}}),
+    )
+    .await;
+    let info = api.ok("GET", "/collections/bytes", Value::Null).await;
+    assert_eq!(info["diskvec"]["config"]["build_memory"], "300000000");
+    for (bad, says) in [
+        (json!("lots"), "memory budget"),
+        (json!(-3), "diskvec.build_memory must be"),
+        (json!(true), "diskvec.build_memory must be"),
+        (json!("1MiB"), "at least"),
+        (json!("auto"), "leave the setting unset"),
+    ] {
+        let msg = api
+            .err(
+                "PUT",
+                "/collections/bad",
+                json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"build_memory": bad}}),
+                StatusCode::BAD_REQUEST,
+            )
+            .await;
+        assert!(msg.contains(says), "{bad}: {msg}");
+    }
+}

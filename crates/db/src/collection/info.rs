@@ -63,6 +63,9 @@ pub struct CollectionInfo {
     pub rebuilds_done: u64,
     /// The seal, vacuum or merge being built now, with its phase and progress.
     pub task: Option<super::TaskInfo>,
+    /// The last seal, vacuum or merge that ended since open (its memory budget, shards,
+    /// seconds), successful or not.
+    pub last_task: Option<super::TaskInfo>,
     /// Indexing turned off for a bulk load (`set_indexing(false)`).
     pub indexing_paused: bool,
 }
@@ -144,6 +147,7 @@ impl Collection {
             seals_done,
             rebuilds_done,
             task: inner.task.current(),
+            last_task: inner.task.last(),
             indexing_paused: state.indexing_paused,
         }
     }

@@ -62,6 +62,8 @@ pub(crate) struct Inner {
     task: task::TaskProgress,
     /// When the last write was applied (the idle merge waits for quiet).
     last_write: Mutex<std::time::Instant>,
+    /// The database's build memory, shared with its other collections.
+    builds: Arc<crate::build_memory::BuildMemory>,
 }
 
 /// Device and inode of a directory.
@@ -71,6 +73,33 @@ pub(crate) fn identity(dir: &std::path::Path) -> Option<(u64, u64)> {
 }
 
 impl Inner {
+    /// Builds `input` as a sealed segment in `dir` (nodes on `paths`) within the memory it
+    /// reserves first (waiting while other builds hold the database's build memory); the
+    /// plan goes to `info()`.
+    pub(crate) fn build_segment(
+        &self,
+        input: &crate::segment::SealInput,
+        dir: &std::path::Path,
+        paths: &[PathBuf],
+    ) -> crate::Result<()> {
+        let shape = self
+            .config
+            .build_params(&[])
+            .shape(input.len(), self.config.dim)?;
+        let grant = self.builds.reserve(&shape, self.config.build_memory, &|| {
+            lock(&self.background).stop
+        })?;
+        self.task.set_plan(&grant.plan);
+        crate::segment::seal(
+            input,
+            dir,
+            &self.config,
+            paths,
+            grant.plan.budget,
+            &self.task,
+        )
+    }
+
     /// Refuses to go on when the collection's directory is no longer the one it opened:
     /// removed, or removed and created again by someone else (e.g. a `rm -rf` and a new
     /// database at the same path while this process still ran). Paths would then lead a

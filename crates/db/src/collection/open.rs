@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::state::{Loc, State};
 use super::{indexer, optimize, Collection, Inner};
+use crate::build_memory::BuildMemory;
 use crate::config::{CollectionConfig, Durability};
 use crate::filter::PayloadIndexKind;
 use crate::manifest::Manifest;
@@ -44,15 +45,23 @@ impl Collection {
         dir: &Path,
         config: CollectionConfig,
         storage: Arc<dyn Storage>,
+        builds: Arc<BuildMemory>,
     ) -> Result<Self> {
         config.check()?;
         crate::storage::create_dir_all_durable(storage.as_ref(), dir)
             .map_err(crate::error::file_error(dir))?;
         Manifest::new(config).write(storage.as_ref(), dir)?;
-        Self::open(name, dir, storage)
+        Self::open(name, dir, storage, builds)
     }
 
-    pub(crate) fn open(name: &str, dir: &Path, storage: Arc<dyn Storage>) -> Result<Self> {
+    /// Opens the collection in `dir`; its background builds share `builds` with the
+    /// database's other collections.
+    pub(crate) fn open(
+        name: &str,
+        dir: &Path,
+        storage: Arc<dyn Storage>,
+        builds: Arc<BuildMemory>,
+    ) -> Result<Self> {
         let started = Instant::now();
         let manifest = Manifest::read(storage.as_ref(), dir)?;
         let config = manifest.config.clone();
@@ -185,6 +194,7 @@ impl Collection {
             retired_io: Mutex::new(retired_io),
             task: Default::default(),
             last_write: Mutex::new(std::time::Instant::now()),
+            builds,
         });
         let spawn = |what: &str, work: fn(Arc<Inner>)| {
             let inner = Arc::clone(&inner);

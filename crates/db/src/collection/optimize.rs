@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::rebuild::Maintenance;
 use super::{lock, Collection, Inner};
 use crate::manifest::{Manifest, SegmentEntry};
-use crate::segment::{seal, write_deleted, Growing, Points, Sealed, Segment};
+use crate::segment::{write_deleted, Growing, Points, Sealed, Segment};
 use crate::{DbError, Result};
 
 /// What the worker is doing; guarded by `Inner::background`.
@@ -127,7 +127,7 @@ impl Inner {
         }
         let started = std::time::Instant::now();
         let task = self.task.begin("seal", copy.len());
-        seal(&copy, &dir, &self.config, &paths, &self.task)?;
+        self.build_segment(&copy, &dir, &paths)?;
         drop(task);
         drop(copy);
         crate::failpoint("seal:built");

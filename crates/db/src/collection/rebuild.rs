@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::state::Loc;
 use super::Inner;
-use crate::segment::{seal, Points, SealInput, Segment};
-use crate::Result;
+use crate::segment::{Points, SealInput, Segment, VectorPart};
+use crate::{Payload, PointId, Result};
 
 /// More sealed segments than this and the smallest are merged.
 pub(crate) const MERGE_ABOVE: usize = 8;
@@ -205,43 +205,50 @@ impl Inner {
             state.next_segment_id += 1;
             (id, segs, growing)
         };
-        // Live points as of now, with where each came from.
-        let mut points = SealInput::new();
+        // Live points as of now, with where each came from; their vectors stay where they
+        // are until the build streams them.
+        let mut points = SealInput::new(self.config.dim);
         let mut origin: Vec<Loc> = Vec::new();
         let mut checkpoint = None;
+        // The live offsets of one source segment, taken with their ids, versions, payloads.
+        let mut take = |segment: u64,
+                        live: &[u32],
+                        ids: &[PointId],
+                        versions: &[u64],
+                        payloads: &[Payload]| {
+            for &offset in live {
+                let at = offset as usize;
+                points.push_point(ids[at], versions[at], &payloads[at]);
+                origin.push(Loc {
+                    segment,
+                    offset,
+                    version: versions[at],
+                });
+            }
+        };
+        let mut parts = Vec::new();
         for (seg_id, g) in &growing {
             let g = g.read().unwrap_or_else(|e| e.into_inner());
             checkpoint = g.frozen_at.or(checkpoint);
-            for offset in 0..g.len() as u32 {
-                if !g.is_live(offset) {
-                    continue;
-                }
-                let at = offset as usize;
-                points.push(g.vector(offset), g.ids[at], g.versions[at], &g.payloads[at]);
-                origin.push(Loc {
-                    segment: *seg_id,
-                    offset,
-                    version: g.versions[at],
-                });
-            }
+            let live: Vec<u32> = (0..g.len() as u32).filter(|&o| g.is_live(o)).collect();
+            take(*seg_id, &live, &g.ids, &g.versions, &g.payloads);
+            parts.push(VectorPart::Frozen {
+                vectors: g.shared_vectors(),
+                offsets: Some(live),
+            });
         }
         for (seg_id, s) in sources.iter().zip(&segs) {
             let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
             let live: Vec<u32> = (0..s.len() as u32)
                 .filter(|o| !deleted.contains(*o))
                 .collect();
-            for chunk in live.chunks(4096) {
-                for (&offset, vector) in chunk.iter().zip(s.vectors(chunk)?) {
-                    let at = offset as usize;
-                    points.push(&vector, s.ids[at], s.versions[at], &s.payloads[at]);
-                    origin.push(Loc {
-                        segment: *seg_id,
-                        offset,
-                        version: s.versions[at],
-                    });
-                }
-            }
+            take(*seg_id, &live, &s.ids, &s.versions, &s.payloads);
+            parts.push(VectorPart::Sealed {
+                segment: Arc::clone(s),
+                offsets: live,
+            });
         }
+        points.parts = parts;
         let dir = self.segment_dir(new_id);
         let paths = self.segment_paths(new_id);
         for p in &paths {
@@ -250,7 +257,7 @@ impl Inner {
         let count = points.len();
         self.task.set_points(count);
         if count > 0 {
-            seal(&points, &dir, &self.config, &paths, &self.task)?;
+            self.build_segment(&points, &dir, &paths)?;
         }
         drop(task);
         drop(points);

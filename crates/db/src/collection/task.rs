@@ -20,6 +20,11 @@ pub struct TaskInfo {
     pub done: u64,
     pub total: u64,
     pub seconds: f64,
+    /// Memory the build was granted (0 before it is planned), what its plan expects to use
+    /// at its peak, and its shards (1: the whole build in memory).
+    pub memory_budget: u64,
+    pub estimated_peak: u64,
+    pub shards: usize,
 }
 
 struct Running {
@@ -29,11 +34,16 @@ struct Running {
     done: u64,
     total: u64,
     started: Instant,
+    plan: Option<diskvec_index::diskann::BuildPlan>,
 }
 
 /// Records the build's progress; the build reports through `diskvec_index::Progress`.
 #[derive(Default)]
-pub(crate) struct TaskProgress(Mutex<Option<Running>>);
+pub(crate) struct TaskProgress {
+    running: Mutex<Option<Running>>,
+    /// The last build that ended (finished or failed), as it stood at its end.
+    last: Mutex<Option<TaskInfo>>,
+}
 
 impl TaskProgress {
     /// Marks a build as running until the returned guard drops (on error paths too).
@@ -45,6 +55,7 @@ impl TaskProgress {
             done: 0,
             total: 0,
             started: Instant::now(),
+            plan: None,
         });
         TaskGuard(self)
     }
@@ -56,6 +67,13 @@ impl TaskProgress {
         }
     }
 
+    /// How the build will run within the memory it was granted.
+    pub fn set_plan(&self, plan: &diskvec_index::diskann::BuildPlan) {
+        if let Some(r) = self.lock().as_mut() {
+            r.plan = Some(plan.clone());
+        }
+    }
+
     pub fn current(&self) -> Option<TaskInfo> {
         self.lock().as_ref().map(|r| TaskInfo {
             kind: r.kind,
@@ -64,11 +82,19 @@ impl TaskProgress {
             done: r.done,
             total: r.total,
             seconds: r.started.elapsed().as_secs_f64(),
+            memory_budget: r.plan.as_ref().map_or(0, |p| p.budget),
+            estimated_peak: r.plan.as_ref().map_or(0, |p| p.estimated_peak),
+            shards: r.plan.as_ref().map_or(0, |p| p.shards),
         })
     }
 
+    /// The last build that ended, as it stood at its end.
+    pub fn last(&self) -> Option<TaskInfo> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -92,7 +118,11 @@ pub(crate) struct TaskGuard<'a>(&'a TaskProgress);
 
 impl Drop for TaskGuard<'_> {
     fn drop(&mut self) {
+        let ended = self.0.current();
         *self.0.lock() = None;
+        if ended.is_some() {
+            *self.0.last.lock().unwrap_or_else(|e| e.into_inner()) = ended;
+        }
     }
 }
 
@@ -121,6 +151,8 @@ mod tests {
             assert_eq!(p.current().unwrap().done, 0);
         }
         assert!(p.current().is_none(), "the guard ends the task");
+        let last = p.last().unwrap();
+        assert_eq!((last.kind, last.points, last.done), ("merge", 500, 0));
         // Reports outside a task are ignored.
         p.advance(5);
         assert!(p.current().is_none());

@@ -11,6 +11,7 @@ use diskvec_index::hnsw::GrowingHnsw;
 use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
+use super::seal_input::{SealInput, VectorPart};
 use super::{closest, Points, SegmentHit};
 use crate::config::CollectionConfig;
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
@@ -35,38 +36,6 @@ pub(crate) struct Growing {
     pub index: PayloadIndex,
     /// The last operation applied before the segment was frozen; `None` while active.
     pub frozen_at: Option<u64>,
-}
-
-/// What a sealed segment is built from: points by offset.
-pub(crate) struct SealInput {
-    /// Metric-prepared vectors, row-major.
-    pub vectors: Arc<Vec<f32>>,
-    pub ids: Vec<PointId>,
-    pub versions: Vec<u64>,
-    pub payloads: Arc<Vec<Payload>>,
-}
-
-impl SealInput {
-    pub fn new() -> Self {
-        Self {
-            vectors: Arc::new(Vec::new()),
-            ids: Vec::new(),
-            versions: Vec::new(),
-            payloads: Arc::new(Vec::new()),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// Appends one point (a rebuild gathers live points of several segments this way).
-    pub fn push(&mut self, vector: &[f32], id: PointId, version: u64, payload: &Payload) {
-        Arc::make_mut(&mut self.vectors).extend_from_slice(vector);
-        self.ids.push(id);
-        self.versions.push(version);
-        Arc::make_mut(&mut self.payloads).push(payload.clone());
-    }
 }
 
 impl Points for Growing {
@@ -114,6 +83,11 @@ impl Growing {
 
     pub fn live(&self) -> usize {
         self.len() - self.deleted.len() as usize
+    }
+
+    /// The vectors, shared (a frozen segment takes no more, so they no longer change).
+    pub fn shared_vectors(&self) -> Arc<Vec<f32>> {
+        Arc::clone(&self.vectors)
     }
 
     pub fn vector(&self, offset: u32) -> &[f32] {
@@ -210,7 +184,11 @@ impl Growing {
     /// vectors and payloads shared, not copied.
     pub fn seal_input(&self) -> SealInput {
         SealInput {
-            vectors: Arc::clone(&self.vectors),
+            dim: self.dim,
+            parts: vec![VectorPart::Frozen {
+                vectors: Arc::clone(&self.vectors),
+                offsets: None,
+            }],
             ids: self.ids.clone(),
             versions: self.versions.clone(),
             payloads: Arc::clone(&self.payloads),

@@ -4,6 +4,7 @@
 
 mod files;
 mod growing;
+mod seal_input;
 mod sealed;
 
 use std::sync::{Arc, RwLock};
@@ -12,7 +13,8 @@ use crate::filter::{Candidates, Filter};
 use crate::{Payload, PointId};
 
 pub(crate) use files::{read_deleted, write_deleted};
-pub(crate) use growing::{Growing, SealInput};
+pub(crate) use growing::Growing;
+pub(crate) use seal_input::{SealInput, VectorPart};
 pub(crate) use sealed::{seal, Sealed, EXACT_LIMIT};
 
 /// Matches a segment found for a query: offset and distance (smaller is closer).

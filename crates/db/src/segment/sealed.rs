@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use diskvec_index::diskann::{
-    build, Accept, BuildParams, DiskIndex, OpenOptions, PendingSearch, SearchParams, SearchResult,
-    SearchService,
+    build_from, Accept, DiskIndex, MemoryBudget, OpenOptions, PendingSearch, SearchParams,
+    SearchResult, SearchService,
 };
 use diskvec_index::limits;
 use diskvec_vector::Metric;
@@ -68,41 +68,39 @@ pub(crate) struct Sealed {
     pub payload_index: RwLock<PayloadIndex>,
 }
 
-/// Builds the DiskANN index and the points file of a frozen segment into `dir`.
+/// Builds the DiskANN index and the points file of `input` into `dir`, within `budget`
+/// bytes (what the database's build memory granted: the build runs in shards when the
+/// whole of it does not fit).
 pub(crate) fn seal(
-    frozen: &SealInput,
+    input: &SealInput,
     dir: &Path,
     config: &CollectionConfig,
     paths: &[PathBuf],
+    budget: u64,
     progress: &dyn diskvec_index::Progress,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(crate::error::file_error(dir))?;
-    let n = frozen.len();
-    let offsets: Vec<i64> = (0..n as i64).collect();
-    let params = BuildParams {
-        metric: config.metric,
-        max_degree: config.max_degree,
-        build_list: config.build_list,
-        pq_bytes: config.pq_bytes.map(|p| p.min(config.dim)),
-        paths: paths.to_vec(),
-        input_prepared: true,
-        ..Default::default()
-    };
+    if !input.rows_match() {
+        return Err(crate::DbError::Unavailable(format!(
+            "internal error: a build of {} points was given vectors for another number",
+            input.len()
+        )));
+    }
+    let params = config.build_params(paths);
     crate::background::run_build(|| {
-        build(
-            &frozen.vectors,
-            config.dim,
-            &offsets,
+        build_from(
+            &mut input.source(),
             &params,
+            MemoryBudget::Bytes(budget),
             dir,
             progress,
         )
     })?;
     write_points(
         &dir.join(POINTS_FILE),
-        &frozen.ids,
-        &frozen.versions,
-        &frozen.payloads,
+        &input.ids,
+        &input.versions,
+        &input.payloads,
     )
 }
 

@@ -192,41 +192,61 @@ pub fn shard_degree(max_degree: usize) -> usize {
     (max_degree * 2).div_ceil(3).max(4).min(max_degree)
 }
 
-/// Plans a build of `n` vectors of `dim` dimensions under `budget` bytes; refuses, naming
-/// the smallest budget that works, when even the smallest shards would not fit.
-pub fn plan_build(
-    n: usize,
-    dim: usize,
-    max_degree: usize,
-    pq_bytes: usize,
-    threads: usize,
-    inner_product: bool,
-    budget: u64,
-) -> Result<BuildPlan> {
-    let attempt = |b: u64| try_plan(n, dim, max_degree, pq_bytes, threads, inner_product, b);
-    match attempt(budget) {
-        Ok(plan) => Ok(plan),
-        Err(Refusal::TooSmall { in_memory }) => {
-            // The smallest budget that plans (chunks and samples grow with the budget, so
-            // the smallest is searched for, not computed): the one the message names works.
-            let (mut lo, mut hi) = (budget, in_memory.max(budget + 1));
-            while hi - lo > 1 << 20 {
-                let mid = lo + (hi - lo) / 2;
-                match attempt(mid) {
-                    Ok(_) => hi = mid,
-                    Err(_) => lo = mid,
-                }
+/// What a build's memory needs depend on: its size and the parameters that set the
+/// bytes per vector.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BuildShape {
+    pub n: usize,
+    pub dim: usize,
+    pub max_degree: usize,
+    pub pq_bytes: usize,
+    /// Threads building at once (each has its own search buffers).
+    pub threads: usize,
+    /// Inner product builds over an augmented copy of the vectors.
+    pub inner_product: bool,
+}
+
+impl BuildShape {
+    /// Plans the build under `budget` bytes; refuses, naming the smallest budget that
+    /// works, when even the smallest shards would not fit.
+    pub fn plan(&self, budget: u64) -> Result<BuildPlan> {
+        match try_plan(self, budget) {
+            Ok(plan) => Ok(plan),
+            Err(Refusal::TooSmall { in_memory }) => {
+                let smallest = self.smallest_budget()?;
+                Err(IndexError::InvalidArgument(format!(
+                    "a memory budget of {} is too small to build {} vectors of {} dimensions: \
+                     the smallest that works is {} (the whole build in memory takes about {})",
+                    mib(budget),
+                    self.n,
+                    self.dim,
+                    mib(smallest),
+                    mib(in_memory)
+                )))
             }
-            let smallest = hi.div_ceil(1 << 20) << 20;
-            Err(IndexError::InvalidArgument(format!(
-                "a memory budget of {} is too small to build {n} vectors of {dim} dimensions: \
-                 the smallest that works is {} (the whole build in memory takes about {})",
-                mib(budget),
-                mib(smallest),
-                mib(in_memory)
-            )))
+            Err(Refusal::Other(e)) => Err(e),
         }
-        Err(Refusal::Other(e)) => Err(e),
+    }
+
+    /// The smallest budget (a whole number of MiB) this build plans under. Chunks and
+    /// samples grow with the budget, so it is searched for rather than computed: the figure
+    /// returned does plan.
+    pub fn smallest_budget(&self) -> Result<u64> {
+        let in_memory = match try_plan(self, u64::MAX / 4) {
+            Ok(plan) => plan.in_memory_bytes,
+            Err(Refusal::Other(e)) => return Err(e),
+            Err(Refusal::TooSmall { in_memory }) => in_memory,
+        };
+        let (mut lo, mut hi) = (0u64, in_memory.max(1));
+        while hi - lo > 1 << 20 {
+            let mid = lo + (hi - lo) / 2;
+            match try_plan(self, mid) {
+                Ok(_) => hi = mid,
+                Err(Refusal::TooSmall { .. }) => lo = mid,
+                Err(Refusal::Other(e)) => return Err(e),
+            }
+        }
+        Ok(hi.div_ceil(1 << 20) << 20)
     }
 }
 
@@ -235,15 +255,15 @@ enum Refusal {
     Other(IndexError),
 }
 
-fn try_plan(
-    n: usize,
-    dim: usize,
-    max_degree: usize,
-    pq_bytes: usize,
-    threads: usize,
-    inner_product: bool,
-    budget: u64,
-) -> std::result::Result<BuildPlan, Refusal> {
+fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, Refusal> {
+    let BuildShape {
+        n,
+        dim,
+        max_degree,
+        pq_bytes,
+        threads,
+        inner_product,
+    } = *shape;
     let n64 = n as u64;
     let d = dim as u64;
     let vector = 4 * (d + inner_product as u64);
@@ -427,15 +447,21 @@ mod tests {
     fn a_roomy_budget_builds_in_memory_and_a_tight_one_shards_within_it() {
         let (n, dim) = (1_000_000, 768);
         let raw = (n * dim * 4) as u64;
-        let roomy = plan_build(n, dim, 64, 192, 2, false, 8 * raw).unwrap();
+        let shape = BuildShape {
+            n,
+            dim,
+            max_degree: 64,
+            pq_bytes: 192,
+            threads: 2,
+            inner_product: false,
+        };
+        let roomy = shape.plan(8 * raw).unwrap();
         assert_eq!(roomy.shards, 1);
-        let tight = plan_build(n, dim, 64, 192, 2, false, raw / 4).unwrap();
+        let tight = shape.plan(raw / 4).unwrap();
         assert!(tight.shards > 2, "{tight:?}");
         assert!(tight.estimated_peak <= raw / 4, "{tight:?}");
         assert!(tight.shard_capacity * tight.shards >= 2 * n, "{tight:?}");
-        let err = plan_build(n, dim, 64, 192, 2, false, 20 << 20)
-            .unwrap_err()
-            .to_string();
+        let err = shape.plan(20 << 20).unwrap_err().to_string();
         assert!(err.contains("smallest that works is"), "{err}");
         // The smallest budget named works.
         let named = err
@@ -449,6 +475,8 @@ mod tests {
             MemoryBudget::Bytes(b) => b,
             other => panic!("{other:?}"),
         };
-        plan_build(n, dim, 64, 192, 2, false, bytes).unwrap();
+        shape.plan(bytes).unwrap();
+        assert_eq!(bytes, shape.smallest_budget().unwrap());
+        assert!(shape.plan(bytes - (1 << 20)).is_err());
     }
 }

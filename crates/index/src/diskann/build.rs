@@ -5,7 +5,7 @@ use diskvec_graph::VamanaParams;
 use diskvec_io::{StripedWriter, SECTOR};
 use diskvec_vector::{mips_to_l2, Metric, ProductQuantizer, Rows, ScalarQuantizer4};
 
-use super::budget::{plan_build, MemoryBudget};
+use super::budget::{BuildShape, MemoryBudget};
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta::Meta;
 use super::nav::{nav_path, Navigation, WalkCodes};
@@ -81,6 +81,21 @@ pub struct BuildReport {
 }
 
 /// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
+impl BuildParams {
+    /// What a build of `n` vectors of `dim` dimensions with these parameters needs of
+    /// memory, to plan it under a budget; refuses parameters no build takes.
+    pub fn shape(&self, n: usize, dim: usize) -> Result<BuildShape> {
+        Ok(BuildShape {
+            n,
+            dim,
+            max_degree: self.max_degree,
+            pq_bytes: check_build(self, dim, n)?,
+            threads: rayon::current_num_threads(),
+            inner_product: self.metric == Metric::InnerProduct,
+        })
+    }
+}
+
 fn check_build(params: &BuildParams, dim: usize, n: usize) -> Result<usize> {
     let pq_bytes = check_params(params, dim)?;
     if params.stripe_bytes == 0 || !params.stripe_bytes.is_multiple_of(SECTOR as u64) {
@@ -297,17 +312,10 @@ pub fn build_from(
             "no vectors to build from".into(),
         ));
     }
-    let pq_bytes = check_build(params, dim, n)?;
+    let shape = params.shape(n, dim)?;
+    let pq_bytes = shape.pq_bytes;
     let budget_bytes = budget.resolve(n as u64 * dim as u64 * 4);
-    let plan = plan_build(
-        n,
-        dim,
-        params.max_degree,
-        pq_bytes,
-        rayon::current_num_threads(),
-        params.metric == Metric::InnerProduct,
-        budget_bytes,
-    )?;
+    let plan = shape.plan(budget_bytes)?;
     let plan = match std::env::var(SHARD_CAPACITY_VAR)
         .ok()
         .and_then(|v| v.parse().ok())

@@ -27,7 +27,7 @@ mod sharded_write;
 mod source;
 mod verify;
 
-pub use budget::{available_memory, mib, plan_build, BuildPlan, MemoryBudget, AUTO_SHARE};
+pub use budget::{available_memory, mib, BuildPlan, BuildShape, MemoryBudget, AUTO_SHARE};
 pub use build::{build, build_from, BuildParams, BuildReport, SHARD_CAPACITY_VAR};
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};

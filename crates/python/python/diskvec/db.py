@@ -75,6 +75,17 @@ def _path(p) -> str:
     return os.path.abspath(os.fspath(p))
 
 
+def _opt_budget(name: str, value) -> Optional[str]:
+    """A memory budget as the native layer parses it: text, or a whole number of bytes."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be bytes (an int) or text like \"768MiB\" or \"25%\", got {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name} must be at least one byte, got {value}")
+    return str(int(value))
+
+
 class Database:
     """An open database directory. Use `diskvec.open(path)`.
 
@@ -83,8 +94,8 @@ class Database:
     stop working once their database is closed.
     """
 
-    def __init__(self, path: Union[str, os.PathLike]):
-        self._inner = _native.Database(os.fspath(path))
+    def __init__(self, path: Union[str, os.PathLike], build_memory: Optional[str] = None):
+        self._inner = _native.Database(os.fspath(path), _opt_budget("build_memory", build_memory))
 
     @property
     def path(self) -> str:
@@ -104,7 +115,8 @@ class Database:
                           build_list: Optional[int] = None, pq_bytes: Optional[int] = None,
                           search_list: Optional[int] = None,
                           max_payload_bytes: Optional[int] = None, on_disk: bool = True,
-                          idle_merge_ms: Optional[int] = None, navigation: bool = True) -> "Collection":
+                          idle_merge_ms: Optional[int] = None, navigation: bool = True,
+                          build_memory: Union[str, int, None] = None) -> "Collection":
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
@@ -129,6 +141,12 @@ class Database:
           point in DRAM (about a quarter of the raw vectors) and walk their graphs there,
           reading the SSD only to re-rank; False keeps only PQ codes (a sixteenth) and reads
           every node the walk expands: the choice for a tight memory budget.
+        - build_memory (None: the database's): memory each seal, vacuum and merge of this
+          collection may use, as bytes (an int, or "768MiB", "2GiB") or a share of the build's
+          raw vectors ("25%"); within the database's build memory (`open(path,
+          build_memory=...)`), which the builds of all collections share. A build that does not
+          fit runs in shards; a budget too small for a seal of `seal_threshold` points is
+          refused here (ValueError naming the smallest that works).
         """
         native = self._inner.create_collection(
             name, _int("dim", dim), metric, [_path(p) for p in (paths or [])],
@@ -137,7 +155,8 @@ class Database:
             None if vacuum_threshold is None else float(vacuum_threshold), _opt_int("max_degree", max_degree),
             _opt_int("build_list", build_list), _opt_int("pq_bytes", pq_bytes), _opt_int("search_list", search_list),
             _opt_int("max_payload_bytes", max_payload_bytes), bool(on_disk),
-            _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation))
+            _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation),
+            _opt_budget("build_memory", build_memory))
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":
@@ -172,11 +191,16 @@ class Database:
         return f"Database({self.path!r}, {state})"
 
 
-def open(path: Union[str, os.PathLike]) -> Database:  # noqa: A001 (the issue's name)
+def open(path: Union[str, os.PathLike], *,  # noqa: A001 (the issue's name)
+         build_memory: Union[str, int, None] = None) -> Database:
     """Opens the database in directory `path`, creating it if needed and recovering every
     collection from its log. OSError if another Database (in this or another process) has it
-    open, or its files are damaged. Also a context manager: `with diskvec.open(p) as db:`."""
-    return Database(path)
+    open, or its files are damaged. Also a context manager: `with diskvec.open(p) as db:`.
+
+    build_memory: memory the background builds (seals, vacuums, merges) of all collections
+    may use together, as bytes (an int, or "4GiB") or "auto" (default: half of the memory
+    available when a build starts, within the memory cgroup's limit if any)."""
+    return Database(path, build_memory=build_memory)
 
 
 class Collection:
@@ -331,8 +355,9 @@ class Collection:
         """Status and sizes: name, status ("green", "yellow": sealing, "red": a background
         failure, see "error"), points, indexed_points (in sealed segments), segments,
         payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done, task (the
-        seal, vacuum or merge running: kind, points, phase, done, total, seconds) and
-        indexing_paused."""
+        seal, vacuum or merge running: kind, points, phase, done, total, seconds,
+        memory_budget it was granted, estimated_peak of its plan, shards: 1 in memory),
+        last_task (the last one that ended, alike) and indexing_paused."""
         info = self._inner.info()
         info["payload_indexes"] = dict(info["payload_indexes"])
         config = info["config"]

@@ -1,0 +1,236 @@
+//! The memory the database's background builds (seals, vacuums, merges) may use together.
+//!
+//! One ledger per database: a build reserves what its plan needs before it starts and gives
+//! it back when it ends, so builds of several collections running at once share the
+//! database's budget instead of each taking its own. A build that finds too little left
+//! plans in more shards with what there is; one that cannot work even in that waits for a
+//! running build to end.
+
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use diskvec_index::diskann::{
+    available_memory, mib, BuildPlan, BuildShape, MemoryBudget, AUTO_SHARE,
+};
+
+use crate::{DbError, Result};
+
+/// How often a waiting build checks whether its collection is closing.
+const WAIT_STEP: Duration = Duration::from_millis(200);
+
+pub(crate) struct BuildMemory {
+    /// The database's budget: bytes, or `Auto` (a share of what is available).
+    limit: MemoryBudget,
+    ledger: Mutex<Ledger>,
+    freed: Condvar,
+}
+
+#[derive(Default)]
+struct Ledger {
+    /// The budget in bytes, resolved when the first of the running builds started (an
+    /// `Auto` budget follows the machine between builds, not during one).
+    total: u64,
+    in_use: u64,
+    running: usize,
+}
+
+/// Memory reserved by one build; given back when dropped (on error paths too).
+pub(crate) struct BuildGrant<'a> {
+    ledger: &'a BuildMemory,
+    bytes: u64,
+    pub plan: BuildPlan,
+}
+
+impl Drop for BuildGrant<'_> {
+    fn drop(&mut self) {
+        let mut l = self.ledger.lock();
+        l.in_use -= self.bytes;
+        l.running -= 1;
+        drop(l);
+        self.ledger.freed.notify_all();
+    }
+}
+
+impl BuildMemory {
+    pub fn new(limit: MemoryBudget) -> Self {
+        Self {
+            limit,
+            ledger: Mutex::new(Ledger::default()),
+            freed: Condvar::new(),
+        }
+    }
+
+    pub fn limit(&self) -> MemoryBudget {
+        self.limit
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn resolve(&self) -> u64 {
+        match self.limit {
+            MemoryBudget::Bytes(b) => b,
+            // A database-wide share of the raw vectors has nothing to be a share of; the
+            // settings refuse it, and this keeps the ledger whole if one slips through.
+            MemoryBudget::Auto | MemoryBudget::ShareOfRaw(_) => {
+                (available_memory() as f64 * AUTO_SHARE) as u64
+            }
+        }
+    }
+
+    /// Reserves memory for a build of `shape` within `collection_budget` (the collection's
+    /// `build_memory`, `None`: the database's) and what the database's budget leaves beside
+    /// the builds running. Refuses at once a build that could not run even alone; waits
+    /// while others hold too much, until `closing` says to give up.
+    pub fn reserve(
+        &self,
+        shape: &BuildShape,
+        collection_budget: Option<MemoryBudget>,
+        closing: &dyn Fn() -> bool,
+    ) -> Result<BuildGrant<'_>> {
+        let raw = shape.n as u64 * shape.dim as u64 * 4;
+        let smallest = shape.smallest_budget()?;
+        let mut ledger = self.lock();
+        loop {
+            if ledger.running == 0 {
+                ledger.total = self.resolve();
+            }
+            let cap = collection_budget.map_or(ledger.total, |b| b.resolve(raw).min(ledger.total));
+            if cap < smallest {
+                let whose = match collection_budget {
+                    Some(b) if b.resolve(raw) < ledger.total => {
+                        format!("the collection's build_memory ({b})")
+                    }
+                    _ => format!("the database's build memory ({})", self.limit),
+                };
+                if ledger.running == 0 || whose.starts_with("the collection") {
+                    return Err(DbError::InvalidInput(format!(
+                        "{whose} allows {} for a build of {} points of {} dimensions, which \
+                         needs at least {}",
+                        mib(cap),
+                        shape.n,
+                        shape.dim,
+                        mib(smallest)
+                    )));
+                }
+            }
+            let free = ledger.total.saturating_sub(ledger.in_use);
+            let budget = cap.min(free);
+            if budget >= smallest {
+                let plan = shape.plan(budget)?;
+                let bytes = plan.estimated_peak.min(budget);
+                ledger.in_use += bytes;
+                ledger.running += 1;
+                return Ok(BuildGrant {
+                    ledger: self,
+                    bytes,
+                    plan,
+                });
+            }
+            if closing() {
+                return Err(DbError::Unavailable(
+                    "closing while the build waited for memory".into(),
+                ));
+            }
+            ledger = self
+                .freed
+                .wait_timeout(ledger, WAIT_STEP)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Bytes reserved by running builds, and the budget they share (0 before any build).
+    pub fn usage(&self) -> (u64, u64) {
+        let l = self.lock();
+        (l.in_use, l.total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn shape(n: usize) -> BuildShape {
+        BuildShape {
+            n,
+            dim: 128,
+            max_degree: 32,
+            pq_bytes: 32,
+            threads: 2,
+            inner_product: false,
+        }
+    }
+
+    #[test]
+    fn builds_share_the_budget_and_a_second_one_shards_or_waits() {
+        let big = shape(400_000);
+        let smallest = big.smallest_budget().unwrap();
+        let in_memory = big.plan(u64::MAX / 4).unwrap().in_memory_bytes;
+        let total = in_memory + smallest / 2;
+        let ledger = Arc::new(BuildMemory::new(MemoryBudget::Bytes(total)));
+        let first = ledger.reserve(&big, None, &|| false).unwrap();
+        assert_eq!(first.plan.shards, 1, "the first build fits in memory");
+        assert_eq!(ledger.usage(), (in_memory, total));
+        // What is left is below the smallest budget: the second waits for the first.
+        let waiter = {
+            let ledger = Arc::clone(&ledger);
+            std::thread::spawn(move || {
+                let g = ledger.reserve(&big, None, &|| false).unwrap();
+                (g.plan.shards, g.plan.estimated_peak)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!waiter.is_finished(), "the second build must wait");
+        drop(first);
+        let (shards, peak) = waiter.join().unwrap();
+        assert_eq!(shards, 1);
+        assert!(peak <= total);
+        assert_eq!(ledger.usage().0, 0, "every grant was given back");
+
+        // With room for the smallest plan beside the first, the second runs in shards.
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(in_memory + 2 * smallest));
+        let _first = ledger.reserve(&big, None, &|| false).unwrap();
+        let second = ledger.reserve(&big, None, &|| false).unwrap();
+        assert!(second.plan.shards > 1, "{:?}", second.plan);
+        let (used, total) = ledger.usage();
+        assert!(used <= total, "{used} > {total}");
+    }
+
+    #[test]
+    fn a_budget_too_small_for_one_build_is_refused_not_waited_on() {
+        let big = shape(400_000);
+        let smallest = big.smallest_budget().unwrap();
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest / 2));
+        let err = ledger
+            .reserve(&big, None, &|| false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("database's build memory"), "{err}");
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(8 * smallest));
+        let err = ledger
+            .reserve(&big, Some(MemoryBudget::Bytes(smallest / 2)), &|| false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("collection's build_memory"), "{err}");
+        // A collection budget above the database's is capped by it.
+        let g = ledger
+            .reserve(&big, Some(MemoryBudget::Bytes(64 * smallest)), &|| false)
+            .unwrap();
+        assert!(g.plan.budget <= 8 * smallest);
+    }
+
+    #[test]
+    fn a_waiting_build_gives_up_when_its_collection_closes() {
+        let big = shape(400_000);
+        let smallest = big.smallest_budget().unwrap();
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest + smallest / 2));
+        let _first = ledger.reserve(&big, None, &|| false).unwrap();
+        let err = ledger.reserve(&big, None, &|| true).err().unwrap();
+        assert!(matches!(err, DbError::Unavailable(_)), "{err}");
+    }
+}

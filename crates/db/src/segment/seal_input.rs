@@ -1,0 +1,159 @@
+//! What a sealed segment is built from: the points in their new order, and where each
+//! one's vector is read. Vectors are never gathered into one buffer: a frozen segment's are
+//! shared where they lie in DRAM, a sealed segment's are read from its nodes on SSD a chunk
+//! at a time while the build streams them (so a merge of segments larger than RAM holds no
+//! more of them than its memory budget).
+
+use std::sync::Arc;
+
+use diskvec_index::diskann::VectorSource;
+
+use super::Sealed;
+use crate::{Payload, PointId};
+
+/// Rows of vectors one chunk of a seal's input holds at most (and at most 4 MiB).
+const CHUNK_ROWS: usize = 4096;
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// Where a run of the input's vectors lies.
+pub(crate) enum VectorPart {
+    /// Rows of a frozen growing segment's metric-prepared vectors: `offsets`, or all rows.
+    Frozen {
+        vectors: Arc<Vec<f32>>,
+        offsets: Option<Vec<u32>>,
+    },
+    /// Nodes of a sealed segment, read from SSD.
+    Sealed {
+        segment: Arc<Sealed>,
+        offsets: Vec<u32>,
+    },
+}
+
+impl VectorPart {
+    fn rows(&self, dim: usize) -> usize {
+        match self {
+            Self::Frozen {
+                vectors,
+                offsets: None,
+            } => vectors.len() / dim.max(1),
+            Self::Frozen {
+                offsets: Some(o), ..
+            } => o.len(),
+            Self::Sealed { offsets, .. } => offsets.len(),
+        }
+    }
+}
+
+/// The points of a segment to build, by their new offsets.
+pub(crate) struct SealInput {
+    pub dim: usize,
+    /// The vectors, in offset order.
+    pub parts: Vec<VectorPart>,
+    pub ids: Vec<PointId>,
+    pub versions: Vec<u64>,
+    pub payloads: Arc<Vec<Payload>>,
+}
+
+impl SealInput {
+    pub fn new(dim: usize) -> Self {
+        Self {
+            dim,
+            parts: Vec::new(),
+            ids: Vec::new(),
+            versions: Vec::new(),
+            payloads: Arc::new(Vec::new()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Appends a point's id, version and payload; its vector comes from the parts, whose
+    /// rows the caller keeps in step.
+    pub fn push_point(&mut self, id: PointId, version: u64, payload: &Payload) {
+        self.ids.push(id);
+        self.versions.push(version);
+        Arc::make_mut(&mut self.payloads).push(payload.clone());
+    }
+
+    /// The vectors, streamed for a build; the ids are the new offsets.
+    pub fn source(&self) -> SealSource<'_> {
+        SealSource {
+            input: self,
+            part: 0,
+            row_in_part: 0,
+            delivered: 0,
+        }
+    }
+
+    /// Whether the parts hold one vector per point (a mismatch is a bug of the caller).
+    pub fn rows_match(&self) -> bool {
+        self.parts.iter().map(|p| p.rows(self.dim)).sum::<usize>() == self.len()
+    }
+}
+
+/// A `SealInput`'s vectors as a build reads them.
+pub(crate) struct SealSource<'a> {
+    input: &'a SealInput,
+    part: usize,
+    row_in_part: usize,
+    delivered: usize,
+}
+
+impl VectorSource for SealSource<'_> {
+    fn dim(&self) -> usize {
+        self.input.dim
+    }
+
+    fn rows(&self) -> usize {
+        self.input.len()
+    }
+
+    fn next_chunk(&mut self, data: &mut Vec<f32>, ids: &mut Vec<i64>) -> Result<usize, String> {
+        data.clear();
+        ids.clear();
+        let dim = self.input.dim;
+        let limit = CHUNK_ROWS.min((CHUNK_BYTES / (4 * dim.max(1))).max(1));
+        while ids.len() < limit {
+            let Some(part) = self.input.parts.get(self.part) else {
+                break;
+            };
+            let rows = part.rows(dim);
+            if self.row_in_part >= rows {
+                self.part += 1;
+                self.row_in_part = 0;
+                continue;
+            }
+            let take = (limit - ids.len()).min(rows - self.row_in_part);
+            let span = self.row_in_part..self.row_in_part + take;
+            match part {
+                VectorPart::Frozen {
+                    vectors,
+                    offsets: None,
+                } => data.extend_from_slice(&vectors[span.start * dim..span.end * dim]),
+                VectorPart::Frozen {
+                    vectors,
+                    offsets: Some(offsets),
+                } => {
+                    for &o in &offsets[span] {
+                        let at = o as usize * dim;
+                        data.extend_from_slice(&vectors[at..at + dim]);
+                    }
+                }
+                VectorPart::Sealed { segment, offsets } => {
+                    let read = segment.vectors(&offsets[span]).map_err(|e| {
+                        format!("reading vectors of segment {}: {e}", segment.dir.display())
+                    })?;
+                    for v in read {
+                        data.extend_from_slice(&v);
+                    }
+                }
+            }
+            ids.extend((self.delivered..self.delivered + take).map(|o| o as i64));
+            self.delivered += take;
+            self.row_in_part += take;
+        }
+        Ok(ids.len())
+    }
+}

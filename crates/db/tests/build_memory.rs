@@ -1,0 +1,203 @@
+//! Seals and merges within a collection's build memory: a budget below what a build in
+//! memory needs makes it run in shards (the merge reading its sealed sources' vectors from
+//! SSD as it goes), and the segments it produces answer like any other.
+
+use diskvec_db::{
+    CollectionConfig, Database, DbError, DbOptions, MemoryBudget, PointId, PointRecord,
+    SearchRequest,
+};
+use diskvec_vector::Metric;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+const DIM: usize = 32;
+const SEAL: usize = 20_000;
+
+/// Points around 40 centres, so the shards' k-means has structure to find.
+fn vector(i: u64) -> Vec<f32> {
+    let mut centre_rng = SmallRng::seed_from_u64(i % 40);
+    let mut rng = SmallRng::seed_from_u64(1_000_000 + i);
+    (0..DIM)
+        .map(|_| centre_rng.random_range(-1.0f32..1.0) * 3.0 + rng.random_range(-1.0f32..1.0))
+        .collect()
+}
+
+fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
+    range
+        .map(|i| PointRecord {
+            id: PointId::Num(i),
+            vector: vector(i),
+            payload: json!({"i": i}).as_object().unwrap().clone(),
+        })
+        .collect()
+}
+
+fn config() -> CollectionConfig {
+    let mut c = CollectionConfig::new(DIM, Metric::L2);
+    c.seal_threshold = SEAL;
+    c.max_degree = 32;
+    c.build_list = 64;
+    c.idle_merge_ms = 0;
+    c
+}
+
+/// A budget that a build of `n` points can work in, but only in shards.
+fn sharding_budget(c: &CollectionConfig, n: usize) -> u64 {
+    let shape = c.build_params(&[]).shape(n, DIM).unwrap();
+    let smallest = shape.smallest_budget().unwrap();
+    let in_memory = shape.plan(u64::MAX / 4).unwrap().in_memory_bytes;
+    assert!(
+        smallest + (2 << 20) < in_memory,
+        "{smallest} vs {in_memory}"
+    );
+    smallest + (in_memory - smallest) / 4
+}
+
+fn recall(c: &diskvec_db::Collection, live: &dyn Fn(u64) -> bool, n: u64) -> f64 {
+    let mut found = 0;
+    let queries = 40;
+    for q in 0..queries {
+        let query = vector(n + 7_919 * q);
+        let mut exact: Vec<(f32, u64)> = (0..n)
+            .filter(|&i| live(i))
+            .map(|i| (Metric::L2.distance(&query, &vector(i)), i))
+            .collect();
+        exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let truth: Vec<u64> = exact.iter().take(10).map(|e| e.1).collect();
+        let mut req = SearchRequest::new(10);
+        req.search_list = Some(100);
+        let hits = c.search(&query, &req).unwrap();
+        found += hits
+            .iter()
+            .filter(|h| matches!(h.id, PointId::Num(i) if truth.contains(&i)))
+            .count();
+    }
+    found as f64 / (queries * 10) as f64
+}
+
+#[test]
+fn seals_and_merges_run_in_shards_within_the_collections_build_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config();
+    // Sized for the merge of both seals; the seals, half the size, may fit in memory.
+    let budget = sharding_budget(&cfg, 2 * SEAL - 2_000);
+    cfg.build_memory = Some(MemoryBudget::Bytes(budget));
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db.create_collection("docs", cfg.clone()).unwrap();
+        for chunk in (0..SEAL as u64).step_by(5_000) {
+            c.upsert(points(chunk..chunk + 5_000)).unwrap();
+        }
+        c.optimize(true).unwrap();
+        let seal = c.info().last_task.expect("a seal ran");
+        assert_eq!(seal.kind, "seal");
+        assert!(seal.memory_budget <= budget, "{seal:?}");
+        assert!(seal.estimated_peak <= budget, "{seal:?}");
+
+        // A second batch, 2,000 deletes among the sealed points, and a merge of the sealed
+        // segment (read back from SSD) with the frozen one.
+        c.upsert(points(SEAL as u64..2 * SEAL as u64)).unwrap();
+        let gone: Vec<PointId> = (0..2_000u64).map(|i| PointId::Num(i * 10)).collect();
+        c.delete(gone).unwrap();
+        c.optimize(true).unwrap();
+        let info = c.info();
+        let merge = info.last_task.clone().expect("a merge ran");
+        assert_eq!(merge.kind, "merge", "{merge:?}");
+        assert_eq!(merge.points, 2 * SEAL - 2_000, "{merge:?}");
+        assert!(
+            merge.shards > 1,
+            "the merge must have run in shards: {merge:?}"
+        );
+        assert!(merge.memory_budget <= budget, "{merge:?}");
+        assert_eq!(info.points, 2 * SEAL - 2_000);
+        assert_eq!(info.indexed_points, 2 * SEAL - 2_000);
+        let sealed = info.segments.iter().filter(|s| s.kind == "sealed").count();
+        assert_eq!(sealed, 1, "{:?}", info.segments);
+
+        let live = |i: u64| !(i < 20_000 && i.is_multiple_of(10));
+        let r = recall(&c, &live, 2 * SEAL as u64);
+        assert!(r >= 0.8, "recall@10 {r}");
+        // Every live point kept its payload and its vector.
+        for i in [1u64, 19_999, 20_000, 39_999] {
+            let got = c.get(&[PointId::Num(i)], true, true).unwrap();
+            assert_eq!(got.len(), 1, "point {i}");
+            assert_eq!(got[0].payload.as_ref().unwrap()["i"], i);
+            let v = got[0].vector.as_ref().unwrap();
+            assert!(v.iter().zip(vector(i)).all(|(a, b)| (a - b).abs() < 1e-5));
+        }
+        assert!(c.get(&[PointId::Num(10)], false, false).unwrap().is_empty());
+        db.close().unwrap();
+    }
+    // The setting is kept in the manifest.
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(
+        db.collection("docs").unwrap().config().build_memory,
+        Some(MemoryBudget::Bytes(budget))
+    );
+}
+
+#[test]
+fn a_build_memory_too_small_for_a_seal_is_refused_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let mut cfg = config();
+    cfg.build_memory = Some(MemoryBudget::Bytes(4 << 20));
+    let err = db.create_collection("small", cfg.clone()).err().unwrap();
+    assert!(matches!(err, DbError::InvalidInput(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("build_memory") && text.contains("at least"),
+        "{text}"
+    );
+    cfg.build_memory = Some(MemoryBudget::Auto);
+    assert!(db.create_collection("auto", cfg).is_err());
+    assert!(db.collection_names().is_empty());
+    // A share of the raw vectors is a collection's setting, not the database's.
+    let err = Database::open_with_options(
+        &dir.path().join("other"),
+        DbOptions {
+            build_memory: MemoryBudget::ShareOfRaw(0.25),
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("bytes or auto"), "{err}");
+}
+
+#[test]
+fn the_databases_build_memory_bounds_a_collection_without_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config();
+    let budget = sharding_budget(&cfg, SEAL);
+    let db = Database::open_with_options(
+        &dir.path().join("budgeted"),
+        DbOptions {
+            build_memory: MemoryBudget::Bytes(budget),
+        },
+    )
+    .unwrap();
+    let c = db.create_collection("docs", cfg.clone()).unwrap();
+    c.upsert(points(0..SEAL as u64)).unwrap();
+    c.optimize(true).unwrap();
+    let seal = c.info().last_task.unwrap();
+    assert!(seal.shards > 1, "{seal:?}");
+    assert!(seal.memory_budget <= budget, "{seal:?}");
+    let (limit, in_use, total) = db.build_memory();
+    assert_eq!(limit, MemoryBudget::Bytes(budget));
+    assert_eq!((in_use, total), (0, budget));
+    let sharded = recall(&c, &|_| true, SEAL as u64);
+
+    // The same points sealed in memory, as a peer.
+    let roomy = Database::open(&dir.path().join("roomy")).unwrap();
+    let peer = roomy.create_collection("docs", cfg).unwrap();
+    peer.upsert(points(0..SEAL as u64)).unwrap();
+    peer.optimize(true).unwrap();
+    assert_eq!(peer.info().last_task.unwrap().shards, 1);
+    let in_memory = recall(&peer, &|_| true, SEAL as u64);
+    assert!(in_memory >= 0.8, "recall@10 in memory {in_memory}");
+    assert!(
+        sharded >= in_memory - 0.03,
+        "recall@10 in shards {sharded}, in memory {in_memory}"
+    );
+}
