@@ -138,6 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "build_seconds": report.total_seconds, "nodes_file_bytes": report.nodes_file_bytes,
             "meta_file_bytes": report.meta_file_bytes, "peak_rss_mb": rss,
             "shards": report.shards, "memory_budget_bytes": report.memory_budget,
+            "navigation_off": report.navigation_off.map(|off| off.to_string()),
         });
         println!("{j}");
     } else {
@@ -183,6 +184,9 @@ pub fn print_report(r: &BuildReport, index: &Path, rss: f64) {
             r.shards,
             diskvec_index::diskann::mib(r.memory_budget)
         );
+    }
+    if let Some(off) = &r.navigation_off {
+        println!("  navigation left off: {off}");
     }
     println!(
         "  on disk {:.1} MiB (nodes) + {:.1} MiB (DRAM part)",

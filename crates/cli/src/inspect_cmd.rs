@@ -44,6 +44,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     "dram_bytes": nav_bytes, "walk_codes": walk(n), "code_recall": n.code_recall,
                     "codes_decide": n.codes_decide(),
                 })),
+                "navigation_off": idx.navigation_stepped_aside().map(|off| serde_json::json!({
+                    "why": off.to_string(), "code_recall": off.code_recall,
+                    "would_take_bytes": off.nav_bytes,
+                })),
                 "raw_vector_bytes": raw as u64,
                 "paths": idx.placement().0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "stripe_bytes": idx.placement().1, "mirrored": idx.mirrored(),
@@ -91,7 +95,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "too few: every candidate is read"
             }
         ),
-        None => println!("navigation     none (built before the navigation file existed)"),
+        None => match (idx.navigation_stepped_aside(), idx.navigation_problem()) {
+            (Some(off), _) => println!("navigation     left off by the build: {off}"),
+            (None, Some(problem)) => println!("navigation     none: {problem}"),
+            (None, None) => println!("navigation     none"),
+        },
     }
     let (files, stripe) = idx.placement();
     println!(

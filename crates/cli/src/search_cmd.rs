@@ -201,6 +201,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.index.display()
         );
     }
+    if let (true, Some(off)) = (args.navigation, index.navigation_stepped_aside()) {
+        eprintln!("note: --navigation: the build left navigation off ({off}); searching the graph");
+    }
     if test.dim != index.dim() {
         bail!(
             "the test queries have dimension {}, the index has {}",

@@ -330,3 +330,41 @@ fn an_index_striped_over_four_paths_uses_them_all_within_the_queue_cap() {
     let err = fails(&["search", "--index", ix, "--dataset", ds]);
     assert!(err.contains(gone.to_str().unwrap()), "{err}");
 }
+
+#[test]
+fn build_and_inspect_say_why_navigation_was_left_off_on_low_dimensional_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    common::synth(&ds, 2000, 10);
+    let ix = dir.path().join("ix");
+    let (ds, ix) = (ds.to_str().unwrap(), ix.to_str().unwrap());
+    let built = last_json(&ok(&["build", "--dataset", ds, "--index", ix, "--json"]));
+    let why = built["navigation_off"]
+        .as_str()
+        .expect("left off")
+        .to_string();
+    assert!(
+        why.contains("raw vectors") || why.contains("4-bit codes"),
+        "{built}"
+    );
+    let text = ok(&["inspect", "--index", ix]);
+    assert!(
+        text.contains(&format!("left off by the build: {why}")),
+        "{text}"
+    );
+    let info = last_json(&ok(&["inspect", "--index", ix, "--json"]));
+    assert!(info["navigation"].is_null(), "{info}");
+    assert_eq!(info["navigation_off"]["why"], why.as_str(), "{info}");
+    // Searching with --navigation still works, by the graph, with a note.
+    let out = common::diskvec(&[
+        "search",
+        "--index",
+        ix,
+        "--dataset",
+        ds,
+        "--navigation",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("left navigation off"));
+}

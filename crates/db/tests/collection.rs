@@ -829,4 +829,41 @@ fn a_collection_without_navigation_seals_searches_and_keeps_the_setting() {
     let c = db.collection("docs").unwrap();
     assert!(!c.config().navigation, "the setting survives a reopen");
     assert_eq!(search_ids(&c, &vector(321), 1, None), vec![321]);
+    let info = c.info();
+    let sealed = info.segments.iter().find(|s| s.kind == "sealed").unwrap();
+    assert_eq!(
+        sealed.navigation.as_deref(),
+        Some("off (the collection's setting)")
+    );
+}
+
+#[test]
+fn info_says_why_a_segment_walks_without_navigation() {
+    // 16 dimensions in clusters of separate values: the build leaves navigation off (its
+    // codes rank too few neighbours, and its lists outweigh the vectors) and says why.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", config(200)).unwrap();
+    c.upsert(points(0..450)).unwrap();
+    wait_green(&c);
+    let info = c.info();
+    let sealed: Vec<_> = info
+        .segments
+        .iter()
+        .filter(|s| s.kind == "sealed")
+        .collect();
+    assert!(!sealed.is_empty());
+    for s in sealed {
+        let why = s.navigation.as_deref().unwrap();
+        assert!(why.starts_with("left off by the build: "), "{why}");
+    }
+    assert!(info
+        .segments
+        .iter()
+        .all(|s| s.kind == "sealed" || s.navigation.is_none()));
+    let all: Vec<u64> = (0..450).collect();
+    assert_eq!(
+        search_ids(&c, &vector(77), 5, None),
+        exact(&vector(77), &all, 5, &|_| true)
+    );
 }

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{clustered, exact_rows, recall};
-use diskvec_index::diskann::{build, BuildParams, DiskIndex, OpenOptions, SearchParams, WalkCodes};
+use diskvec_index::diskann::{
+    build, BuildParams, DiskIndex, NavOff, OpenOptions, SearchParams, WalkCodes, MIN_CODE_RECALL,
+};
 use diskvec_index::NoProgress;
 use diskvec_vector::{Metric, Rows};
 
@@ -383,7 +385,7 @@ fn multimodal(n: usize, dim: usize) -> Vec<f32> {
 }
 
 #[test]
-fn data_the_codes_cannot_resolve_is_read_in_full_and_answered_as_without_navigation() {
+fn data_the_codes_cannot_resolve_gets_no_navigation_and_is_answered_by_the_graph() {
     let dim = 16;
     let n = 450;
     let data = multimodal(n, dim);
@@ -395,10 +397,16 @@ fn data_the_codes_cannot_resolve_is_read_in_full_and_answered_as_without_navigat
         build_list: 50,
         ..Default::default()
     };
-    build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+    let report = build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+    let off = report.navigation_off.expect("navigation left off");
+    assert_eq!(off.why, NavOff::WeakCodes, "{off}");
+    assert!(off.code_recall < MIN_CODE_RECALL);
     let graph = open(dir.path(), false);
     let nav = open(dir.path(), true);
-    assert!(nav.navigates_in_dram());
+    assert!(!nav.navigates_in_dram());
+    assert_eq!(nav.navigation_stepped_aside(), Some(&off));
+    assert_eq!(nav.navigation_problem(), None, "left off is not a problem");
+    assert_eq!(nav.dram_bytes(), graph.dram_bytes(), "nothing more in DRAM");
     for q in (0..n).step_by(37) {
         let query = &data[q * dim..(q + 1) * dim];
         let p = SearchParams {
@@ -411,6 +419,33 @@ fn data_the_codes_cannot_resolve_is_read_in_full_and_answered_as_without_navigat
         assert_eq!(with.ids[0], q as i64, "query {q}: {with:?}");
         assert_eq!(with.ids, without.ids, "query {q}");
     }
+}
+
+#[test]
+fn low_dimensional_data_whose_lists_outweigh_its_vectors_gets_no_navigation() {
+    let (n, dim) = (2000, 6);
+    let data = clustered(n, dim, 17);
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let params = BuildParams {
+        metric: Metric::L2,
+        max_degree: 32,
+        build_list: 64,
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let report = build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+    let off = report.navigation_off.expect("navigation left off");
+    assert!(off.nav_bytes > off.raw_bytes, "{off:?}");
+    if off.code_recall >= MIN_CODE_RECALL {
+        assert_eq!(off.why, NavOff::LargerThanVectors, "{off}");
+    }
+    let nav = open(dir.path(), true);
+    assert!(!nav.navigates_in_dram());
+    assert_eq!(nav.navigation_stepped_aside(), Some(&off));
+    // 48 dimensions of the same kind of data pay: navigation is written and loaded.
+    let dir = tempfile::tempdir().unwrap();
+    build_index(dir.path(), Metric::L2);
+    assert!(open(dir.path(), true).navigates_in_dram());
 }
 
 #[test]

@@ -39,6 +39,11 @@ pub struct SegmentInfo {
     pub unindexed: usize,
     pub dram_bytes: usize,
     pub disk_bytes: u64,
+    /// How a sealed segment's searches walk its graph: "in DRAM" (navigation loaded), or
+    /// why not ("left off by the build: ..." where it would not pay on this data, "off (the
+    /// collection's setting)", or the problem with its file); `None` for growing segments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub navigation: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -102,6 +107,7 @@ impl Collection {
                         unindexed: g.unlinked(),
                         dram_bytes: g.dram_bytes(),
                         disk_bytes: 0,
+                        navigation: None,
                     }
                 }
                 Segment::Sealed(s) => SegmentInfo {
@@ -112,6 +118,7 @@ impl Collection {
                     unindexed: 0,
                     dram_bytes: s.dram_bytes(),
                     disk_bytes: s.disk_bytes(),
+                    navigation: Some(s.navigation_state(inner.config.navigation)),
                 },
             });
         }

@@ -399,6 +399,23 @@ impl Sealed {
         Ok(out)
     }
 
+    /// How searches walk this segment's graph (`CollectionConfig::navigation`: whether the
+    /// collection asked for navigation).
+    pub fn navigation_state(&self, asked: bool) -> String {
+        if self.index.navigates_in_dram() {
+            "in DRAM".to_string()
+        } else if !asked {
+            "off (the collection's setting)".to_string()
+        } else if let Some(off) = self.index.navigation_stepped_aside() {
+            format!("left off by the build: {off}")
+        } else {
+            match self.index.navigation_problem() {
+                Some(problem) => format!("none: {problem}"),
+                None => "none".to_string(),
+            }
+        }
+    }
+
     pub fn dram_bytes(&self) -> usize {
         self.index.dram_bytes()
             + self.ids.len() * 24

@@ -8,7 +8,7 @@ use diskvec_vector::{mips_to_l2, Metric, ProductQuantizer, Rows, ScalarQuantizer
 use super::budget::{BuildShape, MemoryBudget};
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta::Meta;
-use super::nav::{nav_path, Navigation, WalkCodes};
+use super::nav::{nav_path, Navigation, SteppedAside, WalkCodes};
 use super::reorder::sector_order;
 use super::source::{check_complete, next_checked, VectorSource};
 use super::{commit, Header};
@@ -78,6 +78,9 @@ pub struct BuildReport {
     pub shards: usize,
     /// The memory budget the build was planned for, in bytes (0: none was given).
     pub memory_budget: u64,
+    /// Navigation was left off because it would not pay on this data (its navigation file
+    /// says so and holds nothing else).
+    pub navigation_off: Option<SteppedAside>,
 }
 
 /// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
@@ -493,7 +496,15 @@ pub fn build(
         ..meta.geometry.clone()
     };
 
-    nav.write(&nav_target, build_id)?;
+    let navigation_off = nav.summary(build_id).step_aside(dim);
+    match &navigation_off {
+        Some(off) => {
+            log::info!("navigation left off: {off}");
+            nav.summary(build_id)
+                .write_stepped_aside(&nav_target, off.why)?;
+        }
+        None => nav.write(&nav_target, build_id)?,
+    }
     // Built before `meta` took the codebook; not held through the node layout's write
     // (about 650 MB at 1M x 768).
     drop(nav);
@@ -527,6 +538,7 @@ pub fn build(
         meta_file_bytes: meta_bytes.len() as u64,
         shards: 1,
         memory_budget: 0,
+        navigation_off,
     })
 }
 

@@ -9,7 +9,7 @@ use diskvec_io::{
 
 use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
 use super::meta::Meta;
-use super::nav::{nav_path, Navigation};
+use super::nav::{nav_path, NavFile, Navigation, SteppedAside};
 use super::{Header, META_FILE};
 use crate::error::file_error;
 use crate::{IndexError, Result};
@@ -70,6 +70,8 @@ pub struct DiskIndex {
     pub(crate) nav: Option<Navigation>,
     /// Why navigation was asked for and is not used (no file, or a damaged one).
     pub(crate) nav_problem: Option<String>,
+    /// The build left navigation off, and why.
+    pub(crate) nav_off: Option<SteppedAside>,
 }
 
 impl DiskIndex {
@@ -120,19 +122,18 @@ impl DiskIndex {
         // existed) or with a damaged one, the index still answers by the graph search, so
         // its problem is logged and kept for `navigation_problem`, not made an error.
         let nav_file = nav_path(dir, meta.build_id);
-        let (nav, nav_problem) = if !options.navigation {
-            (None, None)
+        let (mut nav, mut nav_problem, mut nav_off) = (None, None, None);
+        if !options.navigation {
+            // Not asked for: the file is not read.
         } else if !nav_file.exists() {
-            (
-                None,
-                Some("it has no navigation file (built before that file existed)".into()),
-            )
+            nav_problem = Some("it has no navigation file (built before that file existed)".into());
         } else {
             match Navigation::read(&nav_file, meta.build_id, count, layout.dim) {
-                Ok(nav) => (Some(nav), None),
-                Err(e) => (None, Some(e.to_string())),
+                Ok(NavFile::Present(n)) => nav = Some(n),
+                Ok(NavFile::SteppedAside(off)) => nav_off = Some(off),
+                Err(e) => nav_problem = Some(e.to_string()),
             }
-        };
+        }
         if let Some(problem) = &nav_problem {
             log::warn!("{}: searching without navigation: {problem}", dir.display());
         }
@@ -164,6 +165,7 @@ impl DiskIndex {
             buffers: super::query_buffers::BufferPool::new(count),
             nav,
             nav_problem,
+            nav_off,
         })
     }
 
@@ -275,6 +277,12 @@ impl DiskIndex {
     /// missing or damaged (`None` when navigation is used or was not asked for).
     pub fn navigation_problem(&self) -> Option<&str> {
         self.nav_problem.as_deref()
+    }
+
+    /// The build's record that it left navigation off (it would not pay on this data), when
+    /// opened with navigation.
+    pub fn navigation_stepped_aside(&self) -> Option<&SteppedAside> {
+        self.nav_off.as_ref()
     }
 
     /// Whether searches walk the graph in DRAM (opened with navigation).

@@ -32,7 +32,10 @@ pub use build::{build, build_from, BuildParams, BuildReport, SHARD_CAPACITY_VAR}
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
-pub use nav::{nav_file_name, Navigation, WalkCodes, MIN_CODE_RECALL, NAV_VERSION};
+pub use nav::{
+    nav_bytes, nav_file_name, NavFile, NavOff, Navigation, SteppedAside, WalkCodes,
+    MIN_CODE_RECALL, NAV_VERSION,
+};
 pub use search::{Accept, BatchStats, SearchParams, SearchResult, DEFAULT_RERANK_SIGMAS};
 pub use service::{PendingSearch, SearchService};
 pub use source::{SliceSource, VectorSource};

@@ -30,10 +30,10 @@ use rayon::prelude::*;
 
 use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
 use super::build::{build_header, walk_codes, walk_sample, BuildParams, BuildReport, SampledCodes};
+use super::commit;
 use super::nav::nav_path;
-use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice};
+use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice, Written};
 use super::source::{check_complete, next_checked, VectorSource};
-use super::{commit, Header};
 use crate::{IndexError, Progress, Result};
 
 /// The scratch files of one build, named by its generation in the index directory.
@@ -634,7 +634,14 @@ pub(crate) fn build_sharded(
         build_id,
     );
     scratch.remove();
-    let (report_parts, meta_bytes, header) = match result {
+    let (
+        report_parts,
+        Written {
+            meta_bytes,
+            header,
+            navigation_off,
+        },
+    ) = match result {
         Ok(built) => built,
         Err(e) => {
             // Nothing of a failed build stays: its files (under their final or temporary
@@ -667,10 +674,12 @@ pub(crate) fn build_sharded(
         meta_file_bytes: meta_bytes.len() as u64,
         shards: plan.shards,
         memory_budget: plan.budget,
+        navigation_off,
     })
 }
 
-type Built = ((f64, f64, f64), Vec<u8>, Header);
+/// Seconds of the PQ, graph and write phases, and what the outputs' writer returned.
+type Built = ((f64, f64, f64), Written);
 
 #[allow(clippy::too_many_arguments)]
 fn build_files(
@@ -780,7 +789,7 @@ fn build_files(
         walk: walk_mode,
         code_recall,
     };
-    let (meta_bytes, header) = write_outputs(
+    let written = write_outputs(
         inputs,
         params,
         plan,
@@ -797,7 +806,6 @@ fn build_files(
             graph_seconds,
             write_start.elapsed().as_secs_f64(),
         ),
-        meta_bytes,
-        header,
+        written,
     ))
 }

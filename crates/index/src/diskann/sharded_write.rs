@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use super::budget::{BuildPlan, FILE_BUFFER};
 use super::build::{entry_sample, write_nodes, BuildParams};
 use super::meta::Meta;
-use super::nav::{NavWriter, WalkCodes};
+use super::nav::{NavSummary, NavWriter, SteppedAside, WalkCodes};
 use super::reorder::sector_order_of;
 use super::Header;
 use crate::error::file_error;
@@ -99,6 +99,14 @@ pub(crate) struct Inputs<'a> {
     pub nav_target: &'a Path,
 }
 
+/// What writing the outputs produced: meta.dvm's bytes (committed last), the nodes' header,
+/// and whether navigation was left off.
+pub(crate) struct Written {
+    pub meta_bytes: Vec<u8>,
+    pub header: Header,
+    pub navigation_off: Option<SteppedAside>,
+}
+
 /// What the navigation file says of its codes.
 pub(crate) struct NavChoice<'a> {
     pub sq: &'a ScalarQuantizer4,
@@ -156,13 +164,12 @@ pub(crate) fn write_outputs(
     edges: u64,
     build_id: u64,
     progress: &dyn Progress,
-) -> Result<(Vec<u8>, Header)> {
+) -> Result<Written> {
     let n = header_probe.count as usize;
     let dim = header_probe.dim as usize;
     let r = params.max_degree;
     let layout = header_probe.layout();
     let sq = nav_choice.sq;
-    let sq_record = sq.code_bytes() + 4;
     let placement = if placement_fits(plan, n, edges, dim * 4, pq.code_bytes()) {
         progress.phase("placing nodes in sectors", 1);
         let lists = read_graph(&inputs.graph, n, r, edges)?;
@@ -185,71 +192,21 @@ pub(crate) fn write_outputs(
     };
 
     progress.phase("navigation codes", n as u64);
-    let mut nav = NavWriter::create(
-        inputs.nav_target,
+    let summary = NavSummary {
         build_id,
         n,
-        edges as usize,
+        edges: edges as usize,
         sq,
-        nav_choice.walk,
-        nav_choice.code_recall,
-    )?;
-    match &placement {
-        Some(p) => {
-            let mut codes = RowsByPosition::open(&inputs.sq4, sq_record, &p.order)?;
-            for pos in 0..n {
-                nav.write(codes.get(pos)?)?;
-            }
-            let mut offsets = Vec::with_capacity(n + 1);
-            offsets.push(0u32);
-            for &old in &p.order {
-                let last = *offsets.last().expect("starts with 0");
-                offsets.push(last + p.lists.of(old).len() as u32);
-            }
-            nav.write_words(&offsets)?;
-            drop(offsets);
-            let mut mapped = Vec::with_capacity(r);
-            for &old in &p.order {
-                mapped.clear();
-                mapped.extend(p.lists.of(old).iter().map(|&q| p.position[q as usize]));
-                nav.write_words(&mapped)?;
-                progress.advance(1);
-            }
-        }
-        None => {
-            let mut codes = SpillReader::open(&inputs.sq4, FILE_BUFFER)?;
-            let mut buf = vec![0u8; plan.chunk_rows * sq_record];
-            let mut left = n;
-            while left > 0 {
-                let rows = left.min(plan.chunk_rows);
-                codes.read_exact(&mut buf[..rows * sq_record])?;
-                nav.write(&buf[..rows * sq_record])?;
-                left -= rows;
-            }
-            let mut list = Vec::new();
-            let mut offsets = Vec::with_capacity(plan.chunk_rows + 1);
-            let mut graph = GraphReader::open(&inputs.graph, r)?;
-            let mut at = 0u32;
-            offsets.push(at);
-            for _ in 0..n {
-                graph.next(&mut list)?;
-                at += list.len() as u32;
-                offsets.push(at);
-                if offsets.len() >= plan.chunk_rows {
-                    nav.write_words(&offsets)?;
-                    offsets.clear();
-                }
-            }
-            nav.write_words(&offsets)?;
-            let mut graph = GraphReader::open(&inputs.graph, r)?;
-            for _ in 0..n {
-                graph.next(&mut list)?;
-                nav.write_words(&list)?;
-                progress.advance(1);
-            }
-        }
+        walk: nav_choice.walk,
+        code_recall: nav_choice.code_recall,
+    };
+    let navigation_off = summary.step_aside(dim);
+    if let Some(off) = &navigation_off {
+        log::info!("navigation left off: {off}");
+        summary.write_stepped_aside(inputs.nav_target, off.why)?;
+    } else {
+        write_navigation(&inputs, &placement, plan, &summary, r, progress)?;
     }
-    nav.finish()?;
 
     // meta.dvm: PQ codes and ids by position.
     let m = pq.code_bytes();
@@ -335,7 +292,11 @@ pub(crate) fn write_outputs(
             )?;
         }
     }
-    Ok((meta_bytes, header))
+    Ok(Written {
+        meta_bytes,
+        header,
+        navigation_off,
+    })
 }
 
 pub(crate) fn le_f32s(bytes: &[u8], out: &mut Vec<f32>) {
@@ -374,4 +335,76 @@ impl GraphReader {
         );
         Ok(())
     }
+}
+
+/// Writes the navigation file: the 4-bit records by position, then the neighbour offsets
+/// and lists, mapped to positions when the nodes were placed, in input order otherwise.
+fn write_navigation(
+    inputs: &Inputs,
+    placement: &Option<Placement>,
+    plan: &BuildPlan,
+    summary: &NavSummary,
+    r: usize,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let n = summary.n;
+    let sq_record = summary.sq.code_bytes() + 4;
+    let mut nav = NavWriter::create(inputs.nav_target, summary)?;
+    match placement {
+        Some(p) => {
+            let mut codes = RowsByPosition::open(&inputs.sq4, sq_record, &p.order)?;
+            for pos in 0..n {
+                nav.write(codes.get(pos)?)?;
+            }
+            let mut offsets = Vec::with_capacity(n + 1);
+            offsets.push(0u32);
+            for &old in &p.order {
+                let last = *offsets.last().expect("starts with 0");
+                offsets.push(last + p.lists.of(old).len() as u32);
+            }
+            nav.write_words(&offsets)?;
+            drop(offsets);
+            let mut mapped = Vec::with_capacity(r);
+            for &old in &p.order {
+                mapped.clear();
+                mapped.extend(p.lists.of(old).iter().map(|&q| p.position[q as usize]));
+                nav.write_words(&mapped)?;
+                progress.advance(1);
+            }
+        }
+        None => {
+            let mut codes = SpillReader::open(&inputs.sq4, FILE_BUFFER)?;
+            let mut buf = vec![0u8; plan.chunk_rows * sq_record];
+            let mut left = n;
+            while left > 0 {
+                let rows = left.min(plan.chunk_rows);
+                codes.read_exact(&mut buf[..rows * sq_record])?;
+                nav.write(&buf[..rows * sq_record])?;
+                left -= rows;
+            }
+            let mut list = Vec::new();
+            let mut offsets = Vec::with_capacity(plan.chunk_rows + 1);
+            let mut graph = GraphReader::open(&inputs.graph, r)?;
+            let mut at = 0u32;
+            offsets.push(at);
+            for _ in 0..n {
+                graph.next(&mut list)?;
+                at += list.len() as u32;
+                offsets.push(at);
+                if offsets.len() >= plan.chunk_rows {
+                    nav.write_words(&offsets)?;
+                    offsets.clear();
+                }
+            }
+            nav.write_words(&offsets)?;
+            let mut graph = GraphReader::open(&inputs.graph, r)?;
+            for _ in 0..n {
+                graph.next(&mut list)?;
+                nav.write_words(&list)?;
+                progress.advance(1);
+            }
+        }
+    }
+    nav.finish()?;
+    Ok(())
 }
