@@ -30,6 +30,10 @@ pub enum DbError {
     /// The database was closed, or a background failure stopped writes.
     #[error("{0}")]
     Unavailable(String),
+    /// A write was held back past its deadline (indexing is behind ingest); nothing was
+    /// written and it may be retried.
+    #[error("{0}")]
+    Busy(String),
 }
 
 pub type Result<T> = std::result::Result<T, DbError>;

@@ -35,4 +35,19 @@ pub(crate) fn failpoint(step: &str) {
         std::process::abort();
     }
 }
+
+/// Sleeps for MILLIS when `DISKVEC_DELAY` is `step=MILLIS`, so tests can hold a moment open
+/// (a seal that takes seconds) on a machine fast enough not to.
+pub(crate) fn delay_point(step: &str) {
+    let Ok(v) = std::env::var("DISKVEC_DELAY") else {
+        return;
+    };
+    if let Some(ms) = v
+        .strip_prefix(step)
+        .and_then(|rest| rest.strip_prefix('='))
+        .and_then(|ms| ms.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
 pub use point::{Payload, PointId};

@@ -54,7 +54,7 @@ fn db_err(e: DbError) -> PyErr {
         DbError::Wal(_) | DbError::Corrupt { .. } | DbError::File { .. } => {
             PyOSError::new_err(e.to_string())
         }
-        DbError::Unavailable(_) => PyOSError::new_err(e.to_string()),
+        DbError::Unavailable(_) | DbError::Busy(_) => PyOSError::new_err(e.to_string()),
     }
 }
 

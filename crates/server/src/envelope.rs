@@ -56,7 +56,7 @@ impl From<DbError> for ApiError {
             DbError::InvalidInput(_) | DbError::BadFilter(_) => StatusCode::BAD_REQUEST,
             DbError::UnknownCollection(_) | DbError::PointNotFound(_) => StatusCode::NOT_FOUND,
             DbError::CollectionExists(_) => StatusCode::CONFLICT,
-            DbError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            DbError::Unavailable(_) | DbError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = match &e {

@@ -1,7 +1,7 @@
 //! Point routes: upsert, retrieve, delete, payload updates, scroll, count, search, query.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -20,7 +20,14 @@ use crate::{blocking, AppState};
 #[derive(Deserialize, Default)]
 pub struct WriteParams {
     wait: Option<bool>,
+    /// Qdrant's `timeout` (seconds; checked by the deadline layer).
+    timeout: Option<u64>,
 }
+
+/// How long before the request's own deadline a held-back write gives up, so the client
+/// gets the database's 503 (nothing written, safe to retry) rather than the 408 of the
+/// deadline layer (which cannot say whether the write was applied).
+const HELD_BACK_MARGIN: Duration = Duration::from_millis(250);
 
 /// Qdrant's answer to a write. The write is applied (and, by default, durable) before
 /// diskvec answers either way; `wait=false` only changes the reported status.
@@ -46,7 +53,16 @@ pub async fn upsert(
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let points = upsert_points(&parse_body(&body)?)?;
-    let op = blocking(move || Ok(col.upsert(points)?)).await?;
+    let deadline = params
+        .timeout
+        .map(|secs| t + Duration::from_secs(secs).saturating_sub(HELD_BACK_MARGIN));
+    let op = blocking(move || {
+        Ok(match deadline {
+            Some(d) => col.upsert_within(points, d)?,
+            None => col.upsert(points)?,
+        })
+    })
+    .await?;
     Ok(update_result(op, &params, t))
 }
 

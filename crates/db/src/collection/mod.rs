@@ -82,6 +82,7 @@ impl Inner {
         dir: &std::path::Path,
         paths: &[PathBuf],
     ) -> crate::Result<()> {
+        crate::delay_point("build");
         let shape = self
             .config
             .build_params(&[])

@@ -1,5 +1,7 @@
 //! The write path: check, log, apply, wait for durability.
 
+use std::time::{Duration, Instant};
+
 use diskvec_vector::check_vectors;
 
 use super::{lock, Collection, Inner};
@@ -45,9 +47,13 @@ const MAX_FROZEN: usize = 16;
 impl Inner {
     /// Logs and applies one operation; returns once it is durable (per the collection's
     /// durability setting).
-    fn write(&self, operation: Operation) -> Result<u64> {
+    /// An upsert adds vectors to the growing segment, so it waits for room (until
+    /// `deadline`, if any: then it is refused unwritten); a delete adds none and never waits.
+    fn write(&self, operation: Operation, deadline: Option<Instant>) -> Result<u64> {
         let body = operation.encode();
-        self.wait_for_room()?;
+        if matches!(operation, Operation::Upsert(_)) {
+            self.wait_for_room(deadline)?;
+        }
         let guard = lock(&self.writer);
         self.check_writable()?;
         let op = self.wal.append_nowait(&body)?;
@@ -71,8 +77,9 @@ impl Inner {
 
     /// Holds writers back while frozen segments hold `FROZEN_BYTES` of vectors (and at least
     /// two wait), so memory stays bounded when writes outpace the builds; fails if sealing
-    /// is failing.
-    fn wait_for_room(&self) -> Result<()> {
+    /// is failing, and once `deadline` passes (`DbError::Busy`: nothing was written, the
+    /// caller may retry).
+    fn wait_for_room(&self, deadline: Option<Instant>) -> Result<()> {
         let segment_bytes = self.config.seal_threshold.max(1) * self.config.dim * 4;
         let max_frozen = (FROZEN_BYTES / segment_bytes.max(1)).clamp(2, MAX_FROZEN);
         loop {
@@ -98,9 +105,21 @@ impl Inner {
                     self.name
                 )));
             }
+            let mut step = Duration::from_millis(100);
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(DbError::Busy(format!(
+                        "collection {:?} holds writes back while {frozen} segments wait to be \
+                         sealed (indexing is behind ingest); nothing was written, retry later",
+                        self.name
+                    )));
+                }
+                step = step.min(left);
+            }
             let _ = self
                 .wake
-                .wait_timeout(bg, std::time::Duration::from_millis(100))
+                .wait_timeout(bg, step)
                 .unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -151,12 +170,16 @@ impl Inner {
         Ok(points)
     }
 
-    pub(crate) fn upsert(&self, points: Vec<PointRecord>) -> Result<u64> {
+    pub(crate) fn upsert(
+        &self,
+        points: Vec<PointRecord>,
+        deadline: Option<Instant>,
+    ) -> Result<u64> {
         let points = self.check_points(points)?;
         if points.is_empty() {
             return Ok(self.wal.last_op());
         }
-        self.write(Operation::Upsert(points))
+        self.write(Operation::Upsert(points), deadline)
     }
 
     pub(crate) fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
@@ -169,7 +192,7 @@ impl Inner {
         if ids.is_empty() {
             return Ok(self.wal.last_op());
         }
-        self.write(Operation::Delete(ids))
+        self.write(Operation::Delete(ids), None)
     }
 
     /// Deletes every point matching `filter`. The matches are resolved under the writer
@@ -224,7 +247,7 @@ impl Inner {
         }
         // The vectors are stored ones, already prepared: preparing twice would move them
         // by rounding.
-        self.write(Operation::Upsert(points))
+        self.write(Operation::Upsert(points), None)
     }
 }
 
@@ -232,7 +255,14 @@ impl Collection {
     /// Inserts or replaces points. Returns the operation number (the points' version) once
     /// the write is searchable and durable.
     pub fn upsert(&self, points: Vec<PointRecord>) -> Result<u64> {
-        self.inner.upsert(points)
+        self.inner.upsert(points, None)
+    }
+
+    /// `upsert`, refused with `DbError::Busy` (and nothing written) if the collection still
+    /// holds writes back at `deadline` (its frozen segments wait for their seals): a server
+    /// answers within the request's timeout instead of hanging.
+    pub fn upsert_within(&self, points: Vec<PointRecord>, deadline: Instant) -> Result<u64> {
+        self.inner.upsert(points, Some(deadline))
     }
 
     /// Deletes points by id (unknown ids are ignored).

@@ -1,0 +1,71 @@
+//! Writes held back while frozen segments wait for their seals: an upsert with a deadline
+//! is refused unwritten once it passes, one without waits for room, deletes never wait.
+//! Every seal here takes two seconds longer (`DISKVEC_DELAY`), so the queue fills; this
+//! file is its own test process, so the delay touches no other test.
+
+use std::time::{Duration, Instant};
+
+use diskvec_db::{CollectionConfig, Database, DbError, PointId, PointRecord};
+use diskvec_vector::Metric;
+
+const DIM: usize = 4;
+
+fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
+    range
+        .map(|i| PointRecord {
+            id: PointId::Num(i),
+            vector: vec![i as f32, 1.0, (i % 7) as f32, 2.0],
+            payload: Default::default(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
+    std::env::set_var("DISKVEC_DELAY", "build=2000");
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let mut cfg = CollectionConfig::new(DIM, Metric::L2);
+    cfg.seal_threshold = 100;
+    cfg.max_degree = 8;
+    cfg.build_list = 16;
+    cfg.idle_merge_ms = 0;
+    let c = db.create_collection("c", cfg).unwrap();
+    // Each 100-point write freezes a segment; the queue takes 16 before writers wait.
+    let mut next = 0u64;
+    let started = Instant::now();
+    let refused = loop {
+        assert!(next < 100 * 40, "never held back");
+        let deadline = Instant::now() + Duration::from_millis(300);
+        match c.upsert_within(points(next..next + 100), deadline) {
+            Ok(_) => next += 100,
+            Err(e) => break (e, Instant::now().saturating_duration_since(deadline)),
+        }
+    };
+    let (err, late) = refused;
+    assert!(matches!(err, DbError::Busy(_)), "{err}");
+    assert!(err.to_string().contains("retry later"), "{err}");
+    assert!(
+        late < Duration::from_millis(500),
+        "answered {late:?} after its deadline"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    // Nothing of the refused write landed.
+    assert!(c
+        .get(&[PointId::Num(next)], false, false)
+        .unwrap()
+        .is_empty());
+    assert_eq!(c.count(None), next as usize);
+    // Deletes are not held back.
+    let t = Instant::now();
+    c.delete(vec![PointId::Num(0)]).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // Without a deadline the write waits for room and lands.
+    c.upsert(points(next..next + 100)).unwrap();
+    assert_eq!(c.count(None), next as usize + 99);
+    std::env::remove_var("DISKVEC_DELAY");
+}
