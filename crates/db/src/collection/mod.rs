@@ -64,6 +64,9 @@ pub(crate) struct Inner {
     last_write: Mutex<std::time::Instant>,
     /// The database's build memory, shared with its other collections.
     builds: Arc<crate::build_memory::BuildMemory>,
+    /// Frozen segments that may wait for sealing before writers are held back
+    /// (`write::frozen_limit`, from the memory available at open).
+    frozen_limit: usize,
 }
 
 /// Device and inode of a directory.

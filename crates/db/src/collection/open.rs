@@ -175,6 +175,7 @@ impl Collection {
                 .unwrap_or_default()
         );
         let retired_io = super::storage_io::zero_io(&config, dir);
+        let config_seal_bytes = config.seal_threshold * config.dim * 4;
         let inner = Arc::new(Inner {
             name: name.to_string(),
             dir: dir.to_path_buf(),
@@ -195,6 +196,10 @@ impl Collection {
             task: Default::default(),
             last_write: Mutex::new(std::time::Instant::now()),
             builds,
+            frozen_limit: super::write::frozen_limit(
+                config_seal_bytes,
+                diskvec_index::diskann::available_memory(),
+            ),
         });
         let spawn = |what: &str, work: fn(Arc<Inner>)| {
             let inner = Arc::clone(&inner);

@@ -41,8 +41,19 @@ fn json_depth(v: &serde_json::Value) -> usize {
 /// the whole first seal whenever writes outpaced it (16 s for 100 points on two cores); the
 /// worker now seals queued segments together, so a longer queue costs memory, not builds.
 const FROZEN_BYTES: usize = 1 << 30;
+/// ... and no more than this share of the memory available when the collection opened (in
+/// a memory cgroup, of its room), so a small machine or container is not filled by writes
+/// waiting for their seals ...
+const FROZEN_SHARE: f64 = 0.25;
 /// ... and at most this many segments, however small.
 const MAX_FROZEN: usize = 16;
+
+/// Frozen segments of `segment_bytes` of vectors each that may wait for sealing before
+/// writers are held back, with `available` bytes of memory (see `FROZEN_BYTES`).
+pub(crate) fn frozen_limit(segment_bytes: usize, available: u64) -> usize {
+    let room = FROZEN_BYTES.min((available as f64 * FROZEN_SHARE) as usize);
+    (room / segment_bytes.max(1)).clamp(2, MAX_FROZEN)
+}
 
 impl Inner {
     /// Logs and applies one operation; returns once it is durable (per the collection's
@@ -80,8 +91,7 @@ impl Inner {
     /// is failing, and once `deadline` passes (`DbError::Busy`: nothing was written, the
     /// caller may retry).
     fn wait_for_room(&self, deadline: Option<Instant>) -> Result<()> {
-        let segment_bytes = self.config.seal_threshold.max(1) * self.config.dim * 4;
-        let max_frozen = (FROZEN_BYTES / segment_bytes.max(1)).clamp(2, MAX_FROZEN);
+        let max_frozen = self.frozen_limit;
         loop {
             let frozen = self
                 .state
@@ -301,5 +311,22 @@ impl Collection {
     /// Empties the payloads of `ids`.
     pub fn clear_payload(&self, ids: &[PointId]) -> Result<u64> {
         self.inner.update_payloads(ids, &|p| p.clear())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_frozen_queue_is_bounded_by_a_share_of_available_memory() {
+        let segment = 20_000 * 768 * 4;
+        // Plenty of memory: 1 GiB of frozen vectors, 16 segments of 61 MB.
+        assert_eq!(frozen_limit(segment, 20 << 30), 16);
+        // A 512 MiB container: a quarter of it, at least two segments.
+        assert_eq!(frozen_limit(segment, 512 << 20), 2);
+        assert_eq!(frozen_limit(segment / 4, 512 << 20), 8);
+        // Small segments: the count bound.
+        assert_eq!(frozen_limit(1 << 10, 20 << 30), MAX_FROZEN);
     }
 }

@@ -353,7 +353,9 @@ class Collection:
 
     def info(self) -> dict:
         """Status and sizes: name, status ("green", "yellow": sealing, "red": a background
-        failure, see "error"), points, indexed_points (in sealed segments), segments,
+        failure, see "error"), points, indexed_points (in sealed segments), segments (each
+        with kind, points, dram_bytes, disk_bytes and, when sealed, "navigation": "in DRAM"
+        or why not),
         payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done, task (the
         seal, vacuum or merge running: kind, points, phase, done, total, seconds,
         memory_budget it was granted, estimated_peak of its plan, shards: 1 in memory),
