@@ -49,7 +49,7 @@ impl diskvec_index::Progress for Bars {
 pub fn optimize(col: &diskvec_db::Collection) -> diskvec_db::Result<()> {
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{msg:>40} [{bar:30}] {pos}/{len} ({elapsed})")
+        ProgressStyle::with_template("{msg:>60} [{bar:30}] {pos}/{len} ({elapsed})")
             .unwrap()
             .progress_chars("=> "),
     );
@@ -58,7 +58,21 @@ pub fn optimize(col: &diskvec_db::Collection) -> diskvec_db::Result<()> {
         let work = s.spawn(|| col.optimize(true));
         while !work.is_finished() {
             if let Some(t) = col.info().task {
-                bar.set_message(format!("{} of {} points: {}", t.kind, t.points, t.phase));
+                let how = match t.shards {
+                    0 => String::new(),
+                    1 => format!(
+                        ", in memory ({})",
+                        diskvec_index::diskann::mib(t.estimated_peak)
+                    ),
+                    n => format!(
+                        ", {n} shards within {}",
+                        diskvec_index::diskann::mib(t.memory_budget)
+                    ),
+                };
+                bar.set_message(format!(
+                    "{} of {} points{how}: {}",
+                    t.kind, t.points, t.phase
+                ));
                 bar.set_length(t.total);
                 bar.set_position(t.done.min(t.total));
             }

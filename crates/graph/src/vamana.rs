@@ -49,14 +49,16 @@ pub struct Graph {
 const SLACK: f32 = 1.3;
 
 /// Builds a Vamana graph over prepared vectors (row-major, `dim` columns).
-/// `progress` is called with the number of insertions done since its last call (`n` per pass).
+/// `progress` is called with the number of insertions done since its last call (`n` per
+/// pass) and returns whether to go on: once it says no, the remaining insertions are
+/// skipped and the build returns `None` (its caller no longer wants the graph).
 pub fn build(
     data: &[f32],
     dim: usize,
     metric: Metric,
     params: VamanaParams,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Graph {
+    progress: &(dyn Fn(u64) -> bool + Sync),
+) -> Option<Graph> {
     let n = data.len() / dim;
     let rows = Rows::new(data, dim);
     let medoid = find_medoid(data, dim, metric);
@@ -71,10 +73,14 @@ pub fn build(
     } else {
         &[params.alpha]
     };
+    let stopped = std::sync::atomic::AtomicBool::new(false);
     for &alpha in passes {
         order.par_chunks(256).for_each_init(
             || Scratch::new(n, params.build_list),
             |scratch, chunk| {
+                if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
                 for &p in chunk {
                     insert_point(
                         p,
@@ -88,9 +94,14 @@ pub fn build(
                         scratch,
                     );
                 }
-                progress(chunk.len() as u64);
+                if !progress(chunk.len() as u64) {
+                    stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
             },
         );
+        if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
     }
     // Nodes overfilled within the slack are pruned back to R.
     adjacency.par_iter().enumerate().for_each(|(p, cell)| {
@@ -104,13 +115,13 @@ pub fn build(
             *list = robust_prune(p as u32, &mut pool, params.alpha, r, rows, metric);
         }
     });
-    Graph {
+    Some(Graph {
         neighbors: adjacency
             .into_iter()
             .map(|c| c.into_inner().unwrap())
             .collect(),
         medoid,
-    }
+    })
 }
 
 struct Scratch {
@@ -311,7 +322,9 @@ mod tests {
         let done = AtomicU64::new(0);
         let g = build(data, dim, Metric::L2, params, &|k| {
             done.fetch_add(k, Ordering::Relaxed);
-        });
+            true
+        })
+        .unwrap();
         assert_eq!(
             done.load(Ordering::Relaxed),
             2 * n as u64,
@@ -350,12 +363,28 @@ mod tests {
     }
 
     #[test]
+    fn a_build_told_to_stop_stops_early_and_returns_nothing() {
+        let (n, dim) = (4000, 8);
+        let data = clustered(n, dim, 5);
+        let done = AtomicU64::new(0);
+        let g = build(&data, dim, Metric::L2, VamanaParams::default(), &|k| {
+            done.fetch_add(k, Ordering::Relaxed) + k < 1000
+        });
+        assert!(g.is_none());
+        assert!(
+            done.load(Ordering::Relaxed) < n as u64,
+            "{} insertions after the stop",
+            done.load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
     fn tiny_inputs_build() {
         let data = vec![1.0f32, 2.0];
-        let g = build(&data, 2, Metric::L2, VamanaParams::default(), &|_| {});
+        let g = build(&data, 2, Metric::L2, VamanaParams::default(), &|_| true).unwrap();
         assert_eq!(g.neighbors, vec![Vec::<u32>::new()]);
         let data = vec![0.0f32, 1.0, 5.0];
-        let g = build(&data, 1, Metric::L2, VamanaParams::default(), &|_| {});
+        let g = build(&data, 1, Metric::L2, VamanaParams::default(), &|_| true).unwrap();
         assert_eq!(g.neighbors.len(), 3);
         assert!(all_reachable(&g), "{g:?}");
     }

@@ -21,6 +21,9 @@ pub enum IndexError {
     },
     #[error("search failed: {0}")]
     SearchFailed(String),
+    /// The caller cancelled the build (`Progress::cancelled`).
+    #[error("the build was cancelled")]
+    Cancelled,
     #[error("storage: {0}")]
     Io(#[from] diskvec_io::IoError),
     #[error("{path}: {source}")]

@@ -4,6 +4,11 @@ pub trait Progress: Sync {
     fn phase(&self, name: &str, total: u64);
     /// `steps` more steps of the current phase are done.
     fn advance(&self, steps: u64);
+    /// Whether the caller no longer wants the build: it stops at its next check and
+    /// returns `IndexError::Cancelled`, leaving any previous index as it was.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 pub struct NoProgress;

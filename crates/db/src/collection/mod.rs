@@ -14,6 +14,7 @@ mod read;
 mod rebuild;
 mod state;
 mod storage_io;
+mod superseded;
 mod task;
 mod write;
 
@@ -78,14 +79,21 @@ pub(crate) fn identity(dir: &std::path::Path) -> Option<(u64, u64)> {
 impl Inner {
     /// Builds `input` as a sealed segment in `dir` (nodes on `paths`) within the memory it
     /// reserves first (waiting while other builds hold the database's build memory); the
-    /// plan goes to `info()`.
+    /// plan goes to `info()`. A `supersedable` build (a seal of frozen segments, not the
+    /// merge of everything) stops with `IndexError::Cancelled` once a merge of everything
+    /// is due, which would redo it.
     pub(crate) fn build_segment(
         &self,
         input: &crate::segment::SealInput,
         dir: &std::path::Path,
         paths: &[PathBuf],
+        supersedable: bool,
     ) -> crate::Result<()> {
         crate::delay_point("build");
+        let progress = superseded::BuildProgress::new(self, supersedable);
+        if diskvec_index::Progress::cancelled(&progress) {
+            return Err(diskvec_index::IndexError::Cancelled.into());
+        }
         let shape = self
             .config
             .build_params(&[])
@@ -94,14 +102,22 @@ impl Inner {
             lock(&self.background).stop
         })?;
         self.task.set_plan(&grant.plan);
-        crate::segment::seal(
+        let built = crate::segment::seal(
             input,
             dir,
             &self.config,
             paths,
             grant.plan.budget,
-            &self.task,
-        )
+            &progress,
+        );
+        if is_cancelled(&built) {
+            // Nothing of a cancelled build is listed anywhere: its directories go.
+            let _ = std::fs::remove_dir_all(dir);
+            for p in paths {
+                let _ = std::fs::remove_dir_all(p);
+            }
+        }
+        built
     }
 
     /// Refuses to go on when the collection's directory is no longer the one it opened:
@@ -161,6 +177,14 @@ impl Drop for Collection {
     fn drop(&mut self) {
         let _ = self.close();
     }
+}
+
+/// Whether a background build stopped because it was cancelled (superseded), not failed.
+pub(crate) fn is_cancelled<T>(outcome: &crate::Result<T>) -> bool {
+    matches!(
+        outcome,
+        Err(crate::DbError::Index(diskvec_index::IndexError::Cancelled))
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

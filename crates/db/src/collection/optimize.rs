@@ -127,7 +127,7 @@ impl Inner {
         }
         let started = std::time::Instant::now();
         let task = self.task.begin("seal", copy.len());
-        self.build_segment(&copy, &dir, &paths)?;
+        self.build_segment(&copy, &dir, &paths, true)?;
         drop(task);
         drop(copy);
         crate::failpoint("seal:built");
@@ -270,6 +270,18 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 }
                 let may_run = failed_at.is_none_or(|t| t.elapsed() >= RETRY);
                 if may_run {
+                    if !bg.merge_all && inner.idle_merge_due() {
+                        // As `optimize` does: freeze the growing tail and build everything
+                        // as one segment, before sealing any frozen segment on its own (the
+                        // merge would redo that seal). The writer lock comes before this
+                        // one, so let go.
+                        log::info!("collection {:?}: writes paused; merging", inner.name);
+                        bg.merge_all = true;
+                        drop(bg);
+                        inner.freeze_now();
+                        bg = lock(&inner.background);
+                        continue;
+                    }
                     // `optimize` builds frozen and sealed segments together when they fit.
                     let merged = bg.merge_all.then(|| inner.next_maintenance(true)).flatten();
                     if let Some(m @ Maintenance::MergeAll { .. }) = merged {
@@ -287,15 +299,6 @@ pub(crate) fn run(inner: Arc<Inner>) {
                     if bg.merge_all {
                         bg.merge_all = false;
                         inner.wake.notify_all();
-                    } else if inner.idle_merge_due() {
-                        // As `optimize` does: freeze the growing tail and build everything
-                        // as one segment. The writer lock comes before this one, so let go.
-                        log::info!("collection {:?}: writes paused; merging", inner.name);
-                        bg.merge_all = true;
-                        drop(bg);
-                        inner.freeze_now();
-                        bg = lock(&inner.background);
-                        continue;
                     }
                 }
                 bg = inner
@@ -317,6 +320,12 @@ pub(crate) fn run(inner: Arc<Inner>) {
         };
         let mut bg = lock(&inner.background);
         bg.busy = false;
+        if super::is_cancelled(&outcome) {
+            // Superseded by a merge of everything, which the next round picks.
+            drop(bg);
+            inner.wake.notify_all();
+            continue;
+        }
         match outcome {
             Ok(()) => {
                 // Frozen segments sealed together count as seals, not merges.

@@ -83,6 +83,21 @@ impl Inner {
             && total - largest >= (largest / 10).max(IDLE_MERGE_MIN_POINTS)
     }
 
+    /// Whether the live points of every segment (sealed, frozen and growing) fit one
+    /// segment: a merge of everything would then cover them all.
+    pub(crate) fn everything_fits_one_segment(&self) -> bool {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let total: usize = state
+            .segments
+            .values()
+            .map(|s| match s {
+                Segment::Sealed(s) => s.len() - s.deleted_count(),
+                Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).live(),
+            })
+            .sum();
+        total <= self.config.max_segment_points
+    }
+
     /// `merge_when_idle`, once no write has come for `idle_merge_ms`.
     pub(crate) fn idle_merge_due(&self) -> bool {
         let quiet = std::time::Duration::from_millis(self.config.idle_merge_ms);
@@ -186,6 +201,9 @@ impl Inner {
         let started = std::time::Instant::now();
         self.check_home()?;
         let kind = rebuild_kind(sources, frozen);
+        // Frozen segments sealed together before anything asked for a merge of everything
+        // give way to that merge if it comes; the merge itself does not.
+        let supersedable = kind == "seal" && !super::lock(&self.background).merge_all;
         let task = self.task.begin(kind, 0);
         diskvec_index::Progress::phase(&self.task, "reading sources", 0);
         let (new_id, segs, growing) = {
@@ -257,7 +275,7 @@ impl Inner {
         let count = points.len();
         self.task.set_points(count);
         if count > 0 {
-            self.build_segment(&points, &dir, &paths)?;
+            self.build_segment(&points, &dir, &paths, supersedable)?;
         }
         drop(task);
         drop(points);

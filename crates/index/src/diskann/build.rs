@@ -293,6 +293,13 @@ pub(crate) fn walk_codes<'a, 'q>(
     (walk, sq_hits as f32 / total_truths.max(1) as f32)
 }
 
+/// Reports `steps` done and says whether the caller still wants the build (the graph
+/// build's progress callback).
+pub(crate) fn advance_unless_cancelled(progress: &dyn Progress, steps: u64) -> bool {
+    progress.advance(steps);
+    !progress.cancelled()
+}
+
 /// Forces the sharded build with shards of at most this many vectors whatever the budget
 /// (tests use it to shard inputs far smaller than the process itself).
 pub const SHARD_CAPACITY_VAR: &str = "DISKVEC_BUILD_SHARD_CAPACITY";
@@ -433,16 +440,20 @@ pub fn build(
         seed: params.seed,
         two_passes: true,
     };
+    if progress.cancelled() {
+        return Err(IndexError::Cancelled);
+    }
     let graph = if params.metric == Metric::InnerProduct {
         let (augmented, adim) = mips_to_l2(&prepared, dim);
         diskvec_graph::build(&augmented, adim, Metric::L2, vamana, &|k| {
-            progress.advance(k)
+            advance_unless_cancelled(progress, k)
         })
     } else {
         diskvec_graph::build(&prepared, dim, params.metric, vamana, &|k| {
-            progress.advance(k)
+            advance_unless_cancelled(progress, k)
         })
-    };
+    }
+    .ok_or(IndexError::Cancelled)?;
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
     let write_start = Instant::now();

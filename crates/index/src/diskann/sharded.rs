@@ -29,7 +29,10 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
-use super::build::{build_header, walk_codes, walk_sample, BuildParams, BuildReport, SampledCodes};
+use super::build::{
+    advance_unless_cancelled, build_header, walk_codes, walk_sample, BuildParams, BuildReport,
+    SampledCodes,
+};
 use super::commit;
 use super::nav::nav_path;
 use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice, Written};
@@ -407,8 +410,9 @@ fn build_shard(
         two_passes: SHARD_PASSES == 2,
     };
     let graph = diskvec_graph::build(&data, gdim, space.metric(), vamana, &|k| {
-        progress.advance(k)
-    });
+        advance_unless_cancelled(progress, k)
+    })
+    .ok_or(IndexError::Cancelled)?;
     let rows = Rows::new(&data, gdim);
     let mut out = SpillWriter::create(&scratch.lists(s), FILE_BUFFER)?;
     let mut bytes = Vec::new();

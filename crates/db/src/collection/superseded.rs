@@ -1,0 +1,85 @@
+//! A seal that a merge of everything is about to redo is cancelled. After a bulk load the
+//! first segment freezes and starts sealing while the last points are written; `optimize`
+//! (or the idle merge once writes pause) then rebuilds every point as one segment, so the
+//! seal's work is thrown away: about 40% of the build CPU of such a load (docs/benchmarks.md,
+//! session 13). The seal's build asks `cancelled()` as it goes and stops.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{lock, Inner};
+
+/// How often a running seal looks again (the check takes the collection's locks).
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// The progress of one background build, forwarded to `info()`; for a seal, also whether
+/// it has been superseded.
+pub(crate) struct BuildProgress<'a> {
+    inner: &'a Inner,
+    /// Only seals of frozen segments are superseded (not the merge of everything itself,
+    /// nor a merge of sealed segments, whose output that merge would read).
+    seal: bool,
+    started: Instant,
+    /// Milliseconds since `started` before which it does not look again.
+    next_check: AtomicU64,
+    superseded: AtomicBool,
+}
+
+impl<'a> BuildProgress<'a> {
+    pub fn new(inner: &'a Inner, seal: bool) -> Self {
+        Self {
+            inner,
+            seal,
+            started: Instant::now(),
+            next_check: AtomicU64::new(0),
+            superseded: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a merge of every segment, the frozen ones being sealed included, is wanted
+    /// now (`optimize`, or writes paused past `idle_merge_ms`) and fits one segment.
+    fn merge_of_everything_due(&self) -> bool {
+        let asked = lock(&self.inner.background).merge_all;
+        (asked || self.inner.idle_merge_due()) && self.inner.everything_fits_one_segment()
+    }
+}
+
+impl diskvec_index::Progress for BuildProgress<'_> {
+    fn phase(&self, name: &str, total: u64) {
+        self.inner.task.phase(name, total);
+    }
+
+    fn advance(&self, steps: u64) {
+        self.inner.task.advance(steps);
+    }
+
+    fn cancelled(&self) -> bool {
+        if !self.seal {
+            return false;
+        }
+        if self.superseded.load(Ordering::Relaxed) {
+            return true;
+        }
+        let now = self.started.elapsed().as_millis() as u64;
+        let next = self.next_check.load(Ordering::Relaxed);
+        let later = now + CHECK_EVERY.as_millis() as u64;
+        // One thread looks at a time; the others go on until the next round.
+        if now < next
+            || self
+                .next_check
+                .compare_exchange(next, later, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        let due = self.merge_of_everything_due();
+        if due {
+            log::info!(
+                "collection {:?}: a merge of every segment is due; the seal it would redo stops",
+                self.inner.name
+            );
+            self.superseded.store(true, Ordering::Relaxed);
+        }
+        due
+    }
+}
