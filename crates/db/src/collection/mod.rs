@@ -68,6 +68,9 @@ pub(crate) struct Inner {
     /// Frozen segments that may wait for sealing before writers are held back
     /// (`write::frozen_limit`, from the memory available at open).
     frozen_limit: usize,
+    /// Callers waiting in `optimize(wait=true)`: builds started meanwhile run at the
+    /// default priority.
+    optimize_waiters: std::sync::atomic::AtomicUsize,
 }
 
 /// Device and inode of a directory.
@@ -108,6 +111,9 @@ impl Inner {
             &self.config,
             paths,
             grant.plan.budget,
+            self.optimize_waiters
+                .load(std::sync::atomic::Ordering::Relaxed)
+                > 0,
             &progress,
         );
         if is_cancelled(&built) {

@@ -196,6 +196,7 @@ impl Collection {
             task: Default::default(),
             last_write: Mutex::new(std::time::Instant::now()),
             builds,
+            optimize_waiters: Default::default(),
             frozen_limit: super::write::frozen_limit(
                 config_seal_bytes,
                 diskvec_index::diskann::available_memory(),

@@ -388,6 +388,8 @@ impl Collection {
     /// returns once they serve from SSD (or with the background failure that stopped it).
     pub fn optimize(&self, wait: bool) -> Result<()> {
         let inner = &self.inner;
+        // Counted before the merge is asked for, so its build already runs at full priority.
+        let _waiting = wait.then(|| Waiting::new(&inner.optimize_waiters));
         {
             let mut bg = lock(&inner.background);
             bg.error = None;
@@ -418,5 +420,21 @@ impl Collection {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+}
+
+/// Counts a caller waiting in `optimize` for as long as it waits (on error paths too).
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
