@@ -159,7 +159,7 @@ pub fn build_index(mut source: impl VectorSource, args: &Args) -> anyhow::Result
         mirror: args.mirror,
         ..Default::default()
     };
-    let bars = Bars::new();
+    let bars = Bars::for_output(args.json);
     let report = build_from(&mut source, &params, args.memory_budget, &args.index, &bars)
         .with_context(|| format!("building the index in {}", args.index.display()))?;
     bars.finish();

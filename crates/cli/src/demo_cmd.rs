@@ -301,7 +301,7 @@ fn import(
         println!("   keyword indexes on {}", indexed.join(", "));
     }
     let started = Instant::now();
-    crate::progress::optimize(&col).context("sealing into DiskANN")?;
+    crate::progress::optimize(&col, false).context("sealing into DiskANN")?;
     let optimize_seconds = started.elapsed().as_secs_f64();
     let info = col.info();
     let (dram, disk) = info

@@ -218,7 +218,7 @@ pub fn open_or_create(
 }
 
 /// Upserts every vector `next_chunk` delivers (of the `rows` announced) with its payload,
-/// `batch` points per write, behind a progress bar. Takes the payloads out of `payloads`:
+/// `batch` points per write, behind a progress bar (JSON lines with `json_progress`). Takes the payloads out of `payloads`:
 /// what is left there had no vector. Returns the points written, those that had a payload,
 /// and the seconds the writes took.
 pub fn write_points(
@@ -227,8 +227,9 @@ pub fn write_points(
     next_chunk: &mut dyn FnMut() -> anyhow::Result<Option<Matrix>>,
     payloads: &mut Payloads,
     batch: usize,
+    json_progress: bool,
 ) -> anyhow::Result<(usize, usize, f64)> {
-    let bars = Bars::new();
+    let bars = Bars::for_output(json_progress);
     bars.phase("importing", rows as u64);
     let started = Instant::now();
     let (mut written, mut with_payload) = (0, 0);
@@ -279,6 +280,7 @@ pub fn write_matrix(
         &mut || Ok(whole.take()),
         payloads,
         batch,
+        false,
     )?;
     Ok((with_payload, seconds))
 }
@@ -331,11 +333,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &mut || Ok(stream.next_chunk()?),
         &mut payloads,
         args.batch,
+        args.json,
     )?;
     let unmatched = payloads.len();
     let optimize_seconds = if args.optimize {
         let started = Instant::now();
-        crate::progress::optimize(&col).context("sealing into DiskANN segments")?;
+        crate::progress::optimize(&col, args.json).context("sealing into DiskANN segments")?;
         Some(started.elapsed().as_secs_f64())
     } else {
         None

@@ -368,3 +368,36 @@ fn build_and_inspect_say_why_navigation_was_left_off_on_low_dimensional_data() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("left navigation off"));
 }
+
+#[test]
+fn json_runs_report_progress_as_json_lines_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    common::synth(&ds, 3000, 10);
+    let ix = dir.path().join("ix");
+    let (ds, ix) = (ds.to_str().unwrap(), ix.to_str().unwrap());
+    let out = common::diskvec(&["build", "--dataset", ds, "--index", ix, "--json"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let phases: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["progress"]["phase"].as_str())
+        .collect();
+    assert!(phases.contains(&"PQ training"), "{stderr}");
+    assert!(phases.iter().any(|p| p.starts_with("graph")), "{stderr}");
+    for l in &lines {
+        let p = &l["progress"];
+        assert!(
+            p["done"].as_u64().unwrap() <= p["total"].as_u64().unwrap().max(1),
+            "{l}"
+        );
+        assert!(p["seconds"].as_f64().unwrap() >= 0.0, "{l}");
+    }
+    // stdout keeps the result alone, as its last line.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(last_json(&stdout)["count"], 3000);
+}
