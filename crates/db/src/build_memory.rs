@@ -89,7 +89,7 @@ impl BuildMemory {
         collection_budget: Option<MemoryBudget>,
         closing: &dyn Fn() -> bool,
     ) -> Result<BuildGrant<'_>> {
-        let raw = shape.n as u64 * shape.dim as u64 * 4;
+        let raw = shape.raw_bytes();
         let smallest = shape.smallest_budget()?;
         let mut ledger = self.lock();
         loop {
@@ -98,13 +98,13 @@ impl BuildMemory {
             }
             let cap = collection_budget.map_or(ledger.total, |b| b.resolve(raw).min(ledger.total));
             if cap < smallest {
-                let whose = match collection_budget {
-                    Some(b) if b.resolve(raw) < ledger.total => {
-                        format!("the collection's build_memory ({b})")
-                    }
-                    _ => format!("the database's build memory ({})", self.limit),
-                };
-                if ledger.running == 0 || whose.starts_with("the collection") {
+                // The collection's own budget never grows; the database's may free up.
+                let collection_binds = collection_budget.filter(|b| b.resolve(raw) < ledger.total);
+                if ledger.running == 0 || collection_binds.is_some() {
+                    let whose = match collection_binds {
+                        Some(b) => format!("the collection's build_memory ({b})"),
+                        None => format!("the database's build memory ({})", self.limit),
+                    };
                     return Err(DbError::InvalidInput(format!(
                         "{whose} allows {} for a build of {} points of {} dimensions, which \
                          needs at least {}",

@@ -182,7 +182,7 @@ impl CollectionConfig {
                 .build_params(&[])
                 .shape(self.seal_threshold, self.dim)?;
             let smallest = shape.smallest_budget()?;
-            let given = budget.resolve(shape.n as u64 * self.dim as u64 * 4);
+            let given = budget.resolve(shape.raw_bytes());
             if given < smallest {
                 return bad(format!(
                     "build_memory {budget} gives {} to a seal of {} points of {} dimensions, \

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::state::Loc;
+use super::state::{Loc, State};
 use super::Inner;
 use crate::segment::{Points, SealInput, Segment, VectorPart};
 use crate::{Payload, PointId, Result};
@@ -46,6 +46,14 @@ fn rebuild_kind(sources: &[u64], frozen: &[u64]) -> &'static str {
     }
 }
 
+/// The live points of each segment, sealed, frozen and growing.
+fn live_points(state: &State) -> impl Iterator<Item = usize> + '_ {
+    state.segments.values().map(|s| match s {
+        Segment::Sealed(s) => s.len() - s.deleted_count(),
+        Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).live(),
+    })
+}
+
 /// Most frozen segments sealed in one build (a bigger build makes the queue behind it longer).
 const SEAL_TOGETHER: usize = 8;
 
@@ -67,15 +75,7 @@ impl Inner {
         if state.indexing_paused {
             return false;
         }
-        let parts: Vec<usize> = state
-            .segments
-            .values()
-            .map(|s| match s {
-                Segment::Sealed(s) => s.len() - s.deleted_count(),
-                Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).live(),
-            })
-            .filter(|&live| live > 0)
-            .collect();
+        let parts: Vec<usize> = live_points(&state).filter(|&live| live > 0).collect();
         let total: usize = parts.iter().sum();
         let largest = parts.iter().copied().max().unwrap_or(0);
         parts.len() >= 2
@@ -87,15 +87,7 @@ impl Inner {
     /// segment: a merge of everything would then cover them all.
     pub(crate) fn everything_fits_one_segment(&self) -> bool {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let total: usize = state
-            .segments
-            .values()
-            .map(|s| match s {
-                Segment::Sealed(s) => s.len() - s.deleted_count(),
-                Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).live(),
-            })
-            .sum();
-        total <= self.config.max_segment_points
+        live_points(&state).sum::<usize>() <= self.config.max_segment_points
     }
 
     /// `merge_when_idle`, once no write has come for `idle_merge_ms`.

@@ -186,7 +186,7 @@ impl Growing {
         SealInput {
             dim: self.dim,
             parts: vec![VectorPart::Frozen {
-                vectors: Arc::clone(&self.vectors),
+                vectors: self.shared_vectors(),
                 offsets: None,
             }],
             ids: self.ids.clone(),

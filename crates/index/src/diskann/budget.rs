@@ -207,6 +207,11 @@ pub struct BuildShape {
 }
 
 impl BuildShape {
+    /// Bytes of the raw vectors (what a budget given as a share is a share of).
+    pub fn raw_bytes(&self) -> u64 {
+        self.n as u64 * self.dim as u64 * 4
+    }
+
     /// Plans the build under `budget` bytes; refuses, naming the smallest budget that
     /// works, when even the smallest shards would not fit.
     pub fn plan(&self, budget: u64) -> Result<BuildPlan> {

@@ -324,7 +324,7 @@ pub fn build_from(
     }
     let shape = params.shape(n, dim)?;
     let pq_bytes = shape.pq_bytes;
-    let budget_bytes = budget.resolve(n as u64 * dim as u64 * 4);
+    let budget_bytes = budget.resolve(shape.raw_bytes());
     let plan = shape.plan(budget_bytes)?;
     let plan = match std::env::var(SHARD_CAPACITY_VAR)
         .ok()
@@ -507,12 +507,12 @@ pub fn build(
         ..meta.geometry.clone()
     };
 
-    let navigation_off = nav.summary(build_id).step_aside(dim);
+    let summary = nav.summary(build_id);
+    let navigation_off = summary.step_aside(dim);
     match &navigation_off {
         Some(off) => {
             log::info!("navigation left off: {off}");
-            nav.summary(build_id)
-                .write_stepped_aside(&nav_target, off.why)?;
+            summary.write_stepped_aside(&nav_target, off.why)?;
         }
         None => nav.write(&nav_target, build_id)?,
     }

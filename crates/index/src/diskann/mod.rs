@@ -33,8 +33,8 @@ pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
 pub use nav::{
-    nav_bytes, nav_file_name, NavFile, NavOff, Navigation, SteppedAside, WalkCodes,
-    MIN_CODE_RECALL, NAV_VERSION,
+    nav_file_name, NavFile, NavOff, Navigation, SteppedAside, WalkCodes, MIN_CODE_RECALL,
+    NAV_VERSION,
 };
 pub use search::{Accept, BatchStats, SearchParams, SearchResult, DEFAULT_RERANK_SIGMAS};
 pub use service::{PendingSearch, SearchService};

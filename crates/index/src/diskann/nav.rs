@@ -112,7 +112,7 @@ impl std::fmt::Display for SteppedAside {
 
 /// DRAM the navigation data of `n` nodes with `edges` neighbour ids and `code_bytes`-byte
 /// codes takes (as `Navigation::dram_bytes` counts it).
-pub fn nav_bytes(n: usize, edges: usize, code_bytes: usize) -> u64 {
+pub(crate) fn nav_bytes(n: usize, edges: usize, code_bytes: usize) -> u64 {
     n as u64 * (code_bytes as u64 + 4) + 4 * (n as u64 + 1) + 4 * edges as u64
 }
 
@@ -311,7 +311,7 @@ impl Navigation {
 
     /// DRAM the loaded navigation data takes.
     pub fn dram_bytes(&self) -> usize {
-        self.codes.len() + (self.offsets.len() + self.neighbors.len()) * 4
+        nav_bytes(self.len(), self.neighbors.len(), self.sq.code_bytes()) as usize
     }
 
     /// What this data's file header says, as generation `build_id`'s.
