@@ -2,7 +2,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use diskvec_dataset::{open_stream, read_vectors, DatasetDir, Matrix, VectorStream};
-use diskvec_index::diskann::{build_from, BuildParams, BuildReport, MemoryBudget, VectorSource};
+use diskvec_index::diskann::{
+    build_from, BuildParams, BuildReport, GraphPrecision, MemoryBudget, VectorSource,
+};
 use diskvec_index::limits;
 use diskvec_vector::Metric;
 
@@ -45,6 +47,11 @@ pub struct Args {
     /// budget runs in shards; one below what the smallest shards need is refused.
     #[arg(long, default_value = "auto")]
     pub memory_budget: MemoryBudget,
+    /// What the graph's distances are computed on while it is built: `sq8`, 8-bit codes (a
+    /// quarter of the memory traffic), or `f32`, the vectors themselves. The index stores
+    /// the full vectors either way.
+    #[arg(long, default_value = "sq8")]
+    pub graph_precision: GraphPrecision,
     /// Build threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -133,6 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let j = serde_json::json!({
             "count": report.count, "dim": report.dim, "pq_bytes": report.pq_bytes,
             "max_degree": args.max_degree, "build_list": args.build_list, "alpha": args.alpha,
+            "graph_precision": args.graph_precision.name(),
             "pq_seconds": report.pq_seconds,
             "graph_seconds": report.graph_seconds, "write_seconds": report.write_seconds,
             "build_seconds": report.total_seconds, "nodes_file_bytes": report.nodes_file_bytes,
@@ -157,6 +165,7 @@ pub fn build_index(mut source: impl VectorSource, args: &Args) -> anyhow::Result
         paths: args.paths.clone(),
         stripe_bytes: args.stripe_kib * 1024,
         mirror: args.mirror,
+        graph_precision: args.graph_precision,
         ..Default::default()
     };
     let bars = Bars::for_output(args.json);

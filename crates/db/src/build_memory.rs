@@ -161,6 +161,7 @@ mod tests {
             pq_bytes: 32,
             threads: 2,
             inner_product: false,
+            quantized_graph: true,
         }
     }
 

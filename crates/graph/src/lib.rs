@@ -3,7 +3,9 @@
 mod candidates;
 pub mod prune;
 mod vamana;
+mod vectors;
 
 pub use candidates::CandidateList;
 pub use prune::robust_prune;
 pub use vamana::{build, greedy_search, Graph, VamanaParams};
+pub use vectors::{FullVectors, GraphVectors, Sq8Vectors};

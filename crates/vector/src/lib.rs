@@ -1,4 +1,4 @@
-//! Vector math: metrics and SIMD distances, k-means, product and 4-bit scalar quantization.
+//! Vector math: metrics and SIMD distances, k-means, product, 4-bit and 8-bit scalar quantization.
 
 mod huge_pages;
 mod kernels;
@@ -9,6 +9,7 @@ mod pq;
 mod prefetch;
 mod rows;
 mod sq4;
+mod sq8;
 mod validate;
 
 pub use huge_pages::{filled_with_huge_pages, to_huge_pages, vec_with_huge_pages};
@@ -19,4 +20,5 @@ pub use pq::{PqTable, ProductQuantizer};
 pub use prefetch::prefetch;
 pub use rows::Rows;
 pub use sq4::{ScalarQuantizer4, Sq4Query, SQ4_CLIP};
+pub use sq8::{sq8_l2sq, ScalarQuantizer8};
 pub use validate::{check_vectors, VectorError};

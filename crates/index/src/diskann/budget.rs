@@ -180,6 +180,19 @@ const MAX_SHARDS: usize = 512;
 /// Buffer of each file written or read during the sharded phases.
 pub(crate) const FILE_BUFFER: usize = 64 << 10;
 
+/// Hands the heap's free pages back to the system. A shard's graph is many small lists
+/// allocated by several threads; once freed they stay in glibc's per-thread arenas, resident,
+/// and the next phase's allocations come on top of them (measured: 37 MiB above a 147 MiB
+/// budget at 200k x 768). Called between the phases of a sharded build.
+pub(crate) fn release_freed_memory() {
+    // SAFETY: malloc_trim takes no pointers and only returns free pages to the system;
+    // glibc makes it safe to call from any thread at any time.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Bytes a node of a graph under construction takes, for out-degree `r`: its list's room
 /// (with the build's slack), the lock and vector header, allocator rounding.
 fn graph_node_bytes(r: usize) -> u64 {
@@ -204,6 +217,8 @@ pub struct BuildShape {
     pub threads: usize,
     /// Inner product builds over an augmented copy of the vectors.
     pub inner_product: bool,
+    /// The graph is built over 8-bit codes of the vectors (`GraphPrecision::Sq8`).
+    pub quantized_graph: bool,
 }
 
 impl BuildShape {
@@ -268,10 +283,17 @@ fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, R
         pq_bytes,
         threads,
         inner_product,
+        quantized_graph,
     } = *shape;
     let n64 = n as u64;
     let d = dim as u64;
     let vector = 4 * (d + inner_product as u64);
+    // What the graph is built over: the vectors, or their 8-bit codes.
+    let graph_vector = if quantized_graph {
+        d + inner_product as u64
+    } else {
+        vector
+    };
     let sq4 = d.div_ceil(32) * 16 + 4;
     let t = threads.max(1) as u64;
     // One graph over everything: vectors, graph, PQ codes, ids and their duplicate check,
@@ -289,7 +311,8 @@ fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, R
                 + 8
                 + 4 * t
                 // Inner product builds over an augmented copy beside the prepared vectors.
-                + if inner_product { 4 * (d + 1) } else { 0 });
+                + if inner_product { 4 * (d + 1) } else { 0 }
+                + if quantized_graph { graph_vector } else { 0 });
     let chunk_rows = ((budget / 64) / (4 * d)).clamp(64, 8192) as usize;
     let sample_rows = ((budget / 16) / (4 * d)).clamp(1000, 25_000).min(n64) as usize;
     if in_memory <= budget {
@@ -306,7 +329,7 @@ fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, R
     }
     // Held through every sharded phase: ids (and their sorted copy while checked).
     let fixed = OVERHEAD + 16 * n64 + chunk_rows as u64 * 4 * d * 2;
-    let per_shard_vector = vector + graph_node_bytes(shard_degree(max_degree)) + 4 * t + 8;
+    let per_shard_vector = graph_vector + graph_node_bytes(shard_degree(max_degree)) + 4 * t + 8;
     // The training sample, and the walk check's pool: codes and distances to 50 queries.
     let sample = sample_rows as u64 * 4 * d + 20_000 * (pq_bytes as u64 + sq4 + 200);
     // The final phase holds the PQ codes and ids twice (kept and encoded into meta.dvm).
@@ -459,6 +482,7 @@ mod tests {
             pq_bytes: 192,
             threads: 2,
             inner_product: false,
+            quantized_graph: true,
         };
         let roomy = shape.plan(8 * raw).unwrap();
         assert_eq!(roomy.shards, 1);

@@ -1,9 +1,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use diskvec_graph::VamanaParams;
+use diskvec_graph::{FullVectors, Graph, Sq8Vectors, VamanaParams};
 use diskvec_io::{StripedWriter, SECTOR};
-use diskvec_vector::{mips_to_l2, Metric, ProductQuantizer, Rows, ScalarQuantizer4};
+use diskvec_vector::{
+    mips_to_l2, Metric, ProductQuantizer, Rows, ScalarQuantizer4, ScalarQuantizer8,
+};
 
 use super::budget::{BuildShape, MemoryBudget};
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
@@ -41,6 +43,42 @@ pub struct BuildParams {
     /// The vectors are already metric-prepared (unit length for cosine): the build reads
     /// them in place instead of preparing a copy (a database seal's vectors are stored so).
     pub input_prepared: bool,
+    /// What the graph's distances are computed on while it is built (the node file always
+    /// holds the full vectors).
+    pub graph_precision: GraphPrecision,
+}
+
+/// The vectors a graph is built over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GraphPrecision {
+    /// 8-bit codes (one step shared by all dimensions): a quarter of the memory and of the
+    /// memory traffic of f32, the build's main cost.
+    #[default]
+    Sq8,
+    /// The f32 vectors themselves.
+    Full,
+}
+
+impl std::str::FromStr for GraphPrecision {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "sq8" => Ok(Self::Sq8),
+            "f32" | "full" => Ok(Self::Full),
+            _ => Err(format!(
+                "unknown graph precision {s:?}: expected sq8 or f32"
+            )),
+        }
+    }
+}
+
+impl GraphPrecision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sq8 => "sq8",
+            Self::Full => "f32",
+        }
+    }
 }
 
 impl Default for BuildParams {
@@ -58,6 +96,7 @@ impl Default for BuildParams {
             mirror: false,
             seed: 1,
             input_prepared: false,
+            graph_precision: GraphPrecision::default(),
         }
     }
 }
@@ -95,6 +134,7 @@ impl BuildParams {
             pq_bytes: check_build(self, dim, n)?,
             threads: rayon::current_num_threads(),
             inner_product: self.metric == Metric::InnerProduct,
+            quantized_graph: self.graph_precision == GraphPrecision::Sq8,
         })
     }
 }
@@ -443,17 +483,7 @@ pub fn build(
     if progress.cancelled() {
         return Err(IndexError::Cancelled);
     }
-    let graph = if params.metric == Metric::InnerProduct {
-        let (augmented, adim) = mips_to_l2(&prepared, dim);
-        diskvec_graph::build(&augmented, adim, Metric::L2, vamana, &|k| {
-            advance_unless_cancelled(progress, k)
-        })
-    } else {
-        diskvec_graph::build(&prepared, dim, params.metric, vamana, &|k| {
-            advance_unless_cancelled(progress, k)
-        })
-    }
-    .ok_or(IndexError::Cancelled)?;
+    let graph = graph_of(&prepared, dim, params, vamana, progress)?;
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
     let write_start = Instant::now();
@@ -551,6 +581,39 @@ pub fn build(
         memory_budget: 0,
         navigation_off,
     })
+}
+
+/// The graph of the prepared vectors `data`, built over the vectors `params` names; inner
+/// product builds over L2 in an augmented space (`mips_to_l2`).
+fn graph_of(
+    data: &[f32],
+    dim: usize,
+    params: &BuildParams,
+    vamana: VamanaParams,
+    progress: &dyn Progress,
+) -> Result<Graph> {
+    let augmented;
+    let (space, sdim, metric) = if params.metric == Metric::InnerProduct {
+        let (rows, adim) = mips_to_l2(data, dim);
+        augmented = rows;
+        (&augmented[..], adim, Metric::L2)
+    } else {
+        (data, dim, params.metric)
+    };
+    let go_on = |k| advance_unless_cancelled(progress, k);
+    let graph = match params.graph_precision {
+        GraphPrecision::Full => {
+            diskvec_graph::build(&FullVectors::new(space, sdim, metric), vamana, &go_on)
+        }
+        GraphPrecision::Sq8 => {
+            let sq = ScalarQuantizer8::train(space, sdim);
+            let mut codes = diskvec_vector::vec_with_huge_pages(space.len());
+            sq.encode_rows(space, &mut codes);
+            let scale = Sq8Vectors::scale_for(metric, sq.l2_scale()).expect("not inner product");
+            diskvec_graph::build(&Sq8Vectors::new(&codes, sdim, scale), vamana, &go_on)
+        }
+    };
+    graph.ok_or(IndexError::Cancelled)
 }
 
 /// The header a build writes, before its meta.dvm CRC is known (`meta_crc` 0).

@@ -28,7 +28,7 @@ mod source;
 mod verify;
 
 pub use budget::{available_memory, mib, BuildPlan, BuildShape, MemoryBudget, AUTO_SHARE};
-pub use build::{build, build_from, BuildParams, BuildReport, SHARD_CAPACITY_VAR};
+pub use build::{build, build_from, BuildParams, BuildReport, GraphPrecision, SHARD_CAPACITY_VAR};
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;

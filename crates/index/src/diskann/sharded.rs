@@ -22,16 +22,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use diskvec_graph::VamanaParams;
+use diskvec_graph::{FullVectors, GraphVectors, Sq8Vectors, VamanaParams};
 use diskvec_io::{SpillReader, SpillWriter};
-use diskvec_vector::{kmeans, Metric, ProductQuantizer, Rows, ScalarQuantizer4};
+use diskvec_vector::{kmeans, Metric, ProductQuantizer, ScalarQuantizer4, ScalarQuantizer8};
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
-use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
+use super::budget::{release_freed_memory, shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
 use super::build::{
     advance_unless_cancelled, build_header, walk_codes, walk_sample, BuildParams, BuildReport,
-    SampledCodes,
+    GraphPrecision, SampledCodes,
 };
 use super::commit;
 use super::nav::nav_path;
@@ -378,27 +378,41 @@ fn encode_and_partition(
 /// at two thirds of the graph time).
 const SHARD_PASSES: usize = 1;
 
-/// Pass 3: shard `s`'s graph, built in memory from its bucket file, written as lists of
-/// (neighbour, distance) by vector, in vector order.
+/// Pass 3: shard `s`'s graph, built in memory from its bucket file (over 8-bit codes when
+/// `sq8` is given), written as lists of (neighbour, distance) by vector, in vector order.
+#[allow(clippy::too_many_arguments)]
 fn build_shard(
     scratch: &Scratch,
     s: usize,
     size: usize,
     dim: usize,
     space: GraphSpace,
+    sq8: Option<&ScalarQuantizer8>,
     params: &BuildParams,
     progress: &dyn Progress,
 ) -> Result<()> {
     let gdim = space.dim();
     let mut input = SpillReader::open(&scratch.bucket(s), FILE_BUFFER)?;
     let mut gids = Vec::with_capacity(size);
-    let mut data = diskvec_vector::vec_with_huge_pages(size * gdim);
+    let mut data = diskvec_vector::vec_with_huge_pages(if sq8.is_some() { 0 } else { size * gdim });
+    let mut codes =
+        diskvec_vector::vec_with_huge_pages(if sq8.is_some() { size * gdim } else { 0 });
     let (mut record, mut v) = (vec![0u8; 4 + 4 * dim], Vec::with_capacity(dim));
+    let mut g = Vec::with_capacity(gdim);
     for _ in 0..size {
         input.read_exact(&mut record)?;
         gids.push(u32::from_le_bytes(record[..4].try_into().expect("4 bytes")));
         le_f32s(&record[4..], &mut v);
-        space.push(&v, &mut data);
+        match sq8 {
+            Some(sq) => {
+                g.clear();
+                space.push(&v, &mut g);
+                let at = codes.len();
+                codes.resize(at + gdim, 0);
+                sq.encode(&g, &mut codes[at..]);
+            }
+            None => space.push(&v, &mut data),
+        }
     }
     drop(input);
     let _ = std::fs::remove_file(scratch.bucket(s));
@@ -409,21 +423,41 @@ fn build_shard(
         seed: params.seed ^ s as u64,
         two_passes: SHARD_PASSES == 2,
     };
-    let graph = diskvec_graph::build(&data, gdim, space.metric(), vamana, &|k| {
-        advance_unless_cancelled(progress, k)
-    })
-    .ok_or(IndexError::Cancelled)?;
-    let rows = Rows::new(&data, gdim);
+    let go_on = |k| advance_unless_cancelled(progress, k);
+    match sq8 {
+        Some(sq) => {
+            let scale = Sq8Vectors::scale_for(space.metric(), sq.l2_scale())
+                .expect("the graph space is never inner product");
+            let vectors = Sq8Vectors::new(&codes, gdim, scale);
+            write_shard_lists(scratch, s, &gids, &vectors, vamana, &go_on)
+        }
+        None => {
+            let vectors = FullVectors::new(&data, gdim, space.metric());
+            write_shard_lists(scratch, s, &gids, &vectors, vamana, &go_on)
+        }
+    }
+}
+
+/// Builds the graph of one shard's `vectors` (local rows; `gids` their vector numbers) and
+/// writes its lists with their distances.
+fn write_shard_lists<V: GraphVectors>(
+    scratch: &Scratch,
+    s: usize,
+    gids: &[u32],
+    vectors: &V,
+    vamana: VamanaParams,
+    go_on: &(dyn Fn(u64) -> bool + Sync),
+) -> Result<()> {
+    let graph = diskvec_graph::build(vectors, vamana, go_on).ok_or(IndexError::Cancelled)?;
     let mut out = SpillWriter::create(&scratch.lists(s), FILE_BUFFER)?;
     let mut bytes = Vec::new();
     for (local, list) in graph.neighbors.iter().enumerate() {
         bytes.clear();
         bytes.extend_from_slice(&gids[local].to_le_bytes());
         bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
-        let here = rows.get(local as u32);
         for &q in list {
             bytes.extend_from_slice(&gids[q as usize].to_le_bytes());
-            let d = space.metric().distance(here, rows.get(q));
+            let d = vectors.distance(local as u32, q);
             bytes.extend_from_slice(&d.to_le_bytes());
         }
         out.write_all(&bytes)?;
@@ -539,23 +573,16 @@ fn merge(
                             sq.decode_into(&codes[at..at + record - 4], &mut v);
                             space.push(&v, decoded);
                         }
-                        let rows = Rows::new(decoded, space.dim());
+                        let rows = FullVectors::new(decoded, space.dim(), space.metric());
                         let mut local: Vec<(f32, u32)> = pool
                             .iter()
                             .enumerate()
                             .map(|(j, c)| (c.0, j as u32 + 1))
                             .collect();
-                        diskvec_graph::robust_prune(
-                            0,
-                            &mut local,
-                            params.alpha,
-                            r,
-                            rows,
-                            space.metric(),
-                        )
-                        .into_iter()
-                        .map(|j| pool[j as usize - 1].1)
-                        .collect()
+                        diskvec_graph::robust_prune(0, &mut local, params.alpha, r, &rows)
+                            .into_iter()
+                            .map(|j| pool[j as usize - 1].1)
+                            .collect()
                     }
                     _ => pool.iter().take(r).map(|c| c.1).collect(),
                 }
@@ -720,6 +747,8 @@ fn build_files(
     }
     drop(spooled.sample);
     let centroids = kmeans(&graph_sample, space.dim(), plan.shards, 10, params.seed);
+    let sq8 = (params.graph_precision == GraphPrecision::Sq8)
+        .then(|| ScalarQuantizer8::train(&graph_sample, space.dim()));
     drop(graph_sample);
     progress.advance(1);
     let (medoid, sizes, walk) = encode_and_partition(
@@ -767,12 +796,14 @@ fn build_files(
         (SHARD_PASSES * total) as u64,
     );
     for (s, &size) in sizes.iter().enumerate() {
-        build_shard(scratch, s, size, dim, space, params, progress)?;
+        build_shard(scratch, s, size, dim, space, sq8.as_ref(), params, progress)?;
+        release_freed_memory();
         if s == 0 {
             commit::failpoint("build:first-shard");
         }
     }
     let edges = merge(scratch, n, space, params, plan, &sq, progress)?;
+    release_freed_memory();
     commit::failpoint("build:merged");
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
