@@ -16,7 +16,7 @@ pub use huge_pages::{filled_with_huge_pages, to_huge_pages, vec_with_huge_pages}
 pub use kmeans::kmeans;
 pub use metric::Metric;
 pub use mips::mips_to_l2;
-pub use pq::{PqTable, ProductQuantizer};
+pub use pq::{PqTable, ProductQuantizer, PQ_TRAINING_ROWS};
 pub use prefetch::prefetch;
 pub use rows::Rows;
 pub use sq4::{ScalarQuantizer4, Sq4Query, SQ4_CLIP};

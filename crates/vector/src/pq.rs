@@ -7,6 +7,15 @@ use crate::kmeans::{kmeans, nearest_by_dimension};
 
 const CENTROIDS: usize = 256;
 
+/// Lloyd iterations of each subspace's k-means. Measured on both shipped sets (with a
+/// 16,384-row sample): 8 instead of 12 left recall@10 unchanged and recall@100 at L=100
+/// within 0.002, at half of the training time, which is half of a small build's (a
+/// database seal of 25,000 x 768: 4.1 s of PQ beside 3.7 s of graph).
+const ITERATIONS: usize = 8;
+
+/// Training rows that suffice for 256 centroids per subspace: 64 per centroid.
+pub const PQ_TRAINING_ROWS: usize = 64 * CENTROIDS;
+
 /// Product quantization: the vector is cut into `subspaces` contiguous pieces, each coded
 /// by the nearest of 256 centroids, so a vector costs `subspaces` bytes in DRAM.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,7 +101,7 @@ impl ProductQuantizer {
                 for &r in &rows {
                     piece.extend_from_slice(&data[r * dim + lo..r * dim + hi]);
                 }
-                kmeans(&piece, hi - lo, CENTROIDS, 12, seed ^ m as u64)
+                kmeans(&piece, hi - lo, CENTROIDS, ITERATIONS, seed ^ m as u64)
             })
             .collect();
         let centroids = blocks.concat();

@@ -89,7 +89,7 @@ impl Default for BuildParams {
             build_list: 100,
             alpha: 1.2,
             pq_bytes: None,
-            pq_sample: 25_000,
+            pq_sample: diskvec_vector::PQ_TRAINING_ROWS,
             entry_points: 256,
             paths: Vec::new(),
             stripe_bytes: 64 * 1024,

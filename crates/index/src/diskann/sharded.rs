@@ -250,8 +250,16 @@ impl WalkRows {
 const NEAREST_KEPT: usize = 8;
 
 /// One vector as pass 2 encodes it: PQ code, 4-bit record, shards nearest first, distance
-/// to the mean.
-type Encoded = (Vec<u8>, Vec<u8>, Vec<u32>, f32);
+/// to the mean, and its bucket record's vector (8-bit code, or f32 little-endian).
+type Encoded = (Vec<u8>, Vec<u8>, Vec<u32>, f32, Vec<u8>);
+
+/// Bytes of a bucket record's vector: the graph space's 8-bit code, or the f32 vector.
+fn bucket_vector_bytes(space: GraphSpace, dim: usize, sq8: Option<&ScalarQuantizer8>) -> usize {
+    match sq8 {
+        Some(_) => space.dim(),
+        None => 4 * dim,
+    }
+}
 
 /// Pass 2: PQ and 4-bit codes of every vector to their scratch files, every vector into the
 /// buckets of its two nearest centroids with room; returns the medoid (the vector closest
@@ -265,6 +273,7 @@ fn encode_and_partition(
     space: GraphSpace,
     pq: &ProductQuantizer,
     sq: &ScalarQuantizer4,
+    sq8: Option<&ScalarQuantizer8>,
     centroids: &[f32],
     mean: &[f32],
     progress: &dyn Progress,
@@ -314,10 +323,18 @@ fn encode_and_partition(
                 by_centroid.sort_by(|a, b| a.0.total_cmp(&b.0));
                 // The nearest few: a vector goes to the first two of them with room.
                 let order = by_centroid.iter().take(NEAREST_KEPT).map(|c| c.1).collect();
-                (code, rec, order, medoid_metric.distance(v, mean))
+                let mut stored = Vec::with_capacity(bucket_vector_bytes(space, dim, sq8));
+                match sq8 {
+                    Some(sq8) => {
+                        stored.resize(gdim, 0);
+                        sq8.encode(&g, &mut stored);
+                    }
+                    None => f32s_le(v, &mut stored),
+                }
+                (code, rec, order, medoid_metric.distance(v, mean), stored)
             })
             .collect();
-        for (i, (code, rec, order, to_mean)) in encoded.into_iter().enumerate() {
+        for (i, (code, rec, order, to_mean, stored)) in encoded.into_iter().enumerate() {
             let gid = row + i;
             let v = &data[i * dim..(i + 1) * dim];
             pq_out.write_all(&code)?;
@@ -348,7 +365,7 @@ fn encode_and_partition(
             }
             record.clear();
             record.extend_from_slice(&(gid as u32).to_le_bytes());
-            f32s_le(v, &mut record);
+            record.extend_from_slice(&stored);
             for &s in &chosen {
                 buckets[s].write_all(&record)?;
                 sizes[s] += 1;
@@ -397,21 +414,17 @@ fn build_shard(
     let mut data = diskvec_vector::vec_with_huge_pages(if sq8.is_some() { 0 } else { size * gdim });
     let mut codes =
         diskvec_vector::vec_with_huge_pages(if sq8.is_some() { size * gdim } else { 0 });
-    let (mut record, mut v) = (vec![0u8; 4 + 4 * dim], Vec::with_capacity(dim));
-    let mut g = Vec::with_capacity(gdim);
+    let mut record = vec![0u8; 4 + bucket_vector_bytes(space, dim, sq8)];
+    let mut v = Vec::with_capacity(dim);
     for _ in 0..size {
         input.read_exact(&mut record)?;
         gids.push(u32::from_le_bytes(record[..4].try_into().expect("4 bytes")));
-        le_f32s(&record[4..], &mut v);
         match sq8 {
-            Some(sq) => {
-                g.clear();
-                space.push(&v, &mut g);
-                let at = codes.len();
-                codes.resize(at + gdim, 0);
-                sq.encode(&g, &mut codes[at..]);
+            Some(_) => codes.extend_from_slice(&record[4..]),
+            None => {
+                le_f32s(&record[4..], &mut v);
+                space.push(&v, &mut data);
             }
-            None => space.push(&v, &mut data),
         }
     }
     drop(input);
@@ -643,11 +656,17 @@ pub(crate) fn build_sharded(
         .chain(scratch.all())
         .collect();
     let raw = n as u64 * dim as u64 * 4;
-    // Scratch: vectors, two bucket copies, PQ and 4-bit codes, the merged graph; then the
-    // node file (twice when mirrored) and the navigation file beside them.
+    // Scratch: vectors, two bucket copies (8-bit codes or f32), PQ and 4-bit codes, the
+    // merged graph; then the node file (twice when mirrored) and the navigation file beside
+    // them.
     let r = params.max_degree as u64;
     let n64 = n as u64;
-    let scratch_bytes = raw * 3 + n64 * (pq_bytes as u64 + 4 * (r + 1) + dim as u64 / 2 + 4);
+    let bucket_bytes = match params.graph_precision {
+        GraphPrecision::Sq8 => n64 * (4 + dim as u64 + 1),
+        GraphPrecision::Full => n64 * 4 + raw,
+    };
+    let scratch_bytes =
+        raw + 2 * bucket_bytes + n64 * (pq_bytes as u64 + 4 * (r + 1) + dim as u64 / 2 + 4);
     let node_bytes = n64 * (4 * dim as u64 + 4 * (r + 1)) * (1 + params.mirror as u64);
     let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r);
     commit::check_free_space(out, scratch_bytes + node_bytes + nav_bytes)?;
@@ -747,6 +766,8 @@ fn build_files(
     }
     drop(spooled.sample);
     let centroids = kmeans(&graph_sample, space.dim(), plan.shards, 10, params.seed);
+    // Shards are built over 8-bit codes, so their buckets hold the codes (a quarter of the
+    // f32 vectors' scratch space and I/O).
     let sq8 = (params.graph_precision == GraphPrecision::Sq8)
         .then(|| ScalarQuantizer8::train(&graph_sample, space.dim()));
     drop(graph_sample);
@@ -759,6 +780,7 @@ fn build_files(
         space,
         &pq,
         &sq,
+        sq8.as_ref(),
         &centroids,
         &spooled.mean,
         progress,
