@@ -17,6 +17,8 @@ use crate::{DbError, Result};
 
 /// How often a waiting build checks whether its collection is closing.
 const WAIT_STEP: Duration = Duration::from_millis(200);
+/// How long a build waits for an automatic budget too small for it to grow.
+const AUTO_PATIENCE: Duration = Duration::from_secs(30);
 
 pub(crate) struct BuildMemory {
     /// The database's budget: bytes, or `Auto` (a share of what is available).
@@ -92,6 +94,7 @@ impl BuildMemory {
         let raw = shape.raw_bytes();
         let smallest = shape.smallest_budget()?;
         let mut ledger = self.lock();
+        let started = std::time::Instant::now();
         loop {
             if ledger.running == 0 {
                 ledger.total = self.resolve();
@@ -100,7 +103,14 @@ impl BuildMemory {
             if cap < smallest {
                 // The collection's own budget never grows; the database's may free up.
                 let collection_binds = collection_budget.filter(|b| b.resolve(raw) < ledger.total);
-                if ledger.running == 0 || collection_binds.is_some() {
+                // An automatic budget follows the memory available, which a burst of writes
+                // or page cache being reclaimed moves within seconds: it gets a while to
+                // come up before the build is refused.
+                let auto_may_grow = self.limit == MemoryBudget::Auto
+                    && collection_binds.is_none()
+                    && started.elapsed() < AUTO_PATIENCE
+                    && !closing();
+                if (ledger.running == 0 || collection_binds.is_some()) && !auto_may_grow {
                     let whose = match collection_binds {
                         Some(b) => format!("the collection's build_memory ({b})"),
                         None => format!("the database's build memory ({})", self.limit),

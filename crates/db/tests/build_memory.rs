@@ -201,3 +201,64 @@ fn the_databases_build_memory_bounds_a_collection_without_its_own() {
         "recall@10 in shards {sharded}, in memory {in_memory}"
     );
 }
+
+/// A merge that its collection's build memory cannot hold fails, and the collection goes on
+/// sealing and taking writes: the failed merge is tried again later, the seals do not wait
+/// for it (they used to wait out its retry delay, with writers held back behind them).
+#[test]
+fn a_merge_that_does_not_fit_leaves_seals_and_writes_going() {
+    const SMALL_SEAL: usize = 4_000;
+    let mut cfg = config();
+    cfg.seal_threshold = SMALL_SEAL;
+    let shape = |n: usize| cfg.build_params(&[]).shape(n, DIM).unwrap();
+    let seal_budget = shape(SMALL_SEAL).smallest_budget().unwrap();
+    let merge_needs = shape(8 * SMALL_SEAL).smallest_budget().unwrap();
+    assert!(merge_needs > seal_budget, "{merge_needs} vs {seal_budget}");
+    cfg.build_memory = Some(MemoryBudget::Bytes(seal_budget));
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.create_collection("docs", cfg).unwrap();
+    let sealed = |c: &diskvec_db::Collection| {
+        c.info()
+            .segments
+            .iter()
+            .filter(|s| s.kind == "sealed")
+            .count()
+    };
+    // Nine segments sealed one by one: the merge of the smallest eight is then due.
+    for s in 0..9 {
+        let from = (s * SMALL_SEAL) as u64;
+        c.upsert(points(from..from + SMALL_SEAL as u64)).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while sealed(&c) < s + 1 && c.info().error.is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "segment {s} not sealed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !c.info().error.is_some_and(|e| e.contains("merge failed")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no merge failed: {:?}",
+            c.info()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Past the failure: more writes are taken and sealed while the merge waits to retry.
+    let next = (9 * SMALL_SEAL) as u64;
+    c.upsert(points(next..next + SMALL_SEAL as u64)).unwrap();
+    let started = std::time::Instant::now();
+    while sealed(&c) < 10 {
+        // The merge's retry delay is 10 s; a seal of 4,000 points takes well under a second.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "the seal waited for the failed merge: {:?}",
+            c.info()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(c.info().points, 10 * SMALL_SEAL);
+}

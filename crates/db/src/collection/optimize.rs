@@ -26,6 +26,9 @@ pub(crate) struct Background {
     pub merge_all: bool,
     /// The last background failure; the collection keeps serving.
     pub error: Option<String>,
+    /// The last failure was a build of frozen segments: writers held back behind them are
+    /// told so. A failed merge of sealed segments leaves the seals, and the writers, going.
+    pub sealing_failed: bool,
     /// Writes are refused after a failure that leaves memory ahead of disk in a way
     /// retrying cannot fix (none today; kept for the manifest writer).
     pub read_only: Option<String>,
@@ -261,6 +264,9 @@ const RETRY: Duration = Duration::from_secs(10);
 pub(crate) fn run(inner: Arc<Inner>) {
     crate::background::lower_priority();
     let mut failed_at: Option<std::time::Instant> = None;
+    // A merge of sealed segments that failed (its memory, say) is not tried again for a
+    // while; seals go on meanwhile.
+    let mut merge_failed_at: Option<std::time::Instant> = None;
     loop {
         let task = {
             let mut bg = lock(&inner.background);
@@ -269,8 +275,9 @@ pub(crate) fn run(inner: Arc<Inner>) {
                     return;
                 }
                 let may_run = failed_at.is_none_or(|t| t.elapsed() >= RETRY);
+                let merges_may_run = merge_failed_at.is_none_or(|t| t.elapsed() >= RETRY);
                 if may_run {
-                    if !bg.merge_all && inner.idle_merge_due() {
+                    if !bg.merge_all && merges_may_run && inner.idle_merge_due() {
                         // As `optimize` does: freeze the growing tail and build everything
                         // as one segment, before sealing any frozen segment on its own (the
                         // merge would redo that seal). The writer lock comes before this
@@ -293,7 +300,10 @@ pub(crate) fn run(inner: Arc<Inner>) {
                     if inner.has_frozen() {
                         break Task::Seal;
                     }
-                    if let Some(m) = inner.next_maintenance(bg.merge_all) {
+                    if let Some(m) = inner
+                        .next_maintenance(bg.merge_all)
+                        .filter(|_| merges_may_run)
+                    {
                         break Task::Rebuild(m);
                     }
                     if bg.merge_all {
@@ -339,7 +349,11 @@ pub(crate) fn run(inner: Arc<Inner>) {
                     bg.rebuilt += 1;
                 }
                 bg.error = None;
+                bg.sealing_failed = false;
                 failed_at = None;
+                if !seal {
+                    merge_failed_at = None;
+                }
             }
             Err(e) => {
                 let what = match task {
@@ -350,7 +364,18 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 log::error!("collection {:?}: {what} failed: {e}", inner.name);
                 bg.error = Some(format!("{what} failed: {e}"));
                 bg.merge_all = false;
-                failed_at = Some(std::time::Instant::now());
+                // A merge that took frozen segments along failed as a merge: they are sealed
+                // on their own next.
+                let sealing = match &task {
+                    Task::Seal => true,
+                    Task::Rebuild(m) => m.kind() == "seal",
+                };
+                bg.sealing_failed = sealing;
+                if sealing {
+                    failed_at = Some(std::time::Instant::now());
+                } else {
+                    merge_failed_at = Some(std::time::Instant::now());
+                }
             }
         }
         drop(bg);
@@ -393,6 +418,7 @@ impl Collection {
         {
             let mut bg = lock(&inner.background);
             bg.error = None;
+            bg.sealing_failed = false;
             bg.merge_all = true;
         }
         inner.freeze_now();

@@ -12,6 +12,11 @@ use crate::{Payload, PointId, Result};
 
 /// More sealed segments than this and the smallest are merged.
 pub(crate) const MERGE_ABOVE: usize = 8;
+/// Most segments one background merge takes: the smallest ones, so segments grow in tiers
+/// (each point rebuilt about log8(n / seal_threshold) times) instead of every merge
+/// rebuilding everything sealed so far, whose cost grows with the collection while seals,
+/// and the writers behind them, wait. `optimize` and the idle merge still take them all.
+const MERGE_FAN_IN: usize = 8;
 
 /// What the worker should rebuild next, if anything.
 pub(crate) enum Maintenance {
@@ -171,6 +176,9 @@ impl Inner {
         let mut total = 0;
         for (id, len, deleted) in sealed {
             let live = len - deleted;
+            if !merge_all && picked.len() == MERGE_FAN_IN {
+                break;
+            }
             if total + live > self.config.max_segment_points && picked.len() >= 2 {
                 break;
             }

@@ -102,8 +102,11 @@ impl Inner {
             if frozen < max_frozen {
                 return Ok(());
             }
+            // A writer held back is not a pause in writes: the idle merge (everything in
+            // one build, while this writer would wait for all of it) must not start.
+            *lock(&self.last_write) = Instant::now();
             let bg = lock(&self.background);
-            if let Some(e) = &bg.error {
+            if let Some(e) = bg.error.as_ref().filter(|_| bg.sealing_failed) {
                 return Err(DbError::Unavailable(format!(
                     "collection {:?} has {frozen} segments waiting to be sealed and {e}",
                     self.name
