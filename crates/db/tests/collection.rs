@@ -741,13 +741,17 @@ fn segments_merge_into_one_once_writes_pause() {
     for idle_merge_ms in [300, 0] {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::open(dir.path()).unwrap();
-        let mut cfg = config(1000);
+        // Seals of 1,500 and a tail of 1,000: whether the two frozen segments are sealed
+        // one by one or together (a busy machine queues both before the first seal starts),
+        // the tail is big enough for the idle merge (at least 1,000 points and a tenth of the
+        // largest segment).
+        let mut cfg = config(1500);
         cfg.idle_merge_ms = idle_merge_ms;
         let c = db.create_collection("docs", cfg).unwrap();
-        for start in (0..2500).step_by(100) {
+        for start in (0..4000).step_by(100) {
             c.upsert(points(start..start + 100)).unwrap();
         }
-        // Two seals are due and the growing tail holds 500 points: not green yet.
+        // Two seals are due and the growing tail holds 1,000 points: not green yet.
         assert_eq!(c.info().status, diskvec_db::Status::Yellow);
         let info = wait_green(&c);
         let parts = non_empty(&info);
@@ -758,11 +762,11 @@ fn segments_merge_into_one_once_writes_pause() {
             );
             continue;
         }
-        assert_eq!(parts, vec![("sealed", 2500)], "{info:#?}");
-        assert_eq!(info.indexed_points, 2500);
-        let all: Vec<u64> = (0..2500).collect();
+        assert_eq!(parts, vec![("sealed", 4000)], "{info:#?}");
+        assert_eq!(info.indexed_points, 4000);
+        let all: Vec<u64> = (0..4000).collect();
         let (mut found, mut wanted) = (0, 0);
-        for q in (0..2500).step_by(101) {
+        for q in (0..4000).step_by(101) {
             let truth = exact(&vector(q), &all, 10, &|_| true);
             let got = search_ids(&c, &vector(q), 10, None);
             wanted += truth.len();
