@@ -32,12 +32,7 @@ pub fn rss_bytes() -> Option<u64> {
 /// so the serving phase's peak excludes what loading needed. False where the kernel does
 /// not allow it (then the peak includes the load).
 pub fn reset_peak_rss() -> bool {
-    // SAFETY: malloc_trim takes no pointers and only returns free pages to the system;
-    // glibc makes it safe to call from any thread at any time.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    diskvec_vector::release_freed_memory();
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 

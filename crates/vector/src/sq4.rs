@@ -7,6 +7,7 @@
 //! dimension `j` of the block in its low nibble and dimension `16 + j` in its high one, so
 //! the distance loop reads both halves with plain contiguous loads.
 
+use crate::column_bounds::clipped_bounds;
 use crate::Metric;
 
 /// Dimensions per code block.
@@ -15,9 +16,6 @@ const BLOCK: usize = 32;
 /// Share of the values cut off at each end of a dimension's range when picking its bounds:
 /// a few outliers would otherwise stretch every step of that dimension.
 pub const SQ4_CLIP: f64 = 0.002;
-
-/// Most rows looked at to pick the bounds.
-const SAMPLE: usize = 100_000;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalarQuantizer4 {
@@ -47,26 +45,10 @@ impl ScalarQuantizer4 {
     /// Picks each dimension's bounds from (a sample of) `data`, clipping `SQ4_CLIP` of the
     /// values at each end. No rows leave every bound at zero.
     pub fn train(data: &[f32], dim: usize) -> Self {
-        assert!(dim > 0 && data.len().is_multiple_of(dim));
-        let n = data.len() / dim;
-        let stride = n.div_ceil(SAMPLE).max(1);
-        let rows: Vec<usize> = (0..n).step_by(stride).collect();
         let padded = dim.div_ceil(BLOCK) * BLOCK;
         let mut low = vec![0f32; padded];
         let mut step = vec![0f32; padded];
-        let mut column = Vec::with_capacity(rows.len());
-        for d in 0..dim {
-            column.clear();
-            column.extend(rows.iter().map(|&r| data[r * dim + d]));
-            if column.is_empty() {
-                break;
-            }
-            let cut = ((column.len() as f64 * SQ4_CLIP) as usize).min(column.len() - 1);
-            let lo = *column.select_nth_unstable_by(cut, |a, b| a.total_cmp(b)).1;
-            let hi_at = column.len() - 1 - cut;
-            let hi = *column
-                .select_nth_unstable_by(hi_at, |a, b| a.total_cmp(b))
-                .1;
+        for (d, (lo, hi)) in clipped_bounds(data, dim, SQ4_CLIP).into_iter().enumerate() {
             low[d] = lo;
             // In f64: the range of two finite f32 can exceed f32::MAX, a fifteenth of it not.
             step[d] = ((hi as f64 - lo as f64).max(0.0) / 15.0) as f32;

@@ -13,8 +13,7 @@
 /// bounds are clamped.
 const CLIP: f64 = 0.0005;
 
-/// Most rows looked at to pick the bounds.
-const SAMPLE: usize = 100_000;
+use crate::column_bounds::clipped_bounds;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalarQuantizer8 {
@@ -27,30 +26,7 @@ pub struct ScalarQuantizer8 {
 impl ScalarQuantizer8 {
     /// Picks the step and each dimension's lowest level from (a sample of) `data`.
     pub fn train(data: &[f32], dim: usize) -> Self {
-        assert!(dim > 0 && data.len().is_multiple_of(dim));
-        let n = data.len() / dim;
-        let stride = n.div_ceil(SAMPLE).max(1);
-        let rows: Vec<usize> = (0..n).step_by(stride).collect();
-        let mut bounds = Vec::with_capacity(dim);
-        let mut column = Vec::with_capacity(rows.len());
-        for d in 0..dim {
-            column.clear();
-            column.extend(
-                rows.iter()
-                    .map(|&r| data[r * dim + d])
-                    .filter(|x| x.is_finite()),
-            );
-            if column.is_empty() {
-                bounds.push((0.0, 0.0));
-                continue;
-            }
-            let cut = ((column.len() as f64 * CLIP) as usize).min(column.len() - 1);
-            let (_, lo, _) = column.select_nth_unstable_by(cut, f32::total_cmp);
-            let lo = *lo;
-            let top = column.len() - 1 - cut;
-            let (_, hi, _) = column.select_nth_unstable_by(top, f32::total_cmp);
-            bounds.push((lo, (*hi).max(lo)));
-        }
+        let bounds = clipped_bounds(data, dim, CLIP);
         let widest = bounds.iter().map(|(lo, hi)| hi - lo).fold(0f32, f32::max);
         let step = if widest > 0.0 { widest / 255.0 } else { 1.0 };
         // Each dimension centred on its own range: narrower ones keep headroom for values

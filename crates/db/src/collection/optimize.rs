@@ -328,6 +328,12 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 inner.rebuild(sealed, frozen)
             }
         };
+        // Frozen segments sealed together are a seal; a merge that took frozen segments
+        // along is a merge (if it fails, they are sealed on their own next).
+        let seals = match &task {
+            Task::Seal => true,
+            Task::Rebuild(m) => m.kind() == "seal",
+        };
         let mut bg = lock(&inner.background);
         bg.busy = false;
         if super::is_cancelled(&outcome) {
@@ -338,22 +344,15 @@ pub(crate) fn run(inner: Arc<Inner>) {
         }
         match outcome {
             Ok(()) => {
-                // Frozen segments sealed together count as seals, not merges.
-                let seal = match &task {
-                    Task::Seal => true,
-                    Task::Rebuild(m) => m.kind() == "seal",
-                };
-                if seal {
+                if seals {
                     bg.sealed += 1;
                 } else {
                     bg.rebuilt += 1;
+                    merge_failed_at = None;
                 }
                 bg.error = None;
                 bg.sealing_failed = false;
                 failed_at = None;
-                if !seal {
-                    merge_failed_at = None;
-                }
             }
             Err(e) => {
                 let what = match task {
@@ -364,14 +363,8 @@ pub(crate) fn run(inner: Arc<Inner>) {
                 log::error!("collection {:?}: {what} failed: {e}", inner.name);
                 bg.error = Some(format!("{what} failed: {e}"));
                 bg.merge_all = false;
-                // A merge that took frozen segments along failed as a merge: they are sealed
-                // on their own next.
-                let sealing = match &task {
-                    Task::Seal => true,
-                    Task::Rebuild(m) => m.kind() == "seal",
-                };
-                bg.sealing_failed = sealing;
-                if sealing {
+                bg.sealing_failed = seals;
+                if seals {
                     failed_at = Some(std::time::Instant::now());
                 } else {
                     merge_failed_at = Some(std::time::Instant::now());

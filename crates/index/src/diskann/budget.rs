@@ -206,19 +206,6 @@ const MAX_SHARDS: usize = 512;
 /// Buffer of each file written or read during the sharded phases.
 pub(crate) const FILE_BUFFER: usize = 64 << 10;
 
-/// Hands the heap's free pages back to the system. A shard's graph is many small lists
-/// allocated by several threads; once freed they stay in glibc's per-thread arenas, resident,
-/// and the next phase's allocations come on top of them (measured: 37 MiB above a 147 MiB
-/// budget at 200k x 768). Called between the phases of a sharded build.
-pub(crate) fn release_freed_memory() {
-    // SAFETY: malloc_trim takes no pointers and only returns free pages to the system;
-    // glibc makes it safe to call from any thread at any time.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Bytes a node of a graph under construction takes, for out-degree `r`: its list's room
 /// (with the build's slack), the lock and vector header, allocator rounding.
 fn graph_node_bytes(r: usize) -> u64 {

@@ -24,11 +24,13 @@ use std::time::Instant;
 
 use diskvec_graph::{FullVectors, GraphVectors, Sq8Vectors, VamanaParams};
 use diskvec_io::{SpillReader, SpillWriter};
-use diskvec_vector::{kmeans, Metric, ProductQuantizer, ScalarQuantizer4, ScalarQuantizer8};
+use diskvec_vector::{
+    kmeans, release_freed_memory, Metric, ProductQuantizer, ScalarQuantizer4, ScalarQuantizer8,
+};
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
-use super::budget::{release_freed_memory, shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
+use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
 use super::build::{
     advance_unless_cancelled, build_header, walk_codes, walk_sample, BuildParams, BuildReport,
     GraphPrecision, SampledCodes,
@@ -819,6 +821,8 @@ fn build_files(
     );
     for (s, &size) in sizes.iter().enumerate() {
         build_shard(scratch, s, size, dim, space, sq8.as_ref(), params, progress)?;
+        // A shard's lists, freed by several threads, would stay resident under the next
+        // shard (measured: 37 MiB above a 147 MiB budget at 200k x 768).
         release_freed_memory();
         if s == 0 {
             commit::failpoint("build:first-shard");
