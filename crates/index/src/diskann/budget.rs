@@ -270,16 +270,17 @@ impl BuildShape {
             Err(Refusal::Other(e)) => return Err(e),
             Err(Refusal::TooSmall { in_memory }) => in_memory,
         };
-        let (mut lo, mut hi) = (0u64, in_memory.max(1));
-        while hi - lo > 1 << 20 {
+        // In whole MiB, so the figure returned is the smallest that plans, not just close.
+        let (mut lo, mut hi) = (0u64, in_memory.div_ceil(1 << 20).max(1));
+        while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            match try_plan(self, mid) {
+            match try_plan(self, mid << 20) {
                 Ok(_) => hi = mid,
                 Err(Refusal::TooSmall { .. }) => lo = mid,
                 Err(Refusal::Other(e)) => return Err(e),
             }
         }
-        Ok(hi.div_ceil(1 << 20) << 20)
+        Ok(hi << 20)
     }
 }
 
@@ -345,8 +346,9 @@ fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, R
     let per_shard_vector = graph_vector + graph_node_bytes(shard_degree(max_degree)) + 4 * t + 8;
     // The training sample, and the walk check's pool: codes and distances to 50 queries.
     let sample = sample_rows as u64 * 4 * d + 20_000 * (pq_bytes as u64 + sq4 + 200);
-    // The final phase holds the PQ codes and ids twice (kept and encoded into meta.dvm).
-    let meta = 2 * n64 * (pq_bytes as u64 + 8);
+    // The final phase streams meta.dvm (its writer's buffer, a chunk of codes) beside the
+    // ids everything holds.
+    let meta = 16 * n64 + (1 << 20) + chunk_rows as u64 * pq_bytes as u64;
     let smallest_shard = (n / 200).max(2_000).min(n) as u64;
     let min_shards =
         (SHARD_OVERLAP as f64 * n as f64 * SHARD_SLACK / smallest_shard as f64).ceil() as u64;

@@ -9,7 +9,7 @@ use diskvec_vector::{
 
 use super::budget::{BuildShape, MemoryBudget};
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
-use super::meta::Meta;
+use super::meta_writer::{stage_meta, staged_path, MetaParts};
 use super::nav::{nav_path, Navigation, SteppedAside, WalkCodes};
 use super::reorder::sector_order;
 use super::source::{check_complete, next_checked, VectorSource};
@@ -513,28 +513,34 @@ pub fn build(
         &order,
         &position,
     );
-    let meta = Meta {
-        pq: Some(pq),
-        codes: order
-            .iter()
-            .flat_map(|&old| &codes[old as usize * pq_bytes..(old as usize + 1) * pq_bytes])
-            .copied()
-            .collect(),
-        ids: order.iter().map(|&old| ids[old as usize]).collect(),
-        entries: entry_sample(n, params.entry_points, params.seed),
-        paths: stored_paths,
-        geometry: Header {
-            medoid: position[graph.medoid as usize],
-            build_id,
-            ..header_probe
-        },
-        build_id: 0,
-        crc: 0,
+    let geometry = Header {
+        medoid: position[graph.medoid as usize],
+        build_id,
+        ..header_probe
     };
-    let (meta_bytes, meta_crc) = meta.encode(build_id);
+    let codebook = pq.to_bytes();
+    let entries = entry_sample(n, params.entry_points, params.seed);
+    let parts = MetaParts {
+        build_id,
+        count: n,
+        codebook: &codebook,
+        code_bytes: pq_bytes,
+        entries: &entries,
+        paths: &stored_paths,
+    };
+    let staged = stage_meta(out, parts, &geometry, |w| {
+        let staged = staged_path(out);
+        for &old in &order {
+            let old = old as usize;
+            w.codes(&codes[old * pq_bytes..(old + 1) * pq_bytes])
+                .map_err(file_error(&staged))?;
+        }
+        let placed: Vec<i64> = order.iter().map(|&old| ids[old as usize]).collect();
+        w.ids(&placed).map_err(file_error(&staged))
+    })?;
     let header = Header {
-        meta_crc,
-        ..meta.geometry.clone()
+        meta_crc: staged.crc,
+        ..geometry
     };
 
     let summary = nav.summary(build_id);
@@ -546,8 +552,7 @@ pub fn build(
         }
         None => nav.write(&nav_target, build_id)?,
     }
-    // Built before `meta` took the codebook; not held through the node layout's write
-    // (about 650 MB at 1M x 768).
+    // Not held through the node layout's write (about 650 MB at 1M x 768).
     drop(nav);
     progress.advance(1);
 
@@ -566,7 +571,7 @@ pub fn build(
             Ok(())
         },
     )?;
-    commit::commit(out, &new_files, &meta_bytes, &previous, &intent)?;
+    commit::commit(out, &new_files, &previous, &intent)?;
     Ok(BuildReport {
         count: n,
         dim,
@@ -576,7 +581,7 @@ pub fn build(
         write_seconds: write_start.elapsed().as_secs_f64(),
         total_seconds: start.elapsed().as_secs_f64(),
         nodes_file_bytes: header.nodes_file_bytes(),
-        meta_file_bytes: meta_bytes.len() as u64,
+        meta_file_bytes: staged.bytes,
         shards: 1,
         memory_budget: 0,
         navigation_off,

@@ -16,6 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::meta::Meta;
+use super::meta_writer::staged_path;
 use super::{META_FILE, NODES_FILE};
 use crate::error::file_error;
 use crate::{IndexError, Result};
@@ -133,27 +134,22 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(file_error(dir))
 }
 
-/// The commit: writes `meta_bytes` as the index's `meta.dvm` in one atomic switch.
-pub(crate) fn write_meta(out: &Path, meta_bytes: &[u8]) -> Result<()> {
-    let meta_tmp = out.join(format!("{META_FILE}.tmp"));
-    {
-        let mut f = File::create(&meta_tmp).map_err(file_error(&meta_tmp))?;
-        f.write_all(meta_bytes).map_err(file_error(&meta_tmp))?;
-        f.sync_all().map_err(file_error(&meta_tmp))?;
-    }
+/// The commit: `meta.dvm.tmp`, streamed and synced by the build (`meta_writer::stage_meta`),
+/// becomes the index's `meta.dvm` in one atomic switch.
+fn switch_meta(out: &Path) -> Result<()> {
     failpoint("build:meta-written");
     let meta_path = out.join(META_FILE);
-    std::fs::rename(&meta_tmp, &meta_path).map_err(file_error(&meta_path))?;
+    let staged = staged_path(out);
+    std::fs::rename(&staged, &meta_path).map_err(file_error(&meta_path))?;
     sync_dir(out)
 }
 
 /// Steps 2-5 of a build once its files are written: syncs the directories of `written`
-/// (node and navigation files), switches `meta.dvm` to the new generation, and removes the
-/// previous generation's files and the intent record.
+/// (node and navigation files), switches `meta.dvm` to the new generation (staged beside it),
+/// and removes the previous generation's files and the intent record.
 pub(crate) fn commit(
     out: &Path,
     written: &[PathBuf],
-    meta_bytes: &[u8],
     previous: &[PathBuf],
     intent: &Path,
 ) -> Result<()> {
@@ -161,7 +157,7 @@ pub(crate) fn commit(
         sync_dir(dir)?;
     }
     failpoint("build:nodes-written");
-    write_meta(out, meta_bytes)?;
+    switch_meta(out)?;
     failpoint("build:committed");
     remove_previous(out, previous, intent);
     Ok(())
@@ -256,7 +252,7 @@ pub(crate) fn remove_interrupted(out: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name == format!("{META_FILE}.tmp") {
+        if e.path() == staged_path(out) {
             remove_files(&[e.path()]);
             continue;
         }

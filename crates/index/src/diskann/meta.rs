@@ -2,14 +2,15 @@ use std::path::Path;
 
 use diskvec_vector::ProductQuantizer;
 
-use super::header::{check_version, checksum_message, Reader, Writer};
+use super::header::{check_version, checksum_message, Reader};
+use super::meta_writer::{MetaParts, MetaWriter};
 use super::Header;
 use crate::error::{corrupt, file_error};
 use crate::Result;
 use diskvec_io::SECTOR;
 
 pub const META_MAGIC: &[u8; 8] = b"DISKVECM";
-const META_HEADER: usize = 56;
+pub(crate) const META_HEADER: usize = 56;
 
 /// The DRAM-resident part of an index: PQ codebook, one PQ code per node and the
 /// external id of each node (nodes are numbered by their place on disk).
@@ -35,7 +36,7 @@ pub struct Meta {
     pub crc: u32,
 }
 
-fn encode_paths(paths: &[String]) -> Vec<u8> {
+pub(crate) fn encode_paths(paths: &[String]) -> Vec<u8> {
     let mut out = (paths.len() as u32).to_le_bytes().to_vec();
     for p in paths {
         out.extend_from_slice(&(p.len() as u32).to_le_bytes());
@@ -63,7 +64,7 @@ fn decode_paths(bytes: &[u8]) -> Option<Vec<String>> {
 
 /// Offset of the CRC field; the CRC covers every other byte of the file, header included,
 /// so no field is read before the checksum has vouched for it.
-const CRC_AT: usize = 12;
+pub(crate) const CRC_AT: usize = 12;
 
 fn file_crc(bytes: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
@@ -76,48 +77,29 @@ impl Meta {
     /// Serializes to the bytes of `meta.dvm`; returns them and the file's CRC (the one
     /// `nodes.dvn`'s header repeats as `meta_crc`).
     pub fn encode(&self, build_id: u64) -> (Vec<u8>, u32) {
-        let pq = self
+        let codebook = self
             .pq
             .as_ref()
             .map_or_else(Vec::new, ProductQuantizer::to_bytes);
-        let placement = encode_paths(&self.paths);
-        let mut out = vec![0u8; META_HEADER];
-        let mut w = Writer {
-            buf: &mut out,
-            at: 0,
+        let parts = MetaParts {
+            build_id,
+            count: self.ids.len(),
+            codebook: &codebook,
+            code_bytes: self.pq.as_ref().map_or_else(
+                || self.codes.len() / self.ids.len().max(1),
+                ProductQuantizer::code_bytes,
+            ),
+            entries: &self.entries,
+            paths: &self.paths,
         };
-        w.bytes(META_MAGIC);
-        w.u32(super::LAYOUT_VERSION);
-        w.u32(0);
-        w.u64(build_id);
-        w.u64(self.ids.len() as u64);
-        w.u64(pq.len() as u64);
-        w.u64(self.entries.len() as u64);
-        w.u64(placement.len() as u64);
-        out.reserve(
-            pq.len()
-                + self.codes.len()
-                + self.ids.len() * 8
-                + self.entries.len() * 4
-                + placement.len(),
-        );
-        out.extend_from_slice(&pq);
-        out.extend_from_slice(&self.codes);
-        for id in &self.ids {
-            out.extend_from_slice(&id.to_le_bytes());
-        }
-        for e in &self.entries {
-            out.extend_from_slice(&e.to_le_bytes());
-        }
-        out.extend_from_slice(&placement);
-        out.extend_from_slice(
-            &Header {
-                meta_crc: 0,
-                ..self.geometry.clone()
-            }
-            .encode(),
-        );
-        let crc = file_crc(&out);
+        let written = MetaWriter::start(Vec::new(), parts).and_then(|mut w| {
+            w.codes(&self.codes)?;
+            w.ids(&self.ids)?;
+            w.finish(&self.geometry)
+        });
+        // Writing into a Vec fails only when codes and ids disagree with the count, which
+        // decoding and every build rule out.
+        let (mut out, crc, _) = written.expect("meta.dvm encodes into memory");
         out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
         (out, crc)
     }
@@ -281,11 +263,11 @@ impl Meta {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::IndexError;
 
-    fn sample() -> Meta {
+    pub(crate) fn sample() -> Meta {
         let data: Vec<f32> = (0..4 * 300).map(|i| (i % 17) as f32 * 0.1).collect();
         let pq = ProductQuantizer::train(&data, 4, 2, true, 300, 1).unwrap();
         Meta {

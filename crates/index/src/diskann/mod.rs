@@ -17,6 +17,7 @@ mod header;
 mod index;
 mod layout;
 mod meta;
+mod meta_writer;
 mod nav;
 mod query_buffers;
 mod reorder;

@@ -36,6 +36,7 @@ use super::build::{
     GraphPrecision, SampledCodes,
 };
 use super::commit;
+use super::meta_writer::staged_path;
 use super::nav::nav_path;
 use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice, Written};
 use super::source::{check_complete, next_checked, VectorSource};
@@ -689,7 +690,7 @@ pub(crate) fn build_sharded(
     let (
         report_parts,
         Written {
-            meta_bytes,
+            meta_file_bytes,
             header,
             navigation_off,
         },
@@ -702,17 +703,12 @@ pub(crate) fn build_sharded(
                 let _ = std::fs::remove_file(f);
                 let _ = std::fs::remove_file(f.with_extension("tmp"));
             }
+            let _ = std::fs::remove_file(staged_path(out));
             let _ = std::fs::remove_file(&intent);
             return Err(e);
         }
     };
-    commit::commit(
-        out,
-        &new_files[..targets.len() + 1],
-        &meta_bytes,
-        &previous,
-        &intent,
-    )?;
+    commit::commit(out, &new_files[..targets.len() + 1], &previous, &intent)?;
     let (pq_seconds, graph_seconds, write_seconds) = report_parts;
     Ok(BuildReport {
         count: n,
@@ -723,7 +719,7 @@ pub(crate) fn build_sharded(
         write_seconds,
         total_seconds: start.elapsed().as_secs_f64(),
         nodes_file_bytes: header.nodes_file_bytes(),
-        meta_file_bytes: meta_bytes.len() as u64,
+        meta_file_bytes,
         shards: plan.shards,
         memory_budget: plan.budget,
         navigation_off,
@@ -844,6 +840,7 @@ fn build_files(
         targets,
         stored_paths,
         nav_target,
+        out: &scratch.dir,
     };
     let nav_choice = NavChoice {
         sq: &sq,

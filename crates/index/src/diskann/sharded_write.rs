@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use super::budget::{BuildPlan, FILE_BUFFER};
 use super::build::{entry_sample, write_nodes, BuildParams};
-use super::meta::Meta;
+use super::meta_writer::{stage_meta, staged_path, MetaParts};
 use super::nav::{NavSummary, NavWriter, SteppedAside, WalkCodes};
 use super::reorder::sector_order_of;
 use super::Header;
@@ -97,12 +97,14 @@ pub(crate) struct Inputs<'a> {
     pub targets: &'a [PathBuf],
     pub stored_paths: Vec<String>,
     pub nav_target: &'a Path,
+    /// The index directory, where meta.dvm is staged.
+    pub out: &'a Path,
 }
 
-/// What writing the outputs produced: meta.dvm's bytes (committed last), the nodes' header,
-/// and whether navigation was left off.
+/// What writing the outputs produced: meta.dvm's size (staged, committed last), the nodes'
+/// header, and whether navigation was left off.
 pub(crate) struct Written {
-    pub meta_bytes: Vec<u8>,
+    pub meta_file_bytes: u64,
     pub header: Header,
     pub navigation_off: Option<SteppedAside>,
 }
@@ -131,8 +133,7 @@ fn read_graph(path: &Path, n: usize, r: usize, edges: u64) -> Result<Lists> {
 
 /// Whether the merged graph, the order and its breadth-first queue fit next to what the
 /// build holds anyway (ids, buffers).
-/// The placement lives on while meta.dvm is made: PQ codes and ids twice (kept and encoded),
-/// the input-order ids besides.
+/// The placement lives on while meta.dvm is streamed (a batch of codes read by position).
 fn placement_fits(
     plan: &BuildPlan,
     n: usize,
@@ -141,7 +142,7 @@ fn placement_fits(
     pq_bytes: usize,
 ) -> bool {
     let n = n as u64;
-    let meta = 2 * n * (pq_bytes as u64 + 8) + 8 * n;
+    let meta = (BATCH_ROWS * (pq_bytes + 8)) as u64;
     let need = (32 << 20)
         + 16 * n
         + 4 * n
@@ -152,7 +153,7 @@ fn placement_fits(
     need <= plan.budget
 }
 
-/// Writes the navigation file, the node files, and returns meta.dvm's bytes and the header.
+/// Writes the navigation file, stages meta.dvm, writes the node files, and returns the header.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_outputs(
     inputs: Inputs,
@@ -208,51 +209,58 @@ pub(crate) fn write_outputs(
         write_navigation(&inputs, &placement, plan, &summary, r, progress)?;
     }
 
-    // meta.dvm: PQ codes and ids by position.
-    let m = pq.code_bytes();
-    let mut codes = vec![0u8; n * m];
-    {
-        let mut input = SpillReader::open(&inputs.pq, FILE_BUFFER)?;
-        match &placement {
-            Some(p) => {
-                let mut code = vec![0u8; m];
-                for old in 0..n {
-                    input.read_exact(&mut code)?;
-                    let pos = p.position[old] as usize;
-                    codes[pos * m..(pos + 1) * m].copy_from_slice(&code);
-                }
-            }
-            None => input.read_exact(&mut codes)?,
-        }
-    }
-    let (ids, medoid) = match &placement {
-        Some(p) => (
-            p.order
-                .iter()
-                .map(|&old| inputs.ids[old as usize])
-                .collect(),
-            p.position[header_probe.medoid as usize],
-        ),
-        None => (inputs.ids, header_probe.medoid),
+    // meta.dvm, streamed: PQ codes and ids by position.
+    let medoid = match &placement {
+        Some(p) => p.position[header_probe.medoid as usize],
+        None => header_probe.medoid,
     };
     let geometry = Header {
         medoid,
         ..header_probe
     };
-    let meta = Meta {
-        pq: Some(pq),
-        codes,
-        ids,
-        entries: entry_sample(n, params.entry_points, params.seed),
-        paths: inputs.stored_paths,
-        geometry: geometry.clone(),
-        build_id: 0,
-        crc: 0,
+    let codebook = pq.to_bytes();
+    let entries = entry_sample(n, params.entry_points, params.seed);
+    let m = pq.code_bytes();
+    let parts = MetaParts {
+        build_id,
+        count: n,
+        codebook: &codebook,
+        code_bytes: m,
+        entries: &entries,
+        paths: &inputs.stored_paths,
     };
-    let (meta_bytes, meta_crc) = meta.encode(build_id);
-    drop(meta);
+    let staged = stage_meta(inputs.out, parts, &geometry, |w| {
+        let staged = staged_path(inputs.out);
+        match &placement {
+            Some(p) => {
+                let mut codes = RowsByPosition::open(&inputs.pq, m, &p.order)?;
+                for pos in 0..n {
+                    w.codes(codes.get(pos)?).map_err(file_error(&staged))?;
+                }
+                let mut placed = Vec::with_capacity(BATCH_ROWS);
+                for chunk in p.order.chunks(BATCH_ROWS) {
+                    placed.clear();
+                    placed.extend(chunk.iter().map(|&old| inputs.ids[old as usize]));
+                    w.ids(&placed).map_err(file_error(&staged))?;
+                }
+            }
+            None => {
+                let mut input = SpillReader::open(&inputs.pq, FILE_BUFFER)?;
+                let mut buf = vec![0u8; plan.chunk_rows * m];
+                let mut left = n;
+                while left > 0 {
+                    let rows = left.min(plan.chunk_rows);
+                    input.read_exact(&mut buf[..rows * m])?;
+                    w.codes(&buf[..rows * m]).map_err(file_error(&staged))?;
+                    left -= rows;
+                }
+                w.ids(&inputs.ids).map_err(file_error(&staged))?;
+            }
+        }
+        Ok(())
+    })?;
     let header = Header {
-        meta_crc,
+        meta_crc: staged.crc,
         ..geometry
     };
 
@@ -293,7 +301,7 @@ pub(crate) fn write_outputs(
         }
     }
     Ok(Written {
-        meta_bytes,
+        meta_file_bytes: staged.bytes,
         header,
         navigation_off,
     })

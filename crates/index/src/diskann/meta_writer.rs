@@ -1,0 +1,222 @@
+//! `meta.dvm` written as a stream: header, codebook, codes and ids a chunk at a time, the
+//! tail, and the file's CRC patched into the header last. A build of n nodes never holds
+//! the file whole (at 4M x 768 its codes and ids are ~800 MB; encoded whole beside the
+//! codes it was made from, the last phase of a 2 GiB build needed twice that).
+//!
+//! The bytes are those `Meta::encode` returns (it is this writer over a `Vec`), drawn in
+//! docs/format.md.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::header::Writer;
+use super::meta::{encode_paths, CRC_AT, META_HEADER, META_MAGIC};
+use super::Header;
+use crate::error::file_error;
+use crate::Result;
+
+/// What goes into `meta.dvm` besides the per-node codes and ids, all known before they are.
+pub(crate) struct MetaParts<'a> {
+    pub build_id: u64,
+    pub count: usize,
+    /// The PQ codebook's bytes (`ProductQuantizer::to_bytes`), empty for none.
+    pub codebook: &'a [u8],
+    pub code_bytes: usize,
+    pub entries: &'a [u32],
+    pub paths: &'a [String],
+}
+
+/// Streams one `meta.dvm`: `codes` for every node, then `ids` for every node (each in as
+/// many calls as the caller likes), then `finish` with the nodes header.
+pub(crate) struct MetaWriter<'a, W: Write> {
+    out: W,
+    parts: MetaParts<'a>,
+    placement: Vec<u8>,
+    hasher: crc32fast::Hasher,
+    bytes: u64,
+    codes_written: usize,
+    ids_written: usize,
+}
+
+impl<'a, W: Write> MetaWriter<'a, W> {
+    /// Writes the header (CRC field zero) and the codebook.
+    pub(crate) fn start(out: W, parts: MetaParts<'a>) -> std::io::Result<Self> {
+        let placement = encode_paths(parts.paths);
+        let mut header = [0u8; META_HEADER];
+        let mut w = Writer {
+            buf: &mut header,
+            at: 0,
+        };
+        w.bytes(META_MAGIC);
+        w.u32(super::LAYOUT_VERSION);
+        w.u32(0);
+        w.u64(parts.build_id);
+        w.u64(parts.count as u64);
+        w.u64(parts.codebook.len() as u64);
+        w.u64(parts.entries.len() as u64);
+        w.u64(placement.len() as u64);
+        let mut hasher = crc32fast::Hasher::new();
+        // The CRC covers every byte but its own field.
+        hasher.update(&header[..CRC_AT]);
+        hasher.update(&header[CRC_AT + 4..]);
+        let mut me = Self {
+            out,
+            parts,
+            placement,
+            hasher,
+            bytes: 0,
+            codes_written: 0,
+            ids_written: 0,
+        };
+        me.out.write_all(&header)?;
+        me.bytes = META_HEADER as u64;
+        let codebook = me.parts.codebook;
+        me.put(codebook)?;
+        Ok(me)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.hasher.update(bytes);
+        self.bytes += bytes.len() as u64;
+        self.out.write_all(bytes)
+    }
+
+    /// The next nodes' PQ codes, in node order.
+    pub(crate) fn codes(&mut self, codes: &[u8]) -> std::io::Result<()> {
+        self.codes_written += codes.len();
+        self.put(codes)
+    }
+
+    /// The next nodes' external ids, in node order (after every code).
+    pub(crate) fn ids(&mut self, ids: &[i64]) -> std::io::Result<()> {
+        let mut buf = [0u8; 8 * 512];
+        for chunk in ids.chunks(512) {
+            for (out, id) in buf.chunks_exact_mut(8).zip(chunk) {
+                out.copy_from_slice(&id.to_le_bytes());
+            }
+            self.put(&buf[..8 * chunk.len()])?;
+        }
+        self.ids_written += ids.len();
+        Ok(())
+    }
+
+    /// Writes the entries, the placement and `geometry` (its `meta_crc` written as zero);
+    /// returns the writer, the file's CRC (not yet in its header) and its length.
+    pub(crate) fn finish(mut self, geometry: &Header) -> std::io::Result<(W, u32, u64)> {
+        let (count, m) = (self.parts.count, self.parts.code_bytes);
+        if self.codes_written != count * m || self.ids_written != count {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "meta.dvm of {count} nodes got {} bytes of codes ({} expected) and {} ids",
+                    self.codes_written,
+                    count * m,
+                    self.ids_written
+                ),
+            ));
+        }
+        let entries: Vec<u8> = self
+            .parts
+            .entries
+            .iter()
+            .flat_map(|e| e.to_le_bytes())
+            .collect();
+        self.put(&entries)?;
+        let placement = std::mem::take(&mut self.placement);
+        self.put(&placement)?;
+        let tail = Header {
+            meta_crc: 0,
+            ..geometry.clone()
+        }
+        .encode();
+        self.put(&tail)?;
+        Ok((self.out, self.hasher.finalize(), self.bytes))
+    }
+}
+
+/// A `meta.dvm` streamed into its temporary name beside the index (`meta.dvm.tmp`), synced
+/// and ready for the commit's rename.
+#[derive(Debug)]
+pub(crate) struct StagedMeta {
+    pub crc: u32,
+    pub bytes: u64,
+}
+
+/// Where a build stages the `meta.dvm` it commits.
+pub(crate) fn staged_path(out: &Path) -> PathBuf {
+    out.join(format!("{}.tmp", super::META_FILE))
+}
+
+/// Streams `meta.dvm.tmp` in `out`: `fill` writes the codes and ids, then the tail follows,
+/// the CRC is patched in and the file synced.
+pub(crate) fn stage_meta(
+    out: &Path,
+    parts: MetaParts,
+    geometry: &Header,
+    fill: impl FnOnce(&mut MetaWriter<BufWriter<File>>) -> Result<()>,
+) -> Result<StagedMeta> {
+    let path = staged_path(out);
+    let file = File::create(&path).map_err(file_error(&path))?;
+    let mut writer = MetaWriter::start(BufWriter::with_capacity(1 << 20, file), parts)
+        .map_err(file_error(&path))?;
+    fill(&mut writer)?;
+    let (buffered, crc, bytes) = writer.finish(geometry).map_err(file_error(&path))?;
+    let file = buffered
+        .into_inner()
+        .map_err(|e| file_error(&path)(e.into_error()))?;
+    file.write_all_at(&crc.to_le_bytes(), CRC_AT as u64)
+        .map_err(file_error(&path))?;
+    file.sync_all().map_err(file_error(&path))?;
+    Ok(StagedMeta { crc, bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diskann::meta::tests::sample;
+    use crate::diskann::meta::Meta;
+
+    /// A meta file streamed a node at a time is byte for byte the one encoded whole, and a
+    /// writer fed fewer codes or ids than its count refuses to finish.
+    #[test]
+    fn streamed_meta_is_the_encoded_one_and_short_input_is_refused() {
+        let m = sample();
+        let (whole, crc) = m.encode(m.geometry.build_id);
+        let dir = tempfile::tempdir().unwrap();
+        let codebook = m.pq.as_ref().unwrap().to_bytes();
+        let code_bytes = m.pq.as_ref().unwrap().code_bytes();
+        let parts = || MetaParts {
+            build_id: m.geometry.build_id,
+            count: m.ids.len(),
+            codebook: &codebook,
+            code_bytes,
+            entries: &m.entries,
+            paths: &m.paths,
+        };
+        let staged = stage_meta(dir.path(), parts(), &m.geometry, |w| {
+            for code in m.codes.chunks(code_bytes) {
+                w.codes(code).unwrap();
+            }
+            for id in &m.ids {
+                w.ids(std::slice::from_ref(id)).unwrap();
+            }
+            Ok(())
+        })
+        .unwrap();
+        let streamed = std::fs::read(staged_path(dir.path())).unwrap();
+        assert_eq!(streamed, whole);
+        assert_eq!((staged.crc, staged.bytes), (crc, whole.len() as u64));
+        Meta::decode(&streamed, Path::new("meta.dvm")).unwrap();
+
+        let short = stage_meta(dir.path(), parts(), &m.geometry, |w| {
+            w.codes(&m.codes).unwrap();
+            w.ids(&m.ids[1..]).unwrap();
+            Ok(())
+        });
+        let msg = short.unwrap_err().to_string();
+        assert!(msg.contains("meta.dvm.tmp"), "{msg}");
+        assert!(msg.contains("ids"), "{msg}");
+    }
+}
