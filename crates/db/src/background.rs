@@ -7,22 +7,36 @@
 
 use std::sync::OnceLock;
 
-/// Nice value of background threads (0 is the default, 19 the lowest priority).
+/// Nice value of seals' build threads (0 is the default, 19 the lowest priority).
 const BACKGROUND_NICE: i32 = 10;
+/// Nice value of merges' and vacuums' build threads: below seals, so a seal that writers
+/// wait for gets about three quarters of the cores while a merge runs beside it.
+const MERGE_NICE: i32 = 15;
 
-/// Runs `build` on the background pool (one per process, shared by collections; one thread
-/// per core, at `BACKGROUND_NICE`), or on rayon's global pool if it could not be started.
-/// `waited_for`: a caller waits for this build (`optimize(wait=True)`), so it runs at the
-/// default priority instead, on a second pool: a process without privileges cannot raise a
-/// thread's priority again once lowered, and beside other work the low priority left a
-/// waited-for build one core of two (docs/benchmarks.md, session 13).
-pub(crate) fn run_build<R: Send>(waited_for: bool, build: impl FnOnce() -> R + Send) -> R {
-    static LOW: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    static DEFAULT: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    let pool = if waited_for {
-        DEFAULT.get_or_init(|| pool("diskvec-build-now", false))
-    } else {
-        LOW.get_or_init(|| pool("diskvec-build", true))
+/// Who a background build runs for, which sets its priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BuildPriority {
+    /// A caller waits for it (`optimize(wait=True)`): the default priority.
+    WaitedFor,
+    /// A seal of frozen segments, which writers may be held back behind.
+    Seal,
+    /// A merge or vacuum of sealed segments, which nothing waits for.
+    Merge,
+}
+
+/// Runs `build` on the background pool of its priority (one per process, shared by
+/// collections; one thread per core), or on rayon's global pool if it could not be started.
+/// A waited-for build runs at the default priority on a pool of its own: a process without
+/// privileges cannot raise a thread's priority again once lowered, and beside other work the
+/// low priority left a waited-for build one core of two (docs/benchmarks.md, session 13).
+pub(crate) fn run_build<R: Send>(priority: BuildPriority, build: impl FnOnce() -> R + Send) -> R {
+    static NOW: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    static SEAL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    static MERGE: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = match priority {
+        BuildPriority::WaitedFor => NOW.get_or_init(|| pool("diskvec-build-now", None)),
+        BuildPriority::Seal => SEAL.get_or_init(|| pool("diskvec-build", Some(BACKGROUND_NICE))),
+        BuildPriority::Merge => MERGE.get_or_init(|| pool("diskvec-merge", Some(MERGE_NICE))),
     };
     match pool {
         Some(pool) => pool.install(build),
@@ -30,12 +44,12 @@ pub(crate) fn run_build<R: Send>(waited_for: bool, build: impl FnOnce() -> R + S
     }
 }
 
-fn pool(name: &'static str, low_priority: bool) -> Option<rayon::ThreadPool> {
+fn pool(name: &'static str, nice: Option<i32>) -> Option<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .thread_name(move |i| format!("{name}-{i}"))
         .start_handler(move |_| {
-            if low_priority {
-                lower_priority()
+            if let Some(nice) = nice {
+                set_nice(nice)
             }
         })
         .build()
@@ -46,13 +60,19 @@ fn pool(name: &'static str, low_priority: bool) -> Option<rayon::ThreadPool> {
 /// Moves the calling thread to `BACKGROUND_NICE` (Linux schedules threads one by one),
 /// best effort.
 pub(crate) fn lower_priority() {
+    set_nice(BACKGROUND_NICE)
+}
+
+/// Moves the calling thread to `nice`, best effort (never above its current priority: an
+/// unprivileged process may only lower it).
+fn set_nice(nice: i32) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: gettid and setpriority take and return plain integers and touch no memory
         // of ours; a failure (e.g. no permission) only leaves the priority as it was.
         let failed = unsafe {
             let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, BACKGROUND_NICE) != 0
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) != 0
         };
         if failed {
             log::debug!(
@@ -77,13 +97,24 @@ mod tests {
     #[test]
     fn a_build_someone_waits_for_runs_at_the_default_priority_others_below_it() {
         let outside = nice();
-        let (low, waited) = (run_build(false, nice), run_build(true, nice));
+        let (low, lower, waited) = (
+            run_build(BuildPriority::Seal, nice),
+            run_build(BuildPriority::Merge, nice),
+            run_build(BuildPriority::WaitedFor, nice),
+        );
         assert_eq!(
             waited, outside,
             "a waited-for build keeps the default priority"
         );
         // Lowering may be refused (it is not here); it never raises.
-        assert!(low == BACKGROUND_NICE || low == outside, "{low}");
-        assert!(low >= waited);
+        assert!(
+            low == BACKGROUND_NICE.max(outside) || low == outside,
+            "{low}"
+        );
+        assert!(
+            lower == MERGE_NICE.max(outside) || lower == outside,
+            "{lower}"
+        );
+        assert!(lower >= low && low >= waited);
     }
 }

@@ -84,11 +84,14 @@ impl BuildMemory {
     /// Reserves memory for a build of `shape` within `collection_budget` (the collection's
     /// `build_memory`, `None`: the database's) and what the database's budget leaves beside
     /// the builds running. Refuses at once a build that could not run even alone; waits
-    /// while others hold too much, until `closing` says to give up.
+    /// while others hold too much, until `closing` says to give up. `leave`: bytes to keep
+    /// free for a build that may start beside this one (up to half the budget), unless
+    /// keeping them would leave this build less than its smallest plan.
     pub fn reserve(
         &self,
         shape: &BuildShape,
         collection_budget: Option<MemoryBudget>,
+        leave: u64,
         closing: &dyn Fn() -> bool,
     ) -> Result<BuildGrant<'_>> {
         let raw = shape.raw_bytes();
@@ -126,7 +129,10 @@ impl BuildMemory {
                 }
             }
             let free = ledger.total.saturating_sub(ledger.in_use);
-            let budget = cap.min(free);
+            let kept = leave.min(ledger.total / 2);
+            let budget = cap
+                .min(free.saturating_sub(kept))
+                .max(smallest.min(cap.min(free)));
             if budget >= smallest {
                 let plan = shape.plan(budget)?;
                 let bytes = plan.estimated_peak.min(budget);
@@ -182,14 +188,14 @@ mod tests {
         let in_memory = big.plan(u64::MAX / 4).unwrap().in_memory_bytes;
         let total = in_memory + smallest / 2;
         let ledger = Arc::new(BuildMemory::new(MemoryBudget::Bytes(total)));
-        let first = ledger.reserve(&big, None, &|| false).unwrap();
+        let first = ledger.reserve(&big, None, 0, &|| false).unwrap();
         assert_eq!(first.plan.shards, 1, "the first build fits in memory");
         assert_eq!(ledger.usage(), (in_memory, total));
         // What is left is below the smallest budget: the second waits for the first.
         let waiter = {
             let ledger = Arc::clone(&ledger);
             std::thread::spawn(move || {
-                let g = ledger.reserve(&big, None, &|| false).unwrap();
+                let g = ledger.reserve(&big, None, 0, &|| false).unwrap();
                 (g.plan.shards, g.plan.estimated_peak)
             })
         };
@@ -203,8 +209,8 @@ mod tests {
 
         // With room for the smallest plan beside the first, the second runs in shards.
         let ledger = BuildMemory::new(MemoryBudget::Bytes(in_memory + 2 * smallest));
-        let _first = ledger.reserve(&big, None, &|| false).unwrap();
-        let second = ledger.reserve(&big, None, &|| false).unwrap();
+        let _first = ledger.reserve(&big, None, 0, &|| false).unwrap();
+        let second = ledger.reserve(&big, None, 0, &|| false).unwrap();
         assert!(second.plan.shards > 1, "{:?}", second.plan);
         let (used, total) = ledger.usage();
         assert!(used <= total, "{used} > {total}");
@@ -216,21 +222,21 @@ mod tests {
         let smallest = big.smallest_budget().unwrap();
         let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest / 2));
         let err = ledger
-            .reserve(&big, None, &|| false)
+            .reserve(&big, None, 0, &|| false)
             .err()
             .unwrap()
             .to_string();
         assert!(err.contains("database's build memory"), "{err}");
         let ledger = BuildMemory::new(MemoryBudget::Bytes(8 * smallest));
         let err = ledger
-            .reserve(&big, Some(MemoryBudget::Bytes(smallest / 2)), &|| false)
+            .reserve(&big, Some(MemoryBudget::Bytes(smallest / 2)), 0, &|| false)
             .err()
             .unwrap()
             .to_string();
         assert!(err.contains("collection's build_memory"), "{err}");
         // A collection budget above the database's is capped by it.
         let g = ledger
-            .reserve(&big, Some(MemoryBudget::Bytes(64 * smallest)), &|| false)
+            .reserve(&big, Some(MemoryBudget::Bytes(64 * smallest)), 0, &|| false)
             .unwrap();
         assert!(g.plan.budget <= 8 * smallest);
     }
@@ -240,8 +246,26 @@ mod tests {
         let big = shape(400_000);
         let smallest = big.smallest_budget().unwrap();
         let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest + smallest / 2));
-        let _first = ledger.reserve(&big, None, &|| false).unwrap();
-        let err = ledger.reserve(&big, None, &|| true).err().unwrap();
+        let _first = ledger.reserve(&big, None, 0, &|| false).unwrap();
+        let err = ledger.reserve(&big, None, 0, &|| true).err().unwrap();
         assert!(matches!(err, DbError::Unavailable(_)), "{err}");
+    }
+
+    #[test]
+    fn a_build_that_leaves_room_keeps_it_free_unless_it_could_not_run() {
+        let big = shape(400_000);
+        let smallest = big.smallest_budget().unwrap();
+        let in_memory = big.plan(u64::MAX / 4).unwrap().in_memory_bytes;
+        let total = 2 * in_memory;
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(total));
+        let leave = in_memory / 2;
+        let merge = ledger.reserve(&big, None, leave, &|| false).unwrap();
+        assert!(merge.plan.budget <= total - leave, "{:?}", merge.plan);
+        assert!(ledger.usage().0 <= total - leave);
+        drop(merge);
+        // Room is kept only while the build still gets its smallest plan.
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest + smallest / 4));
+        let merge = ledger.reserve(&big, None, smallest, &|| false).unwrap();
+        assert!(merge.plan.budget >= smallest, "{:?}", merge.plan);
     }
 }

@@ -3,22 +3,14 @@
 //! Every seal here takes two seconds longer (`DISKVEC_DELAY`), so the queue fills; this
 //! file is its own test process, so the delay touches no other test.
 
+mod common;
+use common::small_points;
 use std::time::{Duration, Instant};
 
-use diskvec_db::{CollectionConfig, Database, DbError, PointId, PointRecord};
+use diskvec_db::{CollectionConfig, Database, DbError, PointId};
 use diskvec_vector::Metric;
 
 const DIM: usize = 4;
-
-fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
-    range
-        .map(|i| PointRecord {
-            id: PointId::Num(i),
-            vector: vec![i as f32, 1.0, (i % 7) as f32, 2.0],
-            payload: Default::default(),
-        })
-        .collect()
-}
 
 #[test]
 fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
@@ -37,7 +29,7 @@ fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
     let refused = loop {
         assert!(next < 100 * 40, "never held back");
         let deadline = Instant::now() + Duration::from_millis(300);
-        match c.upsert_within(points(next..next + 100), deadline) {
+        match c.upsert_within(small_points(next..next + 100), deadline) {
             Ok(_) => next += 100,
             Err(e) => break (e, Instant::now().saturating_duration_since(deadline)),
         }
@@ -65,7 +57,7 @@ fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
     c.delete(vec![PointId::Num(0)]).unwrap();
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     // Without a deadline the write waits for room and lands.
-    c.upsert(points(next..next + 100)).unwrap();
+    c.upsert(small_points(next..next + 100)).unwrap();
     assert_eq!(c.count(None), next as usize + 99);
     std::env::remove_var("DISKVEC_DELAY");
 }

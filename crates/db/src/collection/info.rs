@@ -66,8 +66,11 @@ pub struct CollectionInfo {
     pub seals_done: u64,
     /// Vacuums and merges done since open.
     pub rebuilds_done: u64,
-    /// The seal, vacuum or merge being built now, with its phase and progress.
+    /// The seal, vacuum or merge being built now, with its phase and progress (the seal
+    /// when a merge runs beside it).
     pub task: Option<super::TaskInfo>,
+    /// Every build running now: a seal, and a vacuum or merge beside it.
+    pub tasks: Vec<super::TaskInfo>,
     /// The last seal, vacuum or merge that ended since open (its memory budget, shards,
     /// seconds), successful or not.
     pub last_task: Option<super::TaskInfo>,
@@ -81,7 +84,7 @@ impl Collection {
         let (busy, error, seals_done, rebuilds_done, merge_all) = {
             let bg = lock(&inner.background);
             (
-                bg.busy,
+                bg.sealing || bg.merging,
                 bg.error.clone(),
                 bg.sealed,
                 bg.rebuilt,
@@ -135,6 +138,7 @@ impl Collection {
             Status::Green
         };
         let stats = inner.wal.stats();
+        let tasks = inner.task.running();
         CollectionInfo {
             name: inner.name.clone(),
             status,
@@ -153,7 +157,8 @@ impl Collection {
             wal_syncs: stats.syncs,
             seals_done,
             rebuilds_done,
-            task: inner.task.current(),
+            task: tasks.first().cloned(),
+            tasks,
             last_task: inner.task.last(),
             indexing_paused: state.indexing_paused,
         }

@@ -16,6 +16,7 @@ mod state;
 mod storage_io;
 mod superseded;
 mod task;
+mod worker;
 mod write;
 
 use std::path::PathBuf;
@@ -59,7 +60,7 @@ pub(crate) struct Inner {
     home: Option<(u64, u64)>,
     /// Read counts of sealed segments merged or vacuumed away since open.
     retired_io: Mutex<Vec<storage_io::PathIo>>,
-    /// The seal, vacuum or merge being built, for `info()`.
+    /// The seal, and the vacuum or merge beside it, being built, for `info()`.
     task: task::TaskProgress,
     /// When the last write was applied (the idle merge waits for quiet).
     last_write: Mutex<std::time::Instant>,
@@ -82,18 +83,22 @@ pub(crate) fn identity(dir: &std::path::Path) -> Option<(u64, u64)> {
 impl Inner {
     /// Builds `input` as a sealed segment in `dir` (nodes on `paths`) within the memory it
     /// reserves first (waiting while other builds hold the database's build memory); the
-    /// plan goes to `info()`. A `supersedable` build (a seal of frozen segments, not the
-    /// merge of everything) stops with `IndexError::Cancelled` once a merge of everything
-    /// is due, which would redo it.
+    /// plan goes to `info()` under `lane`. A `supersedable` build (a seal of frozen
+    /// segments or a merge in the merge lane, not the merge of everything) stops with
+    /// `IndexError::Cancelled` once a merge of everything is due, which would redo it.
     pub(crate) fn build_segment(
         &self,
         input: &crate::segment::SealInput,
         dir: &std::path::Path,
         paths: &[PathBuf],
+        lane: task::Lane,
         supersedable: bool,
     ) -> crate::Result<()> {
         crate::delay_point("build");
-        let progress = superseded::BuildProgress::new(self, supersedable);
+        if lane == task::Lane::Merge {
+            crate::delay_point("merge");
+        }
+        let progress = superseded::BuildProgress::new(self, lane, supersedable);
         if diskvec_index::Progress::cancelled(&progress) {
             return Err(diskvec_index::IndexError::Cancelled.into());
         }
@@ -101,19 +106,33 @@ impl Inner {
             .config
             .build_params(&[])
             .shape(input.len(), self.config.dim)?;
-        let grant = self.builds.reserve(&shape, self.config.build_memory, &|| {
-            lock(&self.background).stop
-        })?;
-        self.task.set_plan(&grant.plan);
+        // A merge leaves room for a seal beside it: writers may be waiting for that one.
+        let leave = match lane {
+            task::Lane::Seal => 0,
+            task::Lane::Merge => self.seal_memory(),
+        };
+        let grant = self
+            .builds
+            .reserve(&shape, self.config.build_memory, leave, &|| {
+                lock(&self.background).stop
+            })?;
+        self.task.set_plan(lane, &grant.plan);
+        let waited_for = self
+            .optimize_waiters
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0;
+        let priority = match lane {
+            _ if waited_for => crate::background::BuildPriority::WaitedFor,
+            task::Lane::Seal => crate::background::BuildPriority::Seal,
+            task::Lane::Merge => crate::background::BuildPriority::Merge,
+        };
         let built = crate::segment::seal(
             input,
             dir,
             &self.config,
             paths,
             grant.plan.budget,
-            self.optimize_waiters
-                .load(std::sync::atomic::Ordering::Relaxed)
-                > 0,
+            priority,
             &progress,
         );
         if is_cancelled(&built) {
@@ -124,6 +143,17 @@ impl Inner {
             }
         }
         built
+    }
+
+    /// What a seal of `seal_threshold` points needs to build in memory (0 when it cannot be
+    /// planned): what a merge leaves free of the build memory for the seals beside it.
+    fn seal_memory(&self) -> u64 {
+        self.config
+            .build_params(&[])
+            .shape(self.config.seal_threshold, self.config.dim)
+            .ok()
+            .and_then(|shape| shape.plan(u64::MAX / 4).ok())
+            .map_or(0, |plan| plan.in_memory_bytes)
     }
 
     /// Refuses to go on when the collection's directory is no longer the one it opened:

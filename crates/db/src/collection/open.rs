@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::state::{Loc, State};
-use super::{indexer, optimize, Collection, Inner};
+use super::{indexer, optimize, worker, Collection, Inner};
 use crate::build_memory::BuildMemory;
 use crate::config::{CollectionConfig, Durability};
 use crate::filter::PayloadIndexKind;
@@ -209,7 +209,11 @@ impl Collection {
                 .spawn(move || work(inner))
                 .map_err(|e| DbError::Unavailable(format!("cannot start the {what} thread: {e}")))
         };
-        let workers = vec![spawn("seal", optimize::run)?, spawn("index", indexer::run)?];
+        let workers = vec![
+            spawn("seal", worker::run_seals)?,
+            spawn("merge", worker::run_merges)?,
+            spawn("index", indexer::run)?,
+        ];
         Ok(Self {
             inner,
             workers: Mutex::new(workers),

@@ -1,23 +1,26 @@
-//! The background worker: seals frozen growing segments into DiskANN segments, one at a
-//! time, oldest first, and switches each in with one manifest write.
+//! Sealing: frozen growing segments become DiskANN segments, one at a time, oldest first,
+//! each switched in with one manifest write; `optimize`, and the manifest writer. The
+//! workers that run seals and merges are in worker.rs.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::rebuild::Maintenance;
+use super::task::Lane;
 use super::{lock, Collection, Inner};
 use crate::manifest::{Manifest, SegmentEntry};
 use crate::segment::{write_deleted, Growing, Points, Sealed, Segment};
 use crate::{DbError, Result};
 
-/// What the worker is doing; guarded by `Inner::background`.
+/// What the workers are doing; guarded by `Inner::background`.
 #[derive(Default)]
 pub(crate) struct Background {
     pub stop: bool,
-    /// A seal is running.
-    pub busy: bool,
+    /// The seal lane builds (a seal, or `optimize`'s merge of everything).
+    pub sealing: bool,
+    /// The merge lane builds (a merge or vacuum of sealed segments).
+    pub merging: bool,
     /// Seals finished since open.
     pub sealed: u64,
     /// Vacuums and merges finished since open.
@@ -32,10 +35,13 @@ pub(crate) struct Background {
     /// Writes are refused after a failure that leaves memory ahead of disk in a way
     /// retrying cannot fix (none today; kept for the manifest writer).
     pub read_only: Option<String>,
+    /// When a merge of sealed segments last failed (its memory, say): merges wait a while
+    /// before they are tried again; seals go on meanwhile.
+    pub merge_failed_at: Option<std::time::Instant>,
 }
 
-/// How long the worker sleeps when told nothing (it is woken on every freeze).
-const IDLE: Duration = Duration::from_millis(500);
+/// How long a worker sleeps when told nothing (it is woken on every freeze).
+pub(crate) const IDLE: Duration = Duration::from_millis(500);
 
 impl Inner {
     pub(crate) fn wake_background(&self) {
@@ -113,7 +119,7 @@ impl Inner {
     }
 
     /// Seals the oldest frozen segment, if any. Returns whether there was one.
-    fn seal_next(&self) -> Result<bool> {
+    pub(crate) fn seal_next(&self) -> Result<bool> {
         let Some((id, frozen)) = self.oldest_frozen() else {
             return Ok(false);
         };
@@ -129,8 +135,8 @@ impl Inner {
             std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
         }
         let started = std::time::Instant::now();
-        let task = self.task.begin("seal", copy.len());
-        self.build_segment(&copy, &dir, &paths, true)?;
+        let task = self.task.begin(Lane::Seal, "seal", copy.len());
+        self.build_segment(&copy, &dir, &paths, Lane::Seal, true)?;
         drop(task);
         drop(copy);
         crate::failpoint("seal:built");
@@ -252,130 +258,6 @@ impl Inner {
     }
 }
 
-enum Task {
-    Seal,
-    Rebuild(Maintenance),
-}
-
-/// After a failure the worker waits this long before trying again (status stays red).
-const RETRY: Duration = Duration::from_secs(10);
-
-/// The worker's loop: seal frozen segments, then vacuum and merge, sleep otherwise.
-pub(crate) fn run(inner: Arc<Inner>) {
-    crate::background::lower_priority();
-    let mut failed_at: Option<std::time::Instant> = None;
-    // A merge of sealed segments that failed (its memory, say) is not tried again for a
-    // while; seals go on meanwhile.
-    let mut merge_failed_at: Option<std::time::Instant> = None;
-    loop {
-        let task = {
-            let mut bg = lock(&inner.background);
-            let task = loop {
-                if bg.stop {
-                    return;
-                }
-                let may_run = failed_at.is_none_or(|t| t.elapsed() >= RETRY);
-                let merges_may_run = merge_failed_at.is_none_or(|t| t.elapsed() >= RETRY);
-                if may_run {
-                    if !bg.merge_all && merges_may_run && inner.idle_merge_due() {
-                        // As `optimize` does: freeze the growing tail and build everything
-                        // as one segment, before sealing any frozen segment on its own (the
-                        // merge would redo that seal). The writer lock comes before this
-                        // one, so let go.
-                        log::info!("collection {:?}: writes paused; merging", inner.name);
-                        bg.merge_all = true;
-                        drop(bg);
-                        inner.freeze_now();
-                        bg = lock(&inner.background);
-                        continue;
-                    }
-                    // `optimize` builds frozen and sealed segments together when they fit.
-                    let merged = bg.merge_all.then(|| inner.next_maintenance(true)).flatten();
-                    if let Some(m @ Maintenance::MergeAll { .. }) = merged {
-                        break Task::Rebuild(m);
-                    }
-                    if let Some(m) = inner.frozen_together() {
-                        break Task::Rebuild(m);
-                    }
-                    if inner.has_frozen() {
-                        break Task::Seal;
-                    }
-                    if let Some(m) = inner
-                        .next_maintenance(bg.merge_all)
-                        .filter(|_| merges_may_run)
-                    {
-                        break Task::Rebuild(m);
-                    }
-                    if bg.merge_all {
-                        bg.merge_all = false;
-                        inner.wake.notify_all();
-                    }
-                }
-                bg = inner
-                    .wake
-                    .wait_timeout(bg, IDLE)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            };
-            bg.busy = true;
-            task
-        };
-        let outcome = match &task {
-            Task::Seal => inner.seal_next().map(|_| ()),
-            Task::Rebuild(Maintenance::Vacuum(id)) => inner.rebuild(&[*id], &[]),
-            Task::Rebuild(Maintenance::Merge(ids)) => inner.rebuild(ids, &[]),
-            Task::Rebuild(Maintenance::MergeAll { sealed, frozen }) => {
-                inner.rebuild(sealed, frozen)
-            }
-        };
-        // Frozen segments sealed together are a seal; a merge that took frozen segments
-        // along is a merge (if it fails, they are sealed on their own next).
-        let seals = match &task {
-            Task::Seal => true,
-            Task::Rebuild(m) => m.kind() == "seal",
-        };
-        let mut bg = lock(&inner.background);
-        bg.busy = false;
-        if super::is_cancelled(&outcome) {
-            // Superseded by a merge of everything, which the next round picks.
-            drop(bg);
-            inner.wake.notify_all();
-            continue;
-        }
-        match outcome {
-            Ok(()) => {
-                if seals {
-                    bg.sealed += 1;
-                } else {
-                    bg.rebuilt += 1;
-                    merge_failed_at = None;
-                }
-                bg.error = None;
-                bg.sealing_failed = false;
-                failed_at = None;
-            }
-            Err(e) => {
-                let what = match task {
-                    Task::Seal => "sealing",
-                    Task::Rebuild(Maintenance::Vacuum(_)) => "vacuum",
-                    Task::Rebuild(Maintenance::Merge(_) | Maintenance::MergeAll { .. }) => "merge",
-                };
-                log::error!("collection {:?}: {what} failed: {e}", inner.name);
-                bg.error = Some(format!("{what} failed: {e}"));
-                bg.merge_all = false;
-                bg.sealing_failed = seals;
-                if seals {
-                    failed_at = Some(std::time::Instant::now());
-                } else {
-                    merge_failed_at = Some(std::time::Instant::now());
-                }
-            }
-        }
-        drop(bg);
-        inner.wake.notify_all();
-    }
-}
-
 impl Collection {
     /// Turns indexing off for a bulk load (Qdrant's `indexing_threshold: 0`) or back on.
     /// While off, writes go into one growing segment that is neither linked into a graph nor
@@ -424,7 +306,7 @@ impl Collection {
             if let Some(e) = &bg.error {
                 return Err(DbError::Unavailable(e.clone()));
             }
-            if !bg.busy && !bg.merge_all && !inner.has_frozen() {
+            if !bg.sealing && !bg.merging && !bg.merge_all && !inner.has_frozen() {
                 return Ok(());
             }
             if bg.stop {

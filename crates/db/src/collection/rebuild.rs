@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::state::{Loc, State};
+use super::task::Lane;
 use super::Inner;
 use crate::segment::{Points, SealInput, Segment, VectorPart};
 use crate::{Payload, PointId, Result};
@@ -37,6 +38,14 @@ impl Maintenance {
             Maintenance::Vacuum(_) => "vacuum",
             Maintenance::Merge(_) => "merge",
             Maintenance::MergeAll { sealed, frozen } => rebuild_kind(sealed, frozen),
+        }
+    }
+
+    /// What `info().error` calls it when it fails.
+    pub(crate) fn failure_name(&self) -> &'static str {
+        match self {
+            Maintenance::Vacuum(_) => "vacuum",
+            Maintenance::Merge(_) | Maintenance::MergeAll { .. } => "merge",
         }
     }
 }
@@ -196,16 +205,19 @@ impl Inner {
 
     /// Rebuilds `sources` (sealed segments) and `frozen` (frozen growing segments: the
     /// oldest of the queue, in order) as one new segment holding their live points. With frozen
-    /// segments the checkpoint moves to the last one's freeze point, as a seal would.
-    pub(crate) fn rebuild(&self, sources: &[u64], frozen: &[u64]) -> Result<()> {
+    /// segments the checkpoint moves to the last one's freeze point, as a seal would. `lane`:
+    /// the worker that runs it (worker.rs).
+    pub(crate) fn rebuild(&self, sources: &[u64], frozen: &[u64], lane: Lane) -> Result<()> {
         let started = std::time::Instant::now();
         self.check_home()?;
         let kind = rebuild_kind(sources, frozen);
-        // Frozen segments sealed together before anything asked for a merge of everything
-        // give way to that merge if it comes; the merge itself does not.
-        let supersedable = kind == "seal" && !super::lock(&self.background).merge_all;
-        let task = self.task.begin(kind, 0);
-        diskvec_index::Progress::phase(&self.task, "reading sources", 0);
+        // Frozen segments sealed together, and merges in the merge lane, started before
+        // anything asked for a merge of everything give way to that merge if it comes; the
+        // merge itself does not.
+        let supersedable =
+            (kind == "seal" || lane == Lane::Merge) && !super::lock(&self.background).merge_all;
+        let task = self.task.begin(lane, kind, 0);
+        self.task.phase(lane, "reading sources", 0);
         let (new_id, segs, growing) = {
             let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
             let growing: Vec<_> = frozen
@@ -273,9 +285,9 @@ impl Inner {
             std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
         }
         let count = points.len();
-        self.task.set_points(count);
+        self.task.set_points(lane, count);
         if count > 0 {
-            self.build_segment(&points, &dir, &paths, supersedable)?;
+            self.build_segment(&points, &dir, &paths, lane, supersedable)?;
         }
         drop(task);
         drop(points);

@@ -1,4 +1,5 @@
-//! A seal that a merge of everything is about to redo is cancelled. After a bulk load the
+//! A seal (or a merge of sealed segments beside it) that a merge of everything is about to
+//! redo is cancelled. After a bulk load the
 //! first segment freezes and starts sealing while the last points are written; `optimize`
 //! (or the idle merge once writes pause) then rebuilds every point as one segment, so the
 //! seal's work is thrown away: about 40% of the build CPU of such a load (docs/benchmarks.md,
@@ -7,18 +8,20 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::task::Lane;
 use super::{lock, Inner};
 
 /// How often a running seal looks again (the check takes the collection's locks).
 const CHECK_EVERY: Duration = Duration::from_millis(100);
 
-/// The progress of one background build, forwarded to `info()`; for a seal, also whether
-/// it has been superseded.
+/// The progress of one background build, forwarded to `info()`; for a seal or a merge
+/// beside one, also whether it has been superseded.
 pub(crate) struct BuildProgress<'a> {
     inner: &'a Inner,
-    /// Only seals of frozen segments are superseded (not the merge of everything itself,
-    /// nor a merge of sealed segments, whose output that merge would read).
-    seal: bool,
+    lane: Lane,
+    /// Seals of frozen segments and merges in the merge lane are superseded; the merge of
+    /// everything itself is not.
+    supersedable: bool,
     started: Instant,
     /// Milliseconds since `started` before which it does not look again.
     next_check: AtomicU64,
@@ -26,10 +29,11 @@ pub(crate) struct BuildProgress<'a> {
 }
 
 impl<'a> BuildProgress<'a> {
-    pub fn new(inner: &'a Inner, seal: bool) -> Self {
+    pub fn new(inner: &'a Inner, lane: Lane, supersedable: bool) -> Self {
         Self {
             inner,
-            seal,
+            lane,
+            supersedable,
             started: Instant::now(),
             next_check: AtomicU64::new(0),
             superseded: AtomicBool::new(false),
@@ -46,15 +50,15 @@ impl<'a> BuildProgress<'a> {
 
 impl diskvec_index::Progress for BuildProgress<'_> {
     fn phase(&self, name: &str, total: u64) {
-        self.inner.task.phase(name, total);
+        self.inner.task.phase(self.lane, name, total);
     }
 
     fn advance(&self, steps: u64) {
-        self.inner.task.advance(steps);
+        self.inner.task.advance(self.lane, steps);
     }
 
     fn cancelled(&self) -> bool {
-        if !self.seal {
+        if !self.supersedable {
             return false;
         }
         if self.superseded.load(Ordering::Relaxed) {
@@ -75,8 +79,12 @@ impl diskvec_index::Progress for BuildProgress<'_> {
         let due = self.merge_of_everything_due();
         if due {
             log::info!(
-                "collection {:?}: a merge of every segment is due; the seal it would redo stops",
-                self.inner.name
+                "collection {:?}: a merge of every segment is due; the {} it would redo stops",
+                self.inner.name,
+                match self.lane {
+                    Lane::Seal => "seal",
+                    Lane::Merge => "merge",
+                }
             );
             self.superseded.store(true, Ordering::Relaxed);
         }

@@ -1,5 +1,6 @@
-//! The background build in progress (seal, vacuum or merge), its phase and how far it is,
-//! so `info()` can tell a user what a yellow collection is doing and how long is left.
+//! The background builds in progress (a seal, and a vacuum or merge beside it), their phase
+//! and how far they are, so `info()` can tell a user what a yellow collection is doing and
+//! how long is left.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -37,18 +38,29 @@ struct Running {
     plan: Option<diskvec_index::diskann::BuildPlan>,
 }
 
-/// Records the build's progress; the build reports through `diskvec_index::Progress`.
+/// The two background workers: one seals frozen segments (and runs `optimize`'s merge of
+/// everything), the other merges and vacuums sealed segments beside it, so a seal that
+/// writers wait for never queues behind a merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    Seal = 0,
+    Merge = 1,
+}
+
+/// Records the builds' progress, one per lane; a build reports through
+/// `diskvec_index::Progress` (`BuildProgress`, which knows its lane).
 #[derive(Default)]
 pub(crate) struct TaskProgress {
-    running: Mutex<Option<Running>>,
+    running: Mutex<[Option<Running>; 2]>,
     /// The last build that ended (finished or failed), as it stood at its end.
     last: Mutex<Option<TaskInfo>>,
 }
 
 impl TaskProgress {
-    /// Marks a build as running until the returned guard drops (on error paths too).
-    pub fn begin(&self, kind: &'static str, points: usize) -> TaskGuard<'_> {
-        *self.lock() = Some(Running {
+    /// Marks a build as running in `lane` until the returned guard drops (on error paths
+    /// too).
+    pub fn begin(&self, lane: Lane, kind: &'static str, points: usize) -> TaskGuard<'_> {
+        self.lock()[lane as usize] = Some(Running {
             kind,
             points,
             phase: String::new(),
@@ -57,35 +69,40 @@ impl TaskProgress {
             started: Instant::now(),
             plan: None,
         });
-        TaskGuard(self)
+        TaskGuard(self, lane)
+    }
+
+    fn with(&self, lane: Lane, f: impl FnOnce(&mut Running)) {
+        if let Some(r) = self.lock()[lane as usize].as_mut() {
+            f(r)
+        }
     }
 
     /// The number of points, once known.
-    pub fn set_points(&self, points: usize) {
-        if let Some(r) = self.lock().as_mut() {
-            r.points = points;
-        }
+    pub fn set_points(&self, lane: Lane, points: usize) {
+        self.with(lane, |r| r.points = points)
     }
 
     /// How the build will run within the memory it was granted.
-    pub fn set_plan(&self, plan: &diskvec_index::diskann::BuildPlan) {
-        if let Some(r) = self.lock().as_mut() {
-            r.plan = Some(plan.clone());
-        }
+    pub fn set_plan(&self, lane: Lane, plan: &diskvec_index::diskann::BuildPlan) {
+        self.with(lane, |r| r.plan = Some(plan.clone()))
     }
 
-    pub fn current(&self) -> Option<TaskInfo> {
-        self.lock().as_ref().map(|r| TaskInfo {
-            kind: r.kind,
-            points: r.points,
-            phase: r.phase.clone(),
-            done: r.done,
-            total: r.total,
-            seconds: r.started.elapsed().as_secs_f64(),
-            memory_budget: r.plan.as_ref().map_or(0, |p| p.budget),
-            estimated_peak: r.plan.as_ref().map_or(0, |p| p.estimated_peak),
-            shards: r.plan.as_ref().map_or(0, |p| p.shards),
+    pub fn phase(&self, lane: Lane, name: &str, total: u64) {
+        self.with(lane, |r| {
+            r.phase = name.to_string();
+            r.done = 0;
+            r.total = total;
         })
+    }
+
+    pub fn advance(&self, lane: Lane, steps: u64) {
+        self.with(lane, |r| r.done += steps)
+    }
+
+    /// The builds running now, the seal first.
+    pub fn running(&self) -> Vec<TaskInfo> {
+        self.lock().iter().flatten().map(Running::info).collect()
     }
 
     /// The last build that ended, as it stood at its end.
@@ -93,33 +110,32 @@ impl TaskProgress {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, [Option<Running>; 2]> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl diskvec_index::Progress for TaskProgress {
-    fn phase(&self, name: &str, total: u64) {
-        if let Some(r) = self.lock().as_mut() {
-            r.phase = name.to_string();
-            r.done = 0;
-            r.total = total;
-        }
-    }
-
-    fn advance(&self, steps: u64) {
-        if let Some(r) = self.lock().as_mut() {
-            r.done += steps;
+impl Running {
+    fn info(&self) -> TaskInfo {
+        TaskInfo {
+            kind: self.kind,
+            points: self.points,
+            phase: self.phase.clone(),
+            done: self.done,
+            total: self.total,
+            seconds: self.started.elapsed().as_secs_f64(),
+            memory_budget: self.plan.as_ref().map_or(0, |p| p.budget),
+            estimated_peak: self.plan.as_ref().map_or(0, |p| p.estimated_peak),
+            shards: self.plan.as_ref().map_or(0, |p| p.shards),
         }
     }
 }
 
-pub(crate) struct TaskGuard<'a>(&'a TaskProgress);
+pub(crate) struct TaskGuard<'a>(&'a TaskProgress, Lane);
 
 impl Drop for TaskGuard<'_> {
     fn drop(&mut self) {
-        let ended = self.0.current();
-        *self.0.lock() = None;
+        let ended = self.0.lock()[self.1 as usize].take().map(|r| r.info());
         if ended.is_some() {
             *self.0.last.lock().unwrap_or_else(|e| e.into_inner()) = ended;
         }
@@ -129,32 +145,40 @@ impl Drop for TaskGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use diskvec_index::Progress;
 
     #[test]
-    fn a_task_reports_its_phase_and_ends_with_its_guard() {
+    fn each_lane_reports_its_phase_and_ends_with_its_guard() {
         let p = TaskProgress::default();
-        assert!(p.current().is_none());
+        assert!(p.running().is_empty());
         {
-            let _guard = p.begin("merge", 0);
-            p.phase("graph", 10);
-            p.advance(3);
-            p.advance(4);
-            p.set_points(500);
-            let t = p.current().unwrap();
+            let _merge = p.begin(Lane::Merge, "merge", 0);
+            p.phase(Lane::Merge, "graph", 10);
+            p.advance(Lane::Merge, 3);
+            p.advance(Lane::Merge, 4);
+            p.set_points(Lane::Merge, 500);
+            {
+                let _seal = p.begin(Lane::Seal, "seal", 80);
+                p.phase(Lane::Seal, "pq training", 1);
+                let both = p.running();
+                assert_eq!(both.len(), 2);
+                assert_eq!((both[0].kind, both[0].points), ("seal", 80));
+                assert_eq!((both[0].phase.as_str(), both[0].total), ("pq training", 1));
+            }
+            assert_eq!(p.last().unwrap().kind, "seal");
+            let t = &p.running()[0];
             assert_eq!(
                 (t.kind, t.points, t.phase.as_str()),
                 ("merge", 500, "graph")
             );
             assert_eq!((t.done, t.total), (7, 10));
-            p.phase("layout write", 2);
-            assert_eq!(p.current().unwrap().done, 0);
+            p.phase(Lane::Merge, "layout write", 2);
+            assert_eq!(p.running()[0].done, 0);
         }
-        assert!(p.current().is_none(), "the guard ends the task");
+        assert!(p.running().is_empty(), "the guards end the tasks");
         let last = p.last().unwrap();
         assert_eq!((last.kind, last.points, last.done), ("merge", 500, 0));
         // Reports outside a task are ignored.
-        p.advance(5);
-        assert!(p.current().is_none());
+        p.advance(Lane::Seal, 5);
+        assert!(p.running().is_empty());
     }
 }

@@ -70,14 +70,14 @@ pub(crate) struct Sealed {
 
 /// Builds the DiskANN index and the points file of `input` into `dir`, within `budget`
 /// bytes (what the database's build memory granted: the build runs in shards when the
-/// whole of it does not fit); `waited_for`: at the default priority (`run_build`).
+/// whole of it does not fit), at `priority` (`run_build`).
 pub(crate) fn seal(
     input: &SealInput,
     dir: &Path,
     config: &CollectionConfig,
     paths: &[PathBuf],
     budget: u64,
-    waited_for: bool,
+    priority: crate::background::BuildPriority,
     progress: &dyn diskvec_index::Progress,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(crate::error::file_error(dir))?;
@@ -88,7 +88,7 @@ pub(crate) fn seal(
         )));
     }
     let params = config.build_params(paths);
-    crate::background::run_build(waited_for, || {
+    crate::background::run_build(priority, || {
         build_from(
             &mut input.source(),
             &params,
