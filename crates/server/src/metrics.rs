@@ -278,33 +278,37 @@ pub(crate) fn prometheus(metrics: &Metrics, collections: &[CollectionFigures]) -
         "1 for the collection's status (green: idle; yellow: seal or merge pending; red: a background task failed).",
         &statuses,
     );
-    // The background build of each collection that runs one: how far its phase is, and the
-    // memory it was granted against what its plan expects to use.
+    // The background builds of each collection (a seal, and a merge beside it): how far
+    // each one's phase is, and the memory it was granted against what its plan expects to use.
     let mut progress = Vec::new();
     let mut build_memory = Vec::new();
     for c in collections {
-        let Some(t) = &c.info.task else { continue };
-        let name = label(&c.info.name);
-        progress.push((
-            format!(
-                "collection=\"{name}\",kind=\"{}\",phase=\"{}\"",
-                t.kind,
-                label(&t.phase)
-            ),
-            if t.total > 0 {
-                t.done as f64 / t.total as f64
-            } else {
-                0.0
-            },
-        ));
-        build_memory.push((
-            format!("collection=\"{name}\",kind=\"budget\""),
-            t.memory_budget as f64,
-        ));
-        build_memory.push((
-            format!("collection=\"{name}\",kind=\"estimated_peak\""),
-            t.estimated_peak as f64,
-        ));
+        for t in &c.info.tasks {
+            let name = label(&c.info.name);
+            progress.push((
+                format!(
+                    "collection=\"{name}\",kind=\"{}\",phase=\"{}\"",
+                    t.kind,
+                    label(&t.phase)
+                ),
+                if t.total > 0 {
+                    t.done as f64 / t.total as f64
+                } else {
+                    0.0
+                },
+            ));
+            build_memory.push((
+                format!("collection=\"{name}\",build=\"{}\",kind=\"budget\"", t.kind),
+                t.memory_budget as f64,
+            ));
+            build_memory.push((
+                format!(
+                    "collection=\"{name}\",build=\"{}\",kind=\"estimated_peak\"",
+                    t.kind
+                ),
+                t.estimated_peak as f64,
+            ));
+        }
     }
     family(
         &mut out,
@@ -453,6 +457,7 @@ pub(crate) fn telemetry(metrics: &Metrics, collections: &[CollectionFigures]) ->
                 "seals_done": i.seals_done,
                 "rebuilds_done": i.rebuilds_done,
                 "task": i.task,
+                "tasks": i.tasks,
                 "storage_io": c.io,
             })
         })
