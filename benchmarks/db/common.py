@@ -347,12 +347,39 @@ def timed(fn, *a, **kw):
     return r, time.perf_counter() - t
 
 
-def ingest(prep, write, n, batch=BATCH):
-    """One client writes consecutive batches of `batch` points: prep(lo, hi) builds the batch in
+def ingest(prep, write, n, batch=BATCH, writers=1):
+    """Client writes of consecutive batches of `batch` points: prep(lo, hi) builds the batch in
     the system's client form (numpy -> lists/objects, not timed as the system's), write(obj)
     returns after the system's acknowledgement. Reports points/s over the write calls alone
     (`points_per_s`) and over the whole loop including the client-side conversion
-    (`points_per_s_wall`), and batch latency percentiles."""
+    (`points_per_s_wall`), and batch latency percentiles.
+
+    With `writers` > 1, every batch is prepared first, then that many client threads write them
+    (batch i by thread i % writers) as fast as they are acknowledged; `points_per_s` is then the
+    points acknowledged per second of the writing phase, all threads together."""
+    if writers > 1:
+        objs = [prep(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
+        lat = [[] for _ in range(writers)]
+
+        def client(t):
+            for obj in objs[t::writers]:
+                s = time.perf_counter()
+                write(obj)
+                lat[t].append(time.perf_counter() - s)
+
+        t0 = time.perf_counter()
+        ts = [threading.Thread(target=client, args=(t,)) for t in range(writers)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        wall = time.perf_counter() - t0
+        lat = np.array([x for per in lat for x in per])
+        return {"points": n, "batch": batch, "writers": writers, "write_s": round(wall, 3),
+                "wall_s": round(wall, 3), "points_per_s": round(n / wall, 1),
+                "points_per_s_wall": round(n / wall, 1),
+                "batch_p50_ms": round(float(np.percentile(lat * 1000, 50)), 3),
+                "batch_p99_ms": round(float(np.percentile(lat * 1000, 99)), 3)}
     lat = []
     t0 = time.perf_counter()
     for lo in range(0, n, batch):
@@ -362,7 +389,7 @@ def ingest(prep, write, n, batch=BATCH):
         lat.append(time.perf_counter() - s)
     wall = time.perf_counter() - t0
     lat = np.array(lat)
-    return {"points": n, "batch": batch, "write_s": round(float(lat.sum()), 3), "wall_s": round(wall, 3),
+    return {"points": n, "batch": batch, "writers": 1, "write_s": round(float(lat.sum()), 3), "wall_s": round(wall, 3),
             "points_per_s": round(n / float(lat.sum()), 1), "points_per_s_wall": round(n / wall, 1),
             "batch_p50_ms": round(float(np.percentile(lat * 1000, 50)), 3),
             "batch_p99_ms": round(float(np.percentile(lat * 1000, 99)), 3)}
@@ -598,8 +625,9 @@ class Driver:
         rss0 = rss_mib()
         _, out["create_s"] = timed(self.create, self.train.shape[1])
         cpu0 = cpu_seconds()
-        log(f"{self.name}/{self.variant}: ingest {n} points in batches of {BATCH}")
-        out["ingest"] = ingest(self.write_prep, self.write, n)
+        writers = getattr(self.args, "writers", 1)
+        log(f"{self.name}/{self.variant}: ingest {n} points in batches of {BATCH}, {writers} writer(s)")
+        out["ingest"] = ingest(self.write_prep, self.write, n, writers=writers)
         log(f"  {out['ingest']}")
         out["info_after_ingest"] = self.info()
         _, out["index_wait_s"] = timed(self.wait_indexed) if index else (None, 0.0)
@@ -736,6 +764,7 @@ def main(driver_cls, extra_args=None):
     ap.add_argument("--caps-mib", default="8192", help="memory caps, label=MiB,... e.g. generous=8192,tight=160")
     ap.add_argument("--mem-timeout", type=float, default=240)
     ap.add_argument("--n", type=int, default=None, help="ingest-only: points to write")
+    ap.add_argument("--writers", type=int, default=1, help="load, ingest-only: client threads writing")
     ap.add_argument("--knobs10", default=None, help="search: knob values for k=10, comma-separated (overrides the driver's)")
     ap.add_argument("--knobs100", default=None, help="search: knob values for k=100, comma-separated")
     if extra_args:

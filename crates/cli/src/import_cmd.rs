@@ -73,6 +73,11 @@ pub struct Args {
     /// Seal everything into DiskANN segments before returning, and report the load duration.
     #[arg(long)]
     pub optimize: bool,
+    /// Write at most this many points a second (a paced client; default: as fast as writes
+    /// are acknowledged). With it, the write latencies reported are those of a load the
+    /// seals can keep up with.
+    #[arg(long)]
+    pub max_rate: Option<f64>,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     pub json: bool,
@@ -221,6 +226,28 @@ pub fn open_or_create(
 /// `batch` points per write, behind a progress bar (JSON lines with `json_progress`). Takes the payloads out of `payloads`:
 /// what is left there had no vector. Returns the points written, those that had a payload,
 /// and the seconds the writes took.
+/// What writing the points took: how many, how many had a payload, the seconds, and each
+/// write's latency.
+pub struct Written {
+    pub points: usize,
+    pub with_payload: usize,
+    pub seconds: f64,
+    /// Seconds each write (one batch) took until acknowledged.
+    pub latencies: Vec<f64>,
+}
+
+impl Written {
+    /// The latency at quantile `q` (0..=1) in milliseconds, 0 without writes.
+    pub fn latency_ms(&self, q: f64) -> f64 {
+        let mut l = self.latencies.clone();
+        l.sort_by(f64::total_cmp);
+        if l.is_empty() {
+            return 0.0;
+        }
+        l[((l.len() - 1) as f64 * q).round() as usize] * 1e3
+    }
+}
+
 pub fn write_points(
     col: &Collection,
     rows: usize,
@@ -228,11 +255,13 @@ pub fn write_points(
     payloads: &mut Payloads,
     batch: usize,
     json_progress: bool,
-) -> anyhow::Result<(usize, usize, f64)> {
+    max_rate: Option<f64>,
+) -> anyhow::Result<Written> {
     let bars = Bars::for_output(json_progress);
     bars.phase("importing", rows as u64);
     let started = Instant::now();
     let (mut written, mut with_payload) = (0, 0);
+    let mut latencies = Vec::with_capacity(rows.div_ceil(batch.max(1)));
     while let Some(chunk) = next_chunk()? {
         if let Some(pos) = chunk.ids.iter().position(|&id| id < 0) {
             bail!(
@@ -256,14 +285,28 @@ pub fn write_points(
                 })
                 .collect();
             let at = written + first;
+            if let Some(rate) = max_rate {
+                // Paced: this batch is due once the points before it took their share.
+                let due = std::time::Duration::from_secs_f64(at as f64 / rate);
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            let call = Instant::now();
             col.upsert(points)
                 .with_context(|| format!("writing points {at} to {}", at + ids.len() - 1))?;
+            latencies.push(call.elapsed().as_secs_f64());
             bars.advance(ids.len() as u64);
         }
         written += chunk.len();
     }
     bars.finish();
-    Ok((written, with_payload, started.elapsed().as_secs_f64()))
+    Ok(Written {
+        points: written,
+        with_payload,
+        seconds: started.elapsed().as_secs_f64(),
+        latencies,
+    })
 }
 
 /// Upserts the vectors of `vectors` (held whole, as the demo does) like `write_points`.
@@ -274,14 +317,16 @@ pub fn write_matrix(
     batch: usize,
 ) -> anyhow::Result<(usize, f64)> {
     let mut whole = Some(vectors.clone());
-    let (_, with_payload, seconds) = write_points(
+    let done = write_points(
         col,
         vectors.len(),
         &mut || Ok(whole.take()),
         payloads,
         batch,
         false,
+        None,
     )?;
+    let (with_payload, seconds) = (done.with_payload, done.seconds);
     Ok((with_payload, seconds))
 }
 
@@ -327,14 +372,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("indexing payload field {field:?}"))?;
     }
     let rows = stream.rows();
-    let (n, with_payload, seconds) = write_points(
+    if let Some(rate) = args.max_rate {
+        anyhow::ensure!(
+            rate.is_finite() && rate > 0.0,
+            "--max-rate must be a positive number of points a second, got {rate}"
+        );
+    }
+    let done = write_points(
         &col,
         rows,
         &mut || Ok(stream.next_chunk()?),
         &mut payloads,
         args.batch,
         args.json,
+        args.max_rate,
     )?;
+    let (n, with_payload, seconds) = (done.points, done.with_payload, done.seconds);
+    let (p50, p99, slowest) = (
+        done.latency_ms(0.5),
+        done.latency_ms(0.99),
+        done.latency_ms(1.0),
+    );
     let unmatched = payloads.len();
     let optimize_seconds = if args.optimize {
         let started = Instant::now();
@@ -353,7 +411,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "created": created, "dim": dim, "metric": info.config.metric.name(),
             "points": n, "with_payload": with_payload, "payload_rows_without_vector": unmatched,
             "payloads": payload_file.map(|f| f.display().to_string()),
-            "seconds": seconds, "points_per_second": rate,
+            "seconds": seconds, "points_per_second": rate, "max_rate": args.max_rate,
+            "write_ms": {"p50": p50, "p99": p99, "max": slowest},
             "optimize_seconds": optimize_seconds,
             "load_seconds": optimize_seconds.map(|o| seconds + o),
             "total_points": info.points, "indexed_points": info.indexed_points,
@@ -371,6 +430,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "imported {n} points ({payload_note}) into {} collection {:?} in {seconds:.2} s: {rate:.0} points/s",
         if created { "new" } else { "existing" },
         args.collection
+    );
+    println!(
+        "  writes of {} points: p50 {p50:.2} ms, p99 {p99:.2} ms, slowest {slowest:.0} ms",
+        args.batch
     );
     if unmatched > 0 {
         println!("  {unmatched} payload rows have no vector with their id and were left out");

@@ -484,3 +484,34 @@ fn import_keeps_the_build_memory_it_was_given_and_refuses_bad_ones() {
     }
     assert!(!ok(&["db", "info", "--db", db]).contains("other"));
 }
+
+/// `--max-rate` paces the writer (2,000 points at 8,000 a second take at least a quarter of a
+/// second, however fast the writes are) and the report carries each write's latency; a rate
+/// that is not a positive number is refused.
+#[test]
+fn a_paced_import_reports_its_write_latencies() {
+    let f = Fixture::new(2000);
+    let report = f.import(&["--max-rate", "8000", "--batch", "100"]);
+    assert_eq!(report["points"], 2000, "{report}");
+    assert!(report["seconds"].as_f64().unwrap() >= 0.2375, "{report}");
+    let ms = &report["write_ms"];
+    let (p50, p99, max) = (
+        ms["p50"].as_f64().unwrap(),
+        ms["p99"].as_f64().unwrap(),
+        ms["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{report}");
+    for bad in ["--max-rate=0", "--max-rate=-5", "--max-rate=inf"] {
+        let err = refused(&[
+            "import",
+            "--db",
+            f.db(),
+            "--collection",
+            "c",
+            "--dataset",
+            f.d(),
+            bad,
+        ]);
+        assert!(err.contains("rate"), "{err}");
+    }
+}
