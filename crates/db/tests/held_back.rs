@@ -14,6 +14,7 @@ const DIM: usize = 4;
 
 #[test]
 fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
+    // Set by every test of this file (its own process), never removed while one runs.
     std::env::set_var("DISKVEC_DELAY", "build=2000");
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
@@ -59,5 +60,44 @@ fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
     // Without a deadline the write waits for room and lands.
     c.upsert(small_points(next..next + 100)).unwrap();
     assert_eq!(c.count(None), next as usize + 99);
-    std::env::remove_var("DISKVEC_DELAY");
+}
+
+/// After a restart, the frozen segments the log replays are sealed one at a time before any
+/// are sealed together: a build of several that a crash interrupts starts again from
+/// nothing, and under a loop of crashes shorter than it, no seal would ever finish (the
+/// checkpoint would never move and writers would end up refused).
+#[test]
+fn after_a_restart_the_first_seal_takes_one_segment() {
+    std::env::set_var("DISKVEC_DELAY", "build=2000");
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = CollectionConfig::new(DIM, Metric::L2);
+    cfg.seal_threshold = 100;
+    cfg.max_degree = 8;
+    cfg.build_list = 16;
+    cfg.idle_merge_ms = 0;
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db.create_collection("c", cfg).unwrap();
+        // Indexing off: one growing segment takes all 300 points, nothing is sealed, and
+        // reopening replays them from the log, freezing a segment after each write of 100.
+        c.set_indexing(false);
+        for from in [0, 100, 200] {
+            c.upsert(small_points(from..from + 100)).unwrap();
+        }
+        assert_eq!(c.info().seals_done, 0);
+    }
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("c").unwrap();
+    let started = Instant::now();
+    let first = loop {
+        if let Some(t) = c.info().task {
+            break t;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no seal started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!((first.kind, first.points), ("seal", 100), "{first:?}");
 }

@@ -62,7 +62,12 @@ pub(crate) fn run_seals(inner: Arc<Inner>) {
             let waits_for_merge_lane =
                 bg.merge_all && bg.merging && inner.everything_fits_one_segment();
             if !waits_for_merge_lane {
-                if let Some(m) = inner.frozen_together() {
+                // Not before one seal has finished since open: after a crash the log
+                // replays every frozen segment, and a build of several together that the
+                // next crash interrupts starts again from nothing (under a loop of crashes
+                // shorter than it, no seal ever finished and writers ended up refused).
+                let together = (bg.sealed > 0).then(|| inner.frozen_together()).flatten();
+                if let Some(m) = together {
                     return Next::Run(Task::Rebuild(m));
                 }
                 if inner.has_frozen() {
