@@ -388,12 +388,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.max_rate,
     )?;
     let (n, with_payload, seconds) = (done.points, done.with_payload, done.seconds);
+    // The reader's buffers (a Parquet row group) and the payloads left over go before
+    // `optimize`, whose merge is granted a share of the memory left.
+    drop(stream);
+    let unmatched = payloads.len();
+    drop(payloads);
     let (p50, p99, slowest) = (
         done.latency_ms(0.5),
         done.latency_ms(0.99),
         done.latency_ms(1.0),
     );
-    let unmatched = payloads.len();
     let optimize_seconds = if args.optimize {
         let started = Instant::now();
         crate::progress::optimize(&col, args.json).context("sealing into DiskANN segments")?;

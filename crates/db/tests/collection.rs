@@ -871,3 +871,76 @@ fn info_says_why_a_segment_walks_without_navigation() {
         exact(&vector(77), &all, 5, &|_| true)
     );
 }
+
+/// The PQ codebook of each sealed segment's meta.dvm (the bytes after its 56-byte header,
+/// as long as the header's codebook length says), by segment directory.
+fn codebooks(db: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let segments = db.join("collections").join("c").join("segments");
+    for e in std::fs::read_dir(&segments).unwrap().flatten() {
+        let Ok(bytes) = std::fs::read(e.path().join("meta.dvm")) else {
+            continue;
+        };
+        let len = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+        out.insert(
+            e.file_name().to_string_lossy().into_owned(),
+            bytes[56..56 + len].to_vec(),
+        );
+    }
+    out
+}
+
+/// Seals after the first encode with the codebook it trained (training is about a third of
+/// a small seal); a merge trains its own on all its points, and the seals after it take
+/// that one up. Searches find every point either way.
+#[test]
+fn seals_reuse_the_collection_codebook_and_a_merge_renews_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let mut cfg = config(600);
+    cfg.idle_merge_ms = 0;
+    let c = db.create_collection("c", cfg).unwrap();
+    let sealed_count = |c: &diskvec_db::Collection| {
+        c.info()
+            .segments
+            .iter()
+            .filter(|s| s.kind == "sealed")
+            .count()
+    };
+    let wait_sealed = |c: &diskvec_db::Collection, n: usize| {
+        let started = std::time::Instant::now();
+        while sealed_count(c) < n {
+            assert!(started.elapsed().as_secs() < 120, "{:?}", c.info());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    for s in 0..2u64 {
+        c.upsert(points(s * 600..(s + 1) * 600)).unwrap();
+        wait_sealed(&c, s as usize + 1);
+    }
+    let seals = codebooks(dir.path());
+    assert_eq!(seals.len(), 2, "{seals:?}");
+    let first = seals.values().next().unwrap().clone();
+    assert!(first.len() > 1000, "a codebook of {} bytes", first.len());
+    assert!(
+        seals.values().all(|b| *b == first),
+        "the second seal trained its own"
+    );
+
+    c.optimize(true).unwrap();
+    let merged = codebooks(dir.path());
+    assert_eq!(merged.len(), 1, "{merged:?}");
+    let renewed = merged.values().next().unwrap().clone();
+    c.upsert(points(1200..1800)).unwrap();
+    wait_sealed(&c, 2);
+    let after = codebooks(dir.path());
+    assert_eq!(after.len(), 2);
+    assert!(
+        after.values().all(|b| *b == renewed),
+        "the seal after the merge"
+    );
+    for id in [0u64, 650, 1250, 1799] {
+        let hits = c.search(&vector(id), &SearchRequest::new(1)).unwrap();
+        assert_eq!(hits[0].id, PointId::Num(id));
+    }
+}

@@ -72,6 +72,11 @@ pub struct PqTable {
 }
 
 impl ProductQuantizer {
+    /// Whether its tables hold squared-L2 distances (else -dot).
+    pub fn uses_l2(&self) -> bool {
+        self.use_l2
+    }
+
     /// Trains on (a sample of at most `max_sample` rows of) `data`.
     /// `use_l2` picks squared-L2 tables; otherwise tables hold -dot.
     pub fn train(

@@ -72,6 +72,9 @@ pub(crate) struct Inner {
     /// Callers waiting in `optimize(wait=true)`: builds started meanwhile run at the
     /// default priority.
     optimize_waiters: std::sync::atomic::AtomicUsize,
+    /// The PQ codebook seals encode with (the last merge's, or the first seal's since
+    /// open): training one is about a third of a 20,000-point seal.
+    codebook: Mutex<Option<Arc<diskvec_vector::ProductQuantizer>>>,
 }
 
 /// Device and inode of a directory.
@@ -86,12 +89,15 @@ impl Inner {
     /// plan goes to `info()` under `lane`. A `supersedable` build (a seal of frozen
     /// segments or a merge in the merge lane, not the merge of everything) stops with
     /// `IndexError::Cancelled` once a merge of everything is due, which would redo it.
+    /// A seal encodes with the collection's codebook when there is one; a merge or vacuum
+    /// trains its own on a sample of all its points, which the seals then take up.
     pub(crate) fn build_segment(
         &self,
         input: &crate::segment::SealInput,
         dir: &std::path::Path,
         paths: &[PathBuf],
         lane: task::Lane,
+        kind: &str,
         supersedable: bool,
     ) -> crate::Result<()> {
         crate::delay_point("build");
@@ -126,15 +132,31 @@ impl Inner {
             task::Lane::Seal => crate::background::BuildPriority::Seal,
             task::Lane::Merge => crate::background::BuildPriority::Merge,
         };
+        let seal = kind == "seal";
+        let given = if seal {
+            lock(&self.codebook).clone()
+        } else {
+            None
+        };
+        let reused = given.is_some();
         let built = crate::segment::seal(
             input,
             dir,
             &self.config,
             paths,
-            grant.plan.budget,
-            priority,
+            crate::segment::SealBuild {
+                budget: grant.plan.budget,
+                priority,
+                codebook: given,
+            },
             &progress,
         );
+        if let Ok(Some(trained)) = &built {
+            if !reused {
+                *lock(&self.codebook) = Some(Arc::clone(trained));
+            }
+        }
+        let built = built.map(|_| ());
         if is_cancelled(&built) {
             // Nothing of a cancelled build is listed anywhere: its directories go.
             let _ = std::fs::remove_dir_all(dir);

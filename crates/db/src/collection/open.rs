@@ -197,6 +197,7 @@ impl Collection {
             last_write: Mutex::new(std::time::Instant::now()),
             builds,
             optimize_waiters: Default::default(),
+            codebook: Default::default(),
             frozen_limit: super::write::frozen_limit(
                 config_seal_bytes,
                 diskvec_index::diskann::available_memory(),

@@ -136,7 +136,7 @@ impl Inner {
         }
         let started = std::time::Instant::now();
         let task = self.task.begin(Lane::Seal, "seal", copy.len());
-        self.build_segment(&copy, &dir, &paths, Lane::Seal, true)?;
+        self.build_segment(&copy, &dir, &paths, Lane::Seal, "seal", true)?;
         drop(task);
         drop(copy);
         crate::failpoint("seal:built");

@@ -287,7 +287,7 @@ impl Inner {
         let count = points.len();
         self.task.set_points(lane, count);
         if count > 0 {
-            self.build_segment(&points, &dir, &paths, lane, supersedable)?;
+            self.build_segment(&points, &dir, &paths, lane, kind, supersedable)?;
         }
         drop(task);
         drop(points);

@@ -12,7 +12,7 @@ use diskvec_index::diskann::{
     SearchResult, SearchService,
 };
 use diskvec_index::limits;
-use diskvec_vector::Metric;
+use diskvec_vector::{Metric, ProductQuantizer};
 use roaring::RoaringBitmap;
 
 use super::files::{read_points, write_points, POINTS_FILE};
@@ -68,18 +68,25 @@ pub(crate) struct Sealed {
     pub payload_index: RwLock<PayloadIndex>,
 }
 
-/// Builds the DiskANN index and the points file of `input` into `dir`, within `budget`
-/// bytes (what the database's build memory granted: the build runs in shards when the
-/// whole of it does not fit), at `priority` (`run_build`).
+/// How a seal's build runs: within `budget` bytes (what the database's build memory granted:
+/// the build runs in shards when the whole of it does not fit), at `priority` (`run_build`),
+/// encoding with `codebook` when given.
+pub(crate) struct SealBuild {
+    pub budget: u64,
+    pub priority: crate::background::BuildPriority,
+    pub codebook: Option<Arc<ProductQuantizer>>,
+}
+
+/// Builds the DiskANN index and the points file of `input` into `dir` as `how` says;
+/// returns the codebook its codes were made with.
 pub(crate) fn seal(
     input: &SealInput,
     dir: &Path,
     config: &CollectionConfig,
     paths: &[PathBuf],
-    budget: u64,
-    priority: crate::background::BuildPriority,
+    how: SealBuild,
     progress: &dyn diskvec_index::Progress,
-) -> Result<()> {
+) -> Result<Option<Arc<ProductQuantizer>>> {
     std::fs::create_dir_all(dir).map_err(crate::error::file_error(dir))?;
     if !input.rows_match() {
         return Err(crate::DbError::Unavailable(format!(
@@ -87,12 +94,15 @@ pub(crate) fn seal(
             input.len()
         )));
     }
-    let params = config.build_params(paths);
-    crate::background::run_build(priority, || {
+    let params = diskvec_index::diskann::BuildParams {
+        codebook: how.codebook,
+        ..config.build_params(paths)
+    };
+    let report = crate::background::run_build(how.priority, || {
         build_from(
             &mut input.source(),
             &params,
-            MemoryBudget::Bytes(budget),
+            MemoryBudget::Bytes(how.budget),
             dir,
             progress,
         )
@@ -102,7 +112,8 @@ pub(crate) fn seal(
         &input.ids,
         &input.versions,
         &input.payloads,
-    )
+    )?;
+    Ok(report.codebook)
 }
 
 impl Points for Sealed {

@@ -46,6 +46,9 @@ pub struct BuildParams {
     /// What the graph's distances are computed on while it is built (the node file always
     /// holds the full vectors).
     pub graph_precision: GraphPrecision,
+    /// A PQ codebook to encode with instead of training one, when it fits the build (its
+    /// dimension, code size and distance); a database's seals reuse their collection's.
+    pub codebook: Option<std::sync::Arc<ProductQuantizer>>,
 }
 
 /// The vectors a graph is built over.
@@ -97,8 +100,28 @@ impl Default for BuildParams {
             seed: 1,
             input_prepared: false,
             graph_precision: GraphPrecision::default(),
+            codebook: None,
         }
     }
+}
+
+/// The codebook `params` gives when it fits a build of `dim` dimensions and `pq_bytes`
+/// code bytes, else one trained on `sample` (prepared rows).
+pub(crate) fn codebook_for(
+    params: &BuildParams,
+    sample: &[f32],
+    dim: usize,
+    pq_bytes: usize,
+) -> Result<ProductQuantizer> {
+    let use_l2 = params.metric.pq_uses_l2();
+    if let Some(given) = &params.codebook {
+        if given.dim == dim && given.code_bytes() == pq_bytes && given.uses_l2() == use_l2 {
+            return Ok(ProductQuantizer::clone(given));
+        }
+        log::info!("the codebook given does not fit this build; training one");
+    }
+    ProductQuantizer::train(sample, dim, pq_bytes, use_l2, params.pq_sample, params.seed)
+        .map_err(IndexError::InvalidArgument)
 }
 
 /// What a build did, phase by phase.
@@ -120,6 +143,8 @@ pub struct BuildReport {
     /// Navigation was left off because it would not pay on this data (its navigation file
     /// says so and holds nothing else).
     pub navigation_off: Option<SteppedAside>,
+    /// The PQ codebook the index's codes were made with (trained, or the one given).
+    pub codebook: Option<std::sync::Arc<ProductQuantizer>>,
 }
 
 /// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
@@ -458,15 +483,7 @@ pub fn build(
     let rows = Rows::new(&prepared, dim);
 
     progress.phase("PQ training", 1);
-    let pq = ProductQuantizer::train(
-        &prepared,
-        dim,
-        pq_bytes,
-        params.metric.pq_uses_l2(),
-        params.pq_sample,
-        params.seed,
-    )
-    .map_err(IndexError::InvalidArgument)?;
+    let pq = codebook_for(params, &prepared, dim, pq_bytes)?;
     let codes = pq.encode_all(&prepared);
     progress.advance(1);
     let pq_seconds = start.elapsed().as_secs_f64();
@@ -585,6 +602,7 @@ pub fn build(
         shards: 1,
         memory_budget: 0,
         navigation_off,
+        codebook: Some(std::sync::Arc::new(pq)),
     })
 }
 

@@ -32,8 +32,8 @@ use rayon::prelude::*;
 
 use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
 use super::build::{
-    advance_unless_cancelled, build_header, walk_codes, walk_sample, BuildParams, BuildReport,
-    GraphPrecision, SampledCodes,
+    advance_unless_cancelled, build_header, codebook_for, walk_codes, walk_sample, BuildParams,
+    BuildReport, GraphPrecision, SampledCodes,
 };
 use super::commit;
 use super::meta_writer::staged_path;
@@ -694,6 +694,7 @@ pub(crate) fn build_sharded(
             header,
             navigation_off,
         },
+        pq,
     ) = match result {
         Ok(built) => built,
         Err(e) => {
@@ -723,11 +724,12 @@ pub(crate) fn build_sharded(
         shards: plan.shards,
         memory_budget: plan.budget,
         navigation_off,
+        codebook: Some(std::sync::Arc::new(pq)),
     })
 }
 
 /// Seconds of the PQ, graph and write phases, and what the outputs' writer returned.
-type Built = ((f64, f64, f64), Written);
+type Built = ((f64, f64, f64), Written, ProductQuantizer);
 
 #[allow(clippy::too_many_arguments)]
 fn build_files(
@@ -748,15 +750,7 @@ fn build_files(
     commit::failpoint("build:spooled");
     let space = GraphSpace::new(params.metric, dim, spooled.max_norm_sq);
     progress.phase("PQ training", 1);
-    let pq = ProductQuantizer::train(
-        &spooled.sample,
-        dim,
-        pq_bytes,
-        params.metric.pq_uses_l2(),
-        params.pq_sample,
-        params.seed,
-    )
-    .map_err(IndexError::InvalidArgument)?;
+    let pq = codebook_for(params, &spooled.sample, dim, pq_bytes)?;
     let sq = ScalarQuantizer4::train(&spooled.sample, dim);
     let mut graph_sample = Vec::with_capacity(spooled.sample.len() / dim * space.dim());
     for v in spooled.sample.chunks_exact(dim) {
@@ -852,7 +846,7 @@ fn build_files(
         params,
         plan,
         header_probe,
-        pq,
+        &pq,
         nav_choice,
         edges,
         build_id,
@@ -865,5 +859,6 @@ fn build_files(
             write_start.elapsed().as_secs_f64(),
         ),
         written,
+        pq,
     ))
 }

@@ -160,7 +160,7 @@ pub(crate) fn write_outputs(
     params: &BuildParams,
     plan: &BuildPlan,
     header_probe: Header,
-    pq: ProductQuantizer,
+    pq: &ProductQuantizer,
     nav_choice: NavChoice,
     edges: u64,
     build_id: u64,
