@@ -110,11 +110,12 @@ def chart(results, png):
     t_ax.plot(n, [r["build"]["build_seconds"] for r in rows], "o-", label="build")
     t_ax.plot(n, [r["build"]["graph_seconds"] for r in rows], "s--", label="graph phase")
     for r, x in zip(rows, n):
-        t_ax.annotate(f"{r['build']['shards']} shards", (x, r["build"]["build_seconds"]), textcoords="offset points",
-                      xytext=(4, -12), fontsize=7)
+        share = r["budget_bytes"] / (r["n"] * 768 * 4)
+        t_ax.annotate(f"{r['build']['shards']} shards, budget {share:.0%}", (x, r["build"]["build_seconds"]),
+                      textcoords="offset points", xytext=(-30, 8), fontsize=7)
     t_ax.set_xlabel("vectors (millions, 768-d)")
     t_ax.set_ylabel("seconds")
-    t_ax.set_title("diskvec build at a memory budget of 25% of the raw vectors", fontsize=9)
+    t_ax.set_title("diskvec build within a memory budget (a share of the raw vectors)", fontsize=9)
     t_ax.grid(alpha=0.3)
     t_ax.legend(fontsize=8)
     mib = 2 ** 20
