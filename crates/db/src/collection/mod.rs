@@ -73,7 +73,7 @@ pub(crate) struct Inner {
     /// default priority.
     optimize_waiters: std::sync::atomic::AtomicUsize,
     /// The PQ codebook seals encode with (the last merge's, or the first seal's since
-    /// open): training one is about a third of a 20,000-point seal.
+    /// open): the PQ phase, most of it training, was a third of a small build.
     codebook: Mutex<Option<Arc<diskvec_vector::ProductQuantizer>>>,
 }
 
