@@ -108,6 +108,13 @@ impl Fixture {
     /// `import` of the fixture's dataset into collection "c", with `extra` options; its
     /// JSON report.
     fn import(&self, extra: &[&str]) -> Value {
+        let mut args = self.import_args(extra);
+        args.push("--json");
+        last_json(&ok(&args))
+    }
+
+    /// The arguments of `import` of the fixture's dataset into collection "c", then `extra`.
+    fn import_args<'a>(&'a self, extra: &[&'a str]) -> Vec<&'a str> {
         let mut args = vec![
             "import",
             "--db",
@@ -118,8 +125,7 @@ impl Fixture {
             self.d(),
         ];
         args.extend_from_slice(extra);
-        args.push("--json");
-        last_json(&ok(&args))
+        args
     }
 
     fn info(&self) -> Value {
@@ -502,16 +508,7 @@ fn a_paced_import_reports_its_write_latencies() {
     );
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{report}");
     for bad in ["--max-rate=0", "--max-rate=-5", "--max-rate=inf"] {
-        let err = refused(&[
-            "import",
-            "--db",
-            f.db(),
-            "--collection",
-            "c",
-            "--dataset",
-            f.d(),
-            bad,
-        ]);
+        let err = refused(&f.import_args(&[bad]));
         assert!(err.contains("rate"), "{err}");
     }
 }

@@ -67,6 +67,39 @@ impl<'a> RowsByPosition<'a> {
     }
 }
 
+/// Hands every row of the scratch file `path` (`n` rows of `row_bytes`) to `sink`, in node
+/// order: through the placement's `order` (a batch read by position at a time) when nodes
+/// were placed, else as they lie, `chunk_rows` at a time.
+fn stream_rows(
+    path: &Path,
+    n: usize,
+    row_bytes: usize,
+    order: Option<&[u32]>,
+    chunk_rows: usize,
+    mut sink: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    match order {
+        Some(order) => {
+            let mut rows = RowsByPosition::open(path, row_bytes, order)?;
+            for pos in 0..n {
+                sink(rows.get(pos)?)?;
+            }
+        }
+        None => {
+            let mut input = SpillReader::open(path, FILE_BUFFER)?;
+            let mut buf = vec![0u8; chunk_rows * row_bytes];
+            let mut left = n;
+            while left > 0 {
+                let rows = left.min(chunk_rows);
+                input.read_exact(&mut buf[..rows * row_bytes])?;
+                sink(&buf[..rows * row_bytes])?;
+                left -= rows;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The merged graph in memory, flat: node `i`'s list is `neighbors[offsets[i]..offsets[i+1]]`.
 struct Lists {
     offsets: Vec<u32>,
@@ -231,31 +264,20 @@ pub(crate) fn write_outputs(
     };
     let staged = stage_meta(inputs.out, parts, &geometry, |w| {
         let staged = staged_path(inputs.out);
-        match &placement {
-            Some(p) => {
-                let mut codes = RowsByPosition::open(&inputs.pq, m, &p.order)?;
-                for pos in 0..n {
-                    w.codes(codes.get(pos)?).map_err(file_error(&staged))?;
-                }
+        let order = placement.as_ref().map(|p| &p.order[..]);
+        stream_rows(&inputs.pq, n, m, order, plan.chunk_rows, |codes| {
+            w.codes(codes).map_err(file_error(&staged))
+        })?;
+        match order {
+            Some(order) => {
                 let mut placed = Vec::with_capacity(BATCH_ROWS);
-                for chunk in p.order.chunks(BATCH_ROWS) {
+                for chunk in order.chunks(BATCH_ROWS) {
                     placed.clear();
                     placed.extend(chunk.iter().map(|&old| inputs.ids[old as usize]));
                     w.ids(&placed).map_err(file_error(&staged))?;
                 }
             }
-            None => {
-                let mut input = SpillReader::open(&inputs.pq, FILE_BUFFER)?;
-                let mut buf = vec![0u8; plan.chunk_rows * m];
-                let mut left = n;
-                while left > 0 {
-                    let rows = left.min(plan.chunk_rows);
-                    input.read_exact(&mut buf[..rows * m])?;
-                    w.codes(&buf[..rows * m]).map_err(file_error(&staged))?;
-                    left -= rows;
-                }
-                w.ids(&inputs.ids).map_err(file_error(&staged))?;
-            }
+            None => w.ids(&inputs.ids).map_err(file_error(&staged))?,
         }
         Ok(())
     })?;
@@ -358,12 +380,12 @@ fn write_navigation(
     let n = summary.n;
     let sq_record = summary.sq.code_bytes() + 4;
     let mut nav = NavWriter::create(inputs.nav_target, summary)?;
+    let order = placement.as_ref().map(|p| &p.order[..]);
+    stream_rows(&inputs.sq4, n, sq_record, order, plan.chunk_rows, |codes| {
+        nav.write(codes)
+    })?;
     match placement {
         Some(p) => {
-            let mut codes = RowsByPosition::open(&inputs.sq4, sq_record, &p.order)?;
-            for pos in 0..n {
-                nav.write(codes.get(pos)?)?;
-            }
             let mut offsets = Vec::with_capacity(n + 1);
             offsets.push(0u32);
             for &old in &p.order {
@@ -381,15 +403,6 @@ fn write_navigation(
             }
         }
         None => {
-            let mut codes = SpillReader::open(&inputs.sq4, FILE_BUFFER)?;
-            let mut buf = vec![0u8; plan.chunk_rows * sq_record];
-            let mut left = n;
-            while left > 0 {
-                let rows = left.min(plan.chunk_rows);
-                codes.read_exact(&mut buf[..rows * sq_record])?;
-                nav.write(&buf[..rows * sq_record])?;
-                left -= rows;
-            }
             let mut list = Vec::new();
             let mut offsets = Vec::with_capacity(plan.chunk_rows + 1);
             let mut graph = GraphReader::open(&inputs.graph, r)?;
