@@ -36,6 +36,15 @@ pub(crate) fn failpoint(step: &str) {
     }
 }
 
+/// Fails with an error when `DISKVEC_FAIL` is `step`, so tests can reach the recovery from
+/// a failure that real disks give rarely (a freshly built segment that does not open).
+pub(crate) fn injected_failure(step: &str) -> Result<()> {
+    if std::env::var("DISKVEC_FAIL").is_ok_and(|v| v == step) {
+        return Err(DbError::Unavailable(format!("injected failure at {step}")));
+    }
+    Ok(())
+}
+
 /// Sleeps for MILLIS when `DISKVEC_DELAY` is `step=MILLIS`, so tests can hold a moment open
 /// (a seal that takes seconds) on a machine fast enough not to.
 pub(crate) fn delay_point(step: &str) {

@@ -87,6 +87,23 @@ impl ProductQuantizer {
         max_sample: usize,
         seed: u64,
     ) -> Result<Self, String> {
+        Self::train_holding_out(data, dim, subspaces, use_l2, max_sample, seed, 0).map(|(pq, _)| pq)
+    }
+
+    /// `train`, keeping up to `held_out` rows of `data` out of training (at most an eighth of
+    /// the rows it draws) to measure how well the codebook fits rows it has not seen: the
+    /// returned distortion (`distortion`), the figure a later build compares its own rows'
+    /// fit with. Rows it trained on would not do: with few rows per centroid they fit their
+    /// own codebook almost exactly.
+    pub fn train_holding_out(
+        data: &[f32],
+        dim: usize,
+        subspaces: usize,
+        use_l2: bool,
+        max_sample: usize,
+        seed: u64,
+        held_out: usize,
+    ) -> Result<(Self, f64), String> {
         if subspaces == 0 || subspaces > dim {
             return Err(format!(
                 "PQ needs between 1 and {dim} code bytes for {dim}-dimensional vectors, got {subspaces}"
@@ -94,7 +111,10 @@ impl ProductQuantizer {
         }
         let n = data.len() / dim;
         let mut rng = SmallRng::seed_from_u64(seed);
-        let rows = sample(&mut rng, n, n.min(max_sample.max(1))).into_vec();
+        let drawn = n.min(max_sample.max(1).saturating_add(held_out));
+        let mut rows = sample(&mut rng, n, drawn).into_vec();
+        let kept_back = held_out.min(drawn / 8);
+        let test_rows = rows.split_off(rows.len() - kept_back);
         let offsets: Vec<usize> = (0..=subspaces)
             .map(|m| m * (dim / subspaces) + m.min(dim % subspaces))
             .collect();
@@ -110,12 +130,14 @@ impl ProductQuantizer {
             })
             .collect();
         let centroids = blocks.concat();
-        Ok(Self {
+        let pq = Self {
             dim,
             transposed: transpose(&offsets, &centroids),
             offsets,
             use_l2,
-        })
+        };
+        let fit = pq.mean_distortion(data, test_rows.iter().copied());
+        Ok((pq, fit))
     }
 
     /// Bytes this quantizer holds in memory: the centroids and the offsets.
@@ -140,6 +162,40 @@ impl ProductQuantizer {
             let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
             let by_dimension = &self.transposed[lo * CENTROIDS..hi * CENTROIDS];
             *byte = nearest_by_dimension(by_dimension, CENTROIDS, &v[lo..hi], &mut scratch) as u8;
+        }
+    }
+
+    /// Mean squared distance between a row and its code's reconstruction, over at most
+    /// `max_rows` rows of `data` spread evenly through it: how well this codebook fits
+    /// those rows. A codebook trained on other rows fits these as well as rows held out of
+    /// its training only when they come from the same distribution.
+    pub fn distortion(&self, data: &[f32], max_rows: usize) -> f64 {
+        let n = data.len() / self.dim;
+        let take = n.min(max_rows);
+        self.mean_distortion(data, (0..take).map(|i| i * n / take))
+    }
+
+    /// The mean squared reconstruction error of `rows` of `data` (0 for no row).
+    fn mean_distortion(&self, data: &[f32], rows: impl Iterator<Item = usize>) -> f64 {
+        let mut code = vec![0u8; self.code_bytes()];
+        let (mut total, mut count) = (0f64, 0usize);
+        for row in rows {
+            let v = &data[row * self.dim..(row + 1) * self.dim];
+            self.encode_into(v, &mut code);
+            for (m, &c) in code.iter().enumerate() {
+                let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
+                let block = &self.transposed[lo * CENTROIDS..hi * CENTROIDS];
+                for (d, &x) in v[lo..hi].iter().enumerate() {
+                    let e = x - block[d * CENTROIDS + c as usize];
+                    total += f64::from(e * e);
+                }
+            }
+            count += 1;
+        }
+        if count == 0 {
+            0.0
+        } else {
+            total / count as f64
         }
     }
 
@@ -320,6 +376,32 @@ mod tests {
     fn random_data(n: usize, dim: usize) -> Vec<f32> {
         let mut rng = SmallRng::seed_from_u64(3);
         (0..n * dim).map(|_| rng.random_range(-1.0..1.0)).collect()
+    }
+
+    #[test]
+    fn distortion_tells_rows_of_the_training_distribution_from_shifted_ones() {
+        let dim = 32;
+        for rows in [600, 8000] {
+            let trained_on = random_data(rows, dim);
+            let (pq, held_out) =
+                ProductQuantizer::train_holding_out(&trained_on, dim, 8, true, rows, 1, 2048)
+                    .unwrap();
+            let mut rng = SmallRng::seed_from_u64(11);
+            let alike: Vec<f32> = (0..2000 * dim)
+                .map(|_| rng.random_range(-1.0..1.0))
+                .collect();
+            let shifted: Vec<f32> = alike.iter().map(|x| x + 2.0).collect();
+            let (alike, shifted) = (pq.distortion(&alike, 2048), pq.distortion(&shifted, 2048));
+            assert!(held_out > 0.0);
+            assert!(
+                (alike / held_out - 1.0).abs() < 0.15,
+                "{rows} rows: alike {alike} held out {held_out}"
+            );
+            assert!(
+                shifted / held_out > 5.0,
+                "{rows} rows: shifted {shifted} held out {held_out}"
+            );
+        }
     }
 
     #[test]

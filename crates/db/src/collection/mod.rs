@@ -15,6 +15,7 @@ mod rebuild;
 mod state;
 mod storage_io;
 mod superseded;
+mod switch;
 mod task;
 mod worker;
 mod write;
@@ -74,7 +75,7 @@ pub(crate) struct Inner {
     optimize_waiters: std::sync::atomic::AtomicUsize,
     /// The PQ codebook seals encode with (the last merge's, or the first seal's since
     /// open): the PQ phase, most of it training, was a third of a small build.
-    codebook: Mutex<Option<Arc<diskvec_vector::ProductQuantizer>>>,
+    codebook: Mutex<Option<Arc<diskvec_index::diskann::Codebook>>>,
 }
 
 /// Device and inode of a directory.
@@ -138,7 +139,6 @@ impl Inner {
         } else {
             None
         };
-        let reused = given.is_some();
         let built = crate::segment::seal(
             input,
             dir,
@@ -151,10 +151,10 @@ impl Inner {
             },
             &progress,
         );
-        if let Ok(Some(trained)) = &built {
-            if !reused {
-                *lock(&self.codebook) = Some(Arc::clone(trained));
-            }
+        // The next seals encode with the codebook this build made (or kept): a new one when
+        // the rows no longer fitted the old.
+        if let Ok(Some(used)) = &built {
+            *lock(&self.codebook) = Some(Arc::clone(used));
         }
         let built = built.map(|_| ());
         if is_cancelled(&built) {

@@ -95,11 +95,20 @@ impl Inner {
             .unwrap_or_else(|e| e.into_inner())
             .fields
             .clone();
+        self.open_built_with(dir, &fields)
+    }
+
+    /// `open_built` with the payload index fields given (for a caller holding the state lock).
+    pub(crate) fn open_built_with(
+        &self,
+        dir: &std::path::Path,
+        fields: &[(String, crate::filter::PayloadIndexKind)],
+    ) -> Result<Sealed> {
         Sealed::open(
             dir,
             self.config.metric,
             roaring::RoaringBitmap::new(),
-            &fields,
+            fields,
             !self.config.on_disk,
             self.config.navigation,
         )
@@ -294,6 +303,9 @@ impl Collection {
             let mut bg = lock(&inner.background);
             bg.error = None;
             bg.sealing_failed = false;
+            // Asked for now: a merge that failed before is tried again at once, not after
+            // the retry pause (which would answer this call without merging).
+            bg.merge_failed_at = None;
             bg.merge_all = true;
         }
         inner.freeze_now();

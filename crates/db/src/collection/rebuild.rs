@@ -294,42 +294,11 @@ impl Inner {
         // Frozen segments sealed together are a seal, for the crash tests too.
         let step = if kind == "seal" { "seal" } else { "rebuild" };
         crate::failpoint(&format!("{step}:built"));
-        let rebuilt = if count > 0 {
-            Some(Arc::new(self.open_built(&dir)?))
-        } else {
-            None
-        };
-        {
-            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-            if let Some(new) = &rebuilt {
-                for (new_offset, from) in origin.iter().enumerate() {
-                    let new_offset = new_offset as u32;
-                    let id = new.ids[new_offset as usize];
-                    if state.tracker.get(&id) == Some(from) {
-                        state.tracker.insert(
-                            id,
-                            Loc {
-                                segment: new_id,
-                                offset: new_offset,
-                                version: from.version,
-                            },
-                        );
-                    } else {
-                        // Deleted or rewritten while we built.
-                        new.delete(new_offset);
-                    }
-                }
-                state
-                    .segments
-                    .insert(new_id, Segment::Sealed(Arc::clone(new)));
-            }
-            for id in sources.iter().chain(frozen) {
-                if let Some(gone) = state.segments.remove(id) {
-                    self.retire_io(&gone);
-                }
-            }
-            state.frozen.retain(|id| !frozen.contains(id));
-        }
+        drop(segs);
+        let rebuilt = self
+            .switch_in(new_id, &dir, sources, frozen, &origin)?
+            .is_some();
+        drop(origin);
         self.write_manifest(checkpoint)?;
         if let Some(c) = checkpoint {
             self.wal.truncate_below(c + 1)?;
@@ -342,7 +311,7 @@ impl Inner {
                 let _ = std::fs::remove_dir_all(p);
             }
         }
-        if rebuilt.is_none() {
+        if !rebuilt {
             let _ = std::fs::remove_dir_all(&dir);
         }
         log::info!(

@@ -12,7 +12,7 @@ use diskvec_index::diskann::{
     SearchResult, SearchService,
 };
 use diskvec_index::limits;
-use diskvec_vector::{Metric, ProductQuantizer};
+use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
 use super::files::{read_points, write_points, POINTS_FILE};
@@ -74,7 +74,7 @@ pub(crate) struct Sealed {
 pub(crate) struct SealBuild {
     pub budget: u64,
     pub priority: crate::background::BuildPriority,
-    pub codebook: Option<Arc<ProductQuantizer>>,
+    pub codebook: Option<Arc<diskvec_index::diskann::Codebook>>,
 }
 
 /// Builds the DiskANN index and the points file of `input` into `dir` as `how` says;
@@ -86,7 +86,7 @@ pub(crate) fn seal(
     paths: &[PathBuf],
     how: SealBuild,
     progress: &dyn diskvec_index::Progress,
-) -> Result<Option<Arc<ProductQuantizer>>> {
+) -> Result<Option<Arc<diskvec_index::diskann::Codebook>>> {
     std::fs::create_dir_all(dir).map_err(crate::error::file_error(dir))?;
     if !input.rows_match() {
         return Err(crate::DbError::Unavailable(format!(

@@ -48,7 +48,7 @@ pub struct BuildParams {
     pub graph_precision: GraphPrecision,
     /// A PQ codebook to encode with instead of training one, when it fits the build (its
     /// dimension, code size and distance); a database's seals reuse their collection's.
-    pub codebook: Option<std::sync::Arc<ProductQuantizer>>,
+    pub codebook: Option<std::sync::Arc<super::Codebook>>,
 }
 
 /// The vectors a graph is built over.
@@ -105,25 +105,6 @@ impl Default for BuildParams {
     }
 }
 
-/// The codebook `params` gives when it fits a build of `dim` dimensions and `pq_bytes`
-/// code bytes, else one trained on `sample` (prepared rows).
-pub(crate) fn codebook_for(
-    params: &BuildParams,
-    sample: &[f32],
-    dim: usize,
-    pq_bytes: usize,
-) -> Result<ProductQuantizer> {
-    let use_l2 = params.metric.pq_uses_l2();
-    if let Some(given) = &params.codebook {
-        if given.dim == dim && given.code_bytes() == pq_bytes && given.uses_l2() == use_l2 {
-            return Ok(ProductQuantizer::clone(given));
-        }
-        log::info!("the codebook given does not fit this build; training one");
-    }
-    ProductQuantizer::train(sample, dim, pq_bytes, use_l2, params.pq_sample, params.seed)
-        .map_err(IndexError::InvalidArgument)
-}
-
 /// What a build did, phase by phase.
 #[derive(Clone, Debug, Default)]
 pub struct BuildReport {
@@ -144,7 +125,7 @@ pub struct BuildReport {
     /// says so and holds nothing else).
     pub navigation_off: Option<SteppedAside>,
     /// The PQ codebook the index's codes were made with (trained, or the one given).
-    pub codebook: Option<std::sync::Arc<ProductQuantizer>>,
+    pub codebook: Option<std::sync::Arc<super::Codebook>>,
 }
 
 /// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
@@ -483,7 +464,8 @@ pub fn build(
     let rows = Rows::new(&prepared, dim);
 
     progress.phase("PQ training", 1);
-    let pq = codebook_for(params, &prepared, dim, pq_bytes)?;
+    let codebook = super::codebook::codebook_for(params, &prepared, dim, pq_bytes)?;
+    let pq = &codebook.pq;
     let codes = pq.encode_all(&prepared);
     progress.advance(1);
     let pq_seconds = start.elapsed().as_secs_f64();
@@ -525,7 +507,7 @@ pub fn build(
         &prepared,
         dim,
         params.metric,
-        (&pq, &codes),
+        (pq, &codes),
         &graph.neighbors,
         &order,
         &position,
@@ -535,12 +517,12 @@ pub fn build(
         build_id,
         ..header_probe
     };
-    let codebook = pq.to_bytes();
+    let codebook_bytes = pq.to_bytes();
     let entries = entry_sample(n, params.entry_points, params.seed);
     let parts = MetaParts {
         build_id,
         count: n,
-        codebook: &codebook,
+        codebook: &codebook_bytes,
         code_bytes: pq_bytes,
         entries: &entries,
         paths: &stored_paths,
@@ -602,7 +584,7 @@ pub fn build(
         shards: 1,
         memory_budget: 0,
         navigation_off,
-        codebook: Some(std::sync::Arc::new(pq)),
+        codebook: Some(codebook),
     })
 }
 

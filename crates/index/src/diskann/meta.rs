@@ -73,6 +73,56 @@ fn file_crc(bytes: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// The CRC of a file from its parts, in file order (the CRC field itself left out).
+pub(crate) fn parts_crc(head: &[u8], rest: &[&[u8]]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&head[..CRC_AT]);
+    h.update(&head[CRC_AT + 4..]);
+    for part in rest {
+        h.update(part);
+    }
+    h.finalize()
+}
+
+/// Where the codes lie in a meta file of `len` bytes whose first bytes are `start` (at least
+/// the header and the codebook): `None` when the header's sizes do not fit the file.
+pub(crate) fn codes_span(start: &[u8], len: usize) -> Option<std::ops::Range<usize>> {
+    let mut r = Reader {
+        buf: start.get(..META_HEADER)?,
+        at: 24,
+    };
+    let count = usize::try_from(r.u64()).ok()?;
+    let pq_len = usize::try_from(r.u64()).ok()?;
+    let codes_at = META_HEADER.checked_add(pq_len)?;
+    let pq = ProductQuantizer::from_bytes(start.get(META_HEADER..codes_at)?)?;
+    let codes_end = count.checked_mul(pq.code_bytes())?.checked_add(codes_at)?;
+    (codes_end <= len).then_some(codes_at..codes_end)
+}
+
+/// Why `codes_span` found no codes in a checked file: an unreadable codebook, or sizes
+/// beyond the file.
+fn span_error(bytes: &[u8], path: &Path) -> crate::IndexError {
+    let pq_len = Reader { buf: bytes, at: 32 }.u64();
+    let codebook = usize::try_from(pq_len)
+        .ok()
+        .and_then(|p| p.checked_add(META_HEADER))
+        .and_then(|end| bytes.get(META_HEADER..end));
+    match codebook {
+        Some(c) if ProductQuantizer::from_bytes(c).is_none() => corrupt(
+            path,
+            format!("unreadable PQ codebook at offset {META_HEADER}"),
+        ),
+        _ => too_big(path, bytes.len()),
+    }
+}
+
+fn too_big(path: &Path, len: usize) -> crate::IndexError {
+    corrupt(
+        path,
+        format!("the sizes in its header do not add up to its {len} bytes (truncated?)"),
+    )
+}
+
 impl Meta {
     /// Serializes to the bytes of `meta.dvm`; returns them and the file's CRC (the one
     /// `nodes.dvn`'s header repeats as `meta_crc`).
@@ -104,10 +154,19 @@ impl Meta {
         (out, crc)
     }
 
-    /// Reads `meta.dvm` and checks its own consistency (see `decode`).
+    /// Reads `meta.dvm` and checks its own consistency (see `decode`). The PQ codes, most of
+    /// the file, are read straight into the buffer that keeps them (`meta_read.rs`), not
+    /// into a copy of the whole file first: at 1M x 768 that copy was 100 MB more at the
+    /// moment a merge switched its segment in.
     pub fn read(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(file_error(path))?;
-        Self::decode(&bytes, path)
+        match super::meta_read::read_streamed(path)? {
+            Some(meta) => Ok(meta),
+            // Damaged or not a meta file at all: decoding the whole names the problem.
+            None => {
+                let bytes = std::fs::read(path).map_err(file_error(path))?;
+                Self::decode(&bytes, path)
+            }
+        }
     }
 
     /// Parses the bytes of `meta.dvm` read from `path`: magic, then the checksum, then the
@@ -136,78 +195,80 @@ impl Meta {
             return Err(corrupt(path, checksum_message("meta", version)));
         }
         check_version(version, path)?;
+        let Some(span) = codes_span(bytes, bytes.len()) else {
+            return Err(span_error(bytes, path));
+        };
+        let codes = diskvec_vector::to_huge_pages(&bytes[span.clone()]);
+        Self::assemble(&bytes[..span.start], codes, &bytes[span.end..], path)
+    }
+
+    /// A checked file (magic, checksum, version) from its three parts: everything before
+    /// the codes, the codes, everything after them.
+    pub(crate) fn assemble(head: &[u8], codes: Vec<u8>, tail: &[u8], path: &Path) -> Result<Self> {
+        let total = head.len() + codes.len() + tail.len();
+        let too_big = || too_big(path, total);
+        let mut r = Reader { buf: head, at: 12 };
+        let crc = r.u32();
         let build_id = r.u64();
         let mut size = || usize::try_from(r.u64()).ok();
         let (count, pq_len, entries, placement) = (size(), size(), size(), size());
-        let body = &bytes[META_HEADER..];
-        let too_big = || {
-            corrupt(
-                path,
-                format!(
-                    "the sizes in its header do not add up to its {} bytes (truncated?)",
-                    bytes.len()
-                ),
-            )
-        };
-        let (Some(count), Some(pq_len), Some(entries), Some(placement)) =
+        let (Some(count), Some(_), Some(entries), Some(placement)) =
             (count, pq_len, entries, placement)
         else {
             return Err(too_big());
         };
-        let pq = ProductQuantizer::from_bytes(body.get(..pq_len).ok_or_else(too_big)?).ok_or_else(
-            || {
-                corrupt(
-                    path,
-                    format!("unreadable PQ codebook at offset {META_HEADER}"),
-                )
-            },
-        )?;
-        let m = pq.code_bytes();
-        let codes_at = pq_len;
+        let pq = ProductQuantizer::from_bytes(&head[META_HEADER..]).ok_or_else(|| {
+            corrupt(
+                path,
+                format!("unreadable PQ codebook at offset {META_HEADER}"),
+            )
+        })?;
+        if Some(codes.len()) != count.checked_mul(pq.code_bytes()) {
+            return Err(too_big());
+        }
         let end_of = |at: usize, n: usize, width: usize| {
             n.checked_mul(width).and_then(|b| b.checked_add(at))
         };
-        let ids_at = end_of(codes_at, count, m).ok_or_else(too_big)?;
-        let entries_at = end_of(ids_at, count, 8).ok_or_else(too_big)?;
+        let entries_at = end_of(0, count, 8).ok_or_else(too_big)?;
         let placement_at = end_of(entries_at, entries, 4).ok_or_else(too_big)?;
         let geometry_at = end_of(placement_at, placement, 1).ok_or_else(too_big)?;
-        if end_of(geometry_at, 1, SECTOR) != Some(body.len()) {
+        if end_of(geometry_at, 1, SECTOR) != Some(tail.len()) {
             return Err(too_big());
         }
-        let geometry = Header::decode(&body[geometry_at..], path)?;
-        let ids = body[ids_at..entries_at]
+        let geometry = Header::decode(&tail[geometry_at..], path)?;
+        let ids = tail[..entries_at]
             .chunks_exact(8)
             .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
             .collect();
-        let entries: Vec<u32> = body[entries_at..placement_at]
+        let entries: Vec<u32> = tail[entries_at..placement_at]
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
             .collect();
+        let tail_at = head.len() + codes.len();
         if let Some(i) = entries.iter().position(|&e| e as usize >= count) {
             return Err(corrupt(
                 path,
                 format!(
                     "entry node {} at offset {} is out of range ({count} nodes)",
                     entries[i],
-                    META_HEADER + entries_at + 4 * i
+                    tail_at + entries_at + 4 * i
                 ),
             ));
         }
-        let paths = decode_paths(&body[placement_at..geometry_at])
+        let paths = decode_paths(&tail[placement_at..geometry_at])
             .filter(|p| !p.is_empty())
             .ok_or_else(|| {
                 corrupt(
                     path,
                     format!(
                         "unreadable placement (list of path files) at offset {}",
-                        META_HEADER + placement_at
+                        tail_at + placement_at
                     ),
                 )
             })?;
         Ok(Self {
             pq: Some(pq),
-            // Read at random by a graph search's PQ walk.
-            codes: diskvec_vector::to_huge_pages(&body[codes_at..ids_at]),
+            codes,
             ids,
             entries,
             paths,
@@ -369,5 +430,55 @@ pub(crate) mod tests {
         }
         assert!(Meta::decode(&bytes[..30], p).is_err());
         assert!(Meta::decode(b"DISK", p).is_err());
+    }
+
+    /// What `read` makes of the file holding `bytes`: the same as `decode` makes of them.
+    fn read_as_decode(bytes: &[u8], what: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.dvm");
+        std::fs::write(&path, bytes).unwrap();
+        let (read, decoded) = (Meta::read(&path), Meta::decode(bytes, &path));
+        match (read, decoded) {
+            (Ok(a), Ok(b)) => assert_eq!(
+                (a.pq, a.codes, a.ids, a.entries, a.paths, a.crc, a.build_id, a.geometry),
+                (b.pq, b.codes, b.ids, b.entries, b.paths, b.crc, b.build_id, b.geometry),
+                "{what}"
+            ),
+            (a, b) => assert_eq!(
+                a.map(|_| ()).map_err(|e| e.to_string()),
+                b.map(|_| ()).map_err(|e| e.to_string()),
+                "{what}"
+            ),
+        }
+    }
+
+    /// `read` streams the codes into place instead of decoding a copy of the whole file; it
+    /// answers every file, intact, damaged, truncated or lying about its sizes, as `decode`.
+    #[test]
+    fn reading_a_file_answers_as_decoding_it() {
+        let (bytes, _) = sample().encode(7);
+        read_as_decode(&bytes, "intact");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.dvm");
+        std::fs::write(&path, &bytes).unwrap();
+        let streamed = crate::diskann::meta_read::read_streamed(&path).unwrap();
+        assert!(streamed.is_some(), "an intact file is read without the fallback");
+        for at in (0..bytes.len()).step_by(7) {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1;
+            read_as_decode(&bad, &format!("byte {at} flipped"));
+        }
+        for len in [0, 7, 30, META_HEADER, META_HEADER + 100, bytes.len() - 1] {
+            read_as_decode(&bytes[..len], &format!("truncated to {len}"));
+        }
+        for field in [24, 32, 40, 48] {
+            for value in [u64::MAX, u64::MAX / 8, 1 << 40, 0, 1] {
+                let mut bad = bytes.clone();
+                bad[field..field + 8].copy_from_slice(&value.to_le_bytes());
+                let crc = file_crc(&bad);
+                bad[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+                read_as_decode(&bad, &format!("field {field} = {value}"));
+            }
+        }
     }
 }

@@ -11,12 +11,14 @@
 
 mod budget;
 mod build;
+mod codebook;
 mod commit;
 mod fetch;
 mod header;
 mod index;
 mod layout;
 mod meta;
+mod meta_read;
 mod meta_writer;
 mod nav;
 mod query_buffers;
@@ -30,6 +32,7 @@ mod verify;
 
 pub use budget::{available_memory, mib, BuildPlan, BuildShape, MemoryBudget, AUTO_SHARE};
 pub use build::{build, build_from, BuildParams, BuildReport, GraphPrecision, SHARD_CAPACITY_VAR};
+pub use codebook::Codebook;
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;

@@ -32,8 +32,8 @@ use rayon::prelude::*;
 
 use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
 use super::build::{
-    advance_unless_cancelled, build_header, codebook_for, walk_codes, walk_sample, BuildParams,
-    BuildReport, GraphPrecision, SampledCodes,
+    advance_unless_cancelled, build_header, walk_codes, walk_sample, BuildParams, BuildReport,
+    GraphPrecision, SampledCodes,
 };
 use super::commit;
 use super::meta_writer::staged_path;
@@ -694,7 +694,7 @@ pub(crate) fn build_sharded(
             header,
             navigation_off,
         },
-        pq,
+        codebook,
     ) = match result {
         Ok(built) => built,
         Err(e) => {
@@ -724,12 +724,12 @@ pub(crate) fn build_sharded(
         shards: plan.shards,
         memory_budget: plan.budget,
         navigation_off,
-        codebook: Some(std::sync::Arc::new(pq)),
+        codebook: Some(codebook),
     })
 }
 
 /// Seconds of the PQ, graph and write phases, and what the outputs' writer returned.
-type Built = ((f64, f64, f64), Written, ProductQuantizer);
+type Built = ((f64, f64, f64), Written, std::sync::Arc<super::Codebook>);
 
 #[allow(clippy::too_many_arguments)]
 fn build_files(
@@ -750,7 +750,8 @@ fn build_files(
     commit::failpoint("build:spooled");
     let space = GraphSpace::new(params.metric, dim, spooled.max_norm_sq);
     progress.phase("PQ training", 1);
-    let pq = codebook_for(params, &spooled.sample, dim, pq_bytes)?;
+    let codebook = super::codebook::codebook_for(params, &spooled.sample, dim, pq_bytes)?;
+    let pq = &codebook.pq;
     let sq = ScalarQuantizer4::train(&spooled.sample, dim);
     let mut graph_sample = Vec::with_capacity(spooled.sample.len() / dim * space.dim());
     for v in spooled.sample.chunks_exact(dim) {
@@ -770,7 +771,7 @@ fn build_files(
         dim,
         plan,
         space,
-        &pq,
+        pq,
         &sq,
         sq8.as_ref(),
         &centroids,
@@ -785,7 +786,7 @@ fn build_files(
     let (walk_mode, code_recall) = walk_codes(
         n,
         params.metric,
-        &pq,
+        pq,
         &sq,
         |row| walk.query(row),
         |q, row| {
@@ -846,7 +847,7 @@ fn build_files(
         params,
         plan,
         header_probe,
-        &pq,
+        pq,
         nav_choice,
         edges,
         build_id,
@@ -859,6 +860,6 @@ fn build_files(
             write_start.elapsed().as_secs_f64(),
         ),
         written,
-        pq,
+        codebook,
     ))
 }

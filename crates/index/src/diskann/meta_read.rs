@@ -1,0 +1,58 @@
+//! Reading `meta.dvm` without holding the whole file twice: the header and codebook first,
+//! then the PQ codes straight into the huge-page buffer the index keeps them in, then the
+//! rest, with the checksum computed along the way. A file that is not what its header says
+//! is left to `Meta::decode` (on the whole file) to name its problem.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use super::header::{check_version, Reader};
+use super::meta::{codes_span, parts_crc, Meta, CRC_AT, META_HEADER, META_MAGIC};
+use crate::error::file_error;
+use crate::Result;
+
+/// The meta file at `path`, or `None` when it is damaged or not one (the caller decodes
+/// the whole file then, for the error).
+pub(crate) fn read_streamed(path: &Path) -> Result<Option<Meta>> {
+    let mut file = File::open(path).map_err(file_error(path))?;
+    let len = file.metadata().map_err(file_error(path))?.len();
+    let Ok(len) = usize::try_from(len) else {
+        return Ok(None);
+    };
+    if len < META_HEADER {
+        return Ok(None);
+    }
+    let mut head = vec![0u8; META_HEADER];
+    file.read_exact(&mut head).map_err(file_error(path))?;
+    if &head[..8] != META_MAGIC {
+        return Ok(None);
+    }
+    let pq_len = Reader { buf: &head, at: 32 }.u64();
+    let codes_at = usize::try_from(pq_len)
+        .ok()
+        .and_then(|p| p.checked_add(META_HEADER))
+        .filter(|&end| end <= len);
+    let Some(codes_at) = codes_at else {
+        return Ok(None);
+    };
+    head.resize(codes_at, 0);
+    file.read_exact(&mut head[META_HEADER..])
+        .map_err(file_error(path))?;
+    let Some(span) = codes_span(&head, len) else {
+        return Ok(None);
+    };
+    let mut codes = diskvec_vector::filled_with_huge_pages(0u8, span.len());
+    file.read_exact(&mut codes).map_err(file_error(path))?;
+    let mut tail = Vec::with_capacity(len - span.end);
+    file.read_to_end(&mut tail).map_err(file_error(path))?;
+    if span.end + tail.len() != len {
+        return Ok(None);
+    }
+    let crc = u32::from_le_bytes(head[CRC_AT..CRC_AT + 4].try_into().unwrap());
+    if parts_crc(&head, &[&codes, &tail]) != crc {
+        return Ok(None);
+    }
+    check_version(Reader { buf: &head, at: 8 }.u32(), path)?;
+    Meta::assemble(&head, codes, &tail, path).map(Some)
+}
