@@ -68,6 +68,7 @@ impl State {
             return false;
         }
         g.frozen_at = Some(op);
+        g.settle();
         drop(g);
         self.frozen.push_back(self.active);
         self.start_active();

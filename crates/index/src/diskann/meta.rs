@@ -462,7 +462,10 @@ pub(crate) mod tests {
         let path = dir.path().join("meta.dvm");
         std::fs::write(&path, &bytes).unwrap();
         let streamed = crate::diskann::meta_read::read_streamed(&path).unwrap();
-        assert!(streamed.is_some(), "an intact file is read without the fallback");
+        assert!(
+            streamed.is_some(),
+            "an intact file is read without the fallback"
+        );
         for at in (0..bytes.len()).step_by(7) {
             let mut bad = bytes.clone();
             bad[at] ^= 1;
