@@ -59,4 +59,4 @@ pub(crate) fn delay_point(step: &str) {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
 }
-pub use point::{Payload, PointId};
+pub use point::{Payload, PointId, Uuid128};

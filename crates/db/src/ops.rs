@@ -110,7 +110,7 @@ fn put_id(out: &mut Vec<u8>, id: PointId) {
         }
         PointId::Uuid(u) => {
             out.push(ID_UUID);
-            out.extend_from_slice(&u.to_le_bytes());
+            out.extend_from_slice(&u.get().to_le_bytes());
         }
     }
 }
@@ -139,9 +139,9 @@ impl<'a> Reader<'a> {
             ID_NUM => Ok(PointId::Num(u64::from_le_bytes(
                 self.take(8)?.try_into().unwrap(),
             ))),
-            ID_UUID => Ok(PointId::Uuid(u128::from_le_bytes(
-                self.take(16)?.try_into().unwrap(),
-            ))),
+            ID_UUID => Ok(PointId::Uuid(
+                u128::from_le_bytes(self.take(16)?.try_into().unwrap()).into(),
+            )),
             other => Err(format!("unknown point id kind {other}")),
         }
     }
@@ -163,12 +163,12 @@ mod tests {
                     payload: payload.as_object().unwrap().clone(),
                 },
                 PointRecord {
-                    id: PointId::Uuid(u128::MAX - 3),
+                    id: PointId::Uuid((u128::MAX - 3).into()),
                     vector: vec![1.0, 2.0, 3.0],
                     payload: Payload::new(),
                 },
             ]),
-            Operation::Delete(vec![PointId::Num(1), PointId::Uuid(5)]),
+            Operation::Delete(vec![PointId::Num(1), PointId::Uuid(5.into())]),
             Operation::Upsert(Vec::new()),
         ];
         for op in &ops {

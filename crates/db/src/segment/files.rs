@@ -96,7 +96,7 @@ pub(crate) fn write_points(
     for id in ids {
         let (kind, raw) = match *id {
             PointId::Num(n) => (0u8, n as u128),
-            PointId::Uuid(u) => (1u8, u),
+            PointId::Uuid(u) => (1u8, u.get()),
         };
         body.push(kind);
         body.extend_from_slice(&raw.to_le_bytes());
@@ -139,7 +139,7 @@ pub(crate) fn read_points(path: &Path) -> Result<Points> {
         let raw = u128::from_le_bytes(body[at + 1..at + 17].try_into().unwrap());
         ids.push(match kind {
             0 if raw <= u64::MAX as u128 => PointId::Num(raw as u64),
-            1 => PointId::Uuid(raw),
+            1 => PointId::Uuid(raw.into()),
             _ => return Err(corrupt(path, format!("bad point id kind at byte {at}"))),
         });
         at += 17;
@@ -200,7 +200,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ids = vec![
             PointId::Num(1),
-            PointId::Uuid(u128::MAX),
+            PointId::Uuid(u128::MAX.into()),
             PointId::Num(u64::MAX),
         ];
         let versions = vec![3, 9, 4];

@@ -64,6 +64,19 @@ impl Points for Growing {
     }
 }
 
+/// Most bytes of vectors a growing segment reserves up front.
+const RESERVE_AT_MOST: usize = 256 << 20;
+
+/// Floats to reserve for a growing segment's vectors: a full segment's (`seal_threshold`
+/// rows), up to `RESERVE_AT_MOST`. Reserved address space costs no memory until written;
+/// grown by doubling instead, a segment of 20,010 rows held room for 32,768 (98 MiB at
+/// 768-d for 59 of rows), and each doubling copied all it had.
+fn reserved_floats(config: &CollectionConfig) -> usize {
+    (config.seal_threshold.saturating_add(1))
+        .saturating_mul(config.dim)
+        .min(RESERVE_AT_MOST / 4)
+}
+
 impl Growing {
     pub fn new(config: &CollectionConfig, fields: &[(String, PayloadIndexKind)]) -> Self {
         let mut index = PayloadIndex::new();
@@ -73,7 +86,7 @@ impl Growing {
         Self {
             dim: config.dim,
             metric: config.metric,
-            vectors: Arc::new(Vec::new()),
+            vectors: Arc::new(Vec::with_capacity(reserved_floats(config))),
             pending: Vec::new(),
             graph: Arc::new(RwLock::new(GrowingHnsw::new(
                 config.dim,
@@ -227,7 +240,7 @@ impl Growing {
     }
 
     pub fn dram_bytes(&self) -> usize {
-        (self.vectors.capacity() + self.pending.capacity()) * 4
+        (self.vectors.len() + self.pending.capacity()) * 4
             + self
                 .graph
                 .read()
