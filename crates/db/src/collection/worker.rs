@@ -211,6 +211,9 @@ fn finish(
     outcome: crate::Result<()>,
     record: impl FnOnce(&mut Background, bool),
 ) {
+    // A build frees a graph's worth of small blocks from several threads, which glibc keeps
+    // in its per-thread arenas; the next build, and the memory cgroup, count them on top.
+    diskvec_vector::release_freed_memory();
     let mut bg = lock(&inner.background);
     *busy(&mut bg, lane) = false;
     if !is_cancelled(&outcome) {
