@@ -10,6 +10,7 @@ mod indexes;
 mod info;
 mod open;
 mod optimize;
+mod pacer;
 mod read;
 mod rebuild;
 mod state;
@@ -70,6 +71,8 @@ pub(crate) struct Inner {
     /// Frozen segments that may wait for sealing before writers are held back
     /// (`write::frozen_limit`, from the memory available at open).
     frozen_limit: usize,
+    /// Paces upserts while frozen segments queue (`pacer.rs`).
+    pacer: Mutex<pacer::Pacer>,
     /// Callers waiting in `optimize(wait=true)`: builds started meanwhile run at the
     /// default priority.
     optimize_waiters: std::sync::atomic::AtomicUsize,

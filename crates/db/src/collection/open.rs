@@ -198,6 +198,7 @@ impl Collection {
             builds,
             optimize_waiters: Default::default(),
             codebook: Default::default(),
+            pacer: Mutex::new(super::pacer::Pacer::new()),
             frozen_limit: super::write::frozen_limit(
                 config_seal_bytes,
                 diskvec_index::diskann::available_memory(),

@@ -168,6 +168,8 @@ impl Inner {
         self.write_manifest(Some(frozen_at))?;
         crate::failpoint("seal:switched");
         self.wal.truncate_below(frozen_at + 1)?;
+        let points = frozen.read().unwrap_or_else(|e| e.into_inner()).len();
+        lock(&self.pacer).record_seal(points, started.elapsed().as_secs_f64());
         log::info!(
             "collection {:?}: sealed segment {id:016x} ({} points) in {:.1} s",
             self.name,

@@ -314,6 +314,9 @@ impl Inner {
         if !rebuilt {
             let _ = std::fs::remove_dir_all(&dir);
         }
+        if kind == "seal" {
+            super::lock(&self.pacer).record_seal(count, started.elapsed().as_secs_f64());
+        }
         log::info!(
             "collection {:?}: rebuilt {} segment(s) as {new_id:016x} ({count} points) in {:.1} s",
             self.name,

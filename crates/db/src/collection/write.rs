@@ -62,7 +62,8 @@ impl Inner {
     /// `deadline`, if any: then it is refused unwritten); a delete adds none and never waits.
     fn write(&self, operation: Operation, deadline: Option<Instant>) -> Result<u64> {
         let body = operation.encode();
-        if matches!(operation, Operation::Upsert(_)) {
+        if let Operation::Upsert(points) = &operation {
+            self.pace(points.len(), deadline);
             self.wait_for_room(deadline)?;
         }
         let guard = lock(&self.writer);
@@ -84,6 +85,25 @@ impl Inner {
             self.wal.wait_durable(op)?;
         }
         Ok(op)
+    }
+
+    /// Waits this upsert's turn while frozen segments queue (`pacer.rs`), never past
+    /// `deadline`.
+    fn pace(&self, points: usize, deadline: Option<Instant>) {
+        let queued = self
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .frozen
+            .len();
+        let now = Instant::now();
+        let mut wait = lock(&self.pacer).delay(now, points, queued, self.frozen_limit);
+        if let Some(deadline) = deadline {
+            wait = wait.min(deadline.saturating_duration_since(now));
+        }
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
     }
 
     /// Holds writers back while frozen segments hold `FROZEN_BYTES` of vectors (and at least
