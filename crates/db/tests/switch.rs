@@ -92,6 +92,17 @@ fn a_merge_whose_segment_does_not_open_gives_its_sources_back() {
     assert!(error.to_string().contains("injected failure"), "{error}");
     let deleted_now = [0, 5, 150, 299];
     check_points(&c, &deleted_now, "after the failed switch");
+    // The segment built for the failed switch is gone: one directory per segment listed.
+    let on_disk = std::fs::read_dir(dir.path().join("collections/c/segments"))
+        .unwrap()
+        .count();
+    let sealed = c
+        .info()
+        .segments
+        .iter()
+        .filter(|s| s.kind == "sealed")
+        .count();
+    assert_eq!(on_disk, sealed, "{:?}", kinds(&c));
 
     c.optimize(true)
         .unwrap_or_else(|e| panic!("the merge again: {e}"));

@@ -52,9 +52,11 @@ impl Pacer {
         // Full rate at `start`, falling towards SLOWEST as the queue nears the limit.
         let room = (limit.saturating_sub(queued)) as f64 / (limit - start) as f64;
         let paced = rate * room.clamp(SLOWEST, 1.0);
-        let slot = self.next.max(now);
+        // A schedule further ahead than MAX_DELAY is pulled back, so writers capped at it
+        // do not push it ever further (each would then wait the whole cap).
+        let slot = self.next.max(now).min(now + MAX_DELAY);
         self.next = slot + Duration::from_secs_f64(points as f64 / paced);
-        (slot - now).min(MAX_DELAY)
+        slot - now
     }
 }
 

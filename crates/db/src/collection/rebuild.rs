@@ -295,9 +295,18 @@ impl Inner {
         let step = if kind == "seal" { "seal" } else { "rebuild" };
         crate::failpoint(&format!("{step}:built"));
         drop(segs);
-        let rebuilt = self
-            .switch_in(new_id, &dir, sources, frozen, &origin)?
-            .is_some();
+        let switched = self.switch_in(new_id, &dir, sources, frozen, &origin);
+        let rebuilt = match switched {
+            Ok(new) => new.is_some(),
+            Err(e) => {
+                // Nothing lists what was built: it goes now rather than at the next open.
+                let _ = std::fs::remove_dir_all(&dir);
+                for p in &paths {
+                    let _ = std::fs::remove_dir_all(p);
+                }
+                return Err(e);
+            }
+        };
         drop(origin);
         self.write_manifest(checkpoint)?;
         if let Some(c) = checkpoint {

@@ -50,11 +50,9 @@ pub(super) fn zero_io(config: &CollectionConfig, dir: &Path) -> Vec<PathIo> {
 }
 
 impl Inner {
-    /// Keeps the counts of a segment about to leave the segment list.
-    pub(super) fn retire_io(&self, segment: &Segment) {
-        if let Segment::Sealed(s) = segment {
-            add_all(&mut lock(&self.retired_io), &s.path_stats());
-        }
+    /// Keeps counts taken from a segment that has left the segment list.
+    pub(super) fn retire_stats(&self, stats: &[diskvec_io::PathSnapshot]) {
+        add_all(&mut lock(&self.retired_io), stats);
     }
 }
 

@@ -22,6 +22,9 @@ struct Unloaded {
     id: u64,
     deleted: RoaringBitmap,
     changes: u64,
+    /// Its read counters, added to the retired ones once the switch holds (a source opened
+    /// again starts from zero and keeps counting its own).
+    io: Vec<diskvec_io::PathSnapshot>,
 }
 
 impl Inner {
@@ -46,11 +49,11 @@ impl Inner {
             let Some(Segment::Sealed(s)) = state.segments.remove(&id) else {
                 continue;
             };
-            self.retire_io(&Segment::Sealed(Arc::clone(&s)));
             unloaded.push(Unloaded {
                 id,
                 deleted: s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone(),
                 changes: s.deleted_changes.load(Ordering::Acquire),
+                io: s.path_stats(),
             });
             // The last reference, unless a search still holds it: its DRAM goes now.
             drop(s);
@@ -81,6 +84,9 @@ impl Inner {
                 return Err(e);
             }
         };
+        for u in &unloaded {
+            self.retire_stats(&u.io);
+        }
         if let Some(new) = &new {
             carry_over(&mut state, new_id, new, origin);
             state
@@ -95,23 +101,31 @@ impl Inner {
     }
 
     /// Opens the sealed sources again from their files after the new segment failed to open,
-    /// with the deletes they had.
+    /// with the deletes they had; every one it can (the first failure is returned).
     fn reload(&self, state: &mut State, unloaded: Vec<Unloaded>) -> Result<()> {
+        let mut first_error = None;
         for u in unloaded {
-            let sealed = Sealed::open(
+            let opened = Sealed::open(
                 &self.segment_dir(u.id),
                 self.config.metric,
                 u.deleted,
                 &state.fields,
                 !self.config.on_disk,
                 self.config.navigation,
-            )?;
-            sealed.deleted_changes.store(u.changes, Ordering::Release);
-            state
-                .segments
-                .insert(u.id, Segment::Sealed(Arc::new(sealed)));
+            );
+            match opened {
+                Ok(sealed) => {
+                    sealed.deleted_changes.store(u.changes, Ordering::Release);
+                    state
+                        .segments
+                        .insert(u.id, Segment::Sealed(Arc::new(sealed)));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 }
 
