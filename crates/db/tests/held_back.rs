@@ -4,13 +4,10 @@
 //! file is its own test process, so the delay touches no other test.
 
 mod common;
-use common::small_points;
+use common::{small_config, small_points};
 use std::time::{Duration, Instant};
 
-use diskvec_db::{CollectionConfig, Database, DbError, PointId};
-use diskvec_vector::Metric;
-
-const DIM: usize = 4;
+use diskvec_db::{Database, DbError, PointId};
 
 #[test]
 fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
@@ -18,11 +15,7 @@ fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
     std::env::set_var("DISKVEC_DELAY", "build=2000");
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let mut cfg = CollectionConfig::new(DIM, Metric::L2);
-    cfg.seal_threshold = 100;
-    cfg.max_degree = 8;
-    cfg.build_list = 16;
-    cfg.idle_merge_ms = 0;
+    let cfg = small_config(100);
     let c = db.create_collection("c", cfg).unwrap();
     // Each 100-point write freezes a segment; the queue takes 16 before writers wait.
     let mut next = 0u64;
@@ -70,11 +63,7 @@ fn a_held_back_upsert_answers_by_its_deadline_and_writes_nothing() {
 fn after_a_restart_the_first_seal_takes_one_segment() {
     std::env::set_var("DISKVEC_DELAY", "build=2000");
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = CollectionConfig::new(DIM, Metric::L2);
-    cfg.seal_threshold = 100;
-    cfg.max_degree = 8;
-    cfg.build_list = 16;
-    cfg.idle_merge_ms = 0;
+    let cfg = small_config(100);
     {
         let db = Database::open(dir.path()).unwrap();
         let c = db.create_collection("c", cfg).unwrap();

@@ -4,13 +4,11 @@
 //! delay touches no other test.
 
 mod common;
-use common::small_points;
+use common::{small_config, small_points, wait_until};
 use std::time::{Duration, Instant};
 
-use diskvec_db::{CollectionConfig, Database, PointId, SearchRequest};
-use diskvec_vector::Metric;
+use diskvec_db::{Database, PointId, SearchRequest};
 
-const DIM: usize = 4;
 const SEAL: usize = 100;
 
 fn sealed(c: &diskvec_db::Collection) -> usize {
@@ -21,24 +19,12 @@ fn sealed(c: &diskvec_db::Collection) -> usize {
         .count()
 }
 
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "{what}: waited {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_seal_does_not_wait_for_a_merge_running_beside_it() {
     std::env::set_var("DISKVEC_DELAY", "merge=6000");
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let mut cfg = CollectionConfig::new(DIM, Metric::L2);
-    cfg.seal_threshold = SEAL;
-    cfg.max_degree = 8;
-    cfg.build_list = 16;
-    cfg.idle_merge_ms = 0;
+    let cfg = small_config(SEAL);
     let c = db.create_collection("c", cfg).unwrap();
     // Nine sealed segments, one by one: the merge of the smallest eight is then due.
     for s in 0..9u64 {

@@ -4,12 +4,11 @@
 //! test process: the injected failure (`DISKVEC_FAIL`) touches no other test.
 
 mod common;
-use common::small_points;
+use common::{small_config, small_points, wait_until};
+use std::time::Duration;
 
-use diskvec_db::{CollectionConfig, Database, PointId, SearchRequest};
-use diskvec_vector::Metric;
+use diskvec_db::{Database, PointId, SearchRequest};
 
-const DIM: usize = 4;
 const SEAL: usize = 100;
 const SEGMENTS: u64 = 3;
 
@@ -54,17 +53,12 @@ fn check_points(c: &diskvec_db::Collection, deleted: &[u64], when: &str) {
 fn a_merge_whose_segment_does_not_open_gives_its_sources_back() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let mut cfg = CollectionConfig::new(DIM, Metric::L2);
-    cfg.seal_threshold = SEAL;
-    cfg.max_degree = 8;
-    cfg.build_list = 16;
-    cfg.idle_merge_ms = 0;
+    let cfg = small_config(SEAL);
     let c = db.create_collection("c", cfg).unwrap();
     for s in 0..SEGMENTS {
         c.upsert(small_points(s * SEAL as u64..(s + 1) * SEAL as u64))
             .unwrap();
     }
-    let started = std::time::Instant::now();
     let sealed_points = |c: &diskvec_db::Collection| {
         kinds(c)
             .iter()
@@ -72,10 +66,9 @@ fn a_merge_whose_segment_does_not_open_gives_its_sources_back() {
             .map(|(_, n)| n)
             .sum::<usize>()
     };
-    while sealed_points(&c) < SEGMENTS as usize * SEAL {
-        assert!(started.elapsed().as_secs() < 60, "seals: {:?}", kinds(&c));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("the seals", Duration::from_secs(60), || {
+        sealed_points(&c) >= SEGMENTS as usize * SEAL
+    });
     assert!(kinds(&c).len() >= 2, "{:?}", kinds(&c));
     // Deletes after sealing live only in the sealed segments' bitmaps in DRAM (and the log).
     let deleted = [5, 150, 299];

@@ -1,6 +1,9 @@
 //! Helpers shared by the test files that include this module.
 
-use diskvec_db::{PointId, PointRecord};
+use std::time::{Duration, Instant};
+
+use diskvec_db::{CollectionConfig, PointId, PointRecord};
+use diskvec_vector::Metric;
 
 /// Points of 4 dimensions, no payload, each vector distinct and found by itself.
 pub fn small_points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
@@ -11,4 +14,25 @@ pub fn small_points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
             payload: Default::default(),
         })
         .collect()
+}
+
+/// A collection of `small_points` (L2) sealed every `seal_threshold` points, with a small
+/// graph (quick builds) and no idle merge (the tests say when to merge).
+pub fn small_config(seal_threshold: usize) -> CollectionConfig {
+    let mut cfg = CollectionConfig::new(4, Metric::L2);
+    cfg.seal_threshold = seal_threshold;
+    cfg.max_degree = 8;
+    cfg.build_list = 16;
+    cfg.idle_merge_ms = 0;
+    cfg
+}
+
+/// Polls `done` every 20 ms; fails the test, naming `what`, after `limit`.
+#[allow(dead_code)] // not every file that includes this module waits
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: waited {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
