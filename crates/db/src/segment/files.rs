@@ -41,13 +41,24 @@ fn corrupt(path: &Path, message: impl Into<String>) -> DbError {
     }
 }
 
-/// Writes `bytes` to `path` so that it is complete and durable or absent: a temp file,
-/// fsync, rename, fsync of the directory.
+/// Writes `bytes` to `path` so that it is complete and durable or absent (`write_durably_with`).
 pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_durably_with(path, |f| f.write_all(bytes))
+}
+
+/// Makes `path` what `write` writes into a fresh file, complete and durable or absent: a temp
+/// file, `write`, fsync, rename, fsync of the directory. A temp file that failed goes.
+fn write_durably_with(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = File::create(&tmp).map_err(file_error(&tmp))?;
-    f.write_all(bytes).map_err(file_error(&tmp))?;
-    f.sync_all().map_err(file_error(&tmp))?;
+    if let Err(e) = write(&mut f).and_then(|()| f.sync_all()) {
+        drop(f);
+        let _ = std::fs::remove_file(&tmp);
+        return Err(file_error(&tmp)(e));
+    }
     drop(f);
     std::fs::rename(&tmp, path).map_err(file_error(path))?;
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -85,10 +96,9 @@ fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8], path: &Path) -> Result<&'a [u8]
     Ok(&bytes[16..])
 }
 
-/// Writes `points.dvp` a buffer at a time (so durably as `write_durably` does: a temp file,
-/// fsync, rename, fsync of the directory), holding beside the points only their payloads'
-/// JSON back to back: a merge of 1M points once built the file three times over in DRAM
-/// at its memory peak.
+/// Writes `points.dvp` a buffer at a time (durably: `write_durably_with`), holding beside the
+/// points only their payloads' JSON back to back: a merge of 1M points once built the file
+/// three times over in DRAM at its memory peak.
 pub(crate) fn write_points(
     path: &Path,
     ids: &[PointId],
@@ -102,13 +112,11 @@ pub(crate) fn write_points(
         serde_json::to_writer(&mut jsons, p).expect("a JSON map serializes into memory");
         ends.push(jsons.len() as u64);
     }
-    let tmp = path.with_extension("tmp");
-    let file = File::create(&tmp).map_err(file_error(&tmp))?;
-    let mut out = CrcWriter {
-        inner: std::io::BufWriter::with_capacity(1 << 20, file),
-        crc: 0,
-    };
-    let written = (|| -> std::io::Result<File> {
+    write_durably_with(path, |file| {
+        let mut out = CrcWriter {
+            inner: std::io::BufWriter::with_capacity(1 << 20, &mut *file),
+            crc: 0,
+        };
         out.inner.write_all(POINTS_MAGIC)?;
         out.inner.write_all(&[0; 4])?;
         out.write_all(&VERSION.to_le_bytes())?;
@@ -129,21 +137,11 @@ pub(crate) fn write_points(
         }
         out.write_all(&jsons)?;
         let crc = out.crc;
-        let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
+        out.inner.flush()?;
+        drop(out);
         file.seek(std::io::SeekFrom::Start(8))?;
-        file.write_all(&crc.to_le_bytes())?;
-        file.sync_all()?;
-        Ok(file)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(file_error(&tmp)(e));
-    }
-    std::fs::rename(&tmp, path).map_err(file_error(path))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(file_error(dir))
+        file.write_all(&crc.to_le_bytes())
+    })
 }
 
 /// Passes bytes on, keeping the CRC-32C of what passed (the frame's checksum covers every
