@@ -67,10 +67,7 @@ fn decode_paths(bytes: &[u8]) -> Option<Vec<String>> {
 pub(crate) const CRC_AT: usize = 12;
 
 fn file_crc(bytes: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&bytes[..CRC_AT]);
-    h.update(&bytes[CRC_AT + 4..]);
-    h.finalize()
+    parts_crc(bytes, &[])
 }
 
 /// The CRC of a file from its parts, in file order (the CRC field itself left out).
@@ -84,16 +81,27 @@ pub(crate) fn parts_crc(head: &[u8], rest: &[&[u8]]) -> u32 {
     h.finalize()
 }
 
+/// Where the codebook ends (and the codes begin), as the header says: `None` when that does
+/// not fit a `usize`. `header` is at least `META_HEADER` bytes.
+pub(crate) fn codebook_end(header: &[u8]) -> Option<usize> {
+    let pq_len = Reader {
+        buf: header,
+        at: 32,
+    }
+    .u64();
+    usize::try_from(pq_len).ok()?.checked_add(META_HEADER)
+}
+
 /// Where the codes lie in a meta file of `len` bytes whose first bytes are `start` (at least
 /// the header and the codebook): `None` when the header's sizes do not fit the file.
 pub(crate) fn codes_span(start: &[u8], len: usize) -> Option<std::ops::Range<usize>> {
-    let mut r = Reader {
+    let count = Reader {
         buf: start.get(..META_HEADER)?,
         at: 24,
-    };
-    let count = usize::try_from(r.u64()).ok()?;
-    let pq_len = usize::try_from(r.u64()).ok()?;
-    let codes_at = META_HEADER.checked_add(pq_len)?;
+    }
+    .u64();
+    let count = usize::try_from(count).ok()?;
+    let codes_at = codebook_end(start)?;
     let pq = ProductQuantizer::from_bytes(start.get(META_HEADER..codes_at)?)?;
     let codes_end = count.checked_mul(pq.code_bytes())?.checked_add(codes_at)?;
     (codes_end <= len).then_some(codes_at..codes_end)
@@ -102,11 +110,7 @@ pub(crate) fn codes_span(start: &[u8], len: usize) -> Option<std::ops::Range<usi
 /// Why `codes_span` found no codes in a checked file: an unreadable codebook, or sizes
 /// beyond the file.
 fn span_error(bytes: &[u8], path: &Path) -> crate::IndexError {
-    let pq_len = Reader { buf: bytes, at: 32 }.u64();
-    let codebook = usize::try_from(pq_len)
-        .ok()
-        .and_then(|p| p.checked_add(META_HEADER))
-        .and_then(|end| bytes.get(META_HEADER..end));
+    let codebook = codebook_end(bytes).and_then(|end| bytes.get(META_HEADER..end));
     match codebook {
         Some(c) if ProductQuantizer::from_bytes(c).is_none() => corrupt(
             path,

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::header::{check_version, Reader};
-use super::meta::{codes_span, parts_crc, Meta, CRC_AT, META_HEADER, META_MAGIC};
+use super::meta::{codebook_end, codes_span, parts_crc, Meta, CRC_AT, META_HEADER, META_MAGIC};
 use crate::error::file_error;
 use crate::Result;
 
@@ -28,11 +28,7 @@ pub(crate) fn read_streamed(path: &Path) -> Result<Option<Meta>> {
     if &head[..8] != META_MAGIC {
         return Ok(None);
     }
-    let pq_len = Reader { buf: &head, at: 32 }.u64();
-    let codes_at = usize::try_from(pq_len)
-        .ok()
-        .and_then(|p| p.checked_add(META_HEADER))
-        .filter(|&end| end <= len);
+    let codes_at = codebook_end(&head).filter(|&end| end <= len);
     let Some(codes_at) = codes_at else {
         return Ok(None);
     };
