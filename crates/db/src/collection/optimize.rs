@@ -72,12 +72,16 @@ impl Inner {
     }
 
     pub(crate) fn has_frozen(&self) -> bool {
-        !self
-            .state
+        self.frozen_count() > 0
+    }
+
+    /// Frozen segments waiting to be sealed.
+    pub(crate) fn frozen_count(&self) -> usize {
+        self.state
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .frozen
-            .is_empty()
+            .len()
     }
 
     fn oldest_frozen(&self) -> Option<(u64, Arc<std::sync::RwLock<Growing>>)> {

@@ -90,12 +90,7 @@ impl Inner {
     /// Waits this upsert's turn while frozen segments queue (`pacer.rs`), never past
     /// `deadline`.
     fn pace(&self, points: usize, deadline: Option<Instant>) {
-        let queued = self
-            .state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .frozen
-            .len();
+        let queued = self.frozen_count();
         let now = Instant::now();
         let mut wait = lock(&self.pacer).delay(now, points, queued, self.frozen_limit);
         if let Some(deadline) = deadline {
@@ -113,12 +108,7 @@ impl Inner {
     fn wait_for_room(&self, deadline: Option<Instant>) -> Result<()> {
         let max_frozen = self.frozen_limit;
         loop {
-            let frozen = self
-                .state
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .frozen
-                .len();
+            let frozen = self.frozen_count();
             if frozen < max_frozen {
                 return Ok(());
             }
