@@ -99,19 +99,22 @@ impl Inner {
             .unwrap_or_else(|e| e.into_inner())
             .fields
             .clone();
-        self.open_built_with(dir, &fields)
+        self.open_sealed(dir, roaring::RoaringBitmap::new(), &fields)
     }
 
-    /// `open_built` with the payload index fields given (for a caller holding the state lock).
-    pub(crate) fn open_built_with(
+    /// The sealed segment in `dir` with `deleted` offsets, opened as the collection's
+    /// settings say, with the payload index fields given (for a caller holding the state
+    /// lock).
+    pub(crate) fn open_sealed(
         &self,
         dir: &std::path::Path,
+        deleted: roaring::RoaringBitmap,
         fields: &[(String, crate::filter::PayloadIndexKind)],
     ) -> Result<Sealed> {
         Sealed::open(
             dir,
             self.config.metric,
-            roaring::RoaringBitmap::new(),
+            deleted,
             fields,
             !self.config.on_disk,
             self.config.navigation,

@@ -43,12 +43,11 @@ impl Inner {
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let mut unloaded = Vec::new();
         for &id in sources {
-            if !matches!(state.segments.get(&id), Some(Segment::Sealed(_))) {
-                continue;
-            }
-            let Some(Segment::Sealed(s)) = state.segments.remove(&id) else {
-                continue;
+            let s = match state.segments.get(&id) {
+                Some(Segment::Sealed(s)) => Arc::clone(s),
+                _ => continue,
             };
+            state.segments.remove(&id);
             unloaded.push(Unloaded {
                 id,
                 deleted: s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone(),
@@ -68,7 +67,7 @@ impl Inner {
             Ok(None)
         } else {
             crate::injected_failure("switch:open")
-                .and_then(|()| self.open_built_with(dir, &state.fields))
+                .and_then(|()| self.open_sealed(dir, RoaringBitmap::new(), &state.fields))
                 .map(Some)
         };
         let new = match opened {
@@ -105,15 +104,7 @@ impl Inner {
     fn reload(&self, state: &mut State, unloaded: Vec<Unloaded>) -> Result<()> {
         let mut first_error = None;
         for u in unloaded {
-            let opened = Sealed::open(
-                &self.segment_dir(u.id),
-                self.config.metric,
-                u.deleted,
-                &state.fields,
-                !self.config.on_disk,
-                self.config.navigation,
-            );
-            match opened {
+            match self.open_sealed(&self.segment_dir(u.id), u.deleted, &state.fields) {
                 Ok(sealed) => {
                     sealed.deleted_changes.store(u.changes, Ordering::Release);
                     state
