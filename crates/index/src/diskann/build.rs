@@ -47,7 +47,8 @@ pub struct BuildParams {
     /// holds the full vectors).
     pub graph_precision: GraphPrecision,
     /// A PQ codebook to encode with instead of training one, when it fits the build (its
-    /// dimension, code size and distance); a database's seals reuse their collection's.
+    /// dimension, code size and distance) and its rows (`codebook.rs`); a database's seals
+    /// reuse their collection's.
     pub codebook: Option<std::sync::Arc<super::Codebook>>,
 }
 
