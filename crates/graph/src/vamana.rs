@@ -1,11 +1,10 @@
-use std::sync::RwLock;
-
-use diskvec_vector::{Metric, Rows};
+use diskvec_vector::{prefetch, Metric, Rows};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rayon::prelude::*;
 
+use crate::adjacency::{Graph, SharedLists};
 use crate::prune::robust_prune;
 use crate::{CandidateList, GraphVectors};
 
@@ -36,14 +35,6 @@ impl Default for VamanaParams {
     }
 }
 
-/// A directed proximity graph over points 0..n.
-#[derive(Clone, Debug)]
-pub struct Graph {
-    pub neighbors: Vec<Vec<u32>>,
-    /// The entry point: the point closest to the data's centroid.
-    pub medoid: u32,
-}
-
 /// Reverse edges may overfill a node by this factor before it is pruned back to R,
 /// which saves most prunes at the cost of a final clean-up.
 const SLACK: f32 = 1.3;
@@ -59,9 +50,9 @@ pub fn build<V: GraphVectors>(
 ) -> Option<Graph> {
     let n = vectors.len();
     let medoid = vectors.medoid();
-    let adjacency: Vec<RwLock<Vec<u32>>> = (0..n).map(|_| RwLock::new(Vec::new())).collect();
     let r = params.max_degree.max(1);
     let slack_degree = ((r as f32) * SLACK).ceil() as usize;
+    let lists = SharedLists::new(n, slack_degree);
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.shuffle(&mut SmallRng::seed_from_u64(params.seed));
 
@@ -84,9 +75,8 @@ pub fn build<V: GraphVectors>(
                         medoid,
                         alpha,
                         r,
-                        slack_degree,
                     };
-                    node.insert(&adjacency, vectors, scratch);
+                    node.insert(&lists, vectors, scratch);
                 }
                 if !progress(chunk.len() as u64) {
                     stopped.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -98,43 +88,72 @@ pub fn build<V: GraphVectors>(
         }
     }
     // Nodes overfilled within the slack are pruned back to R.
-    adjacency.par_iter().enumerate().for_each(|(p, cell)| {
-        let mut list = cell.write().unwrap();
-        if list.len() > r {
-            let mut pool: Vec<(f32, u32)> = list
-                .iter()
-                .map(|&q| (vectors.distance(p as u32, q), q))
-                .collect();
-            *list = robust_prune(p as u32, &mut pool, params.alpha, r, vectors);
-        }
-    });
-    Some(Graph {
-        neighbors: adjacency
-            .into_iter()
-            .map(|c| c.into_inner().unwrap())
-            .collect(),
-        medoid,
-    })
+    (0..n as u32)
+        .into_par_iter()
+        .for_each_init(Vec::new, |ids, p| {
+            let list = lists.lock(p);
+            if list.len() > r {
+                ids.clear();
+                ids.extend((0..list.len()).map(|i| list.get(i)));
+                let mut pool: Vec<(f32, u32)> =
+                    ids.iter().map(|&q| (vectors.distance(p, q), q)).collect();
+                list.set(&robust_prune(p, &mut pool, params.alpha, r, vectors));
+            }
+        });
+    Some(lists.finish(medoid))
 }
 
 struct Scratch {
-    visited: Vec<u32>,
-    epoch: u32,
+    visited: VisitedSet,
     list: CandidateList,
     expanded: Vec<(f32, u32)>,
-    /// The unvisited neighbours of the node being expanded.
+    /// The list of the node being expanded, then its unvisited members.
     fresh: Vec<u32>,
 }
 
 impl Scratch {
     fn new(n: usize, l: usize) -> Self {
         Self {
-            visited: vec![0; n],
-            epoch: 0,
+            visited: VisitedSet::new(n),
             list: CandidateList::new(l),
             expanded: Vec::new(),
             fresh: Vec::new(),
         }
+    }
+}
+
+/// The nodes one search has visited: a bit per node (an eighth of a byte, so the set of a
+/// 500k-node shard stays in the core's cache), cleared through the list of those set.
+struct VisitedSet {
+    bits: Vec<u64>,
+    set: Vec<u32>,
+}
+
+impl VisitedSet {
+    fn new(n: usize) -> Self {
+        Self {
+            bits: vec![0; n.div_ceil(64)],
+            set: Vec::new(),
+        }
+    }
+
+    /// Marks `id`; true if it was not marked before.
+    #[inline]
+    fn insert(&mut self, id: u32) -> bool {
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let fresh = self.bits[word] & bit == 0;
+        if fresh {
+            self.bits[word] |= bit;
+            self.set.push(id);
+        }
+        fresh
+    }
+
+    fn clear(&mut self) {
+        for &id in &self.set {
+            self.bits[id as usize / 64] = 0;
+        }
+        self.set.clear();
     }
 }
 
@@ -149,44 +168,34 @@ struct Insertion {
     medoid: u32,
     alpha: f32,
     r: usize,
-    slack_degree: usize,
 }
 
 impl Insertion {
-    fn insert<V: GraphVectors>(
-        &self,
-        adjacency: &[RwLock<Vec<u32>>],
-        vectors: &V,
-        scratch: &mut Scratch,
-    ) {
+    fn insert<V: GraphVectors>(&self, lists: &SharedLists, vectors: &V, scratch: &mut Scratch) {
         let p = self.p;
-        search_into(adjacency, self.medoid, p, vectors, scratch);
+        search_into(lists, self.medoid, p, vectors, scratch);
         let mut pool = std::mem::take(&mut scratch.expanded);
-        for &q in adjacency[p as usize].read().unwrap().iter() {
+        lists.read_into(p, &mut scratch.fresh);
+        for &q in &scratch.fresh {
             pool.push((vectors.distance(p, q), q));
         }
         let chosen = robust_prune(p, &mut pool, self.alpha, self.r, vectors);
-        *adjacency[p as usize].write().unwrap() = chosen.clone();
+        lists.lock(p).set(&chosen);
         scratch.expanded = pool;
-        for q in chosen {
-            let mut list = adjacency[q as usize].write().unwrap();
-            if list.contains(&p) {
+        for &q in &chosen {
+            let list = lists.lock(q);
+            if list.contains(p) || list.push(p) {
                 continue;
             }
-            if list.len() < self.slack_degree {
-                // Grown straight to the slack, not doubled past it: the build's memory
-                // plan counts lists of at most that room (budget.rs).
-                let len = list.len();
-                if len == list.capacity() {
-                    list.reserve_exact(self.slack_degree - len);
-                }
-                list.push(p);
-            } else {
-                let mut pool: Vec<(f32, u32)> =
-                    list.iter().map(|&o| (vectors.distance(q, o), o)).collect();
-                pool.push((vectors.distance(q, p), p));
-                *list = robust_prune(q, &mut pool, self.alpha, self.r, vectors);
-            }
+            // Full to the slack: pruned back to R with `p` among the candidates.
+            let mut pool: Vec<(f32, u32)> = (0..list.len())
+                .map(|i| {
+                    let o = list.get(i);
+                    (vectors.distance(q, o), o)
+                })
+                .collect();
+            pool.push((vectors.distance(q, p), p));
+            list.set(&robust_prune(q, &mut pool, self.alpha, self.r, vectors));
         }
     }
 }
@@ -194,34 +203,29 @@ impl Insertion {
 /// Best-first search from `start` for row `query` over the graph under construction;
 /// leaves every expanded node with its distance in `scratch.expanded`.
 fn search_into<V: GraphVectors>(
-    adjacency: &[RwLock<Vec<u32>>],
+    lists: &SharedLists,
     start: u32,
     query: u32,
     vectors: &V,
     scratch: &mut Scratch,
 ) {
-    scratch.epoch = scratch.epoch.wrapping_add(1);
-    if scratch.epoch == 0 {
-        scratch.visited.iter_mut().for_each(|v| *v = 0);
-        scratch.epoch = 1;
-    }
-    let epoch = scratch.epoch;
+    scratch.visited.clear();
     scratch.list.clear();
     scratch.expanded.clear();
-    scratch.visited[start as usize] = epoch;
+    scratch.visited.insert(start);
     scratch.list.insert(start, vectors.distance(query, start));
     let mut fresh = std::mem::take(&mut scratch.fresh);
     while let Some(pos) = scratch.list.next_unexpanded(|_| false) {
         scratch.list.mark_expanded(pos);
         let c = scratch.list.items()[pos];
         scratch.expanded.push((c.distance, c.id));
-        fresh.clear();
-        for &q in adjacency[c.id as usize].read().unwrap().iter() {
-            if scratch.visited[q as usize] != epoch {
-                scratch.visited[q as usize] = epoch;
-                fresh.push(q);
-            }
+        // The next node to expand is most likely the one after this; its list is fetched
+        // while this one's distances are computed.
+        if let Some(next) = scratch.list.items().get(pos + 1) {
+            prefetch(std::slice::from_ref(lists.slot_start(next.id)), 1);
         }
+        lists.read_into(c.id, &mut fresh);
+        fresh.retain(|&q| scratch.visited.insert(q));
         for &q in fresh.iter().take(PREFETCH_AHEAD) {
             vectors.prefetch(q);
         }
@@ -246,7 +250,7 @@ pub fn greedy_search(
     k: usize,
     l: usize,
 ) -> Vec<(u32, f32)> {
-    let n = graph.neighbors.len();
+    let n = graph.len();
     let rows = Rows::new(data, dim);
     let mut visited = vec![false; n];
     let mut list = CandidateList::new(l.max(k));
@@ -255,7 +259,7 @@ pub fn greedy_search(
     while let Some(pos) = list.next_unexpanded(|_| false) {
         list.mark_expanded(pos);
         let id = list.items()[pos].id;
-        for &q in &graph.neighbors[id as usize] {
+        for &q in graph.neighbors(id) {
             if !visited[q as usize] {
                 visited[q as usize] = true;
                 list.insert(q, metric.distance(query, rows.get(q)));
@@ -323,12 +327,8 @@ mod tests {
             2 * n as u64,
             "progress counts both passes"
         );
-        assert!(g.neighbors.iter().all(|l| l.len() <= 24 && !l.is_empty()));
-        assert!(g
-            .neighbors
-            .iter()
-            .enumerate()
-            .all(|(i, l)| !l.contains(&(i as u32))));
+        assert!(g.lists().all(|l| l.len() <= 24 && !l.is_empty()));
+        assert!(g.lists().enumerate().all(|(i, l)| !l.contains(&(i as u32))));
         assert!(all_reachable(&g));
         let recall = recall_at_10(&g, data, queries, dim);
         eprintln!("recall@10 {recall}");
@@ -351,7 +351,7 @@ mod tests {
             ..VamanaParams::default()
         };
         let g = build(&Sq8Vectors::new(&codes, dim, scale), params, &|_| true).unwrap();
-        assert!(g.neighbors.iter().all(|l| l.len() <= 24 && !l.is_empty()));
+        assert!(g.lists().all(|l| l.len() <= 24 && !l.is_empty()));
         assert!(all_reachable(&g));
         // Searched in full precision: the graph, not the codes, is what is judged.
         let recall = recall_at_10(&g, data, queries, dim);
@@ -370,11 +370,11 @@ mod tests {
     }
 
     fn all_reachable(g: &Graph) -> bool {
-        let mut seen = vec![false; g.neighbors.len()];
+        let mut seen = vec![false; g.len()];
         let mut stack = vec![g.medoid];
         seen[g.medoid as usize] = true;
         while let Some(p) = stack.pop() {
-            for &q in &g.neighbors[p as usize] {
+            for &q in g.neighbors(p) {
                 if !std::mem::replace(&mut seen[q as usize], true) {
                     stack.push(q);
                 }
@@ -410,7 +410,7 @@ mod tests {
             &|_| true,
         )
         .unwrap();
-        assert_eq!(g.neighbors, vec![Vec::<u32>::new()]);
+        assert_eq!(g.lists().collect::<Vec<_>>(), vec![&[] as &[u32]]);
         let data = vec![0.0f32, 1.0, 5.0];
         let g = build(
             &FullVectors::new(&data, 1, Metric::L2),
@@ -418,7 +418,7 @@ mod tests {
             &|_| true,
         )
         .unwrap();
-        assert_eq!(g.neighbors.len(), 3);
+        assert_eq!(g.len(), 3);
         assert!(all_reachable(&g), "{g:?}");
     }
 }

@@ -206,10 +206,10 @@ const MAX_SHARDS: usize = 512;
 /// Buffer of each file written or read during the sharded phases.
 pub(crate) const FILE_BUFFER: usize = 64 << 10;
 
-/// Bytes a node of a graph under construction takes, for out-degree `r`: its list's room
-/// (with the build's slack), the lock and vector header, allocator rounding.
+/// Bytes a node of a graph under construction takes, for out-degree `r`: its slot in the
+/// flat list array, room for the build's slack and a length (diskvec_graph's adjacency).
 fn graph_node_bytes(r: usize) -> u64 {
-    48 + (r as u64 * 13).div_ceil(10) * 4 + 16
+    ((r as u64 * 13).div_ceil(10) + 1) * 4
 }
 
 /// The out-degree of each shard's graph: two thirds of R, as Microsoft DiskANN does, so the

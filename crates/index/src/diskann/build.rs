@@ -207,7 +207,7 @@ fn navigation(
     dim: usize,
     metric: Metric,
     pq: (&ProductQuantizer, &[u8]),
-    neighbors: &[Vec<u32>],
+    graph: &Graph,
     order: &[u32],
     position: &[u32],
 ) -> Navigation {
@@ -223,11 +223,7 @@ fn navigation(
         sq.encode(v, &mut record[..m]);
         let norm: f32 = v.iter().map(|x| x * x).sum();
         record[m..].copy_from_slice(&norm.to_le_bytes());
-        adjacency.extend(
-            neighbors[old as usize]
-                .iter()
-                .map(|&q| position[q as usize]),
-        );
+        adjacency.extend(graph.neighbors(old).iter().map(|&q| position[q as usize]));
         offsets.push(adjacency.len() as u32);
     }
     // Row `i` of the data is node `position[i]`: its code and norm are in `codes` already.
@@ -509,7 +505,7 @@ pub fn build(
         dim,
         params.metric,
         (pq, &codes),
-        &graph.neighbors,
+        &graph,
         &order,
         &position,
     );
@@ -567,7 +563,12 @@ pub fn build(
             vector.clear();
             vector.extend_from_slice(rows.get(old as u32));
             neighbours.clear();
-            neighbours.extend(graph.neighbors[old].iter().map(|&q| position[q as usize]));
+            neighbours.extend(
+                graph
+                    .neighbors(old as u32)
+                    .iter()
+                    .map(|&q| position[q as usize]),
+            );
             Ok(())
         },
     )?;

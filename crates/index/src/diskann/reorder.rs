@@ -8,8 +8,8 @@ use diskvec_graph::Graph;
 /// (the node cache is then simply a prefix of the file), and each sector is filled with
 /// graph neighbours of its first node, so one read often brings two nodes a search wants.
 pub fn sector_order(graph: &Graph, per_sector: usize) -> Vec<u32> {
-    sector_order_of(graph.neighbors.len(), graph.medoid, per_sector, |u| {
-        &graph.neighbors[u as usize]
+    sector_order_of(graph.len(), graph.medoid, per_sector, |u| {
+        graph.neighbors(u)
     })
 }
 
@@ -64,8 +64,8 @@ mod tests {
     #[test]
     fn is_a_permutation_that_packs_neighbours() {
         // A path 0-1-2-3-4-5 plus an isolated node 6; the medoid is 2.
-        let g = Graph {
-            neighbors: vec![
+        let g = Graph::from_lists(
+            &[
                 vec![1],
                 vec![0, 2],
                 vec![1, 3],
@@ -74,8 +74,8 @@ mod tests {
                 vec![4],
                 vec![],
             ],
-            medoid: 2,
-        };
+            2,
+        );
         let order = sector_order(&g, 2);
         let mut sorted = order.clone();
         sorted.sort();

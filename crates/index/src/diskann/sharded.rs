@@ -467,7 +467,7 @@ fn write_shard_lists<V: GraphVectors>(
     let graph = diskvec_graph::build(vectors, vamana, go_on).ok_or(IndexError::Cancelled)?;
     let mut out = SpillWriter::create(&scratch.lists(s), FILE_BUFFER)?;
     let mut bytes = Vec::new();
-    for (local, list) in graph.neighbors.iter().enumerate() {
+    for (local, list) in graph.lists().enumerate() {
         bytes.clear();
         bytes.extend_from_slice(&gids[local].to_le_bytes());
         bytes.extend_from_slice(&(list.len() as u32).to_le_bytes());
