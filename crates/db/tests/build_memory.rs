@@ -262,3 +262,65 @@ fn a_merge_that_does_not_fit_leaves_seals_and_writes_going() {
     }
     assert_eq!(c.info().points, 10 * SMALL_SEAL);
 }
+
+#[test]
+fn a_merge_in_shards_keeps_its_sealed_sources_lists_and_their_recall() {
+    let dir = tempfile::tempdir().unwrap();
+    let third = SEAL / 2;
+    let n = 3 * third;
+    let mut cfg = config();
+    cfg.seal_threshold = third;
+    cfg.build_memory = Some(MemoryBudget::Bytes(sharding_budget(&cfg, n)));
+    let db = Database::open(&dir.path().join("merged")).unwrap();
+    let c = db.create_collection("docs", cfg.clone()).unwrap();
+    // Three segments sealed on their own (the seal threshold), then merged in shards.
+    for part in 0..3u64 {
+        let from = part * third as u64;
+        c.upsert(points(from..from + third as u64)).unwrap();
+        let started = std::time::Instant::now();
+        while c.info().indexed_points < (part as usize + 1) * third {
+            assert!(started.elapsed().as_secs() < 300, "{:?}", c.info());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    assert_eq!(
+        c.info()
+            .segments
+            .iter()
+            .filter(|s| s.kind == "sealed")
+            .count(),
+        3
+    );
+    let gone: Vec<PointId> = (0..500u64).map(|i| PointId::Num(i * 7)).collect();
+    c.delete(gone).unwrap();
+    c.optimize(true).unwrap();
+    let merge = c.info().last_task.expect("a merge ran");
+    assert_eq!(merge.kind, "merge", "{merge:?}");
+    assert_eq!(merge.points, n - 500, "{merge:?}");
+    // Every point came from a sealed segment: each kept its lists and went into one shard.
+    assert_eq!(merge.seeded, n - 500, "{merge:?}");
+    let live = |i: u64| !(i < 3_500 && i.is_multiple_of(7));
+    let merged = recall(&c, &live, n as u64);
+
+    // The same points in one build in shards, seeded by nothing, as a peer.
+    let peer_db = Database::open(&dir.path().join("peer")).unwrap();
+    let mut peer_cfg = cfg;
+    peer_cfg.seal_threshold = n;
+    let peer = peer_db.create_collection("docs", peer_cfg).unwrap();
+    peer.upsert(points(0..n as u64)).unwrap();
+    peer.delete((0..500u64).map(|i| PointId::Num(i * 7)).collect())
+        .unwrap();
+    peer.optimize(true).unwrap();
+    let built = peer.info().last_task.unwrap();
+    assert!(built.shards > 1 && built.seeded == 0, "{built:?}");
+    let unseeded = recall(&peer, &live, n as u64);
+    eprintln!("recall@10: seeded merge {merged}, one build in shards {unseeded}");
+    assert!(
+        unseeded >= 0.8,
+        "recall@10 of the unseeded build {unseeded}"
+    );
+    assert!(
+        merged >= unseeded - 0.03,
+        "recall@10 of the seeded merge {merged}, of one build {unseeded}"
+    );
+}

@@ -52,12 +52,35 @@ fn settle(file: &File, from: u64, to: u64, written: bool) {
     }
 }
 
-/// A file written front to back whose written pages leave the page cache as it goes.
+/// Starts the write-back of `file`'s bytes `from..to` without waiting for it.
+fn start_write_back(file: &File, from: u64, to: u64) {
+    if to <= from {
+        return;
+    }
+    // SAFETY: a plain system call on a descriptor `file` keeps open; no pointers. Advice
+    // only, as in `settle`.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            from as libc::off64_t,
+            (to - from) as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
+/// A file written front to back whose written pages leave the page cache as it goes. The
+/// device writes one stretch while the caller fills the next: each stretch's write-back is
+/// started when it is full and waited for (then dropped) only when the next one is, so at
+/// most two stretches are in the page cache and the writer seldom waits.
 pub struct SpillWriter {
     path: PathBuf,
     out: BufWriter<File>,
     written: u64,
+    /// Bytes before this have left the page cache.
     settled: u64,
+    /// Bytes before this are being written back.
+    started: u64,
 }
 
 impl SpillWriter {
@@ -68,6 +91,7 @@ impl SpillWriter {
             out: BufWriter::with_capacity(buffer_bytes.max(4096), file),
             written: 0,
             settled: 0,
+            started: 0,
         })
     }
 
@@ -82,10 +106,12 @@ impl SpillWriter {
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
         self.out.write_all(bytes).map_err(os(&self.path))?;
         self.written += bytes.len() as u64;
-        if self.written - self.settled >= SETTLE_BYTES {
+        if self.written - self.started >= SETTLE_BYTES {
             self.out.flush().map_err(os(&self.path))?;
-            settle(self.out.get_ref(), self.settled, self.written, true);
-            self.settled = self.written;
+            start_write_back(self.out.get_ref(), self.started, self.written);
+            settle(self.out.get_ref(), self.settled, self.started, true);
+            self.settled = self.started;
+            self.started = self.written;
         }
         Ok(())
     }

@@ -154,10 +154,13 @@ impl Inner {
             },
             &progress,
         );
-        // The next seals encode with the codebook this build made (or kept): a new one when
-        // the rows no longer fitted the old.
-        if let Ok(Some(used)) = &built {
-            *lock(&self.codebook) = Some(Arc::clone(used));
+        if let Ok(report) = &built {
+            self.task.set_built(lane, report.shards, report.seeded);
+            // The next seals encode with the codebook this build made (or kept): a new one
+            // when the rows no longer fitted the old.
+            if let Some(used) = &report.codebook {
+                *lock(&self.codebook) = Some(Arc::clone(used));
+            }
         }
         let built = built.map(|_| ());
         if is_cancelled(&built) {

@@ -22,10 +22,14 @@ pub struct TaskInfo {
     pub total: u64,
     pub seconds: f64,
     /// Memory the build was granted (0 before it is planned), what its plan expects to use
-    /// at its peak, and its shards (1: the whole build in memory).
+    /// at its peak, and its shards (1: the whole build in memory; once built, the shards it
+    /// used, fewer than planned when its sources' graphs seeded it).
     pub memory_budget: u64,
     pub estimated_peak: u64,
     pub shards: usize,
+    /// Points that kept their lists from the graph of the sealed segment they came from
+    /// (a merge in shards builds only the edges between its sources); known once built.
+    pub seeded: usize,
 }
 
 struct Running {
@@ -36,6 +40,8 @@ struct Running {
     total: u64,
     started: Instant,
     plan: Option<diskvec_index::diskann::BuildPlan>,
+    /// Shards used and points seeded, once built.
+    built: Option<(usize, usize)>,
 }
 
 /// The two background workers: one seals frozen segments (and runs `optimize`'s merge of
@@ -68,6 +74,7 @@ impl TaskProgress {
             total: 0,
             started: Instant::now(),
             plan: None,
+            built: None,
         });
         TaskGuard(self, lane)
     }
@@ -86,6 +93,11 @@ impl TaskProgress {
     /// How the build will run within the memory it was granted.
     pub fn set_plan(&self, lane: Lane, plan: &diskvec_index::diskann::BuildPlan) {
         self.with(lane, |r| r.plan = Some(plan.clone()))
+    }
+
+    /// What the finished build used: its shards, and the points its sources' graphs seeded.
+    pub fn set_built(&self, lane: Lane, shards: usize, seeded: usize) {
+        self.with(lane, |r| r.built = Some((shards, seeded)))
     }
 
     pub fn phase(&self, lane: Lane, name: &str, total: u64) {
@@ -126,7 +138,11 @@ impl Running {
             seconds: self.started.elapsed().as_secs_f64(),
             memory_budget: self.plan.as_ref().map_or(0, |p| p.budget),
             estimated_peak: self.plan.as_ref().map_or(0, |p| p.estimated_peak),
-            shards: self.plan.as_ref().map_or(0, |p| p.shards),
+            shards: match self.built {
+                Some((shards, _)) => shards,
+                None => self.plan.as_ref().map_or(0, |p| p.shards),
+            },
+            seeded: self.built.map_or(0, |b| b.1),
         }
     }
 }

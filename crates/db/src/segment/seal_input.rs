@@ -84,6 +84,7 @@ impl SealInput {
             part: 0,
             row_in_part: 0,
             delivered: 0,
+            seeds: Vec::new(),
         }
     }
 
@@ -93,12 +94,16 @@ impl SealInput {
     }
 }
 
-/// A `SealInput`'s vectors as a build reads them.
+/// A `SealInput`'s vectors as a build reads them, with the graph lists of points that come
+/// from sealed segments (as new offsets; neighbours that are not carried over are left
+/// out), so that a merge builds only the edges between its sources.
 pub(crate) struct SealSource<'a> {
     input: &'a SealInput,
     part: usize,
     row_in_part: usize,
     delivered: usize,
+    /// One list per row of the last chunk (empty for rows of frozen segments).
+    seeds: Vec<Vec<u32>>,
 }
 
 impl VectorSource for SealSource<'_> {
@@ -110,9 +115,15 @@ impl VectorSource for SealSource<'_> {
         self.input.len()
     }
 
+    fn seed_lists(&mut self, lists: &mut Vec<Vec<u32>>) {
+        std::mem::swap(lists, &mut self.seeds);
+        self.seeds.clear();
+    }
+
     fn next_chunk(&mut self, data: &mut Vec<f32>, ids: &mut Vec<i64>) -> Result<usize, String> {
         data.clear();
         ids.clear();
+        self.seeds.clear();
         let dim = self.input.dim;
         let limit = CHUNK_ROWS.min((CHUNK_BYTES / (4 * dim.max(1))).max(1));
         while ids.len() < limit {
@@ -131,7 +142,10 @@ impl VectorSource for SealSource<'_> {
                 VectorPart::Frozen {
                     vectors,
                     offsets: None,
-                } => data.extend_from_slice(&vectors[span.start * dim..span.end * dim]),
+                } => {
+                    data.extend_from_slice(&vectors[span.start * dim..span.end * dim]);
+                    self.seeds.resize(self.seeds.len() + take, Vec::new());
+                }
                 VectorPart::Frozen {
                     vectors,
                     offsets: Some(offsets),
@@ -140,13 +154,26 @@ impl VectorSource for SealSource<'_> {
                         let at = o as usize * dim;
                         data.extend_from_slice(&vectors[at..at + dim]);
                     }
+                    self.seeds.resize(self.seeds.len() + take, Vec::new());
                 }
                 VectorPart::Sealed { segment, offsets } => {
-                    let read = segment.vectors(&offsets[span]).map_err(|e| {
-                        format!("reading vectors of segment {}: {e}", segment.dir.display())
-                    })?;
-                    for v in read {
+                    let read = segment
+                        .vectors_and_neighbours(&offsets[span])
+                        .map_err(|e| {
+                            format!("reading vectors of segment {}: {e}", segment.dir.display())
+                        })?;
+                    // The part's rows are its live offsets in increasing order, numbered
+                    // from `first` in the new segment.
+                    let first = (self.delivered - self.row_in_part) as u32;
+                    for (v, neighbours) in read {
                         data.extend_from_slice(&v);
+                        self.seeds.push(
+                            neighbours
+                                .iter()
+                                .filter_map(|o| offsets.binary_search(o).ok())
+                                .map(|row| first + row as u32)
+                                .collect(),
+                        );
                     }
                 }
             }

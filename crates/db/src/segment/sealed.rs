@@ -78,7 +78,7 @@ pub(crate) struct SealBuild {
 }
 
 /// Builds the DiskANN index and the points file of `input` into `dir` as `how` says;
-/// returns the codebook its codes were made with.
+/// returns the build's report (with the codebook its codes were made with).
 pub(crate) fn seal(
     input: &SealInput,
     dir: &Path,
@@ -86,7 +86,7 @@ pub(crate) fn seal(
     paths: &[PathBuf],
     how: SealBuild,
     progress: &dyn diskvec_index::Progress,
-) -> Result<Option<Arc<diskvec_index::diskann::Codebook>>> {
+) -> Result<diskvec_index::diskann::BuildReport> {
     std::fs::create_dir_all(dir).map_err(crate::error::file_error(dir))?;
     if !input.rows_match() {
         return Err(crate::DbError::Unavailable(format!(
@@ -113,7 +113,7 @@ pub(crate) fn seal(
         &input.versions,
         &input.payloads,
     )?;
-    Ok(report.codebook)
+    Ok(report)
 }
 
 impl Points for Sealed {
@@ -408,6 +408,21 @@ impl Sealed {
         let mut out = vec![Vec::new(); offsets.len()];
         self.index
             .fetch_vectors(&ids, |pos, v| out[pos] = v.to_vec())?;
+        Ok(out)
+    }
+
+    /// The vectors at `offsets`, with each one's out-neighbours in this segment's graph
+    /// (as offsets), read together.
+    pub fn vectors_and_neighbours(&self, offsets: &[u32]) -> Result<Vec<(Vec<f32>, Vec<u32>)>> {
+        let ids = node_ids(offsets);
+        let mut out = vec![(Vec::new(), Vec::new()); offsets.len()];
+        self.index
+            .fetch_vectors_and_neighbours(&ids, |pos, v, neighbours| {
+                out[pos] = (
+                    v.to_vec(),
+                    neighbours.filter_map(|id| u32::try_from(id).ok()).collect(),
+                )
+            })?;
         Ok(out)
     }
 

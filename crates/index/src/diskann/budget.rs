@@ -425,6 +425,14 @@ fn estimated_peak_of(
 }
 
 impl BuildPlan {
+    /// Shards for `copies` vector copies in all (a vector whose lists are seeded by an
+    /// earlier graph goes into one shard, any other into `SHARD_OVERLAP`): at most the
+    /// plan's, which were counted for every vector in `SHARD_OVERLAP` shards.
+    pub fn shards_for(&self, copies: usize) -> usize {
+        let needed = (copies as f64 * SHARD_SLACK / self.shard_capacity.max(1) as f64).ceil();
+        (needed as usize).clamp(1, self.shards.max(1))
+    }
+
     /// This plan with shards of at most `capacity` vectors (and as many as `n` needs).
     pub fn with_shard_capacity(mut self, n: usize, capacity: usize) -> Self {
         let capacity = capacity.clamp(2, n.max(2));

@@ -127,6 +127,9 @@ pub struct BuildReport {
     pub navigation_off: Option<SteppedAside>,
     /// The PQ codebook the index's codes were made with (trained, or the one given).
     pub codebook: Option<std::sync::Arc<super::Codebook>>,
+    /// Vectors that kept the lists of a graph the input already had (a merge of sealed
+    /// segments in shards passes theirs on: `VectorSource::seed_lists`); 0 otherwise.
+    pub seeded: usize,
 }
 
 /// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
@@ -587,6 +590,7 @@ pub fn build(
         memory_budget: 0,
         navigation_off,
         codebook: Some(codebook),
+        seeded: 0,
     })
 }
 

@@ -8,6 +8,7 @@ use diskvec_io::ReadDone;
 
 use diskvec_vector::Sq4Query;
 
+use super::layout::NodeRecord;
 use super::nav::Navigation;
 use super::DiskIndex;
 use crate::{IndexError, Result};
@@ -80,6 +81,39 @@ impl DiskIndex {
     /// SSD with `FETCH_DEPTH` reads in flight. An id the index does not hold is an error
     /// before anything is read.
     pub fn fetch_vectors(&self, ids: &[i64], mut visit: impl FnMut(usize, &[f32])) -> Result<()> {
+        self.fetch_nodes(ids, &mut |pos, record, vector| {
+            record.vector_into(vector);
+            visit(pos, vector)
+        })
+    }
+
+    /// As `fetch_vectors`, with each node's out-neighbours by external id too: what a
+    /// merge passes on of a segment's graph (`VectorSource::seed_lists`), read with the
+    /// vector at no cost.
+    pub fn fetch_vectors_and_neighbours(
+        &self,
+        ids: &[i64],
+        mut visit: impl FnMut(usize, &[f32], &mut dyn Iterator<Item = i64>),
+    ) -> Result<()> {
+        let node_ids = &self.meta.ids;
+        self.fetch_nodes(ids, &mut |pos, record, vector| {
+            record.vector_into(vector);
+            visit(
+                pos,
+                vector,
+                &mut record
+                    .neighbors()
+                    .filter_map(|node| node_ids.get(node as usize).copied()),
+            )
+        })
+    }
+
+    /// Calls `visit(position, record, scratch vector)` for the node of each of `ids`.
+    fn fetch_nodes(
+        &self,
+        ids: &[i64],
+        visit: &mut dyn FnMut(usize, &NodeRecord, &mut Vec<f32>),
+    ) -> Result<()> {
         let nodes: Vec<u32> = ids
             .iter()
             .map(|&id| {
@@ -92,10 +126,7 @@ impl DiskIndex {
         let mut to_read = Vec::new();
         for (pos, &node) in nodes.iter().enumerate() {
             match self.record_in_dram(node) {
-                Some(record) => {
-                    record.vector_into(&mut vector);
-                    visit(pos, &vector);
-                }
+                Some(record) => visit(pos, &record, &mut vector),
                 None => to_read.push(pos),
             }
         }
@@ -103,9 +134,7 @@ impl DiskIndex {
             return Ok(());
         }
         let mut engine = self.take_engine(FETCH_DEPTH)?;
-        let outcome = self.read_nodes(engine.as_mut(), &nodes, &to_read, &mut |pos, v| {
-            visit(pos, v)
-        });
+        let outcome = self.read_nodes(engine.as_mut(), &nodes, &to_read, visit);
         if outcome.is_err() {
             super::search::drain(engine.as_mut());
         }
@@ -118,7 +147,7 @@ impl DiskIndex {
         engine: &mut dyn diskvec_io::ReadEngine,
         nodes: &[u32],
         to_read: &[usize],
-        visit: &mut dyn FnMut(usize, &[f32]),
+        visit: &mut dyn FnMut(usize, &NodeRecord, &mut Vec<f32>),
     ) -> Result<()> {
         let depth = engine.depth().min(FETCH_DEPTH);
         let mut next = 0;
@@ -151,8 +180,7 @@ impl DiskIndex {
                     Ok(()) if first_error.is_none() => {
                         let data = &engine.buffer(d.slot)[..self.layout.read_bytes()];
                         let record = self.layout.record(data, nodes[pos], &mut scratch);
-                        record.vector_into(&mut vector);
-                        visit(pos, &vector);
+                        visit(pos, &record, &mut vector);
                     }
                     Ok(()) => {}
                     Err(e) => {

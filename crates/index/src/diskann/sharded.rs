@@ -65,6 +65,10 @@ impl Scratch {
     fn graph(&self) -> PathBuf {
         self.file("graph")
     }
+    /// The lists the input's own graph gave (`VectorSource::seed_lists`), in shard-list form.
+    fn seeds(&self) -> PathBuf {
+        self.file("seeds")
+    }
     fn bucket(&self, s: usize) -> PathBuf {
         self.file(&format!("bucket{s}"))
     }
@@ -72,7 +76,13 @@ impl Scratch {
         self.file(&format!("lists{s}"))
     }
     fn all(&self) -> Vec<PathBuf> {
-        let mut files = vec![self.vectors(), self.pq(), self.sq4(), self.graph()];
+        let mut files = vec![
+            self.vectors(),
+            self.pq(),
+            self.sq4(),
+            self.graph(),
+            self.seeds(),
+        ];
         for s in 0..self.shards {
             files.push(self.bucket(s));
             files.push(self.lists(s));
@@ -132,6 +142,51 @@ struct Spooled {
     sample: Vec<f32>,
     max_norm_sq: f32,
     mean: Vec<f32>,
+    /// Rows whose lists the input seeded, a bit each.
+    seeded: Vec<u64>,
+    seeded_count: usize,
+}
+
+impl Spooled {
+    fn is_seeded(&self, row: usize) -> bool {
+        self.seeded[row / 64] & (1 << (row % 64)) != 0
+    }
+}
+
+/// Writes the seed lists of a chunk's rows (`first` the first row's number) in shard-list
+/// form, with no distances (NaN: the merge computes them), leaving out ids outside the
+/// `n` rows and the row itself; marks the rows with a list in `seeded`.
+fn write_seeds(
+    out: &mut SpillWriter,
+    first: usize,
+    n: usize,
+    lists: &[Vec<u32>],
+    seeded: &mut [u64],
+    bytes: &mut Vec<u8>,
+) -> Result<usize> {
+    let mut count = 0;
+    bytes.clear();
+    for (i, list) in lists.iter().enumerate() {
+        let row = first + i;
+        let kept = || {
+            list.iter()
+                .filter(|&&q| (q as usize) < n && q as usize != row)
+        };
+        let degree = kept().count();
+        if degree == 0 {
+            continue;
+        }
+        bytes.extend_from_slice(&(row as u32).to_le_bytes());
+        bytes.extend_from_slice(&(degree as u32).to_le_bytes());
+        for &q in kept() {
+            bytes.extend_from_slice(&q.to_le_bytes());
+            bytes.extend_from_slice(&f32::NAN.to_le_bytes());
+        }
+        seeded[row / 64] |= 1 << (row % 64);
+        count += 1;
+    }
+    out.write_all(bytes)?;
+    Ok(count)
 }
 
 /// Pass 1: input to the scratch vector file, checked and prepared, with a seeded reservoir
@@ -140,12 +195,22 @@ fn spool(
     source: &mut dyn VectorSource,
     params: &BuildParams,
     plan: &BuildPlan,
-    path: &Path,
+    scratch: &Scratch,
     progress: &dyn Progress,
 ) -> Result<Spooled> {
     let (dim, n) = (source.dim(), source.rows());
     progress.phase("reading input", n as u64);
-    let mut out = SpillWriter::create(path, FILE_BUFFER)?;
+    let mut out = SpillWriter::create(&scratch.vectors(), FILE_BUFFER)?;
+    // Seeds are taken only where the merge can rank them (it computes their distances
+    // from the 4-bit codes it holds when it re-prunes).
+    let mut seeds_out = if plan.reprune {
+        Some(SpillWriter::create(&scratch.seeds(), FILE_BUFFER)?)
+    } else {
+        None
+    };
+    let mut seeded = vec![0u64; n.div_ceil(64)];
+    let mut seeded_count = 0;
+    let (mut lists, mut seed_bytes) = (Vec::new(), Vec::new());
     let mut rng = rand::rngs::SmallRng::seed_from_u64(params.seed ^ 0x5a3e);
     let mut sample = Vec::with_capacity(plan.sample_rows * dim);
     let mut ids = Vec::with_capacity(n);
@@ -157,6 +222,13 @@ fn spool(
         let rows = next_checked(source, seen, &mut data, &mut chunk_ids)?;
         if rows == 0 {
             break;
+        }
+        if let Some(seeds_out) = seeds_out.as_mut() {
+            source.seed_lists(&mut lists);
+            if lists.len() == rows {
+                seeded_count +=
+                    write_seeds(seeds_out, seen, n, &lists, &mut seeded, &mut seed_bytes)?;
+            }
         }
         if !params.input_prepared {
             data.par_chunks_exact_mut(dim)
@@ -186,6 +258,9 @@ fn spool(
         progress.advance(rows as u64);
     }
     out.finish(false)?;
+    if let Some(seeds_out) = seeds_out {
+        seeds_out.finish(false)?;
+    }
     check_complete(n, ids.len())?;
     let mut sorted = ids.clone();
     sorted.par_sort_unstable();
@@ -203,6 +278,8 @@ fn spool(
         sample,
         max_norm_sq,
         mean,
+        seeded,
+        seeded_count,
     })
 }
 
@@ -278,11 +355,11 @@ fn encode_and_partition(
     sq: &ScalarQuantizer4,
     sq8: Option<&ScalarQuantizer8>,
     centroids: &[f32],
-    mean: &[f32],
+    spooled: &Spooled,
     progress: &dyn Progress,
 ) -> Result<(u32, Vec<usize>, WalkRows)> {
     progress.phase("encoding and partitioning", n as u64);
-    let shards = plan.shards;
+    let (shards, mean) = (centroids.len() / space.dim(), &spooled.mean[..]);
     let gdim = space.dim();
     let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
     let mut input = SpillReader::open(&scratch.vectors(), FILE_BUFFER)?;
@@ -354,14 +431,20 @@ fn encode_and_partition(
                 next_wanted += 1;
             }
             // The nearest shards with room; the overlap joins neighbouring shards' graphs.
-            // All of its nearest shards full (rare: shards are sized with slack): the first
+            // A seeded vector has edges beyond its shard already and goes into one. All
+            // of its nearest shards full (rare: shards are sized with slack): the first
             // shard with room.
             let has_room = |s: &usize| sizes[*s] < plan.shard_capacity;
+            let copies = if spooled.is_seeded(gid) {
+                1
+            } else {
+                SHARD_OVERLAP
+            };
             let mut chosen: Vec<usize> = order
                 .iter()
                 .map(|&s| s as usize)
                 .filter(has_room)
-                .take(SHARD_OVERLAP.min(shards))
+                .take(copies.min(shards))
                 .collect();
             if chosen.is_empty() {
                 chosen.extend((0..shards).find(has_room));
@@ -533,6 +616,7 @@ fn merge(
     space: GraphSpace,
     params: &BuildParams,
     plan: &BuildPlan,
+    shards: usize,
     sq: &ScalarQuantizer4,
     progress: &dyn Progress,
 ) -> Result<u64> {
@@ -548,8 +632,10 @@ fn merge(
         None
     };
     let record = sq.code_bytes() + 4;
-    let mut readers = (0..plan.shards)
-        .map(|s| ListReader::open(&scratch.lists(s)))
+    let mut readers = (0..shards)
+        .map(|s| scratch.lists(s))
+        .chain(plan.reprune.then(|| scratch.seeds()))
+        .map(|path| ListReader::open(&path))
         .collect::<Result<Vec<_>>>()?;
     let mut out = SpillWriter::create(&scratch.graph(), FILE_BUFFER)?;
     let mut edges = 0u64;
@@ -574,9 +660,16 @@ fn merge(
             .enumerate()
             .map_init(Vec::new, |decoded, (i, mut pool)| {
                 let node = (gid + i) as u32;
-                pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                // By id, a measured distance before a seed's NaN, so that a candidate
+                // found both ways keeps the measured one.
+                pool.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.is_nan().cmp(&b.0.is_nan())));
                 pool.dedup_by_key(|c| c.1);
                 pool.retain(|c| c.1 != node);
+                if let Some(codes) = &codes {
+                    distances_of_seeds(node, &mut pool, codes, record, sq, space);
+                }
+                pool.retain(|c| !c.0.is_nan());
+                pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
                 match &codes {
                     Some(codes) if pool.len() > r => {
                         // Candidates as local rows 1.., the node as row 0, decoded from
@@ -623,10 +716,39 @@ fn merge(
         )));
     }
     out.finish(false)?;
-    for s in 0..plan.shards {
+    for s in 0..shards {
         let _ = std::fs::remove_file(scratch.lists(s));
     }
+    let _ = std::fs::remove_file(scratch.seeds());
     Ok(edges)
+}
+
+/// Fills in the distances of `node`'s seeded candidates (NaN until here), in the graph
+/// space from their 4-bit codes, as the merge compares candidates with each other.
+fn distances_of_seeds(
+    node: u32,
+    pool: &mut [(f32, u32)],
+    codes: &[u8],
+    record: usize,
+    sq: &ScalarQuantizer4,
+    space: GraphSpace,
+) {
+    if !pool.iter().any(|c| c.0.is_nan()) {
+        return;
+    }
+    let decode = |id: u32, out: &mut Vec<f32>| {
+        let mut v = Vec::with_capacity(space.dim);
+        let at = id as usize * record;
+        sq.decode_into(&codes[at..at + record - 4], &mut v);
+        out.clear();
+        space.push(&v, out);
+    };
+    let (mut from, mut to) = (Vec::new(), Vec::new());
+    decode(node, &mut from);
+    for c in pool.iter_mut().filter(|c| c.0.is_nan()) {
+        decode(c.1, &mut to);
+        c.0 = space.metric().distance(&from, &to);
+    }
 }
 
 /// Builds an index from `source` within `plan` (sharded), into `out`.
@@ -710,7 +832,13 @@ pub(crate) fn build_sharded(
         }
     };
     commit::commit(out, &new_files[..targets.len() + 1], &previous, &intent)?;
-    let (pq_seconds, graph_seconds, write_seconds) = report_parts;
+    let Phases {
+        pq_seconds,
+        graph_seconds,
+        write_seconds,
+        shards,
+        seeded,
+    } = report_parts;
     Ok(BuildReport {
         count: n,
         dim,
@@ -721,15 +849,25 @@ pub(crate) fn build_sharded(
         total_seconds: start.elapsed().as_secs_f64(),
         nodes_file_bytes: header.nodes_file_bytes(),
         meta_file_bytes,
-        shards: plan.shards,
+        shards,
         memory_budget: plan.budget,
         navigation_off,
         codebook: Some(codebook),
+        seeded,
     })
 }
 
-/// Seconds of the PQ, graph and write phases, and what the outputs' writer returned.
-type Built = ((f64, f64, f64), Written, std::sync::Arc<super::Codebook>);
+/// What the phases of a build took and found.
+struct Phases {
+    pq_seconds: f64,
+    graph_seconds: f64,
+    write_seconds: f64,
+    shards: usize,
+    seeded: usize,
+}
+
+/// The phases, what the outputs' writer returned, and the codebook.
+type Built = (Phases, Written, std::sync::Arc<super::Codebook>);
 
 #[allow(clippy::too_many_arguments)]
 fn build_files(
@@ -746,8 +884,20 @@ fn build_files(
 ) -> Result<Built> {
     let (dim, n) = (source.dim(), source.rows());
     let start = Instant::now();
-    let spooled = spool(source, params, plan, &scratch.vectors(), progress)?;
+    let mut spooled = spool(source, params, plan, scratch, progress)?;
     commit::failpoint("build:spooled");
+    // Seeded vectors go into one shard, the others into SHARD_OVERLAP: the shards are
+    // counted for the copies there are.
+    let seeded_count = spooled.seeded_count;
+    let copies = seeded_count + SHARD_OVERLAP * (n - seeded_count);
+    let shards = plan.shards_for(copies);
+    if spooled.seeded_count > 0 {
+        log::info!(
+            "{} of {n} vectors keep the lists of their own graph; {shards} shards instead of {}",
+            spooled.seeded_count,
+            plan.shards
+        );
+    }
     let space = GraphSpace::new(params.metric, dim, spooled.max_norm_sq);
     progress.phase("PQ training", 1);
     let codebook = super::codebook::codebook_for(params, &spooled.sample, dim, pq_bytes)?;
@@ -757,8 +907,8 @@ fn build_files(
     for v in spooled.sample.chunks_exact(dim) {
         space.push(v, &mut graph_sample);
     }
-    drop(spooled.sample);
-    let centroids = kmeans(&graph_sample, space.dim(), plan.shards, 10, params.seed);
+    spooled.sample = Vec::new();
+    let centroids = kmeans(&graph_sample, space.dim(), shards, 10, params.seed);
     // Shards are built over 8-bit codes, so their buckets hold the codes (a quarter of the
     // f32 vectors' scratch space and I/O).
     let sq8 = (params.graph_precision == GraphPrecision::Sq8)
@@ -775,7 +925,7 @@ fn build_files(
         &sq,
         sq8.as_ref(),
         &centroids,
-        &spooled.mean,
+        &spooled,
         progress,
     )?;
     let pq_seconds = start.elapsed().as_secs_f64();
@@ -807,7 +957,7 @@ fn build_files(
     let graph_start = Instant::now();
     let total: usize = sizes.iter().sum();
     progress.phase(
-        &format!("graph ({} shards)", plan.shards),
+        &format!("graph ({shards} shards)"),
         (SHARD_PASSES * total) as u64,
     );
     for (s, &size) in sizes.iter().enumerate() {
@@ -819,7 +969,7 @@ fn build_files(
             commit::failpoint("build:first-shard");
         }
     }
-    let edges = merge(scratch, n, space, params, plan, &sq, progress)?;
+    let edges = merge(scratch, n, space, params, plan, shards, &sq, progress)?;
     release_freed_memory();
     commit::failpoint("build:merged");
     let graph_seconds = graph_start.elapsed().as_secs_f64();
@@ -853,13 +1003,12 @@ fn build_files(
         build_id,
         progress,
     )?;
-    Ok((
-        (
-            pq_seconds,
-            graph_seconds,
-            write_start.elapsed().as_secs_f64(),
-        ),
-        written,
-        codebook,
-    ))
+    let phases = Phases {
+        pq_seconds,
+        graph_seconds,
+        write_seconds: write_start.elapsed().as_secs_f64(),
+        shards,
+        seeded: seeded_count,
+    };
+    Ok((phases, written, codebook))
 }

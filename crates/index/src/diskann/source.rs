@@ -13,6 +13,15 @@ pub trait VectorSource {
         data: &mut Vec<f32>,
         ids: &mut Vec<i64>,
     ) -> std::result::Result<usize, String>;
+
+    /// The out-neighbours that the rows of the last chunk already have in a graph of
+    /// their own, as row numbers of this source (0..rows), one list per row. A merge of
+    /// sealed segments passes on their graphs, so a build in shards only has to add the
+    /// edges between them. Sources without such a graph leave `lists` empty (the
+    /// default).
+    fn seed_lists(&mut self, lists: &mut Vec<Vec<u32>>) {
+        lists.clear();
+    }
 }
 
 /// The next chunk of `source`, after `seen` rows: its row count (0 at the end), refused
