@@ -2,6 +2,7 @@
 
 mod adjacency;
 mod candidates;
+mod order;
 pub mod prune;
 mod vamana;
 mod vectors;

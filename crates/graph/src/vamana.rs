@@ -1,7 +1,4 @@
 use diskvec_vector::{prefetch, Metric, Rows};
-use rand::rngs::SmallRng;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use rayon::prelude::*;
 
 use crate::adjacency::{Graph, SharedLists};
@@ -35,6 +32,9 @@ impl Default for VamanaParams {
     }
 }
 
+/// Insertions the threads share out at a time, in order.
+const INSERT_WINDOW: usize = 16_384;
+
 /// Reverse edges may overfill a node by this factor before it is pruned back to R,
 /// which saves most prunes at the cost of a final clean-up.
 const SLACK: f32 = 1.3;
@@ -53,8 +53,7 @@ pub fn build<V: GraphVectors>(
     let r = params.max_degree.max(1);
     let slack_degree = ((r as f32) * SLACK).ceil() as usize;
     let lists = SharedLists::new(n, slack_degree);
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.shuffle(&mut SmallRng::seed_from_u64(params.seed));
+    let order = crate::order::insertion_order(vectors, params.seed);
 
     let passes: &[f32] = if params.two_passes {
         &[1.0, params.alpha]
@@ -62,13 +61,18 @@ pub fn build<V: GraphVectors>(
         &[params.alpha]
     };
     let stopped = std::sync::atomic::AtomicBool::new(false);
+    // Each thread's search buffers (a visited bit per node), taken by whichever job runs.
+    let scratches = std::sync::Mutex::new(Vec::new());
     for &alpha in passes {
-        order.par_chunks(256).for_each_init(
-            || Scratch::new(n, params.build_list),
-            |scratch, chunk| {
+        // In windows of the order, so that the threads insert neighbouring points at the
+        // same time (order.rs) rather than one the start of the order and one its middle.
+        for window in order.chunks(INSERT_WINDOW) {
+            window.par_chunks(256).for_each(|chunk| {
                 if stopped.load(std::sync::atomic::Ordering::Relaxed) {
                     return;
                 }
+                let taken = scratches.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                let mut scratch = taken.unwrap_or_else(|| Scratch::new(n, params.build_list));
                 for &p in chunk {
                     let node = Insertion {
                         p,
@@ -76,15 +80,19 @@ pub fn build<V: GraphVectors>(
                         alpha,
                         r,
                     };
-                    node.insert(&lists, vectors, scratch);
+                    node.insert(&lists, vectors, &mut scratch);
                 }
+                scratches
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(scratch);
                 if !progress(chunk.len() as u64) {
                     stopped.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
-            },
-        );
-        if stopped.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
+            });
+            if stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                return None;
+            }
         }
     }
     // Nodes overfilled within the slack are pruned back to R.
@@ -278,7 +286,8 @@ mod tests {
     use super::*;
     use crate::{FullVectors, Sq8Vectors};
     use diskvec_vector::ScalarQuantizer8;
-    use rand::Rng;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
     use std::sync::atomic::{AtomicU64, Ordering};
 
     fn clustered(n: usize, dim: usize, seed: u64) -> Vec<f32> {
