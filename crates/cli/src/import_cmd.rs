@@ -73,6 +73,12 @@ pub struct Args {
     /// Seal everything into DiskANN segments before returning, and report the load duration.
     #[arg(long)]
     pub optimize: bool,
+    /// Pause indexing while importing (Qdrant's `indexing_threshold: 0`): the points wait,
+    /// unlinked and unsealed, in one growing segment in DRAM (searches scan it) and are
+    /// built at once by --optimize (without it, by the seals that start when the import
+    /// ends). Needs DRAM for every vector imported.
+    #[arg(long)]
+    pub defer_indexing: bool,
     /// Write at most this many points a second (a paced client; default: as fast as writes
     /// are acknowledged). With it, the write latencies reported are those of a load the
     /// seals can keep up with.
@@ -372,6 +378,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("indexing payload field {field:?}"))?;
     }
     let rows = stream.rows();
+    if args.defer_indexing {
+        col.set_indexing(false);
+    }
     if let Some(rate) = args.max_rate {
         anyhow::ensure!(
             rate.is_finite() && rate > 0.0,
@@ -398,6 +407,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         done.latency_ms(0.99),
         done.latency_ms(1.0),
     );
+    if args.defer_indexing {
+        col.set_indexing(true);
+    }
     let optimize_seconds = if args.optimize {
         let started = Instant::now();
         crate::progress::optimize(&col, args.json).context("sealing into DiskANN segments")?;

@@ -268,6 +268,18 @@ fn no_navigation_is_kept_in_the_new_collection() {
 }
 
 #[test]
+fn a_deferred_import_is_built_once_by_optimize() {
+    let f = Fixture::new(300);
+    let report = f.import(&["--defer-indexing", "--seal-threshold", "100", "--optimize"]);
+    assert_eq!(report["indexed_points"], 300, "{report}");
+    // Nothing was sealed while importing: one build of every point, not seals of 100 and
+    // a merge of them.
+    let build = &report["last_build"];
+    assert_eq!(build["kind"], "seal", "{report}");
+    assert_eq!(build["points"], 300, "{report}");
+}
+
+#[test]
 fn mistakes_end_in_a_message_and_exit_1() {
     let f = Fixture::new(300);
     ok(&[

@@ -358,7 +358,8 @@ class Collection:
         or why not),
         payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done, task (the
         seal, vacuum or merge running: kind, points, phase, done, total, seconds,
-        memory_budget it was granted, estimated_peak of its plan, shards: 1 in memory; the
+        memory_budget it was granted, estimated_peak of its plan, shards: 1 in memory,
+        seeded: points of a merge that kept their sealed segment's graph lists; the
         seal when a merge runs beside it), tasks (every build running, alike), last_task (the last one that ended, alike) and indexing_paused."""
         info = self._inner.info()
         info["payload_indexes"] = dict(info["payload_indexes"])
