@@ -38,6 +38,11 @@ pub(crate) struct Background {
     /// When a merge of sealed segments last failed (its memory, say): merges wait a while
     /// before they are tried again; seals go on meanwhile.
     pub merge_failed_at: Option<std::time::Instant>,
+    /// A merge of everything that took frozen segments along failed (its memory, most
+    /// often: a frozen segment's vectors stay in DRAM until it is sealed, a sealed one's
+    /// do not): the frozen ones are sealed on their own first, then the merge is tried
+    /// once more over the sealed segments only.
+    pub frozen_first: bool,
 }
 
 /// How long a worker sleeps when told nothing (it is woken on every freeze).
@@ -316,6 +321,7 @@ impl Collection {
             // the retry pause (which would answer this call without merging).
             bg.merge_failed_at = None;
             bg.merge_all = true;
+            bg.frozen_first = false;
         }
         inner.freeze_now();
         inner.wake_background();

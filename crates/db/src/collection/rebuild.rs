@@ -279,6 +279,9 @@ impl Inner {
             });
         }
         points.parts = parts;
+        if !sources.is_empty() && !frozen.is_empty() {
+            crate::injected_failure("merge:with-frozen")?;
+        }
         let dir = self.segment_dir(new_id);
         let paths = self.segment_paths(new_id);
         for p in &paths {

@@ -42,9 +42,15 @@ impl<'a> BuildProgress<'a> {
 
     /// Whether a merge of every segment, the frozen ones being sealed included, is wanted
     /// now (`optimize`, or writes paused past `idle_merge_ms`) and fits one segment.
+    /// Not while the frozen segments are being sealed first (`Background::frozen_first`).
     fn merge_of_everything_due(&self) -> bool {
-        let asked = lock(&self.inner.background).merge_all;
-        (asked || self.inner.idle_merge_due()) && self.inner.everything_fits_one_segment()
+        let (asked, frozen_first) = {
+            let bg = lock(&self.inner.background);
+            (bg.merge_all, bg.frozen_first)
+        };
+        !frozen_first
+            && (asked || self.inner.idle_merge_due())
+            && self.inner.everything_fits_one_segment()
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) fn run_seals(inner: Arc<Inner>) {
                 return Next::Freeze;
             }
             // `optimize` builds frozen and sealed segments together when they fit.
-            if bg.merge_all && !bg.merging {
+            if bg.merge_all && !bg.merging && !bg.frozen_first {
                 if let Some(m @ Maintenance::MergeAll { .. }) = inner.next_maintenance(true) {
                     return Next::Run(Task::Rebuild(m));
                 }
@@ -79,6 +79,7 @@ pub(crate) fn run_seals(inner: Arc<Inner>) {
                     return Next::Run(Task::Rebuild(m));
                 }
                 bg.merge_all = false;
+                bg.frozen_first = false;
                 inner.wake.notify_all();
             }
             Next::Sleep
@@ -88,6 +89,22 @@ pub(crate) fn run_seals(inner: Arc<Inner>) {
             Task::Seal => inner.seal_next().map(|_| ()),
             Task::Rebuild(m) => rebuild(&inner, m, Lane::Seal),
         };
+        if let (Task::Rebuild(m @ Maintenance::MergeAll { sealed, frozen }), Err(e)) =
+            (&task, &outcome)
+        {
+            if !sealed.is_empty() && !frozen.is_empty() && !is_cancelled(&outcome) {
+                log::warn!(
+                    "collection {:?}: {} failed: {e}; sealing the frozen segments on their \
+                     own, then merging the sealed ones",
+                    inner.name,
+                    m.failure_name()
+                );
+                finish(&inner, Lane::Seal, "merge", Ok(()), |bg, _| {
+                    bg.frozen_first = true
+                });
+                continue;
+            }
+        }
         // Frozen segments sealed together are a seal; a merge that took frozen segments
         // along is a merge (if it fails, they are sealed on their own next).
         let seals = match &task {
@@ -99,6 +116,9 @@ pub(crate) fn run_seals(inner: Arc<Inner>) {
             Task::Rebuild(m) => m.failure_name(),
         };
         finish(&inner, Lane::Seal, what, outcome, |bg, failed| {
+            if !seals {
+                bg.frozen_first = false;
+            }
             if failed {
                 bg.merge_all = false;
                 bg.sealing_failed = seals;
