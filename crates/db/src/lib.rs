@@ -36,10 +36,11 @@ pub(crate) fn failpoint(step: &str) {
     }
 }
 
-/// Fails with an error when `DISKVEC_FAIL` is `step`, so tests can reach the recovery from
-/// a failure that real disks give rarely (a freshly built segment that does not open).
+/// Fails with an error when `DISKVEC_FAIL` names `step` (a comma-separated list), so tests
+/// can reach the recovery from a failure that real disks give rarely (a freshly built
+/// segment that does not open).
 pub(crate) fn injected_failure(step: &str) -> Result<()> {
-    if std::env::var("DISKVEC_FAIL").is_ok_and(|v| v == step) {
+    if std::env::var("DISKVEC_FAIL").is_ok_and(|v| v.split(',').any(|s| s == step)) {
         return Err(DbError::Unavailable(format!("injected failure at {step}")));
     }
     Ok(())

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use crate::filter::{Candidates, Filter};
 use crate::{Payload, PointId};
 
-pub(crate) use files::{read_deleted, write_deleted};
+pub(crate) use files::{read_deleted, write_deleted, POINTS_FILE};
 pub(crate) use growing::Growing;
 pub(crate) use seal_input::{SealInput, VectorPart};
 pub(crate) use sealed::{seal, SealBuild, Sealed, EXACT_LIMIT};
