@@ -665,36 +665,37 @@ fn merge(
                 pool.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.is_nan().cmp(&b.0.is_nan())));
                 pool.dedup_by_key(|c| c.1);
                 pool.retain(|c| c.1 != node);
-                if let Some(codes) = &codes {
-                    distances_of_seeds(node, &mut pool, codes, record, sq, space);
+                let Some(codes) = &codes else {
+                    // No codes, no re-prune (and no seeds): the closest R.
+                    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    return pool.iter().take(r).map(|c| c.1).collect::<Vec<u32>>();
+                };
+                let seeded = pool.iter().any(|c| c.0.is_nan());
+                if pool.len() <= r && !seeded {
+                    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    return pool.iter().map(|c| c.1).collect();
                 }
-                pool.retain(|c| !c.0.is_nan());
-                pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                match &codes {
-                    Some(codes) if pool.len() > r => {
-                        // Candidates as local rows 1.., the node as row 0, decoded from
-                        // their 4-bit codes into the graph space.
-                        decoded.clear();
-                        let mut v = Vec::with_capacity(space.dim);
-                        for id in std::iter::once(node).chain(pool.iter().map(|c| c.1)) {
-                            v.clear();
-                            let at = id as usize * record;
-                            sq.decode_into(&codes[at..at + record - 4], &mut v);
-                            space.push(&v, decoded);
-                        }
-                        let rows = FullVectors::new(decoded, space.dim(), space.metric());
-                        let mut local: Vec<(f32, u32)> = pool
-                            .iter()
-                            .enumerate()
-                            .map(|(j, c)| (c.0, j as u32 + 1))
-                            .collect();
-                        diskvec_graph::robust_prune(0, &mut local, params.alpha, r, &rows)
-                            .into_iter()
-                            .map(|j| pool[j as usize - 1].1)
-                            .collect()
-                    }
-                    _ => pool.iter().take(r).map(|c| c.1).collect(),
-                }
+                // The node as local row 0, its candidates as rows 1.., decoded from their
+                // 4-bit codes into the graph space; a seed's distance is measured there.
+                decode_rows(node, &pool, codes, record, sq, space, decoded);
+                let rows = FullVectors::new(decoded, space.dim(), space.metric());
+                let mut local: Vec<(f32, u32)> = pool
+                    .iter()
+                    .enumerate()
+                    .map(|(j, c)| {
+                        let j = j as u32 + 1;
+                        let d = if c.0.is_nan() {
+                            rows.distance(0, j)
+                        } else {
+                            c.0
+                        };
+                        (d, j)
+                    })
+                    .collect();
+                diskvec_graph::robust_prune(0, &mut local, params.alpha, r, &rows)
+                    .into_iter()
+                    .map(|j| pool[j as usize - 1].1)
+                    .collect()
             })
             .collect();
         bytes.clear();
@@ -723,31 +724,24 @@ fn merge(
     Ok(edges)
 }
 
-/// Fills in the distances of `node`'s seeded candidates (NaN until here), in the graph
-/// space from their 4-bit codes, as the merge compares candidates with each other.
-fn distances_of_seeds(
+/// `node` and then each candidate of `pool`, decoded from their 4-bit codes into the graph
+/// space, one row each, into `out`.
+fn decode_rows(
     node: u32,
-    pool: &mut [(f32, u32)],
+    pool: &[(f32, u32)],
     codes: &[u8],
     record: usize,
     sq: &ScalarQuantizer4,
     space: GraphSpace,
+    out: &mut Vec<f32>,
 ) {
-    if !pool.iter().any(|c| c.0.is_nan()) {
-        return;
-    }
-    let decode = |id: u32, out: &mut Vec<f32>| {
-        let mut v = Vec::with_capacity(space.dim);
+    out.clear();
+    let mut v = Vec::with_capacity(space.dim);
+    for id in std::iter::once(node).chain(pool.iter().map(|c| c.1)) {
+        v.clear();
         let at = id as usize * record;
         sq.decode_into(&codes[at..at + record - 4], &mut v);
-        out.clear();
         space.push(&v, out);
-    };
-    let (mut from, mut to) = (Vec::new(), Vec::new());
-    decode(node, &mut from);
-    for c in pool.iter_mut().filter(|c| c.0.is_nan()) {
-        decode(c.1, &mut to);
-        c.0 = space.metric().distance(&from, &to);
     }
 }
 
