@@ -153,13 +153,24 @@ impl Spooled {
     }
 }
 
+/// Entries of a seed list a merge takes: half of R. With the shard list (two thirds of R)
+/// the union is about R and a third, which the merge re-prunes to R; whole seed lists
+/// made unions of about 1.7R, and re-pruning them cost a 1M x 768 merge 40-54 s.
+fn seed_room(max_degree: usize) -> usize {
+    max_degree.div_ceil(2)
+}
+
 /// Writes the seed lists of a chunk's rows (`first` the first row's number) in shard-list
 /// form, with no distances (NaN: the merge computes them), leaving out ids outside the
-/// `n` rows and the row itself; marks the rows with a list in `seeded`.
+/// `n` rows and the row itself, and keeping at most `keep`: the list's first, which in a
+/// Vamana graph are its last prune's choices, closest first (reverse edges added since come
+/// after them); marks the rows with a list in `seeded`.
+#[allow(clippy::too_many_arguments)]
 fn write_seeds(
     out: &mut SpillWriter,
     first: usize,
     n: usize,
+    keep: usize,
     lists: &[Vec<u32>],
     seeded: &mut [u64],
     bytes: &mut Vec<u8>,
@@ -171,6 +182,7 @@ fn write_seeds(
         let kept = || {
             list.iter()
                 .filter(|&&q| (q as usize) < n && q as usize != row)
+                .take(keep)
         };
         let degree = kept().count();
         if degree == 0 {
@@ -226,8 +238,15 @@ fn spool(
         if let Some(seeds_out) = seeds_out.as_mut() {
             source.seed_lists(&mut lists);
             if lists.len() == rows {
-                seeded_count +=
-                    write_seeds(seeds_out, seen, n, &lists, &mut seeded, &mut seed_bytes)?;
+                seeded_count += write_seeds(
+                    seeds_out,
+                    seen,
+                    n,
+                    seed_room(params.max_degree),
+                    &lists,
+                    &mut seeded,
+                    &mut seed_bytes,
+                )?;
             }
         }
         if !params.input_prepared {
