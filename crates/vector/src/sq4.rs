@@ -95,16 +95,33 @@ impl ScalarQuantizer4 {
 
     /// Appends the vector a code stands for to `out`.
     pub fn decode_into(&self, code: &[u8], out: &mut Vec<f32>) {
-        out.extend((0..self.dim).map(|d| {
-            let (block, within) = (d / BLOCK, d % BLOCK);
-            let byte = code[block * BLOCK / 2 + within % (BLOCK / 2)];
-            let level = if within < BLOCK / 2 {
-                byte & 15
-            } else {
-                byte >> 4
-            };
-            self.low[d] + self.step[d] * level as f32
-        }));
+        // A block at a time: its low nibbles are its first half, its high nibbles the
+        // second, so each half is one pass the compiler vectorizes (a merge in shards
+        // decodes every candidate of every seeded point: 75 million rows at 1M).
+        let start = out.len();
+        out.resize(start + self.dim, 0.0);
+        let out = &mut out[start..];
+        let half = BLOCK / 2;
+        for (b, bytes) in code.chunks(half).enumerate() {
+            let first = b * BLOCK;
+            if first >= self.dim {
+                break;
+            }
+            for (nibble, from) in [(0u32, first), (4, first + half)] {
+                let to = (from + half).min(self.dim);
+                if from >= to {
+                    continue;
+                }
+                let (o, low, step) = (
+                    &mut out[from..to],
+                    &self.low[from..to],
+                    &self.step[from..to],
+                );
+                for (((o, &l), &s), &byte) in o.iter_mut().zip(low).zip(step).zip(bytes) {
+                    *o = l + s * ((byte >> nibble) & 15) as f32;
+                }
+            }
+        }
     }
 
     /// Prepares `query` (already normalized for cosine) for estimates under `metric`.
