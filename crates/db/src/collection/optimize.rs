@@ -98,13 +98,17 @@ impl Inner {
     /// Opens a segment just built into `dir`, with the current payload index fields and no
     /// deletes yet (the switch carries them over).
     pub(crate) fn open_built(&self, dir: &std::path::Path) -> Result<Sealed> {
-        let fields = self
-            .state
+        self.open_sealed(dir, roaring::RoaringBitmap::new(), &self.payload_fields())
+    }
+
+    /// The payload index fields as they are now (a segment opened with them is checked
+    /// against them again under the state lock where they may have changed since).
+    pub(crate) fn payload_fields(&self) -> Vec<(String, crate::filter::PayloadIndexKind)> {
+        self.state
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .fields
-            .clone();
-        self.open_sealed(dir, roaring::RoaringBitmap::new(), &fields)
+            .clone()
     }
 
     /// The sealed segment in `dir` with `deleted` offsets, opened as the collection's

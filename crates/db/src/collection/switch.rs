@@ -48,12 +48,7 @@ impl Inner {
         let beside = match origin.is_empty() || !self.room_beside(dir, new_id) {
             true => None,
             false => {
-                let fields = self
-                    .state
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .fields
-                    .clone();
+                let fields = self.payload_fields();
                 // A failure here leaves the sources as they are.
                 Some((self.open_new(dir, &fields)?, fields))
             }
@@ -145,18 +140,10 @@ impl Inner {
                 let bytes = entry.metadata().map_or(0, |m| m.len());
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
-                need += if name.ends_with(".dvn") {
-                    if self.config.on_disk {
-                        bytes / 100
-                    } else {
-                        bytes
-                    }
-                } else if name.ends_with(".dvr") {
-                    if self.config.navigation {
-                        bytes
-                    } else {
-                        0
-                    }
+                need += if name.ends_with(".dvn") && self.config.on_disk {
+                    bytes / 100
+                } else if name.ends_with(".dvr") && !self.config.navigation {
+                    0
                 } else if name == crate::segment::POINTS_FILE {
                     2 * bytes
                 } else {

@@ -684,16 +684,13 @@ fn merge(
                 pool.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.is_nan().cmp(&b.0.is_nan())));
                 pool.dedup_by_key(|c| c.1);
                 pool.retain(|c| c.1 != node);
-                let Some(codes) = &codes else {
-                    // No codes, no re-prune (and no seeds): the closest R.
-                    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                // Closest first (a seed's NaN last; the prune sorts again once it is known).
+                pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                let seeded = pool.iter().any(|c| c.0.is_nan());
+                let Some(codes) = codes.as_ref().filter(|_| seeded || pool.len() > r) else {
+                    // No codes, no re-prune (and no seeds), or nothing to prune: the closest R.
                     return pool.iter().take(r).map(|c| c.1).collect::<Vec<u32>>();
                 };
-                let seeded = pool.iter().any(|c| c.0.is_nan());
-                if pool.len() <= r && !seeded {
-                    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    return pool.iter().map(|c| c.1).collect();
-                }
                 // The node as local row 0, its candidates as rows 1.., decoded from their
                 // 4-bit codes into the graph space; a seed's distance is measured there.
                 decode_rows(node, &pool, codes, record, sq, space, decoded);
