@@ -146,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "build_seconds": report.total_seconds, "nodes_file_bytes": report.nodes_file_bytes,
             "meta_file_bytes": report.meta_file_bytes, "peak_rss_mb": rss,
             "shards": report.shards, "memory_budget_bytes": report.memory_budget,
+            "resumed_shards": report.resumed_shards,
             "navigation_off": report.navigation_off.map(|off| off.to_string()),
         });
         println!("{j}");
@@ -192,6 +193,12 @@ pub fn print_report(r: &BuildReport, index: &Path, rss: f64) {
             "  built in {} overlapping shards to stay within {}",
             r.shards,
             diskvec_index::diskann::mib(r.memory_budget)
+        );
+    }
+    if r.resumed_shards > 0 {
+        println!(
+            "  resumed: {} of the {} shard graphs were kept from an interrupted build",
+            r.resumed_shards, r.shards
         );
     }
     if let Some(off) = &r.navigation_off {

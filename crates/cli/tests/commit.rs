@@ -221,3 +221,121 @@ fn indexes_sharing_path_directories_never_remove_each_others_files() {
         }
     }
 }
+
+/// The recall@10 of `index` on its dataset's queries at L=40.
+fn recall(index: &Path, dataset: &Path) -> f64 {
+    let out = ok(&[
+        "search",
+        "--index",
+        index.to_str().unwrap(),
+        "--dataset",
+        dataset.to_str().unwrap(),
+        "--search-list",
+        "40",
+        "--json",
+    ]);
+    let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    json["recall"].as_f64().unwrap()
+}
+
+/// The JSON report of a build that succeeded.
+fn build_report(mut build: Command) -> serde_json::Value {
+    let out = build.arg("--json").stdout(Stdio::piped()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn a_build_in_shards_killed_part_way_resumes_after_the_shards_it_finished() {
+    let root = tempfile::tempdir().unwrap();
+    let data = synth(root.path(), 900, "data");
+    let other = synth(root.path(), 600, "other");
+    let index = root.path().join("idx");
+    let sharded = |dataset: &Path, index: &Path| {
+        let mut c = build_command(dataset, index, &[]);
+        c.env(diskvec_index::diskann::SHARD_CAPACITY_VAR, "300");
+        c
+    };
+    let checkpoint = index.join(diskvec_index::diskann::CHECKPOINT_DIR);
+    let reference = build_report(sharded(&data, &root.path().join("reference")));
+    let shards = reference["shards"].as_u64().unwrap();
+    assert!(shards >= 4, "{reference}");
+    assert_eq!(reference["resumed_shards"], 0);
+    assert!(!root
+        .path()
+        .join("reference")
+        .join(diskvec_index::diskann::CHECKPOINT_DIR)
+        .exists());
+
+    // Killed after the first shard it builds, three times: each run builds one more.
+    for run in 1..=3u64 {
+        let out = sharded(&data, &index)
+            .env("DISKVEC_FAILPOINT", "build:first-shard")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "run {run} did not stop");
+        let kept = std::fs::read_dir(&checkpoint)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "done")
+            .count() as u64;
+        assert_eq!(kept, run, "finished shards after run {run}");
+    }
+    // A build of other data in the same place starts over (its shards differ), and leaves
+    // nothing of the interrupted one behind once it commits.
+    let out = sharded(&other, &index)
+        .env("DISKVEC_FAILPOINT", "build:first-shard")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let kept = std::fs::read_dir(&checkpoint).unwrap().count();
+    assert_eq!(
+        kept, 2,
+        "one shard of the other data: its lists and its record"
+    );
+
+    // Back to the first data: killed three more times, then to the end.
+    for _ in 0..3 {
+        let _ = sharded(&data, &index)
+            .env("DISKVEC_FAILPOINT", "build:first-shard")
+            .output()
+            .unwrap();
+    }
+    let resumed = build_report(sharded(&data, &index));
+    assert_eq!(resumed["resumed_shards"], 3, "{resumed}");
+    assert_eq!(resumed["shards"], reference["shards"]);
+    assert_eq!(count_and_search(&index, (&other, &data)), 900);
+    assert!(
+        !checkpoint.exists(),
+        "a committed build keeps no checkpoint"
+    );
+    let (got, want) = (
+        recall(&index, &data),
+        recall(&root.path().join("reference"), &data),
+    );
+    assert!(got >= want - 0.02, "resumed {got} vs uninterrupted {want}");
+
+    // A damaged shard file is built again, not taken.
+    for _ in 0..2 {
+        let _ = sharded(&other, &index)
+            .env("DISKVEC_FAILPOINT", "build:first-shard")
+            .output()
+            .unwrap();
+    }
+    let lists = std::fs::read_dir(&checkpoint)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().unwrap() == "lists")
+        .unwrap();
+    let mut bytes = std::fs::read(&lists).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x55;
+    std::fs::write(&lists, bytes).unwrap();
+    let report = build_report(sharded(&other, &index));
+    assert_eq!(report["resumed_shards"], 1, "{report}");
+    assert_eq!(count_and_search(&index, (&other, &data)), 600);
+}

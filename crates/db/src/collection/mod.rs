@@ -151,11 +151,12 @@ impl Inner {
                 budget: grant.plan.budget,
                 priority,
                 codebook: given,
+                checkpoint: self.checkpoint_dir(lane, kind),
             },
             &progress,
         );
         if let Ok(report) = &built {
-            self.task.set_built(lane, report.shards, report.seeded);
+            self.task.set_built(lane, report);
             // The next seals encode with the codebook this build made (or kept): a new one
             // when the rows no longer fitted the old.
             if let Some(used) = &report.codebook {
@@ -164,13 +165,29 @@ impl Inner {
         }
         let built = built.map(|_| ());
         if is_cancelled(&built) {
-            // Nothing of a cancelled build is listed anywhere: its directories go.
+            // Nothing of a cancelled build is listed anywhere: its directories go, and its
+            // finished shards, which the build that supersedes it would not take up.
+            let _ = std::fs::remove_dir_all(self.checkpoint_dir(lane, kind));
             let _ = std::fs::remove_dir_all(dir);
             for p in paths {
                 let _ = std::fs::remove_dir_all(p);
             }
         }
         built
+    }
+
+    /// Where builds of `kind` in `lane` keep their finished shard graphs until they commit,
+    /// so that one interrupted (the process killed, the build failed) and started again on
+    /// the same points resumes after them. Outside `segments/`, whose unlisted directories
+    /// an open removes.
+    fn checkpoint_dir(&self, lane: task::Lane, kind: &str) -> PathBuf {
+        let lane = match lane {
+            task::Lane::Seal => "seal",
+            task::Lane::Merge => "merge",
+        };
+        self.dir
+            .join(diskvec_index::diskann::CHECKPOINT_DIR)
+            .join(format!("{lane}-{kind}"))
     }
 
     /// What a seal of `seal_threshold` points needs to build in memory (0 when it cannot be

@@ -30,6 +30,9 @@ pub struct TaskInfo {
     /// Points that kept their lists from the graph of the sealed segment they came from
     /// (a merge in shards builds only the edges between its sources); known once built.
     pub seeded: usize,
+    /// Shards whose graph an interrupted build of the same points had finished (kept in
+    /// the collection's `build-checkpoint` directory); known once built.
+    pub resumed_shards: usize,
 }
 
 struct Running {
@@ -40,8 +43,16 @@ struct Running {
     total: u64,
     started: Instant,
     plan: Option<diskvec_index::diskann::BuildPlan>,
-    /// Shards used and points seeded, once built.
-    built: Option<(usize, usize)>,
+    /// What the build used and took up, once built.
+    built: Option<Built>,
+}
+
+/// What a finished build used and took up (its report's parts `info()` shows).
+#[derive(Clone, Copy)]
+struct Built {
+    shards: usize,
+    seeded: usize,
+    resumed_shards: usize,
 }
 
 /// The two background workers: one seals frozen segments (and runs `optimize`'s merge of
@@ -95,9 +106,15 @@ impl TaskProgress {
         self.with(lane, |r| r.plan = Some(plan.clone()))
     }
 
-    /// What the finished build used: its shards, and the points its sources' graphs seeded.
-    pub fn set_built(&self, lane: Lane, shards: usize, seeded: usize) {
-        self.with(lane, |r| r.built = Some((shards, seeded)))
+    /// What the finished build used: its shards, the points its sources' graphs seeded
+    /// and the shards an interrupted build had finished.
+    pub fn set_built(&self, lane: Lane, report: &diskvec_index::diskann::BuildReport) {
+        let built = Built {
+            shards: report.shards,
+            seeded: report.seeded,
+            resumed_shards: report.resumed_shards,
+        };
+        self.with(lane, |r| r.built = Some(built))
     }
 
     pub fn phase(&self, lane: Lane, name: &str, total: u64) {
@@ -139,10 +156,11 @@ impl Running {
             memory_budget: self.plan.as_ref().map_or(0, |p| p.budget),
             estimated_peak: self.plan.as_ref().map_or(0, |p| p.estimated_peak),
             shards: match self.built {
-                Some((shards, _)) => shards,
+                Some(b) => b.shards,
                 None => self.plan.as_ref().map_or(0, |p| p.shards),
             },
-            seeded: self.built.map_or(0, |b| b.1),
+            seeded: self.built.map_or(0, |b| b.seeded),
+            resumed_shards: self.built.map_or(0, |b| b.resumed_shards),
         }
     }
 }

@@ -75,6 +75,8 @@ pub(crate) struct SealBuild {
     pub budget: u64,
     pub priority: crate::background::BuildPriority,
     pub codebook: Option<Arc<diskvec_index::diskann::Codebook>>,
+    /// Where a build in shards keeps its finished shards (`BuildParams::checkpoint`).
+    pub checkpoint: PathBuf,
 }
 
 /// Builds the DiskANN index and the points file of `input` into `dir` as `how` says;
@@ -96,6 +98,7 @@ pub(crate) fn seal(
     }
     let params = diskvec_index::diskann::BuildParams {
         codebook: how.codebook,
+        checkpoint: Some(how.checkpoint),
         ..config.build_params(paths)
     };
     let report = crate::background::run_build(how.priority, || {

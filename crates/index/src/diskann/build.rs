@@ -50,6 +50,10 @@ pub struct BuildParams {
     /// dimension, code size and distance) and its rows (`codebook.rs`); a database's seals
     /// reuse their collection's.
     pub codebook: Option<std::sync::Arc<super::Codebook>>,
+    /// Where a build in shards keeps each finished shard's graph until it commits, so that
+    /// the same build, interrupted, resumes after them when run again (resume.rs); `None`
+    /// keeps them in the index directory (`build-checkpoint`).
+    pub checkpoint: Option<PathBuf>,
 }
 
 /// The vectors a graph is built over.
@@ -102,6 +106,7 @@ impl Default for BuildParams {
             input_prepared: false,
             graph_precision: GraphPrecision::default(),
             codebook: None,
+            checkpoint: None,
         }
     }
 }
@@ -130,10 +135,20 @@ pub struct BuildReport {
     /// Vectors that kept the lists of a graph the input already had (a merge of sealed
     /// segments in shards passes theirs on: `VectorSource::seed_lists`); 0 otherwise.
     pub seeded: usize,
+    /// Shards of a build in shards whose graph an interrupted build of the same input had
+    /// finished and this one took up.
+    pub resumed_shards: usize,
 }
 
 /// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
 impl BuildParams {
+    /// Where a build into `out` keeps its finished shard graphs.
+    pub(crate) fn checkpoint_dir(&self, out: &Path) -> PathBuf {
+        self.checkpoint
+            .clone()
+            .unwrap_or_else(|| out.join(super::resume::CHECKPOINT_DIR))
+    }
+
     /// What a build of `n` vectors of `dim` dimensions with these parameters needs of
     /// memory, to plan it under a budget; refuses parameters no build takes.
     pub fn shape(&self, n: usize, dim: usize) -> Result<BuildShape> {
@@ -576,6 +591,10 @@ pub fn build(
         },
     )?;
     commit::commit(out, &new_files, &previous, &intent)?;
+    if params.checkpoint.is_none() {
+        // The index a build in shards was interrupted on is replaced: its shards are stale.
+        let _ = std::fs::remove_dir_all(params.checkpoint_dir(out));
+    }
     Ok(BuildReport {
         count: n,
         dim,
@@ -591,6 +610,7 @@ pub fn build(
         navigation_off,
         codebook: Some(codebook),
         seeded: 0,
+        resumed_shards: 0,
     })
 }
 

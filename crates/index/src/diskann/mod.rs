@@ -23,6 +23,7 @@ mod meta_writer;
 mod nav;
 mod query_buffers;
 mod reorder;
+mod resume;
 mod search;
 mod service;
 mod sharded;
@@ -40,6 +41,7 @@ pub use nav::{
     nav_file_name, NavFile, NavOff, Navigation, SteppedAside, WalkCodes, MIN_CODE_RECALL,
     NAV_VERSION,
 };
+pub use resume::CHECKPOINT_DIR;
 pub use search::{Accept, BatchStats, SearchParams, SearchResult, DEFAULT_RERANK_SIGMAS};
 pub use service::{PendingSearch, SearchService};
 pub use source::{SliceSource, VectorSource};

@@ -7,7 +7,9 @@
 //!    to scratch files) and puts it into the shards of its two nearest centroids that still
 //!    have room (bucket files).
 //! 3. Each shard is loaded and its graph built in memory at two thirds of R, and its lists
-//!    (with their distances) written out, sorted by vector.
+//!    (with their distances) written out, sorted by vector, to the build's checkpoint
+//!    directory (resume.rs): a build of the same input killed part-way takes up the shards
+//!    it finished when run again.
 //! 4. The merge walks all shard lists in vector order: a vector's lists from its two
 //!    shards are joined and pruned back to R (robust prune, distances between candidates
 //!    from the 4-bit codes held in memory, or, without room for them, the closest R).
@@ -38,6 +40,7 @@ use super::build::{
 use super::commit;
 use super::meta_writer::staged_path;
 use super::nav::nav_path;
+use super::resume::{BucketHasher, Checkpoints, ListsWriter, ShardRecipe};
 use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice, Written};
 use super::source::{check_complete, next_checked, VectorSource};
 use crate::{IndexError, Progress, Result};
@@ -72,9 +75,6 @@ impl Scratch {
     fn bucket(&self, s: usize) -> PathBuf {
         self.file(&format!("bucket{s}"))
     }
-    fn lists(&self, s: usize) -> PathBuf {
-        self.file(&format!("lists{s}"))
-    }
     fn all(&self) -> Vec<PathBuf> {
         let mut files = vec![
             self.vectors(),
@@ -85,7 +85,6 @@ impl Scratch {
         ];
         for s in 0..self.shards {
             files.push(self.bucket(s));
-            files.push(self.lists(s));
         }
         files
     }
@@ -360,9 +359,17 @@ fn bucket_vector_bytes(space: GraphSpace, dim: usize, sq8: Option<&ScalarQuantiz
     }
 }
 
+/// What pass 2 found: the medoid (the vector closest to the mean), each bucket's size and
+/// content hash, and the walk-check rows.
+struct Partitioned {
+    medoid: u32,
+    sizes: Vec<usize>,
+    hashes: Vec<BucketHasher>,
+    walk: WalkRows,
+}
+
 /// Pass 2: PQ and 4-bit codes of every vector to their scratch files, every vector into the
-/// buckets of its two nearest centroids with room; returns the medoid (the vector closest
-/// to the mean) and the walk-check rows.
+/// buckets of its two nearest centroids with room.
 #[allow(clippy::too_many_arguments)]
 fn encode_and_partition(
     scratch: &Scratch,
@@ -376,7 +383,7 @@ fn encode_and_partition(
     centroids: &[f32],
     spooled: &Spooled,
     progress: &dyn Progress,
-) -> Result<(u32, Vec<usize>, WalkRows)> {
+) -> Result<Partitioned> {
     progress.phase("encoding and partitioning", n as u64);
     let (shards, mean) = (centroids.len() / space.dim(), &spooled.mean[..]);
     let gdim = space.dim();
@@ -388,6 +395,7 @@ fn encode_and_partition(
         .map(|s| SpillWriter::create(&scratch.bucket(s), FILE_BUFFER))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let mut sizes = vec![0usize; shards];
+    let mut hashes: Vec<BucketHasher> = (0..shards).map(|_| BucketHasher::new()).collect();
     let mut walk = WalkRows::new(&scratch.vectors(), n, dim)?;
     let mut next_wanted = 0usize;
     let mut medoid = (f32::INFINITY, 0u32);
@@ -473,6 +481,7 @@ fn encode_and_partition(
             record.extend_from_slice(&stored);
             for &s in &chosen {
                 buckets[s].write_all(&record)?;
+                hashes[s].add(&record);
                 sizes[s] += 1;
             }
             if chosen.is_empty() {
@@ -491,7 +500,12 @@ fn encode_and_partition(
     for b in buckets {
         b.finish(false)?;
     }
-    Ok((medoid.1, sizes, walk))
+    Ok(Partitioned {
+        medoid: medoid.1,
+        sizes,
+        hashes,
+        walk,
+    })
 }
 
 /// Insertion passes of each shard's graph: one, with alpha. Every vector is inserted into
@@ -501,10 +515,12 @@ fn encode_and_partition(
 const SHARD_PASSES: usize = 1;
 
 /// Pass 3: shard `s`'s graph, built in memory from its bucket file (over 8-bit codes when
-/// `sq8` is given), written as lists of (neighbour, distance) by vector, in vector order.
+/// `sq8` is given), written to `out` as lists of (neighbour, distance) by vector, in vector
+/// order.
 #[allow(clippy::too_many_arguments)]
 fn build_shard(
     scratch: &Scratch,
+    out: &mut ListsWriter,
     s: usize,
     size: usize,
     dim: usize,
@@ -547,11 +563,11 @@ fn build_shard(
             let scale = Sq8Vectors::scale_for(space.metric(), sq.l2_scale())
                 .expect("the graph space is never inner product");
             let vectors = Sq8Vectors::new(&codes, gdim, scale);
-            write_shard_lists(scratch, s, &gids, &vectors, vamana, &go_on)
+            write_shard_lists(out, &gids, &vectors, vamana, &go_on)
         }
         None => {
             let vectors = FullVectors::new(&data, gdim, space.metric());
-            write_shard_lists(scratch, s, &gids, &vectors, vamana, &go_on)
+            write_shard_lists(out, &gids, &vectors, vamana, &go_on)
         }
     }
 }
@@ -559,15 +575,13 @@ fn build_shard(
 /// Builds the graph of one shard's `vectors` (local rows; `gids` their vector numbers) and
 /// writes its lists with their distances.
 fn write_shard_lists<V: GraphVectors>(
-    scratch: &Scratch,
-    s: usize,
+    out: &mut ListsWriter,
     gids: &[u32],
     vectors: &V,
     vamana: VamanaParams,
     go_on: &(dyn Fn(u64) -> bool + Sync),
 ) -> Result<()> {
     let graph = diskvec_graph::build(vectors, vamana, go_on).ok_or(IndexError::Cancelled)?;
-    let mut out = SpillWriter::create(&scratch.lists(s), FILE_BUFFER)?;
     let mut bytes = Vec::new();
     for (local, list) in graph.lists().enumerate() {
         bytes.clear();
@@ -580,7 +594,6 @@ fn write_shard_lists<V: GraphVectors>(
         }
         out.write_all(&bytes)?;
     }
-    out.finish(false)?;
     Ok(())
 }
 
@@ -626,8 +639,9 @@ impl ListReader {
     }
 }
 
-/// Pass 4: every vector's shard lists joined and pruned back to R, written to the scratch
-/// graph file as (degree, R slots) in vector order. Returns the number of edges.
+/// Pass 4: every vector's shard lists (`lists`, one file a shard) joined and pruned back to
+/// R, written to the scratch graph file as (degree, R slots) in vector order. Returns the
+/// number of edges.
 #[allow(clippy::too_many_arguments)]
 fn merge(
     scratch: &Scratch,
@@ -635,7 +649,7 @@ fn merge(
     space: GraphSpace,
     params: &BuildParams,
     plan: &BuildPlan,
-    shards: usize,
+    lists: &[PathBuf],
     sq: &ScalarQuantizer4,
     progress: &dyn Progress,
 ) -> Result<u64> {
@@ -651,8 +665,9 @@ fn merge(
         None
     };
     let record = sq.code_bytes() + 4;
-    let mut readers = (0..shards)
-        .map(|s| scratch.lists(s))
+    let mut readers = lists
+        .iter()
+        .cloned()
         .chain(plan.reprune.then(|| scratch.seeds()))
         .map(|path| ListReader::open(&path))
         .collect::<Result<Vec<_>>>()?;
@@ -733,9 +748,6 @@ fn merge(
         )));
     }
     out.finish(false)?;
-    for s in 0..shards {
-        let _ = std::fs::remove_file(scratch.lists(s));
-    }
     let _ = std::fs::remove_file(scratch.seeds());
     Ok(edges)
 }
@@ -806,6 +818,7 @@ pub(crate) fn build_sharded(
     let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r);
     commit::check_free_space(out, scratch_bytes + node_bytes + nav_bytes)?;
     let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
+    let checkpoints = Checkpoints::new(&params.checkpoint_dir(out));
     let result = build_files(
         source,
         params,
@@ -813,6 +826,7 @@ pub(crate) fn build_sharded(
         plan,
         progress,
         &scratch,
+        &checkpoints,
         &targets,
         stored_paths,
         &nav_target,
@@ -842,12 +856,14 @@ pub(crate) fn build_sharded(
         }
     };
     commit::commit(out, &new_files[..targets.len() + 1], &previous, &intent)?;
+    checkpoints.clear();
     let Phases {
         pq_seconds,
         graph_seconds,
         write_seconds,
         shards,
         seeded,
+        resumed,
     } = report_parts;
     Ok(BuildReport {
         count: n,
@@ -864,7 +880,22 @@ pub(crate) fn build_sharded(
         navigation_off,
         codebook: Some(codebook),
         seeded,
+        resumed_shards: resumed,
     })
+}
+
+/// What a shard's lists depend on besides its bucket.
+fn shard_recipe(s: usize, space: GraphSpace, sq8: bool, params: &BuildParams) -> ShardRecipe {
+    ShardRecipe {
+        shard: s,
+        graph_dim: space.dim(),
+        max_degree: shard_degree(params.max_degree),
+        build_list: params.build_list,
+        alpha: params.alpha,
+        seed: params.seed,
+        passes: SHARD_PASSES,
+        space: format!("{:?}/{}", space.metric(), if sq8 { "sq8" } else { "f32" }),
+    }
 }
 
 /// What the phases of a build took and found.
@@ -874,6 +905,8 @@ struct Phases {
     write_seconds: f64,
     shards: usize,
     seeded: usize,
+    /// Shards whose graph an interrupted build had finished.
+    resumed: usize,
 }
 
 /// The phases, what the outputs' writer returned, and the codebook.
@@ -887,6 +920,7 @@ fn build_files(
     plan: &BuildPlan,
     progress: &dyn Progress,
     scratch: &Scratch,
+    checkpoints: &Checkpoints,
     targets: &[PathBuf],
     stored_paths: Vec<String>,
     nav_target: &Path,
@@ -925,7 +959,12 @@ fn build_files(
         .then(|| ScalarQuantizer8::train(&graph_sample, space.dim()));
     drop(graph_sample);
     progress.advance(1);
-    let (medoid, sizes, walk) = encode_and_partition(
+    let Partitioned {
+        medoid,
+        sizes,
+        hashes,
+        walk,
+    } = encode_and_partition(
         scratch,
         n,
         dim,
@@ -970,16 +1009,50 @@ fn build_files(
         &format!("graph ({shards} shards)"),
         (SHARD_PASSES * total) as u64,
     );
+    // Each shard's lists go to the checkpoint directory under a key of its bucket and
+    // recipe; those an interrupted build of the same input finished are taken as they are.
+    let keys: Vec<u64> = hashes
+        .iter()
+        .zip(&sizes)
+        .enumerate()
+        .map(|(s, (hash, &size))| hash.key(size, &shard_recipe(s, space, sq8.is_some(), params)))
+        .collect();
+    drop(hashes);
+    checkpoints.retain(&keys);
+    let (mut resumed, mut built) = (0, 0);
     for (s, &size) in sizes.iter().enumerate() {
-        build_shard(scratch, s, size, dim, space, sq8.as_ref(), params, progress)?;
+        if checkpoints.finished(keys[s]) {
+            let _ = std::fs::remove_file(scratch.bucket(s));
+            progress.advance((SHARD_PASSES * size) as u64);
+            resumed += 1;
+            continue;
+        }
+        let mut lists = checkpoints.writer(keys[s])?;
+        build_shard(
+            scratch,
+            &mut lists,
+            s,
+            size,
+            dim,
+            space,
+            sq8.as_ref(),
+            params,
+            progress,
+        )?;
+        checkpoints.finish(lists)?;
+        built += 1;
         // A shard's lists, freed by several threads, would stay resident under the next
         // shard (measured: 37 MiB above a 147 MiB budget at 200k x 768).
         release_freed_memory();
-        if s == 0 {
+        if built == 1 {
             commit::failpoint("build:first-shard");
         }
     }
-    let edges = merge(scratch, n, space, params, plan, shards, &sq, progress)?;
+    if resumed > 0 {
+        log::info!("{resumed} of {shards} shard graphs kept from an interrupted build");
+    }
+    let lists: Vec<PathBuf> = keys.iter().map(|&k| checkpoints.lists(k)).collect();
+    let edges = merge(scratch, n, space, params, plan, &lists, &sq, progress)?;
     release_freed_memory();
     commit::failpoint("build:merged");
     let graph_seconds = graph_start.elapsed().as_secs_f64();
@@ -1019,6 +1092,7 @@ fn build_files(
         write_seconds: write_start.elapsed().as_secs_f64(),
         shards,
         seeded: seeded_count,
+        resumed,
     };
     Ok((phases, written, codebook))
 }
