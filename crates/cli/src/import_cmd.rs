@@ -70,6 +70,12 @@ pub struct Args {
     /// `build_memory` when this creates it; bytes also bound the builds of this process.
     #[arg(long, value_parser = budget)]
     pub build_memory: Option<MemoryBudget>,
+    /// DRAM the sealed segments' searches may hold beyond their compressed vectors:
+    /// bytes (512MiB), 0, or a share of the raw vectors (25%); default: a share of the
+    /// database's (half of the memory available). Kept as the collection's `search_memory`
+    /// when this creates it.
+    #[arg(long, value_parser = search_budget)]
+    pub search_memory: Option<MemoryBudget>,
     /// Seal everything into DiskANN segments before returning, and report the load duration.
     #[arg(long)]
     pub optimize: bool,
@@ -91,6 +97,14 @@ pub struct Args {
 
 pub fn budget(text: &str) -> Result<MemoryBudget, String> {
     match text.parse() {
+        Ok(MemoryBudget::Auto) => Err("give bytes or a share; leave it out for auto".into()),
+        Ok(b) => Ok(b),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+pub fn search_budget(text: &str) -> Result<MemoryBudget, String> {
+    match diskvec_db::parse_search_memory(text) {
         Ok(MemoryBudget::Auto) => Err("give bytes or a share; leave it out for auto".into()),
         Ok(b) => Ok(b),
         Err(e) => Err(e.to_string()),
@@ -122,6 +136,7 @@ pub struct NewCollection {
     pub in_memory: bool,
     pub no_navigation: bool,
     pub build_memory: Option<MemoryBudget>,
+    pub search_memory: Option<MemoryBudget>,
 }
 
 impl NewCollection {
@@ -133,6 +148,7 @@ impl NewCollection {
             || self.in_memory
             || self.no_navigation
             || self.build_memory.is_some()
+            || self.search_memory.is_some()
     }
 
     fn config(&self, dim: usize) -> CollectionConfig {
@@ -147,6 +163,7 @@ impl NewCollection {
         c.on_disk = !self.in_memory;
         c.navigation = !self.no_navigation;
         c.build_memory = self.build_memory;
+        c.search_memory = self.search_memory;
         c
     }
 }
@@ -361,10 +378,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(b @ MemoryBudget::Bytes(_)) => b,
             _ => MemoryBudget::Auto,
         },
+        ..Default::default()
     };
     let db = Database::open_with_options(&args.db, options)?;
     let settings = NewCollection {
         build_memory: args.build_memory,
+        search_memory: args.search_memory,
         metric: args.metric,
         seal_threshold: args.seal_threshold,
         paths: args.paths.clone(),

@@ -30,12 +30,29 @@ pub struct Args {
     /// bytes (4GiB) or auto (half of the memory available when a build starts)
     #[arg(long, default_value = "auto", value_parser = db_budget)]
     build_memory: MemoryBudget,
+    /// DRAM the searches of all collections may hold beyond their compressed vectors
+    /// (navigation data, then node records): bytes (4GiB), 0, or auto (half of the memory
+    /// available, counting what they hold)
+    #[arg(long, default_value = "auto", value_parser = db_search_budget)]
+    search_memory: MemoryBudget,
 }
 
 fn db_budget(text: &str) -> Result<MemoryBudget, String> {
     let budget: MemoryBudget = text.parse().map_err(|e| format!("{e}"))?;
     DbOptions {
         build_memory: budget,
+        ..Default::default()
+    }
+    .check()
+    .map_err(|e| e.to_string())?;
+    Ok(budget)
+}
+
+pub fn db_search_budget(text: &str) -> Result<MemoryBudget, String> {
+    let budget = diskvec_db::parse_search_memory(text).map_err(|e| e.to_string())?;
+    DbOptions {
+        search_memory: budget,
+        ..Default::default()
     }
     .check()
     .map_err(|e| e.to_string())?;
@@ -50,6 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &args.db,
             DbOptions {
                 build_memory: args.build_memory,
+                search_memory: args.search_memory,
             },
         )
         .with_context(|| format!("opening {}", args.db.display()))?,

@@ -54,8 +54,9 @@ pub struct CollectionConfig {
     /// Largest payload of one point, as JSON bytes.
     pub max_payload_bytes: usize,
     /// `false` keeps every node of a sealed segment (full vector and adjacency list) in DRAM
-    /// as well as on disk, so searches read nothing from the SSD (Qdrant's `on_disk: false`);
-    /// `true` keeps 1% of them, the rest is read per query.
+    /// as well as on disk, so searches read nothing from the SSD (Qdrant's `on_disk: false`),
+    /// whatever the search memory; `true` keeps as many as `search_memory` pays for, the
+    /// rest is read per query.
     #[serde(default = "yes")]
     pub on_disk: bool,
     /// Sealed segments load their navigation file (every neighbour list and a 4-bit code per
@@ -74,6 +75,12 @@ pub struct CollectionConfig {
     /// shards.
     #[serde(default, with = "budget_text")]
     pub build_memory: Option<MemoryBudget>,
+    /// DRAM the sealed segments' searches may hold beyond their compressed vectors (bytes,
+    /// or a share of the raw vectors of the sealed points): their navigation data first,
+    /// then node records, the closest to the entry point first (search_memory.rs). `None`:
+    /// a share of the database's search memory, which all such collections split.
+    #[serde(default, with = "search_budget_text")]
+    pub search_memory: Option<MemoryBudget>,
 }
 
 fn yes() -> bool {
@@ -110,6 +117,7 @@ impl CollectionConfig {
             navigation: true,
             idle_merge_ms: IDLE_MERGE_MS,
             build_memory: None,
+            search_memory: None,
         }
     }
 
@@ -164,6 +172,12 @@ impl CollectionConfig {
         if self.build_memory == Some(MemoryBudget::Auto) {
             return bad(
                 "build_memory \"auto\" is the database's budget: leave the setting unset instead"
+                    .into(),
+            );
+        }
+        if self.search_memory == Some(MemoryBudget::Auto) {
+            return bad(
+                "search_memory \"auto\" is the database's share: leave the setting unset instead"
                     .into(),
             );
         }
@@ -239,6 +253,31 @@ mod metric_name {
 }
 
 /// A memory budget in a manifest: its text (`"auto"`, a byte count, `"25%"`).
+/// A collection's search memory as text: a memory budget, or "0" (hold nothing).
+pub fn parse_search_memory(text: &str) -> Result<MemoryBudget> {
+    match text.trim() {
+        "0" => Ok(MemoryBudget::Bytes(0)),
+        t => t
+            .parse::<MemoryBudget>()
+            .map_err(|e| DbError::InvalidInput(format!("search_memory: {e}"))),
+    }
+}
+
+mod search_budget_text {
+    use diskvec_index::diskann::MemoryBudget;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Option<MemoryBudget>, s: S) -> Result<S::Ok, S::Error> {
+        super::budget_text::serialize(b, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<MemoryBudget>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| super::parse_search_memory(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
 mod budget_text {
     use diskvec_index::diskann::MemoryBudget;
     use serde::{Deserialize, Deserializer, Serializer};

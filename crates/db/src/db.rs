@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 use diskvec_index::diskann::MemoryBudget;
 
 use crate::build_memory::BuildMemory;
+use crate::search_memory::{SearchMemory, Usage};
 use crate::collection::Collection;
 use crate::config::CollectionConfig;
 use crate::error::file_error;
@@ -28,6 +29,8 @@ pub struct Database {
     storage: Arc<dyn Storage>,
     /// The memory every collection's background builds share.
     builds: Arc<BuildMemory>,
+    /// The DRAM every collection's searches share (node caches, navigation data).
+    search: Arc<SearchMemory>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
     /// Held for the database's lifetime so a second process cannot open it.
     _lock: Option<File>,
@@ -57,17 +60,26 @@ pub struct DbOptions {
     /// together: bytes, or `Auto`, half of the memory available when a build starts (within
     /// the memory cgroup's limit, if any). A collection's own `build_memory` is bounded by it.
     pub build_memory: MemoryBudget,
+    /// DRAM the sealed segments' searches of all collections may hold beyond their
+    /// compressed vectors (navigation data, node records; search_memory.rs): bytes, or
+    /// `Auto`, half of the memory available counting what they hold already. A
+    /// collection's own `search_memory` comes out of it first.
+    pub search_memory: MemoryBudget,
 }
 
 impl DbOptions {
     /// Refuses options no database works with.
     pub fn check(&self) -> Result<()> {
-        if let MemoryBudget::ShareOfRaw(_) = self.build_memory {
-            return Err(DbError::InvalidInput(format!(
-                "the database's build memory is bytes or auto, not a share ({}): a share of \
-                 the raw vectors is a collection's setting",
-                self.build_memory
-            )));
+        for (what, budget) in [
+            ("build memory", self.build_memory),
+            ("search memory", self.search_memory),
+        ] {
+            if let MemoryBudget::ShareOfRaw(_) = budget {
+                return Err(DbError::InvalidInput(format!(
+                    "the database's {what} is bytes or auto, not a share ({budget}): a share \
+                     of the raw vectors is a collection's setting"
+                )));
+            }
         }
         Ok(())
     }
@@ -111,6 +123,7 @@ impl Database {
         options: DbOptions,
     ) -> Result<Self> {
         let builds = Arc::new(BuildMemory::new(options.build_memory));
+        let search = Arc::new(SearchMemory::new(options.search_memory));
         let root = dir.join("collections");
         crate::storage::create_dir_all_durable(storage.as_ref(), &root)
             .map_err(file_error(&root))?;
@@ -131,13 +144,21 @@ impl Database {
                 let _ = storage.remove_dir_all(&cdir);
                 continue;
             }
-            let c = Collection::open(&name, &cdir, Arc::clone(&storage), Arc::clone(&builds))?;
+            let c = Collection::open(
+                &name,
+                &cdir,
+                Arc::clone(&storage),
+                Arc::clone(&builds),
+                Arc::clone(&search),
+            )?;
             collections.insert(name, Arc::new(c));
         }
+        search.rebalance();
         Ok(Self {
             dir: dir.to_path_buf(),
             storage,
             builds,
+            search,
             collections: RwLock::new(collections),
             _lock: lock,
         })
@@ -152,6 +173,12 @@ impl Database {
     pub fn build_memory(&self) -> (MemoryBudget, u64, u64) {
         let (in_use, total) = self.builds.usage();
         (self.builds.limit(), in_use, total)
+    }
+
+    /// The database's search memory as set, and what the last rebalance gave and found
+    /// held.
+    pub fn search_memory(&self) -> (MemoryBudget, Usage) {
+        (self.search.limit(), self.search.usage())
     }
 
     fn collection_dir(&self, name: &str) -> PathBuf {
@@ -176,6 +203,7 @@ impl Database {
             config,
             Arc::clone(&self.storage),
             Arc::clone(&self.builds),
+            Arc::clone(&self.search),
         )?);
         let root = self.dir.join("collections");
         self.storage.sync_dir(&root).map_err(file_error(&root))?;
@@ -222,6 +250,8 @@ impl Database {
         for p in &config.paths {
             let _ = std::fs::remove_dir_all(p.join(name));
         }
+        drop(all);
+        self.search.rebalance();
         Ok(())
     }
 

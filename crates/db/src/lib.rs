@@ -12,20 +12,23 @@ pub mod filter;
 mod manifest;
 mod ops;
 mod point;
+mod search_memory;
 mod segment;
 pub mod storage;
 pub mod wal;
 
 pub use collection::{
-    Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchRequest, SegmentInfo,
+    Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
+    SearchRequest, SegmentInfo,
     Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
-pub use config::{parse_metric, CollectionConfig, Durability, MAX_DIM};
+pub use config::{parse_metric, parse_search_memory, CollectionConfig, Durability, MAX_DIM};
 pub use db::{check_name, Database, DbOptions};
 pub use diskvec_index::diskann::MemoryBudget;
 pub use error::{DbError, Result};
 pub use filter::Filter;
 pub use ops::PointRecord;
+pub use search_memory::{Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
 
 /// Aborts the process (as kill -9 would stop it) when `DISKVEC_FAILPOINT` names `step`, so
 /// tests can crash at the exact moments that matter: around a seal's manifest switch.

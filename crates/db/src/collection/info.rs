@@ -76,6 +76,29 @@ pub struct CollectionInfo {
     pub last_task: Option<super::TaskInfo>,
     /// Indexing turned off for a bulk load (`set_indexing(false)`).
     pub indexing_paused: bool,
+    /// What the sealed segments hold in DRAM for their searches, and what those read.
+    pub search_memory: SearchMemoryInfo,
+}
+
+/// A collection's search memory: what its sealed segments hold in DRAM beyond their
+/// compressed vectors (search_memory.rs), and what their graph searches read since open.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SearchMemoryInfo {
+    /// The collection's own setting ("25%", "512MiB"), "all" (`on_disk: false`), or
+    /// "shared" (a share of the database's search memory).
+    pub setting: String,
+    /// The share of its nodes each sealed segment holds, as the last rebalance planned.
+    pub node_share: f64,
+    pub navigation_bytes: u64,
+    pub node_cache_bytes: u64,
+    pub cached_nodes: u64,
+    pub nodes: u64,
+    /// Graph searches of the sealed segments open now, since they were opened.
+    pub graph_searches: u64,
+    /// Node reads sent to the SSD per graph search.
+    pub reads_per_search: f64,
+    /// The share of node visits DRAM answered instead of the SSD.
+    pub cache_hit_rate: f64,
 }
 
 impl Collection {
@@ -137,6 +160,7 @@ impl Collection {
         } else {
             Status::Green
         };
+        let search_memory = search_memory_info(inner, &state);
         let stats = inner.wal.stats();
         let tasks = inner.task.running();
         CollectionInfo {
@@ -161,6 +185,43 @@ impl Collection {
             tasks,
             last_task: inner.task.last(),
             indexing_paused: state.indexing_paused,
+            search_memory,
         }
     }
+}
+
+fn search_memory_info(inner: &super::Inner, state: &super::state::State) -> SearchMemoryInfo {
+    let config = inner.config();
+    let mut info = SearchMemoryInfo {
+        setting: match (config.on_disk, config.search_memory) {
+            (false, _) => "all".into(),
+            (true, Some(own)) => own.to_string(),
+            (true, None) => "shared".into(),
+        },
+        node_share: match inner.node_cache() {
+            crate::segment::NodeCacheSize::All => 1.0,
+            crate::segment::NodeCacheSize::Share(s) => s,
+        },
+        ..Default::default()
+    };
+    let mut hits = 0;
+    let mut reads = 0;
+    for s in state.segments.values() {
+        let Segment::Sealed(s) = s else { continue };
+        info.navigation_bytes += s.navigation_bytes() as u64;
+        info.node_cache_bytes += s.node_cache_bytes() as u64;
+        info.cached_nodes += s.cached_nodes() as u64;
+        info.nodes += s.len() as u64;
+        let counts = s.search_counts();
+        info.graph_searches += counts.searches;
+        reads += counts.reads;
+        hits += counts.cache_hits;
+    }
+    if info.graph_searches > 0 {
+        info.reads_per_search = reads as f64 / info.graph_searches as f64;
+    }
+    if reads + hits > 0 {
+        info.cache_hit_rate = hits as f64 / (reads + hits) as f64;
+    }
+    info
 }

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-pub use info::{CollectionInfo, SegmentInfo, Status};
+pub use info::{CollectionInfo, SearchMemoryInfo, SegmentInfo, Status};
 pub use open::RecoveryReport;
 pub use read::{Hit, Record, SearchRequest};
 pub use storage_io::PathIo;
@@ -76,9 +76,53 @@ pub(crate) struct Inner {
     /// Callers waiting in `optimize(wait=true)`: builds started meanwhile run at the
     /// default priority.
     optimize_waiters: std::sync::atomic::AtomicUsize,
+    /// The database's search memory, shared with its other collections.
+    search: Arc<crate::search_memory::SearchMemory>,
+    /// The share of its nodes each sealed segment holds in DRAM, as the last rebalance of
+    /// the search memory set it (f64 bits): a segment opened between two rebalances (a
+    /// seal's, a merge's) starts with it.
+    cache_share: std::sync::atomic::AtomicU64,
     /// The PQ codebook seals encode with (the last merge's, or the first seal's since
     /// open): the PQ phase, most of it training, was a third of a small build.
     codebook: Mutex<Option<Arc<diskvec_index::diskann::Codebook>>>,
+}
+
+impl Inner {
+    pub(crate) fn config(&self) -> &CollectionConfig {
+        &self.config
+    }
+
+    /// True once the collection is closing (its background work stopping).
+    pub(crate) fn is_closing(&self) -> bool {
+        lock(&self.background).stop
+    }
+
+    /// The sealed segments open now.
+    pub(crate) fn sealed_segments(&self) -> Vec<Arc<crate::segment::Sealed>> {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        state
+            .segments
+            .values()
+            .filter_map(|s| match s {
+                crate::segment::Segment::Sealed(s) => Some(Arc::clone(s)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub(crate) fn set_cache_share(&self, share: f64) {
+        self.cache_share
+            .store(share.to_bits(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How a sealed segment of this collection opens its node cache now.
+    pub(crate) fn node_cache(&self) -> crate::segment::NodeCacheSize {
+        if !self.config.on_disk {
+            return crate::segment::NodeCacheSize::All;
+        }
+        let bits = self.cache_share.load(std::sync::atomic::Ordering::Relaxed);
+        crate::segment::NodeCacheSize::Share(f64::from_bits(bits))
+    }
 }
 
 /// Device and inode of a directory.

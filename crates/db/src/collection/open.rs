@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::state::{Loc, State};
 use super::{indexer, optimize, worker, Collection, Inner};
 use crate::build_memory::BuildMemory;
+use crate::search_memory::SearchMemory;
 use crate::config::{CollectionConfig, Durability};
 use crate::filter::PayloadIndexKind;
 use crate::manifest::Manifest;
@@ -46,21 +47,23 @@ impl Collection {
         config: CollectionConfig,
         storage: Arc<dyn Storage>,
         builds: Arc<BuildMemory>,
+        search: Arc<SearchMemory>,
     ) -> Result<Self> {
         config.check()?;
         crate::storage::create_dir_all_durable(storage.as_ref(), dir)
             .map_err(crate::error::file_error(dir))?;
         Manifest::new(config).write(storage.as_ref(), dir)?;
-        Self::open(name, dir, storage, builds)
+        Self::open(name, dir, storage, builds, search)
     }
 
     /// Opens the collection in `dir`; its background builds share `builds` with the
-    /// database's other collections.
+    /// database's other collections, its searches `search`.
     pub(crate) fn open(
         name: &str,
         dir: &Path,
         storage: Arc<dyn Storage>,
         builds: Arc<BuildMemory>,
+        search: Arc<SearchMemory>,
     ) -> Result<Self> {
         let started = Instant::now();
         let manifest = Manifest::read(storage.as_ref(), dir)?;
@@ -89,7 +92,13 @@ impl Collection {
                 config.metric,
                 deleted,
                 &fields,
-                !config.on_disk,
+                // The database's search memory fills the caches once every collection is
+                // open (`SearchMemory::rebalance`).
+                if config.on_disk {
+                    crate::segment::NodeCacheSize::Share(0.0)
+                } else {
+                    crate::segment::NodeCacheSize::All
+                },
                 config.navigation,
             )?;
             if sealed.len() != entry.points as usize {
@@ -196,6 +205,8 @@ impl Collection {
             task: Default::default(),
             last_write: Mutex::new(std::time::Instant::now()),
             builds,
+            search: Arc::clone(&search),
+            cache_share: Default::default(),
             optimize_waiters: Default::default(),
             codebook: Default::default(),
             pacer: Mutex::new(super::pacer::Pacer::new()),
@@ -204,6 +215,7 @@ impl Collection {
                 diskvec_index::diskann::available_memory(),
             ),
         });
+        search.join(&inner);
         let spawn = |what: &str, work: fn(Arc<Inner>)| {
             let inner = Arc::clone(&inner);
             std::thread::Builder::new()

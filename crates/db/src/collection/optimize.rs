@@ -125,7 +125,7 @@ impl Inner {
             self.config.metric,
             deleted,
             fields,
-            !self.config.on_disk,
+            self.node_cache(),
             self.config.navigation,
         )
     }

@@ -316,6 +316,9 @@ impl Inner {
             self.wal.truncate_below(c + 1)?;
         }
         crate::failpoint(&format!("{step}:switched"));
+        // The new segment opened with the share of its nodes the last plan gave; the
+        // database's search memory is shared out again over the segments there are now.
+        self.search.rebalance();
         self.check_home()?;
         for &id in sources {
             let _ = std::fs::remove_dir_all(self.segment_dir(id));

@@ -66,6 +66,31 @@ pub(crate) struct Sealed {
     /// Bumped at every delete; the manifest writer compares it to what it last wrote.
     pub deleted_changes: AtomicU64,
     pub payload_index: RwLock<PayloadIndex>,
+    counts: Counts,
+}
+
+/// Graph searches of one sealed segment and what they read.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SearchCounts {
+    pub searches: u64,
+    pub reads: u64,
+    pub cache_hits: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    searches: AtomicU64,
+    reads: AtomicU64,
+    cache_hits: AtomicU64,
+}
+
+impl Counts {
+    fn add(&self, found: &diskvec_index::diskann::SearchResult) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.searches.fetch_add(1, Relaxed);
+        self.reads.fetch_add(found.reads as u64, Relaxed);
+        self.cache_hits.fetch_add(found.cache_hits as u64, Relaxed);
+    }
 }
 
 /// How a seal's build runs: within `budget` bytes (what the database's build memory granted:
@@ -144,24 +169,40 @@ impl Points for Sealed {
     }
 }
 
+/// How many of a sealed segment's node records it holds in DRAM.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum NodeCacheSize {
+    /// Every one: a search reads nothing from the SSD (`on_disk: false`).
+    All,
+    /// This share (0 to 1) of them, as the search memory pays for (search_memory.rs).
+    Share(f64),
+}
+
 impl Sealed {
-    /// Opens a sealed segment; `in_memory` caches every node in DRAM (no SSD reads in a
-    /// search), else 1% of them; `navigation` loads the segment's navigation file when it
-    /// has one (`CollectionConfig::navigation`).
+    /// Opens a sealed segment holding `cache` of its node records in DRAM; `navigation`
+    /// loads the segment's navigation file when it has one (`CollectionConfig::navigation`).
     pub fn open(
         dir: &Path,
         metric: Metric,
         deleted: RoaringBitmap,
         fields: &[(String, PayloadIndexKind)],
-        in_memory: bool,
+        cache: NodeCacheSize,
         navigation: bool,
     ) -> Result<Self> {
         let options = OpenOptions {
-            cache_nodes: in_memory.then_some(diskvec_index::limits::MAX_VECTORS),
+            cache_nodes: Some(match cache {
+                NodeCacheSize::All => diskvec_index::limits::MAX_VECTORS,
+                NodeCacheSize::Share(_) => 0,
+            }),
             navigation,
             ..OpenOptions::default()
         };
         let index = DiskIndex::open(dir, &options)?;
+        if let NodeCacheSize::Share(share) = cache {
+            if share > 0.0 {
+                index.resize_node_cache((index.len() as f64 * share) as usize)?;
+            }
+        }
         let (ids, versions, payloads) = read_points(&dir.join(POINTS_FILE))?;
         if ids.len() != index.len() {
             return Err(crate::DbError::Corrupt {
@@ -193,7 +234,48 @@ impl Sealed {
             deleted: RwLock::new(deleted),
             deleted_changes: AtomicU64::new(0),
             payload_index: RwLock::new(payload_index),
+            counts: Counts::default(),
         })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Bytes of the navigation data held in DRAM (0 without it).
+    pub fn navigation_bytes(&self) -> usize {
+        self.index
+            .navigation()
+            .map_or(0, diskvec_index::diskann::Navigation::dram_bytes)
+    }
+
+    pub fn node_record_bytes(&self) -> usize {
+        self.index.node_record_bytes()
+    }
+
+    pub fn node_cache_bytes(&self) -> usize {
+        self.index.node_cache_bytes()
+    }
+
+    pub fn cached_nodes(&self) -> usize {
+        self.index.cached_nodes()
+    }
+
+    /// Holds `records` node records in DRAM from now on (searches running keep theirs).
+    pub fn resize_node_cache(&self, records: usize) -> Result<()> {
+        self.index.resize_node_cache(records)?;
+        Ok(())
+    }
+
+    /// Graph searches since open, the node reads they sent and the nodes they found in
+    /// DRAM instead.
+    pub fn search_counts(&self) -> SearchCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        SearchCounts {
+            searches: self.counts.searches.load(Relaxed),
+            reads: self.counts.reads.load(Relaxed),
+            cache_hits: self.counts.cache_hits.load(Relaxed),
+        }
     }
 
     pub fn deleted_count(&self) -> usize {
@@ -313,6 +395,7 @@ impl Sealed {
             GraphSearch::Queued(pending) => pending.wait()?,
             GraphSearch::Done(result) => result?,
         };
+        self.counts.add(&found);
         if found.ids.len() < k && filter.is_some() {
             // The graph could not reach k matches: the filter is narrower than it looked.
             let offsets = self.matching(filter.as_deref());

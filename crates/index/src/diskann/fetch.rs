@@ -124,8 +124,9 @@ impl DiskIndex {
             .collect::<Result<_>>()?;
         let mut vector = Vec::with_capacity(self.dim());
         let mut to_read = Vec::new();
+        let cache = self.node_cache();
         for (pos, &node) in nodes.iter().enumerate() {
-            match self.record_in_dram(node) {
+            match cache.record(node) {
                 Some(record) => visit(pos, &record, &mut vector),
                 None => to_read.push(pos),
             }

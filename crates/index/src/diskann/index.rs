@@ -1,14 +1,15 @@
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 
 use diskvec_io::{
     open_for_reading, AlignedBuf, EngineChoice, EngineKind, PathEmulation, PathSnapshot, Volume,
     SECTOR,
 };
 
-use super::layout::{first_bad_sector, NodeLayout, NodeRecord};
+use super::layout::{first_bad_sector, NodeLayout};
 use super::meta::Meta;
+use super::node_cache::NodeCache;
 use super::nav::{nav_path, NavFile, Navigation, SteppedAside};
 use super::{Header, META_FILE};
 use crate::error::file_error;
@@ -56,11 +57,11 @@ pub struct DiskIndex {
     pub(crate) layout: NodeLayout,
     pub(crate) meta: Meta,
     pub(crate) volume: Volume,
-    pub(crate) cache: Vec<u8>,
-    pub(crate) cached: u32,
-    /// Records of the entry nodes beyond the cached prefix, in `meta.entries` order.
-    pub(crate) entry_cache: Vec<u8>,
-    pub(crate) entry_ids: Vec<u32>,
+    /// The node records in DRAM, swapped whole by `resize_node_cache`; a search keeps the
+    /// one it started with.
+    cache: RwLock<Arc<NodeCache>>,
+    /// One resize at a time (each reads the records it adds from the SSD).
+    resizing: Mutex<()>,
     pub(crate) engine_choice: EngineChoice,
     pub(crate) queue_depth: usize,
     pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
@@ -139,8 +140,7 @@ impl DiskIndex {
         }
         let (cached, entry_ids) =
             plan_node_cache(count, &meta.entries, options.cache_nodes, nav.is_some());
-        let cache = load_prefix(&volume, &layout, cached)?;
-        let entry_cache = load_records(&volume, &layout, &entry_ids)?;
+        let cache = NodeCache::load(&volume, &layout, cached, entry_ids, None)?;
         // A walk steered by the 4-bit codes never reads a PQ code or the codebook
         // (approximate distances come from the 4-bit codes too: see `sq4_walk`), so they
         // leave DRAM: 192 MiB of codes at 1M x 768, the difference between fitting a 20%
@@ -154,10 +154,8 @@ impl DiskIndex {
             layout,
             meta,
             volume,
-            cache,
-            cached: cached as u32,
-            entry_cache,
-            entry_ids,
+            cache: RwLock::new(Arc::new(cache)),
+            resizing: Mutex::new(()),
             engine_choice: options.engine,
             queue_depth: options.queue_depth,
             engines: Mutex::new(Vec::new()),
@@ -191,7 +189,51 @@ impl DiskIndex {
 
     /// Node records held in DRAM: the cached prefix and the entry nodes beyond it.
     pub fn cached_nodes(&self) -> usize {
-        self.cached as usize + self.entry_ids.len()
+        self.node_cache().nodes()
+    }
+
+    /// Bytes the node records held in DRAM take.
+    pub fn node_cache_bytes(&self) -> usize {
+        self.node_cache().bytes()
+    }
+
+    /// Bytes one cached node record takes (full vector and neighbour list).
+    pub fn node_record_bytes(&self) -> usize {
+        self.layout.node_bytes
+    }
+
+    /// The node cache as it stands: what a search starting now uses throughout.
+    pub(crate) fn node_cache(&self) -> Arc<NodeCache> {
+        Arc::clone(&self.cache.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Holds `records` node records in DRAM from now on (as `OpenOptions::cache_nodes`
+    /// plans them: entry nodes first for a graph search, then the file's prefix), reading
+    /// from the SSD only the records it adds; searches running keep the cache they started
+    /// with. Returns the records now held.
+    pub fn resize_node_cache(&self, records: usize) -> Result<usize> {
+        let _one = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.node_cache();
+        let (prefix, entry_ids) = plan_node_cache(
+            self.len(),
+            &self.meta.entries,
+            Some(records),
+            self.nav.is_some(),
+        );
+        if prefix == current.prefix() && entry_ids == current.entry_ids() {
+            return Ok(current.nodes());
+        }
+        let resized = NodeCache::load(
+            &self.volume,
+            &self.layout,
+            prefix,
+            entry_ids,
+            Some(&current),
+        )?;
+        drop(current);
+        let held = resized.nodes();
+        *self.cache.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(resized);
+        Ok(held)
     }
 
     /// True when node reads bypass the page cache.
@@ -257,8 +299,7 @@ impl DiskIndex {
     /// and the navigation data when loaded.
     pub fn dram_bytes(&self) -> usize {
         self.meta.dram_bytes()
-            + self.cache.len()
-            + self.entry_cache.len()
+            + self.node_cache().bytes()
             + self.nav.as_ref().map_or(0, Navigation::dram_bytes)
     }
 
@@ -292,18 +333,6 @@ impl DiskIndex {
 
     pub fn disk_bytes(&self) -> u64 {
         self.header.nodes_file_bytes()
-    }
-
-    /// The record of `id` if DRAM holds it (cached prefix or entry node).
-    pub(crate) fn record_in_dram(&self, id: u32) -> Option<NodeRecord<'_>> {
-        let nb = self.layout.node_bytes;
-        let bytes = if id < self.cached {
-            &self.cache[id as usize * nb..(id as usize + 1) * nb]
-        } else {
-            let i = self.entry_ids.binary_search(&id).ok()?;
-            &self.entry_cache[i * nb..(i + 1) * nb]
-        };
-        Some(NodeRecord::new(bytes, self.layout.dim))
     }
 
     pub(crate) fn take_engine(&self, depth: usize) -> Result<Box<dyn diskvec_io::ReadEngine>> {
@@ -347,50 +376,6 @@ pub(crate) fn read_header(nodes_path: &Path, direct: bool) -> Result<Header> {
         .read_at(first.as_mut_slice(), 0)
         .map_err(file_error(nodes_path))?;
     Header::decode(&first.as_slice()[..got], nodes_path)
-}
-
-/// Reads the records of the given nodes (sorted ids); the volume checks their sectors.
-fn load_records(volume: &Volume, layout: &NodeLayout, ids: &[u32]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(ids.len() * layout.node_bytes);
-    let mut buf = AlignedBuf::new(layout.read_bytes());
-    let mut scratch = Vec::new();
-    for &id in ids {
-        volume.read_exact_at(buf.as_mut_slice(), layout.offset_of(id))?;
-        out.extend_from_slice(layout.record(buf.as_slice(), id, &mut scratch).bytes());
-    }
-    Ok(out)
-}
-
-/// Reads the records of nodes `0..count` (the front of the file) into one buffer; the
-/// volume checks every sector on the way.
-fn load_prefix(volume: &Volume, layout: &NodeLayout, count: usize) -> Result<Vec<u8>> {
-    let mut cache = Vec::with_capacity(count * layout.node_bytes);
-    let groups = count.div_ceil(layout.nodes_per_sector);
-    let group_bytes = layout.read_bytes();
-    let per_chunk = ((1 << 20) / group_bytes).max(1);
-    let mut buf = AlignedBuf::new(per_chunk * group_bytes);
-    let mut scratch = Vec::new();
-    let mut g = 0;
-    while g < groups {
-        let take = per_chunk.min(groups - g);
-        let bytes = take * group_bytes;
-        volume.read_exact_at(
-            &mut buf.as_mut_slice()[..bytes],
-            (SECTOR + g * group_bytes) as u64,
-        )?;
-        let chunk = &buf.as_slice()[..bytes];
-        for (i, group) in chunk.chunks_exact(group_bytes).enumerate() {
-            for slot in 0..layout.nodes_per_sector {
-                let id = ((g + i) * layout.nodes_per_sector + slot) as u32;
-                if id as usize >= count {
-                    break;
-                }
-                cache.extend_from_slice(layout.record(group, id, &mut scratch).bytes());
-            }
-        }
-        g += take;
-    }
-    Ok(cache)
 }
 
 /// How many nodes of the file's prefix to cache, and which entry nodes beyond it (sorted),

@@ -21,6 +21,7 @@ mod meta;
 mod meta_read;
 mod meta_writer;
 mod nav;
+mod node_cache;
 mod query_buffers;
 mod reorder;
 mod resume;

@@ -15,6 +15,7 @@ use diskvec_vector::{check_vectors, PqTable, Rows};
 
 use super::layout::NodeRecord;
 use super::nav::{Navigation, WalkCodes};
+use super::node_cache::NodeCache;
 use super::query_buffers::{BandEntry, QueryBuffers};
 use super::DiskIndex;
 use crate::limits;
@@ -130,6 +131,9 @@ struct Query {
     failed: Option<IndexError>,
     result: SearchResult,
     started: Instant,
+    /// The node cache as it stood when the query started (a resize does not change it
+    /// under a running query).
+    cache: Arc<NodeCache>,
 }
 
 /// Reusable buffers of one worker.
@@ -278,6 +282,7 @@ impl DiskIndex {
             failed: None,
             result: SearchResult::default(),
             started: Instant::now(),
+            cache: self.node_cache(),
         };
         let medoid = self.header.medoid;
         q.b.visited.insert(medoid);
@@ -386,7 +391,8 @@ impl DiskIndex {
             };
             q.b.list.mark_expanded(pos);
             let id = q.b.list.items()[pos].id;
-            if let Some(record) = self.record_in_dram(id) {
+            let cache = Arc::clone(&q.cache);
+            if let Some(record) = cache.record(id) {
                 q.result.cache_hits += 1;
                 self.expand(q, id, &record, scratch);
                 continue;
@@ -483,7 +489,7 @@ impl DiskIndex {
             }
             entry.done = true;
             let id = entry.id;
-            if let Some(record) = self.record_in_dram(id) {
+            if let Some(record) = q.cache.record(id) {
                 q.result.cache_hits += 1;
                 let d = self.exact_distance(q, &record, scratch);
                 q.b.exact.push((d, id));
@@ -573,7 +579,7 @@ impl DiskIndex {
                 Some(_) => false,
             };
             // A node in DRAM costs no read: its exact distance is better than a sure guess.
-            if certain_in && !q.params.exact_distances && self.record_in_dram(id).is_none() {
+            if certain_in && !q.params.exact_distances && q.cache.record(id).is_none() {
                 sure.push((distance, id));
             } else {
                 band.push(BandEntry { id, done: false });

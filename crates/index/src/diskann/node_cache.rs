@@ -1,0 +1,155 @@
+//! The node records an index holds in DRAM: a prefix of the node file (nodes are numbered
+//! breadth-first from the medoid, so the prefix is the neighbourhood every search walks
+//! through first) and the entry nodes beyond it.
+//!
+//! The cache can be resized while searches run (`DiskIndex::resize_node_cache`): a search
+//! takes the cache as it stands when it starts (an `Arc`), and the prefix is kept in chunks
+//! shared between the old and the new cache, so growing it reads only the records it adds
+//! and never holds two copies of the ones it keeps.
+
+use std::sync::Arc;
+
+use diskvec_io::{AlignedBuf, Volume, SECTOR};
+
+use super::layout::{NodeLayout, NodeRecord};
+use crate::Result;
+
+/// Records per chunk of the prefix: about 16 MiB of 768-d records, small enough that a
+/// resize overshoots its target by little, large enough that lookups stay one division.
+const CHUNK_BYTES: usize = 16 << 20;
+
+pub(crate) struct NodeCache {
+    /// Records of nodes `0..prefix`, `chunk_nodes` a chunk.
+    chunks: Vec<Arc<Vec<u8>>>,
+    chunk_nodes: usize,
+    prefix: u32,
+    /// Entry nodes at or beyond the prefix (sorted) and their records.
+    entry_ids: Vec<u32>,
+    entry_records: Vec<u8>,
+    node_bytes: usize,
+    dim: usize,
+}
+
+impl NodeCache {
+    /// The records of nodes `0..prefix` and of `entry_ids` (sorted, beyond the prefix),
+    /// reusing the chunks of `keep` that the new prefix covers.
+    pub fn load(
+        volume: &Volume,
+        layout: &NodeLayout,
+        prefix: usize,
+        entry_ids: Vec<u32>,
+        keep: Option<&NodeCache>,
+    ) -> Result<Self> {
+        let chunk_nodes = chunk_nodes(layout);
+        let mut chunks: Vec<Arc<Vec<u8>>> = Vec::with_capacity(prefix.div_ceil(chunk_nodes));
+        let full = |c: &Arc<Vec<u8>>| c.len() == chunk_nodes * layout.node_bytes;
+        if let Some(old) = keep {
+            // Whole chunks the new prefix covers; a partial last chunk is read again.
+            chunks.extend(
+                old.chunks
+                    .iter()
+                    .take(prefix / chunk_nodes)
+                    .take_while(|c| full(c))
+                    .cloned(),
+            );
+        }
+        let mut from = chunks.len() * chunk_nodes;
+        while from < prefix {
+            let to = (from + chunk_nodes).min(prefix);
+            chunks.push(Arc::new(load_range(volume, layout, from, to)?));
+            from = to;
+        }
+        let entry_records = load_records(volume, layout, &entry_ids)?;
+        Ok(Self {
+            chunks,
+            chunk_nodes,
+            prefix: prefix as u32,
+            entry_ids,
+            entry_records,
+            node_bytes: layout.node_bytes,
+            dim: layout.dim,
+        })
+    }
+
+    /// The record of node `id` if the cache holds it.
+    pub fn record(&self, id: u32) -> Option<NodeRecord<'_>> {
+        let nb = self.node_bytes;
+        let bytes = if id < self.prefix {
+            let (c, i) = (id as usize / self.chunk_nodes, id as usize % self.chunk_nodes);
+            &self.chunks[c][i * nb..(i + 1) * nb]
+        } else {
+            let i = self.entry_ids.binary_search(&id).ok()?;
+            &self.entry_records[i * nb..(i + 1) * nb]
+        };
+        Some(NodeRecord::new(bytes, self.dim))
+    }
+
+    /// Records held: the prefix and the entry nodes beyond it.
+    pub fn nodes(&self) -> usize {
+        self.prefix as usize + self.entry_ids.len()
+    }
+
+    pub fn prefix(&self) -> usize {
+        self.prefix as usize
+    }
+
+    pub fn entry_ids(&self) -> &[u32] {
+        &self.entry_ids
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.chunks.iter().map(|c| c.len()).sum::<usize>() + self.entry_records.len()
+    }
+}
+
+fn chunk_nodes(layout: &NodeLayout) -> usize {
+    // A whole number of sector groups, so a chunk is read without splitting one.
+    let per_group = layout.nodes_per_sector.max(1);
+    (CHUNK_BYTES / layout.node_bytes.max(1) / per_group).max(1) * per_group
+}
+
+/// Reads the records of the given nodes (sorted ids); the volume checks their sectors.
+fn load_records(volume: &Volume, layout: &NodeLayout, ids: &[u32]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(ids.len() * layout.node_bytes);
+    let mut buf = AlignedBuf::new(layout.read_bytes());
+    let mut scratch = Vec::new();
+    for &id in ids {
+        volume.read_exact_at(buf.as_mut_slice(), layout.offset_of(id))?;
+        out.extend_from_slice(layout.record(buf.as_slice(), id, &mut scratch).bytes());
+    }
+    Ok(out)
+}
+
+/// Reads the records of nodes `from..to` (`from` at a sector group's start) into one
+/// buffer; the volume checks every sector on the way.
+fn load_range(volume: &Volume, layout: &NodeLayout, from: usize, to: usize) -> Result<Vec<u8>> {
+    let per_group = layout.nodes_per_sector;
+    debug_assert_eq!(from % per_group, 0);
+    let mut cache = Vec::with_capacity((to - from) * layout.node_bytes);
+    let (first, last) = (from / per_group, to.div_ceil(per_group));
+    let group_bytes = layout.read_bytes();
+    let per_read = ((1 << 20) / group_bytes).max(1);
+    let mut buf = AlignedBuf::new(per_read * group_bytes);
+    let mut scratch = Vec::new();
+    let mut g = first;
+    while g < last {
+        let take = per_read.min(last - g);
+        let bytes = take * group_bytes;
+        volume.read_exact_at(
+            &mut buf.as_mut_slice()[..bytes],
+            (SECTOR + g * group_bytes) as u64,
+        )?;
+        let chunk = &buf.as_slice()[..bytes];
+        for (i, group) in chunk.chunks_exact(group_bytes).enumerate() {
+            for slot in 0..per_group {
+                let id = (g + i) * per_group + slot;
+                if id >= to {
+                    break;
+                }
+                cache.extend_from_slice(layout.record(group, id as u32, &mut scratch).bytes());
+            }
+        }
+        g += take;
+    }
+    Ok(cache)
+}
