@@ -35,7 +35,9 @@ pub struct DropArgs {
 }
 
 /// Opens a database that must exist: `Database::open` would create an empty one, which
-/// would hide a mistyped path behind "no such collection".
+/// would hide a mistyped path behind "no such collection". These commands run a query or
+/// two and exit, so the node caches stay empty (search memory 0): filling them would read
+/// the sealed segments' nodes for nothing.
 pub fn open_existing(dir: &Path) -> anyhow::Result<Database> {
     if !dir.join("collections").is_dir() {
         bail!(
@@ -43,7 +45,12 @@ pub fn open_existing(dir: &Path) -> anyhow::Result<Database> {
             dir.display()
         );
     }
-    Database::open(dir).with_context(|| format!("opening the database {}", dir.display()))
+    let options = diskvec_db::DbOptions {
+        search_memory: diskvec_db::MemoryBudget::Bytes(0),
+        ..Default::default()
+    };
+    Database::open_with_options(dir, options)
+        .with_context(|| format!("opening the database {}", dir.display()))
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -126,6 +133,13 @@ fn print_collection(c: &Collection) {
             mib(s.disk_bytes)
         );
     }
+    let m = &info.search_memory;
+    println!(
+        "  search memory: {} ({} nodes; navigation {:.1} MiB)",
+        m.setting,
+        m.nodes,
+        mib(m.navigation_bytes)
+    );
     let indexes: Vec<String> = info
         .payload_indexes
         .iter()

@@ -16,11 +16,11 @@ use std::sync::{Arc, RwLock};
 use diskvec_index::diskann::MemoryBudget;
 
 use crate::build_memory::BuildMemory;
-use crate::search_memory::{SearchMemory, Usage};
 use crate::collection::Collection;
 use crate::config::CollectionConfig;
 use crate::error::file_error;
 use crate::manifest::MANIFEST_FILE;
+use crate::search_memory::{SearchMemory, Usage};
 use crate::storage::{FsStorage, Storage};
 use crate::{DbError, Result};
 

@@ -19,8 +19,7 @@ pub mod wal;
 
 pub use collection::{
     Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
-    SearchRequest, SegmentInfo,
-    Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
+    SearchRequest, SegmentInfo, Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
 pub use config::{parse_metric, parse_search_memory, CollectionConfig, Durability, MAX_DIM};
 pub use db::{check_name, Database, DbOptions};

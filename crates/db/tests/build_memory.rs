@@ -158,6 +158,7 @@ fn a_build_memory_too_small_for_a_seal_is_refused_at_creation() {
         &dir.path().join("other"),
         DbOptions {
             build_memory: MemoryBudget::ShareOfRaw(0.25),
+            ..Default::default()
         },
     )
     .err()
@@ -174,6 +175,7 @@ fn the_databases_build_memory_bounds_a_collection_without_its_own() {
         &dir.path().join("budgeted"),
         DbOptions {
             build_memory: MemoryBudget::Bytes(budget),
+            ..Default::default()
         },
     )
     .unwrap();

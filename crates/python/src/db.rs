@@ -258,11 +258,22 @@ impl PyDatabase {
 #[pymethods]
 impl PyDatabase {
     #[new]
-    #[pyo3(signature = (path, build_memory=None))]
-    fn open(py: Python<'_>, path: PathBuf, build_memory: Option<&str>) -> PyResult<Self> {
+    #[pyo3(signature = (path, build_memory=None, search_memory=None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        build_memory: Option<&str>,
+        search_memory: Option<&str>,
+    ) -> PyResult<Self> {
         let options = DbOptions {
             build_memory: match build_memory {
                 Some(text) => text.parse().map_err(|e| value_err(format!("{e}")))?,
+                None => MemoryBudget::Auto,
+            },
+            search_memory: match search_memory {
+                Some(text) => {
+                    diskvec_db::parse_search_memory(text).map_err(|e| value_err(format!("{e}")))?
+                }
                 None => MemoryBudget::Auto,
             },
         };
@@ -287,7 +298,7 @@ impl PyDatabase {
 
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
                         vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
-                        on_disk, idle_merge_ms, navigation, build_memory))]
+                        on_disk, idle_merge_ms, navigation, build_memory, search_memory))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
@@ -310,6 +321,7 @@ impl PyDatabase {
         idle_merge_ms: Option<i128>,
         navigation: bool,
         build_memory: Option<&str>,
+        search_memory: Option<&str>,
     ) -> PyResult<PyCollection> {
         let metric = parse_metric(metric).map_err(db_err)?;
         let mut c = CollectionConfig::new(setting("dim", dim)?, metric);
@@ -360,6 +372,10 @@ impl PyDatabase {
         }
         if let Some(text) = build_memory {
             c.build_memory = Some(text.parse().map_err(|e| value_err(format!("{e}")))?);
+        }
+        if let Some(text) = search_memory {
+            c.search_memory =
+                Some(diskvec_db::parse_search_memory(text).map_err(|e| value_err(format!("{e}")))?);
         }
         let col = self.with(py, false, |db| db.create_collection(&name, c))?;
         Ok(self.handle(&name, &col))

@@ -682,3 +682,32 @@ def test_build_memory_bounds_seals_and_bad_budgets_are_refused(tmp_path):
         assert db.collections() == ["b"]
     with pytest.raises(ValueError, match="bytes or auto"):
         diskvec.open(tmp_path / "db2", build_memory="25%")
+
+
+def test_search_memory_sets_what_the_node_caches_hold(tmp_path):
+    data = clustered(2000, 16, 4)
+    with diskvec.open(tmp_path / "db", search_memory=0) as db:
+        col = db.create_collection("s", dim=16, metric="l2", seal_threshold=2000)
+        col.upsert(range(2000), data)
+        col.optimize(wait=True)
+        m = col.info()["search_memory"]
+        assert (m["setting"], m["cached_nodes"], m["nodes"]) == ("shared", 0, 2000), m
+        before = [[h["id"] for h in row] for row in col.search_batch(data[:20], k=5)]
+        assert col.info()["search_memory"]["reads_per_search"] > 0
+        own = db.create_collection("own", dim=16, metric="l2", search_memory="25%")
+        assert own.info()["search_memory"]["setting"] == "25%"
+        with pytest.raises(ValueError, match="search_memory"):
+            db.create_collection("bad", dim=16, search_memory="lots")
+        with pytest.raises(ValueError, match="search_memory must be at least 0"):
+            db.create_collection("neg", dim=16, search_memory=-1)
+    # Reopened with the automatic budget (plenty here): every node held, nothing read.
+    with diskvec.open(tmp_path / "db") as db:
+        col = db.collection("s")
+        m = col.info()["search_memory"]
+        assert m["cached_nodes"] == 2000 and m["node_share"] == 1.0, m
+        after = [[h["id"] for h in row] for row in col.search_batch(data[:20], k=5)]
+        assert after == before
+        m = col.info()["search_memory"]
+        assert m["reads_per_search"] == 0 and m["cache_hit_rate"] == 1.0, m
+    with pytest.raises(ValueError, match="bytes or auto"):
+        diskvec.open(tmp_path / "db2", search_memory="25%")

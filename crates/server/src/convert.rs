@@ -424,6 +424,22 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
                 )))
             }
         };
+        c.search_memory = match d.get("search_memory") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(
+                diskvec_db::parse_search_memory(text)
+                    .map_err(|e| ApiError::bad_request(format!("diskvec.{e}")))?,
+            ),
+            Some(Value::Number(n)) if n.as_u64().is_some() => {
+                Some(diskvec_db::MemoryBudget::Bytes(n.as_u64().unwrap_or(0)))
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "diskvec.search_memory must be bytes (an integer, or text like \
+                     \"512MiB\") or a share of the raw vectors (\"25%\"), got {other}"
+                )))
+            }
+        };
     }
     c.check().map_err(ApiError::from)?;
     Ok(c)

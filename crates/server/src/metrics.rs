@@ -324,6 +324,55 @@ pub(crate) fn prometheus(metrics: &Metrics, collections: &[CollectionFigures]) -
         "Memory the running seal or merge was granted (budget) and its plan's estimated peak.",
         &build_memory,
     );
+    // What the sealed segments hold in DRAM for their searches, and what those read.
+    let mut search_memory = Vec::new();
+    for c in collections {
+        let (name, m) = (label(&c.info.name), &c.info.search_memory);
+        for (kind, bytes) in [
+            ("navigation", m.navigation_bytes),
+            ("node_cache", m.node_cache_bytes),
+        ] {
+            search_memory.push((
+                format!("collection=\"{name}\",kind=\"{kind}\""),
+                bytes as f64,
+            ));
+        }
+    }
+    family(
+        &mut out,
+        "diskvec_search_memory_bytes",
+        "gauge",
+        "DRAM the sealed segments hold for their searches beyond the compressed vectors, by kind.",
+        &search_memory,
+    );
+    family(
+        &mut out,
+        "diskvec_cached_nodes",
+        "gauge",
+        "Node records of the sealed segments held in DRAM.",
+        &per(&|c| c.info.search_memory.cached_nodes as f64),
+    );
+    family(
+        &mut out,
+        "diskvec_graph_searches_total",
+        "counter",
+        "Graph searches of the sealed segments open now.",
+        &per(&|c| c.info.search_memory.graph_searches as f64),
+    );
+    family(
+        &mut out,
+        "diskvec_node_reads_per_search",
+        "gauge",
+        "Node reads sent to the SSD per graph search, since the sealed segments opened.",
+        &per(&|c| c.info.search_memory.reads_per_search),
+    );
+    family(
+        &mut out,
+        "diskvec_node_cache_hit_ratio",
+        "gauge",
+        "Share of node visits answered from DRAM instead of the SSD.",
+        &per(&|c| c.info.search_memory.cache_hit_rate),
+    );
     family(
         &mut out,
         "diskvec_wal_bytes",

@@ -537,6 +537,19 @@ async fn metrics_and_telemetry_count_what_happened() {
         sample(&page, "diskvec_collection_points{collection=\"c\"}"),
         Some(30.0)
     );
+    // Nothing sealed yet: the search memory holds nothing and no graph search ran.
+    assert_eq!(
+        sample(
+            &page,
+            "diskvec_search_memory_bytes{collection=\"c\",kind=\"node_cache\"}"
+        ),
+        Some(0.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(&page, "diskvec_graph_searches_total{collection=\"c\"}"),
+        Some(0.0)
+    );
     assert_eq!(
         sample(
             &page,
@@ -692,6 +705,46 @@ async fn build_memory_is_a_collection_setting_and_bad_ones_are_refused() {
                 "PUT",
                 "/collections/bad",
                 json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"build_memory": bad}}),
+                StatusCode::BAD_REQUEST,
+            )
+            .await;
+        assert!(msg.contains(says), "{bad}: {msg}");
+    }
+}
+
+#[tokio::test]
+async fn search_memory_is_a_collection_setting_and_bad_ones_are_refused() {
+    let api = Api::new(Keys::default());
+    for (given, kept) in [
+        (json!("25%"), "25%"),
+        (json!(0), "0"),
+        (json!("512MiB"), "536870912"),
+    ] {
+        api.ok(
+            "PUT",
+            "/collections/sm",
+            json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"search_memory": given}}),
+        )
+        .await;
+        let info = api.ok("GET", "/collections/sm", Value::Null).await;
+        assert_eq!(info["diskvec"]["config"]["search_memory"], kept, "{info}");
+        assert_eq!(
+            info["diskvec"]["search_memory"]["cached_nodes"], 0,
+            "{info}"
+        );
+        api.ok("DELETE", "/collections/sm", Value::Null).await;
+    }
+    for (bad, says) in [
+        (json!("lots"), "memory budget"),
+        (json!(-3), "diskvec.search_memory must be"),
+        (json!(true), "diskvec.search_memory must be"),
+        (json!("auto"), "leave the setting unset"),
+    ] {
+        let msg = api
+            .err(
+                "PUT",
+                "/collections/bad",
+                json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"search_memory": bad}}),
                 StatusCode::BAD_REQUEST,
             )
             .await;

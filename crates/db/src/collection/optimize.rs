@@ -183,6 +183,7 @@ impl Inner {
         }
         self.write_manifest(Some(frozen_at))?;
         crate::failpoint("seal:switched");
+        self.search.rebalance();
         self.wal.truncate_below(frozen_at + 1)?;
         let points = frozen.read().unwrap_or_else(|e| e.into_inner()).len();
         lock(&self.pacer).record_seal(points, started.elapsed().as_secs_f64());

@@ -9,8 +9,8 @@ use diskvec_io::{
 
 use super::layout::{first_bad_sector, NodeLayout};
 use super::meta::Meta;
-use super::node_cache::NodeCache;
 use super::nav::{nav_path, NavFile, Navigation, SteppedAside};
+use super::node_cache::NodeCache;
 use super::{Header, META_FILE};
 use crate::error::file_error;
 use crate::{IndexError, Result};

@@ -16,7 +16,8 @@ use crate::Result;
 
 /// Records per chunk of the prefix: about 16 MiB of 768-d records, small enough that a
 /// resize overshoots its target by little, large enough that lookups stay one division.
-const CHUNK_BYTES: usize = 16 << 20;
+/// (The crate's own tests use small chunks, so that their small indexes span several.)
+const CHUNK_BYTES: usize = if cfg!(test) { 8 << 10 } else { 16 << 20 };
 
 pub(crate) struct NodeCache {
     /// Records of nodes `0..prefix`, `chunk_nodes` a chunk.
@@ -75,7 +76,10 @@ impl NodeCache {
     pub fn record(&self, id: u32) -> Option<NodeRecord<'_>> {
         let nb = self.node_bytes;
         let bytes = if id < self.prefix {
-            let (c, i) = (id as usize / self.chunk_nodes, id as usize % self.chunk_nodes);
+            let (c, i) = (
+                id as usize / self.chunk_nodes,
+                id as usize % self.chunk_nodes,
+            );
             &self.chunks[c][i * nb..(i + 1) * nb]
         } else {
             let i = self.entry_ids.binary_search(&id).ok()?;
@@ -152,4 +156,81 @@ fn load_range(volume: &Volume, layout: &NodeLayout, from: usize, to: usize) -> R
         g += take;
     }
     Ok(cache)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diskann::{build, BuildParams, DiskIndex, OpenOptions, SearchParams};
+    use crate::NoProgress;
+    use diskvec_vector::Metric;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn a_cache_resized_under_running_searches_changes_their_reads_never_their_answers() {
+        let (n, dim) = (3000, 24);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let data: Vec<f32> = (0..n * dim)
+            .map(|_| rng.random_range(-1.0f32..1.0))
+            .collect();
+        let ids: Vec<i64> = (0..n as i64).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let params = BuildParams {
+            metric: Metric::L2,
+            max_degree: 16,
+            build_list: 40,
+            pq_bytes: Some(8),
+            ..Default::default()
+        };
+        build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+        let options = OpenOptions {
+            cache_nodes: Some(0),
+            ..Default::default()
+        };
+        let index = DiskIndex::open(dir.path(), &options).unwrap();
+        assert_eq!(index.cached_nodes(), 0);
+        let search = SearchParams {
+            k: 10,
+            search_list: 40,
+            ..Default::default()
+        };
+        let queries: Vec<&[f32]> = (0..20).map(|q| &data[q * 37 * dim..][..dim]).collect();
+        let answer = |q: &[f32]| index.search(q, &search).unwrap();
+        let baseline: Vec<Vec<i64>> = queries.iter().map(|q| answer(q).ids).collect();
+        let reads_uncached: u32 = queries.iter().map(|q| answer(q).reads).sum();
+        assert!(reads_uncached > 0);
+
+        let record = index.node_record_bytes();
+        std::thread::scope(|s| {
+            let searcher = s.spawn(|| {
+                for round in 0..30 {
+                    for (q, want) in queries.iter().zip(&baseline) {
+                        assert_eq!(&answer(q).ids, want, "round {round}");
+                    }
+                }
+            });
+            for records in [n / 3, n, 100, n / 2, 0, 2 * n / 3, n] {
+                let held = index.resize_node_cache(records).unwrap();
+                assert_eq!(
+                    held, records,
+                    "a search with navigation off holds entries too"
+                );
+                assert_eq!(index.node_cache_bytes(), held * record);
+            }
+            searcher.join().unwrap();
+        });
+        // Every node held: the same answers, no read.
+        assert_eq!(index.cached_nodes(), n);
+        for (q, want) in queries.iter().zip(&baseline) {
+            let r = answer(q);
+            assert_eq!(&r.ids, want);
+            assert_eq!(r.reads, 0);
+        }
+        // Half of them: fewer reads than none.
+        index.resize_node_cache(n / 2).unwrap();
+        let reads_half: u32 = queries.iter().map(|q| answer(q).reads).sum();
+        assert!(
+            reads_half < reads_uncached,
+            "{reads_half} vs {reads_uncached}"
+        );
+    }
 }

@@ -75,14 +75,15 @@ def _path(p) -> str:
     return os.path.abspath(os.fspath(p))
 
 
-def _opt_budget(name: str, value) -> Optional[str]:
-    """A memory budget as the native layer parses it: text, or a whole number of bytes."""
+def _opt_budget(name: str, value, zero: bool = False) -> Optional[str]:
+    """A memory budget as the native layer parses it: text, or a whole number of bytes
+    (0 too where `zero`: a search memory of 0 holds nothing)."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be bytes (an int) or text like \"768MiB\" or \"25%\", got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be at least one byte, got {value}")
+    if value < 0 or (value == 0 and not zero):
+        raise ValueError(f"{name} must be at least {0 if zero else 'one'} byte{'s' if zero else ''}, got {value}")
     return str(int(value))
 
 
@@ -94,8 +95,10 @@ class Database:
     stop working once their database is closed.
     """
 
-    def __init__(self, path: Union[str, os.PathLike], build_memory: Optional[str] = None):
-        self._inner = _native.Database(os.fspath(path), _opt_budget("build_memory", build_memory))
+    def __init__(self, path: Union[str, os.PathLike], build_memory: Optional[str] = None,
+                 search_memory: Optional[str] = None):
+        self._inner = _native.Database(os.fspath(path), _opt_budget("build_memory", build_memory),
+                                       _opt_budget("search_memory", search_memory, zero=True))
 
     @property
     def path(self) -> str:
@@ -116,7 +119,8 @@ class Database:
                           search_list: Optional[int] = None,
                           max_payload_bytes: Optional[int] = None, on_disk: bool = True,
                           idle_merge_ms: Optional[int] = None, navigation: bool = True,
-                          build_memory: Union[str, int, None] = None) -> "Collection":
+                          build_memory: Union[str, int, None] = None,
+                          search_memory: Union[str, int, None] = None) -> "Collection":
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
@@ -134,7 +138,8 @@ class Database:
           parameters of sealed segments; search_list (100): default search list of searches.
         - max_payload_bytes (1 MiB): largest payload of one point, as JSON.
         - on_disk (True): False keeps every node of the sealed segments (vector and links) in
-          DRAM as well, so searches read nothing from the SSD; True caches 1% of them.
+          DRAM as well, so searches read nothing from the SSD, whatever `search_memory`; True
+          keeps as many as the search memory pays for.
         - idle_merge_ms (2000): after this long without a write, the segments are merged into
           one when the smaller ones hold at least a tenth of the largest; 0 never does.
         - navigation (True): sealed segments keep every neighbour list and a 4-bit code per
@@ -147,6 +152,12 @@ class Database:
           build_memory=...)`), which the builds of all collections share. A build that does not
           fit runs in shards; a budget too small for a seal of `seal_threshold` points is
           refused here (ValueError naming the smallest that works).
+        - search_memory (None: a share of the database's): DRAM the sealed segments' searches
+          may hold beyond their compressed vectors, as bytes (an int, or "512MiB", 0 for
+          nothing) or a share of the sealed points' raw vectors ("25%"): navigation data first,
+          then node records, the nodes next to the entry point first; at every node held a
+          search reads nothing from the SSD. `info()["search_memory"]` shows what it holds,
+          reads per search and the cache hit rate.
         """
         native = self._inner.create_collection(
             name, _int("dim", dim), metric, [_path(p) for p in (paths or [])],
@@ -156,7 +167,8 @@ class Database:
             _opt_int("build_list", build_list), _opt_int("pq_bytes", pq_bytes), _opt_int("search_list", search_list),
             _opt_int("max_payload_bytes", max_payload_bytes), bool(on_disk),
             _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation),
-            _opt_budget("build_memory", build_memory))
+            _opt_budget("build_memory", build_memory),
+            _opt_budget("search_memory", search_memory, zero=True))
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":
@@ -192,15 +204,22 @@ class Database:
 
 
 def open(path: Union[str, os.PathLike], *,  # noqa: A001 (the issue's name)
-         build_memory: Union[str, int, None] = None) -> Database:
+         build_memory: Union[str, int, None] = None,
+         search_memory: Union[str, int, None] = None) -> Database:
     """Opens the database in directory `path`, creating it if needed and recovering every
     collection from its log. OSError if another Database (in this or another process) has it
     open, or its files are damaged. Also a context manager: `with diskvec.open(p) as db:`.
 
     build_memory: memory the background builds (seals, vacuums, merges) of all collections
     may use together, as bytes (an int, or "4GiB") or "auto" (default: half of the memory
-    available when a build starts, within the memory cgroup's limit if any)."""
-    return Database(path, build_memory=build_memory)
+    available when a build starts, within the memory cgroup's limit if any).
+
+    search_memory: DRAM the searches of all collections may hold beyond their compressed
+    vectors (navigation data, then node records), as bytes (an int, "4GiB", 0) or "auto"
+    (default: half of the memory available, counting what they hold already). Collections
+    without a `search_memory` of their own split it, the same share of each one's nodes;
+    it is shared out again whenever segments are sealed, merged or dropped."""
+    return Database(path, build_memory=build_memory, search_memory=search_memory)
 
 
 class Collection:
