@@ -127,7 +127,7 @@ impl Database {
         let root = dir.join("collections");
         crate::storage::create_dir_all_durable(storage.as_ref(), &root)
             .map_err(file_error(&root))?;
-        let mut collections = BTreeMap::new();
+        let mut names = Vec::new();
         for name in storage.list(&root).map_err(file_error(&root))? {
             let cdir = root.join(&name);
             if name.starts_with('.') {
@@ -144,12 +144,24 @@ impl Database {
                 let _ = storage.remove_dir_all(&cdir);
                 continue;
             }
+            names.push(name);
+        }
+        // The search memory is planned from the files before any segment opens, so that
+        // navigation data it cannot hold is never loaded.
+        let demands = names
+            .iter()
+            .map(|n| crate::collection::search_demand(storage.as_ref(), &root.join(n)))
+            .collect::<Result<Vec<_>>>()?;
+        let grants = crate::search_memory::plan(&demands, search.budget(0));
+        let mut collections = BTreeMap::new();
+        for (name, grant) in names.into_iter().zip(grants) {
             let c = Collection::open(
                 &name,
-                &cdir,
+                &root.join(&name),
                 Arc::clone(&storage),
                 Arc::clone(&builds),
                 Arc::clone(&search),
+                grant,
             )?;
             collections.insert(name, Arc::new(c));
         }

@@ -44,39 +44,70 @@ pub struct Usage {
     pub held: u64,
 }
 
+/// What one collection asks of the search memory.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Demand {
+    /// Its navigation files' bytes, where its setting asks for navigation (0 otherwise).
+    pub navigation: u64,
+    /// Bytes of every node record of its sealed segments.
+    pub nodes: u64,
+    /// Bytes of its sealed points' raw vectors (what a share setting is a share of).
+    pub raw: u64,
+    pub own: Option<MemoryBudget>,
+    /// `on_disk: false`: every node held, whatever the budget.
+    pub all_in_dram: bool,
+}
+
+/// What the search memory gives one collection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Grant {
+    /// The share of its nodes each sealed segment holds.
+    pub share: f64,
+    /// Whether its segments load their navigation data: the budget pays for it first, and
+    /// a collection whose navigation does not fit searches without it (with the PQ codes).
+    pub navigation: bool,
+}
+
 /// One collection's sealed segments and its settings, as a rebalance sees them.
 struct Member {
     inner: Arc<Inner>,
     segments: Vec<Arc<Sealed>>,
-    own: Option<MemoryBudget>,
-    all_in_dram: bool,
-    dim: usize,
+    demand: Demand,
 }
 
 impl Member {
-    fn navigation_bytes(&self) -> u64 {
-        self.segments
-            .iter()
-            .map(|s| s.navigation_bytes() as u64)
-            .sum()
+    fn new(inner: Arc<Inner>) -> Self {
+        let segments = inner.sealed_segments();
+        let config = inner.config();
+        let demand = Demand {
+            navigation: if config.navigation {
+                segments.iter().map(|s| s.navigation_file_bytes()).sum()
+            } else {
+                0
+            },
+            nodes: segments
+                .iter()
+                .map(|s| s.len() as u64 * s.node_record_bytes() as u64)
+                .sum(),
+            raw: segments
+                .iter()
+                .map(|s| s.len() as u64 * config.dim as u64 * 4)
+                .sum(),
+            own: config.search_memory,
+            all_in_dram: !config.on_disk,
+        };
+        Self {
+            inner,
+            segments,
+            demand,
+        }
     }
-    /// Bytes of every node record of every sealed segment.
-    fn all_nodes_bytes(&self) -> u64 {
+
+    /// What its node caches and navigation data hold now.
+    fn held(&self) -> u64 {
         self.segments
             .iter()
-            .map(|s| s.len() as u64 * s.node_record_bytes() as u64)
-            .sum()
-    }
-    fn cache_bytes(&self) -> u64 {
-        self.segments
-            .iter()
-            .map(|s| s.node_cache_bytes() as u64)
-            .sum()
-    }
-    fn raw_bytes(&self) -> u64 {
-        self.segments
-            .iter()
-            .map(|s| s.len() as u64 * self.dim as u64 * 4)
+            .map(|s| (s.node_cache_bytes() + s.navigation_bytes()) as u64)
             .sum()
     }
 }
@@ -115,32 +146,21 @@ impl SearchMemory {
             list.iter()
                 .filter_map(Weak::upgrade)
                 .filter(|inner| !inner.is_closing())
-                .map(|inner| Member {
-                    segments: inner.sealed_segments(),
-                    own: inner.config().search_memory,
-                    all_in_dram: !inner.config().on_disk,
-                    dim: inner.config().dim,
-                    inner,
-                })
+                .map(Member::new)
                 .collect()
         };
-        let held: u64 = members
-            .iter()
-            .map(|m| m.cache_bytes() + m.navigation_bytes())
-            .sum();
-        let budget = match self.limit {
-            MemoryBudget::Bytes(b) => b,
-            _ => ((available_memory() + held) as f64 * AUTO_SEARCH_SHARE) as u64,
-        };
-        let shares = plan(&members, budget);
+        let held: u64 = members.iter().map(Member::held).sum();
+        let budget = self.budget(held);
+        let demands: Vec<Demand> = members.iter().map(|m| m.demand.clone()).collect();
+        let grants = plan(&demands, budget);
         let mut resized: Vec<(&Arc<Sealed>, usize)> = Vec::new();
-        for (m, &share) in members.iter().zip(&shares) {
-            m.inner.set_cache_share(share);
-            if m.all_in_dram {
+        for (m, grant) in members.iter().zip(&grants) {
+            m.inner.set_search_grant(*grant);
+            if m.demand.all_in_dram {
                 continue;
             }
             for s in &m.segments {
-                resized.push((s, (s.len() as f64 * share) as usize));
+                resized.push((s, (s.len() as f64 * grant.share) as usize));
             }
         }
         // Shrink first.
@@ -152,39 +172,64 @@ impl SearchMemory {
         }
         *last = Usage {
             budget,
-            held: members
-                .iter()
-                .map(|m| m.cache_bytes() + m.navigation_bytes())
-                .sum(),
+            held: members.iter().map(Member::held).sum(),
         };
+    }
+
+    /// The budget in bytes, with `held` bytes held by the caches and navigation data now.
+    pub fn budget(&self, held: u64) -> u64 {
+        match self.limit {
+            MemoryBudget::Bytes(b) => b,
+            _ => ((available_memory() + held) as f64 * AUTO_SEARCH_SHARE) as u64,
+        }
     }
 }
 
-/// The share of its nodes each member may hold within `budget`.
-fn plan(members: &[Member], budget: u64) -> Vec<f64> {
+/// What each collection gets of `budget`: its own setting first (navigation, then nodes),
+/// `on_disk: false` all its nodes, and the rest split over the others: their navigation
+/// first if all of it fits, then the same share of each one's nodes.
+pub(crate) fn plan(demands: &[Demand], budget: u64) -> Vec<Grant> {
     let mut left = budget as f64;
-    let mut shares = vec![0.0; members.len()];
-    let (mut shared_nodes, mut shared) = (0.0, Vec::new());
-    for (i, m) in members.iter().enumerate() {
-        let (nav, nodes) = (m.navigation_bytes() as f64, m.all_nodes_bytes() as f64);
-        if m.all_in_dram {
-            shares[i] = 1.0;
+    let mut grants = vec![
+        Grant {
+            share: 0.0,
+            navigation: false,
+        };
+        demands.len()
+    ];
+    let mut shared = Vec::new();
+    for (i, d) in demands.iter().enumerate() {
+        let (nav, nodes) = (d.navigation as f64, d.nodes as f64);
+        if d.all_in_dram {
+            grants[i] = Grant {
+                share: 1.0,
+                navigation: true,
+            };
             left -= nav + nodes;
-        } else if let Some(own) = m.own {
-            let given = own.resolve(m.raw_bytes()) as f64;
-            shares[i] = share_of(given - nav, nodes);
-            left -= given.min(nav + nodes);
+        } else if let Some(own) = d.own {
+            let given = own.resolve(d.raw) as f64;
+            let navigation = given >= nav;
+            let nav_cost = if navigation { nav } else { 0.0 };
+            grants[i] = Grant {
+                share: share_of(given - nav_cost, nodes),
+                navigation,
+            };
+            left -= given.min(nav_cost + nodes);
         } else {
-            left -= nav;
-            shared_nodes += nodes;
             shared.push(i);
         }
     }
+    let shared_nav: f64 = shared.iter().map(|&i| demands[i].navigation as f64).sum();
+    let navigation = left >= shared_nav;
+    if navigation {
+        left -= shared_nav;
+    }
+    let shared_nodes: f64 = shared.iter().map(|&i| demands[i].nodes as f64).sum();
     let share = share_of(left, shared_nodes);
     for i in shared {
-        shares[i] = share;
+        grants[i] = Grant { share, navigation };
     }
-    shares
+    grants
 }
 
 fn share_of(bytes: f64, of: f64) -> f64 {
@@ -192,4 +237,73 @@ fn share_of(bytes: f64, of: f64) -> f64 {
         return 1.0;
     }
     (bytes / of).clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demand(navigation: u64, nodes: u64) -> Demand {
+        Demand {
+            navigation,
+            nodes,
+            raw: nodes / 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn navigation_is_paid_first_then_the_same_share_of_every_shared_collections_nodes() {
+        let d = [demand(100, 1000), demand(50, 3000)];
+        let g = plan(&d, 150 + 2000);
+        assert!(
+            g.iter()
+                .all(|g| g.navigation && (g.share - 0.5).abs() < 1e-9),
+            "{g:?}"
+        );
+        // Navigation does not fit: none of it, and the nodes get all there is.
+        let g = plan(&d, 100);
+        assert!(
+            g.iter()
+                .all(|g| !g.navigation && (g.share - 0.025).abs() < 1e-9),
+            "{g:?}"
+        );
+        // More than everything: every node.
+        assert!(plan(&d, u64::MAX / 4).iter().all(|g| g.share == 1.0));
+    }
+
+    #[test]
+    fn own_settings_and_all_in_dram_come_off_the_top() {
+        let mut own = demand(100, 1000);
+        own.own = Some(MemoryBudget::ShareOfRaw(0.6)); // 300 bytes: navigation and 200
+        let mut all = demand(0, 500);
+        all.all_in_dram = true;
+        let shared = demand(0, 1000);
+        let g = plan(&[own, all, shared], 1300);
+        assert_eq!(
+            g[0],
+            Grant {
+                share: 0.2,
+                navigation: true
+            }
+        );
+        assert_eq!(
+            g[1],
+            Grant {
+                share: 1.0,
+                navigation: true
+            }
+        );
+        // 1300 - 300 - 500 = 500 for the shared one's 1000.
+        assert!((g[2].share - 0.5).abs() < 1e-9, "{g:?}");
+        let mut small = demand(100, 1000);
+        small.own = Some(MemoryBudget::Bytes(50));
+        assert_eq!(
+            plan(&[small], 0)[0],
+            Grant {
+                share: 0.05,
+                navigation: false
+            }
+        );
+    }
 }

@@ -394,7 +394,10 @@ fn wait_green(c: &diskvec_db::Collection) -> diskvec_db::CollectionInfo {
 fn small_segments_merge_and_deleted_points_are_vacuumed() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let c = db.create_collection("docs", config(150)).unwrap();
+    let mut cfg = config(150);
+    // No node held in DRAM: the searches below must read the segment's nodes.
+    cfg.search_memory = Some(diskvec_db::MemoryBudget::Bytes(0));
+    let c = db.create_collection("docs", cfg).unwrap();
     c.create_payload_index("group", "keyword").unwrap();
     for start in (0..3000).step_by(100) {
         c.upsert(points(start..start + 100)).unwrap();
@@ -788,6 +791,8 @@ fn segments_kept_in_memory_read_nothing_from_storage() {
         let db = Database::open(dir.path()).unwrap();
         let mut cfg = config(1000);
         cfg.on_disk = on_disk;
+        // On disk with no search memory: nothing held, whatever the machine has spare.
+        cfg.search_memory = Some(diskvec_db::MemoryBudget::Bytes(0));
         let c = db.create_collection("docs", cfg).unwrap();
         c.upsert(points(0..3000)).unwrap();
         c.optimize(true).unwrap();

@@ -89,6 +89,9 @@ pub struct SearchMemoryInfo {
     pub setting: String,
     /// The share of its nodes each sealed segment holds, as the last rebalance planned.
     pub node_share: f64,
+    /// Whether its sealed segments load their navigation data (the setting asks for it and
+    /// the search memory holds it; a segment opened before that changed keeps its own).
+    pub navigation: bool,
     pub navigation_bytes: u64,
     pub node_cache_bytes: u64,
     pub cached_nodes: u64,
@@ -144,7 +147,9 @@ impl Collection {
                     unindexed: 0,
                     dram_bytes: s.dram_bytes(),
                     disk_bytes: s.disk_bytes(),
-                    navigation: Some(s.navigation_state(inner.config.navigation)),
+                    navigation: Some(
+                        s.navigation_state(inner.config.navigation, inner.navigation()),
+                    ),
                 },
             });
         }
@@ -202,6 +207,7 @@ fn search_memory_info(inner: &super::Inner, state: &super::state::State) -> Sear
             crate::segment::NodeCacheSize::All => 1.0,
             crate::segment::NodeCacheSize::Share(s) => s,
         },
+        navigation: inner.navigation(),
         ..Default::default()
     };
     let mut hits = 0;

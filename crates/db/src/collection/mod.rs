@@ -27,6 +27,7 @@ use std::thread::JoinHandle;
 
 pub use info::{CollectionInfo, SearchMemoryInfo, SegmentInfo, Status};
 pub use open::RecoveryReport;
+pub(crate) use open::{navigation_file_bytes, search_demand};
 pub use read::{Hit, Record, SearchRequest};
 pub use storage_io::PathIo;
 pub use task::TaskInfo;
@@ -78,10 +79,10 @@ pub(crate) struct Inner {
     optimize_waiters: std::sync::atomic::AtomicUsize,
     /// The database's search memory, shared with its other collections.
     search: Arc<crate::search_memory::SearchMemory>,
-    /// The share of its nodes each sealed segment holds in DRAM, as the last rebalance of
-    /// the search memory set it (f64 bits): a segment opened between two rebalances (a
-    /// seal's, a merge's) starts with it.
-    cache_share: std::sync::atomic::AtomicU64,
+    /// What the search memory gives this collection, as its last plan (at open, or the
+    /// last rebalance) set it: a segment opened between two rebalances (a seal's, a
+    /// merge's) opens with it.
+    search_grant: Mutex<crate::search_memory::Grant>,
     /// The PQ codebook seals encode with (the last merge's, or the first seal's since
     /// open): the PQ phase, most of it training, was a third of a small build.
     codebook: Mutex<Option<Arc<diskvec_index::diskann::Codebook>>>,
@@ -110,18 +111,35 @@ impl Inner {
             .collect()
     }
 
-    pub(crate) fn set_cache_share(&self, share: f64) {
-        self.cache_share
-            .store(share.to_bits(), std::sync::atomic::Ordering::Relaxed);
+    pub(crate) fn set_search_grant(&self, grant: crate::search_memory::Grant) {
+        *lock(&self.search_grant) = grant;
+    }
+
+    pub(crate) fn search_grant(&self) -> crate::search_memory::Grant {
+        *lock(&self.search_grant)
     }
 
     /// How a sealed segment of this collection opens its node cache now.
     pub(crate) fn node_cache(&self) -> crate::segment::NodeCacheSize {
-        if !self.config.on_disk {
-            return crate::segment::NodeCacheSize::All;
-        }
-        let bits = self.cache_share.load(std::sync::atomic::Ordering::Relaxed);
-        crate::segment::NodeCacheSize::Share(f64::from_bits(bits))
+        node_cache_size(&self.config, self.search_grant())
+    }
+
+    /// Whether a sealed segment of this collection opens its navigation data now: the
+    /// setting asks for it and the search memory holds it.
+    pub(crate) fn navigation(&self) -> bool {
+        self.config.navigation && self.search_grant().navigation
+    }
+}
+
+/// How a sealed segment opens its node cache under `grant`.
+pub(crate) fn node_cache_size(
+    config: &CollectionConfig,
+    grant: crate::search_memory::Grant,
+) -> crate::segment::NodeCacheSize {
+    if config.on_disk {
+        crate::segment::NodeCacheSize::Share(grant.share)
+    } else {
+        crate::segment::NodeCacheSize::All
     }
 }
 

@@ -15,7 +15,7 @@ use crate::config::{CollectionConfig, Durability};
 use crate::filter::PayloadIndexKind;
 use crate::manifest::Manifest;
 use crate::ops::Operation;
-use crate::search_memory::SearchMemory;
+use crate::search_memory::{Demand, Grant, SearchMemory};
 use crate::segment::Points;
 use crate::segment::{read_deleted, Sealed, Segment};
 use crate::storage::Storage;
@@ -53,17 +53,24 @@ impl Collection {
         crate::storage::create_dir_all_durable(storage.as_ref(), dir)
             .map_err(crate::error::file_error(dir))?;
         Manifest::new(config).write(storage.as_ref(), dir)?;
-        Self::open(name, dir, storage, builds, search)
+        // Nothing sealed yet: the first rebalance after its first seal plans it.
+        let grant = Grant {
+            share: 0.0,
+            navigation: true,
+        };
+        Self::open(name, dir, storage, builds, search, grant)
     }
 
     /// Opens the collection in `dir`; its background builds share `builds` with the
-    /// database's other collections, its searches `search`.
+    /// database's other collections, its searches `search`, of which the database planned
+    /// `grant` for it (from its files, before any was opened).
     pub(crate) fn open(
         name: &str,
         dir: &Path,
         storage: Arc<dyn Storage>,
         builds: Arc<BuildMemory>,
         search: Arc<SearchMemory>,
+        grant: Grant,
     ) -> Result<Self> {
         let started = Instant::now();
         let manifest = Manifest::read(storage.as_ref(), dir)?;
@@ -92,14 +99,8 @@ impl Collection {
                 config.metric,
                 deleted,
                 &fields,
-                // The database's search memory fills the caches once every collection is
-                // open (`SearchMemory::rebalance`).
-                if config.on_disk {
-                    crate::segment::NodeCacheSize::Share(0.0)
-                } else {
-                    crate::segment::NodeCacheSize::All
-                },
-                config.navigation,
+                super::node_cache_size(&config, grant),
+                config.navigation && grant.navigation,
             )?;
             if sealed.len() != entry.points as usize {
                 return Err(DbError::Corrupt {
@@ -206,7 +207,7 @@ impl Collection {
             last_write: Mutex::new(std::time::Instant::now()),
             builds,
             search: Arc::clone(&search),
-            cache_share: Default::default(),
+            search_grant: Mutex::new(grant),
             optimize_waiters: Default::default(),
             codebook: Default::default(),
             pacer: Mutex::new(super::pacer::Pacer::new()),
@@ -307,4 +308,45 @@ fn remove_unlisted(
         removed.push(file_name);
     }
     removed
+}
+
+/// What the collection in `dir` asks of the search memory, from its files alone (before any
+/// segment is opened, so that navigation data the budget cannot hold is never loaded).
+pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand> {
+    let manifest = Manifest::read(storage, dir)?;
+    let config = &manifest.config;
+    let points: u64 = manifest.segments.iter().map(|s| s.points as u64).sum();
+    let record = diskvec_index::diskann::NodeLayout::new(config.dim, config.max_degree).node_bytes;
+    let navigation = if config.navigation {
+        manifest
+            .segments
+            .iter()
+            .map(|s| navigation_file_bytes(&dir.join("segments").join(format!("{:016x}", s.id))))
+            .sum()
+    } else {
+        0
+    };
+    Ok(Demand {
+        navigation,
+        nodes: points * record as u64,
+        raw: points * config.dim as u64 * 4,
+        own: config.search_memory,
+        all_in_dram: !config.on_disk,
+    })
+}
+
+/// Bytes of the navigation files in a sealed segment's directory (about what loading them
+/// takes in DRAM).
+pub(crate) fn navigation_file_bytes(segment_dir: &Path) -> u64 {
+    std::fs::read_dir(segment_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("nav.") && name.ends_with(".dvr")
+        })
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }

@@ -126,7 +126,7 @@ impl Inner {
             deleted,
             fields,
             self.node_cache(),
-            self.config.navigation,
+            self.navigation(),
         )
     }
 

@@ -242,6 +242,11 @@ impl Sealed {
         &self.dir
     }
 
+    /// Bytes of the segment's navigation file (what loading it would take), loaded or not.
+    pub fn navigation_file_bytes(&self) -> u64 {
+        crate::collection::navigation_file_bytes(&self.dir)
+    }
+
     /// Bytes of the navigation data held in DRAM (0 without it).
     pub fn navigation_bytes(&self) -> usize {
         self.index
@@ -514,11 +519,15 @@ impl Sealed {
 
     /// How searches walk this segment's graph (`CollectionConfig::navigation`: whether the
     /// collection asked for navigation).
-    pub fn navigation_state(&self, asked: bool) -> String {
+    /// How the segment's searches walk its graph, for `info()`: `asked` is the
+    /// collection's setting, `held` whether the search memory holds navigation data.
+    pub fn navigation_state(&self, asked: bool, held: bool) -> String {
         if self.index.navigates_in_dram() {
             "in DRAM".to_string()
         } else if !asked {
             "off (the collection's setting)".to_string()
+        } else if !held && self.navigation_file_bytes() > 0 {
+            "off (the search memory does not hold the navigation data)".to_string()
         } else if let Some(off) = self.index.navigation_stepped_aside() {
             format!("left off by the build: {off}")
         } else {
