@@ -642,9 +642,10 @@ class Driver:
             f"disk {out['disk_bytes'] / 2**20:.1f} MiB, info {out['info']}")
         return out
 
-    def phase_search(self, min_seconds, max_seconds):
+    def phase_search(self, min_seconds, max_seconds, threads=2):
         queries, truth = load_queries(self.dataset)
         out = self.header("search")
+        out["threads"] = threads
         reset_peak_rss()
         _, out["open_s"] = timed(self.open)
         out["info"] = self.info()
@@ -652,7 +653,8 @@ class Driver:
         mid = self.knobs[len(self.knobs) // 2]
         _, t = timed(run_queries, self.searcher(10, mid), queries, threads=2, min_seconds=0, min_passes=1, max_seconds=max_seconds)
         out["warmup_s"] = round(t, 2)
-        out["sweep"] = sweep(self.searcher, self.knobs_for, queries, truth, min_seconds=min_seconds, max_seconds=max_seconds)
+        out["sweep"] = sweep(self.searcher, self.knobs_for, queries, truth, threads=threads, min_seconds=min_seconds,
+                             max_seconds=max_seconds)
         # one thread at the middle knob: per-query latency without queueing, and whether the
         # binding lets two client threads run at once
         stats, res = run_queries(self.searcher(10, mid), queries, threads=1, min_seconds=min_seconds / 2,
@@ -767,6 +769,7 @@ def main(driver_cls, extra_args=None):
     ap.add_argument("--writers", type=int, default=1, help="load, ingest-only: client threads writing")
     ap.add_argument("--knobs10", default=None, help="search: knob values for k=10, comma-separated (overrides the driver's)")
     ap.add_argument("--knobs100", default=None, help="search: knob values for k=100, comma-separated")
+    ap.add_argument("--threads", type=int, default=2, help="search: client threads of the sweep")
     if extra_args:
         extra_args(ap)
     args = ap.parse_args()
@@ -783,7 +786,7 @@ def main(driver_cls, extra_args=None):
     elif args.phase == "ingest-only":
         out = d.phase_load(n=args.n, index=False)
     elif args.phase == "search":
-        out = d.phase_search(args.min_seconds, args.max_seconds)
+        out = d.phase_search(args.min_seconds, args.max_seconds, threads=args.threads)
     elif args.phase == "filter":
         out = d.phase_filter(args.min_seconds, args.max_seconds)
     elif args.phase == "batch":

@@ -706,7 +706,10 @@ def test_search_memory_sets_what_the_node_caches_hold(tmp_path):
         m = col.info()["search_memory"]
         assert m["cached_nodes"] == 2000 and m["node_share"] == 1.0, m
         after = [[h["id"] for h in row] for row in col.search_batch(data[:20], k=5)]
-        assert after == before
+        # A cached node is expanded at once, a read one when its read lands: the walk's order
+        # (and now and then a last result) depends on what is held.
+        kept = sum(len(set(a) & set(b)) for a, b in zip(after, before))
+        assert kept >= 0.95 * 5 * 20, kept
         m = col.info()["search_memory"]
         assert m["reads_per_search"] == 0 and m["cache_hit_rate"] == 1.0, m
     with pytest.raises(ValueError, match="bytes or auto"):

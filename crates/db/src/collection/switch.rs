@@ -125,7 +125,7 @@ impl Inner {
     /// Whether the memory available holds the segment built in `dir` (segment `new_id`)
     /// twice over, by what its files say it takes in DRAM: meta.dvm and the points file
     /// (their payloads parsed, about twice their bytes), the navigation file when searches
-    /// walk in DRAM, the nodes when they are all held there, else the 1% node cache.
+    /// walk in DRAM, and the share of the nodes the search memory gives it.
     fn room_beside(&self, dir: &Path, new_id: u64) -> bool {
         if crate::injected_failure("switch:no-room").is_err() {
             return false;
@@ -140,9 +140,12 @@ impl Inner {
                 let bytes = entry.metadata().map_or(0, |m| m.len());
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
-                need += if name.ends_with(".dvn") && self.config.on_disk {
-                    bytes / 100
-                } else if name.ends_with(".dvr") && !self.config.navigation {
+                need += if name.ends_with(".dvn") {
+                    match self.node_cache() {
+                        crate::segment::NodeCacheSize::All => bytes,
+                        crate::segment::NodeCacheSize::Share(s) => (bytes as f64 * s) as u64,
+                    }
+                } else if name.ends_with(".dvr") && !self.navigation() {
                     0
                 } else if name == crate::segment::POINTS_FILE {
                     2 * bytes
