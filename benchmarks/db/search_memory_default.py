@@ -4,8 +4,8 @@
 As a new user would: the Python database API, the dataset upserted in batches of 100,
 `optimize(wait=True)`, then the test queries one at a time (one client), k=100 at L=150.
 Two databases: one with every setting at its default (the search memory automatic), one
-with `on_disk=False` (every node in DRAM). Rounds alternate between them, each opening its
-database afresh; the report gives QPS (median of the rounds), recall@100 and what each
+with `on_disk=False` (every node in DRAM). Rounds alternate between them (and which goes
+first), each opening its database afresh; the report gives QPS (median of the rounds), recall@100 and what each
 holds (`info()["search_memory"]`).
 
     python benchmarks/db/search_memory_default.py --dataset wordnet-mpnet768-25k --out OUT.json
@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--search-list", type=int, default=150)
+    ap.add_argument("--skip-load", action="store_true", help="search the databases a run before loaded")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     train = load_train(a.dataset)
@@ -63,13 +64,17 @@ def main():
     paths = {"default": work / "default", "on_disk=False": work / "in-memory"}
     loads = {}
     for name, path in paths.items():
+        if a.skip_load:
+            loads[name] = None
+            continue
         started = time.perf_counter()
         load(path, train, on_disk=(name == "default"))
         loads[name] = time.perf_counter() - started
         print(f"{name}: loaded {len(train)} in {loads[name]:.1f} s", flush=True)
     runs = {name: [] for name in paths}
     for r in range(a.rounds):
-        for name, path in paths.items():
+        # Alternate which goes first: a round's first search runs on a colder machine.
+        for name, path in (list(paths.items()) if r % 2 == 0 else list(reversed(paths.items()))):
             run = search_round(path, queries, truth, a.k, a.search_list)
             runs[name].append(run)
             print(f"round {r} {name}: {run['qps']:.0f} QPS, recall@{a.k} {run['recall']:.4f}, "

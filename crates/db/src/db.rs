@@ -152,7 +152,7 @@ impl Database {
             .iter()
             .map(|n| crate::collection::search_demand(storage.as_ref(), &root.join(n)))
             .collect::<Result<Vec<_>>>()?;
-        let grants = crate::search_memory::plan(&demands, search.budget(0));
+        let grants = crate::search_memory::plan(&demands, search.budget_before_open(&demands));
         let mut collections = BTreeMap::new();
         for (name, grant) in names.into_iter().zip(grants) {
             let c = Collection::open(

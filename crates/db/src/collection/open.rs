@@ -317,21 +317,33 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
     let config = &manifest.config;
     let points: u64 = manifest.segments.iter().map(|s| s.points as u64).sum();
     let record = diskvec_index::diskann::NodeLayout::new(config.dim, config.max_degree).node_bytes;
+    let segment_dirs: Vec<PathBuf> = manifest
+        .segments
+        .iter()
+        .map(|s| dir.join("segments").join(format!("{:016x}", s.id)))
+        .collect();
     let navigation = if config.navigation {
-        manifest
-            .segments
-            .iter()
-            .map(|s| navigation_file_bytes(&dir.join("segments").join(format!("{:016x}", s.id))))
-            .sum()
+        segment_dirs.iter().map(|d| navigation_file_bytes(d)).sum()
     } else {
         0
     };
+    // meta.dvm (PQ codes, ids) as it is, the points file's payloads parsed at about twice
+    // its bytes (as the switch's estimate counts them).
+    let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
+    let fixed = segment_dirs
+        .iter()
+        .map(|d| {
+            size(d.join(diskvec_index::diskann::META_FILE))
+                + 2 * size(d.join(crate::segment::POINTS_FILE))
+        })
+        .sum();
     Ok(Demand {
         navigation,
         nodes: points * record as u64,
         raw: points * config.dim as u64 * 4,
         own: config.search_memory,
         all_in_dram: !config.on_disk,
+        fixed,
     })
 }
 
