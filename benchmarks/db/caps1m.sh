@@ -10,7 +10,7 @@
 # DATASET_DIR: the set as `diskvec dataset synth --n 1000000 --dim 768` wrote it (parquet);
 # its .npy cache must be under $DB_BENCH_WORK/cache/synth-1m-768 (`common.py prepare`).
 # STEPS (default "dv-load qd-load search"); CAPS ("5 10 20 40 100 200", percent), THREADS
-# ("1 4") choose the grid.
+# ("1 4") and SYSTEMS ("diskvec qdrant") choose the grid.
 set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -24,6 +24,7 @@ export DB_BENCH_WORK
 RAW_MIB=2930
 CAPS="${CAPS:-5 10 20 40 100 200}"
 THREADS="${THREADS:-1 4}"
+SYSTEMS="${SYSTEMS:-diskvec qdrant}"
 MIN_S="${MIN_SECONDS:-5}"
 MAX_S="${MAX_SECONDS:-20}"
 DV_K10="${DV_K10:-20,50,120}"
@@ -72,8 +73,7 @@ search() {  # search SYS PERCENT THREADS
 if has search; then
   for threads in $THREADS; do
     for pct in $CAPS; do
-      search diskvec "$pct" "$threads"
-      search qdrant "$pct" "$threads"
+      for sys in $SYSTEMS; do search "$sys" "$pct" "$threads"; done
     done
   done
 fi
