@@ -8,6 +8,7 @@ build_list 100, pq_bytes chosen from dim); payload indexes on pos, lexname (keyw
 chars (integer) created before the first write. Fully indexed = optimize(wait=True) (every
 point sealed into on-disk DiskANN segments). Knob: search_list (L).
 """
+import os
 import sys
 from pathlib import Path
 
@@ -74,7 +75,9 @@ class DiskVec(Driver):
         self.col.optimize(wait=True)
 
     def open(self):
-        self.db = diskvec.open(str(self.path))
+        # DV_SEARCH_MEMORY: the database's search memory for this run (default: auto), to
+        # measure how QPS follows it.
+        self.db = diskvec.open(str(self.path), search_memory=os.environ.get("DV_SEARCH_MEMORY"))
         self.col = self.db.collection("c")
 
     def info(self):
