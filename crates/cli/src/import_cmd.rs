@@ -72,7 +72,7 @@ pub struct Args {
     pub build_memory: Option<MemoryBudget>,
     /// DRAM the sealed segments' searches may hold beyond their compressed vectors:
     /// bytes (512MiB), 0, or a share of the raw vectors (25%); default: a share of the
-    /// database's (half of the memory available). Kept as the collection's `search_memory`
+    /// database's. Kept as the collection's `search_memory`
     /// when this creates it.
     #[arg(long, value_parser = search_budget)]
     pub search_memory: Option<MemoryBudget>,

@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_parser = db_budget)]
     build_memory: MemoryBudget,
     /// DRAM the searches of all collections may hold beyond their compressed vectors
-    /// (navigation data, then node records): bytes (4GiB), 0, or auto (half of the memory
+    /// (navigation data, then node records): bytes (4GiB), 0, or auto (three quarters of the memory
     /// available, counting what they hold)
     #[arg(long, default_value = "auto", value_parser = db_search_budget)]
     search_memory: MemoryBudget,

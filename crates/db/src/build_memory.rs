@@ -23,6 +23,9 @@ const AUTO_PATIENCE: Duration = Duration::from_secs(30);
 pub(crate) struct BuildMemory {
     /// The database's budget: bytes, or `Auto` (a share of what is available).
     limit: MemoryBudget,
+    /// The search memory, whose automatic caches give the builds what they reserve (an
+    /// automatic build budget counts what they hold as available).
+    search: Option<std::sync::Arc<crate::search_memory::SearchMemory>>,
     ledger: Mutex<Ledger>,
     freed: Condvar,
 }
@@ -48,8 +51,13 @@ impl Drop for BuildGrant<'_> {
         let mut l = self.ledger.lock();
         l.in_use -= self.bytes;
         l.running -= 1;
+        let in_use = l.in_use;
         drop(l);
         self.ledger.freed.notify_all();
+        // The caches grow back into what the build leaves.
+        if let Some(search) = &self.ledger.search {
+            search.set_build_reserved(in_use);
+        }
     }
 }
 
@@ -67,9 +75,13 @@ fn stretched(smallest: u64, available: u64) -> Option<u64> {
 }
 
 impl BuildMemory {
-    pub fn new(limit: MemoryBudget) -> Self {
+    pub fn new(
+        limit: MemoryBudget,
+        search: Option<std::sync::Arc<crate::search_memory::SearchMemory>>,
+    ) -> Self {
         Self {
             limit,
+            search,
             ledger: Mutex::new(Ledger::default()),
             freed: Condvar::new(),
         }
@@ -89,9 +101,15 @@ impl BuildMemory {
             // A database-wide share of the raw vectors has nothing to be a share of; the
             // settings refuse it, and this keeps the ledger whole if one slips through.
             MemoryBudget::Auto | MemoryBudget::ShareOfRaw(_) => {
-                (available_memory() as f64 * AUTO_SHARE) as u64
+                (self.available() as f64 * AUTO_SHARE) as u64
             }
         }
+    }
+
+    /// The memory available to builds: the machine's, and what automatic caches hold (they
+    /// give it back when a build reserves it).
+    fn available(&self) -> u64 {
+        available_memory() + self.search.as_ref().map_or(0, |s| s.yields())
     }
 
     /// Reserves memory for a build of `shape` within `collection_budget` (the collection's
@@ -115,7 +133,7 @@ impl BuildMemory {
             if ledger.running == 0 {
                 ledger.total = self.resolve();
                 if self.limit == MemoryBudget::Auto && ledger.total < smallest {
-                    ledger.total = stretched(smallest, available_memory()).unwrap_or(ledger.total);
+                    ledger.total = stretched(smallest, self.available()).unwrap_or(ledger.total);
                 }
             }
             let cap = collection_budget.map_or(ledger.total, |b| b.resolve(raw).min(ledger.total));
@@ -154,6 +172,12 @@ impl BuildMemory {
                 let bytes = plan.estimated_peak.min(budget);
                 ledger.in_use += bytes;
                 ledger.running += 1;
+                let in_use = ledger.in_use;
+                drop(ledger);
+                // The caches make room before the build starts to fill it.
+                if let Some(search) = &self.search {
+                    search.set_build_reserved(in_use);
+                }
                 return Ok(BuildGrant {
                     ledger: self,
                     bytes,
@@ -203,7 +227,7 @@ mod tests {
         let smallest = big.smallest_budget().unwrap();
         let in_memory = big.plan(u64::MAX / 4).unwrap().in_memory_bytes;
         let total = in_memory + smallest / 2;
-        let ledger = Arc::new(BuildMemory::new(MemoryBudget::Bytes(total)));
+        let ledger = Arc::new(BuildMemory::new(MemoryBudget::Bytes(total), None));
         let first = ledger.reserve(&big, None, 0, &|| false).unwrap();
         assert_eq!(first.plan.shards, 1, "the first build fits in memory");
         assert_eq!(ledger.usage(), (in_memory, total));
@@ -224,7 +248,7 @@ mod tests {
         assert_eq!(ledger.usage().0, 0, "every grant was given back");
 
         // With room for the smallest plan beside the first, the second runs in shards.
-        let ledger = BuildMemory::new(MemoryBudget::Bytes(in_memory + 2 * smallest));
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(in_memory + 2 * smallest), None);
         let _first = ledger.reserve(&big, None, 0, &|| false).unwrap();
         let second = ledger.reserve(&big, None, 0, &|| false).unwrap();
         assert!(second.plan.shards > 1, "{:?}", second.plan);
@@ -245,14 +269,14 @@ mod tests {
     fn a_budget_too_small_for_one_build_is_refused_not_waited_on() {
         let big = shape(400_000);
         let smallest = big.smallest_budget().unwrap();
-        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest / 2));
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest / 2), None);
         let err = ledger
             .reserve(&big, None, 0, &|| false)
             .err()
             .unwrap()
             .to_string();
         assert!(err.contains("database's build memory"), "{err}");
-        let ledger = BuildMemory::new(MemoryBudget::Bytes(8 * smallest));
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(8 * smallest), None);
         let err = ledger
             .reserve(&big, Some(MemoryBudget::Bytes(smallest / 2)), 0, &|| false)
             .err()
@@ -270,7 +294,7 @@ mod tests {
     fn a_waiting_build_gives_up_when_its_collection_closes() {
         let big = shape(400_000);
         let smallest = big.smallest_budget().unwrap();
-        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest + smallest / 2));
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest + smallest / 2), None);
         let _first = ledger.reserve(&big, None, 0, &|| false).unwrap();
         let err = ledger.reserve(&big, None, 0, &|| true).err().unwrap();
         assert!(matches!(err, DbError::Unavailable(_)), "{err}");
@@ -282,14 +306,14 @@ mod tests {
         let smallest = big.smallest_budget().unwrap();
         let in_memory = big.plan(u64::MAX / 4).unwrap().in_memory_bytes;
         let total = 2 * in_memory;
-        let ledger = BuildMemory::new(MemoryBudget::Bytes(total));
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(total), None);
         let leave = in_memory / 2;
         let merge = ledger.reserve(&big, None, leave, &|| false).unwrap();
         assert!(merge.plan.budget <= total - leave, "{:?}", merge.plan);
         assert!(ledger.usage().0 <= total - leave);
         drop(merge);
         // Room is kept only while the build still gets its smallest plan.
-        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest + smallest / 4));
+        let ledger = BuildMemory::new(MemoryBudget::Bytes(smallest + smallest / 4), None);
         let merge = ledger.reserve(&big, None, smallest, &|| false).unwrap();
         assert!(merge.plan.budget >= smallest, "{:?}", merge.plan);
     }

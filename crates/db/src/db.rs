@@ -62,8 +62,9 @@ pub struct DbOptions {
     pub build_memory: MemoryBudget,
     /// DRAM the sealed segments' searches of all collections may hold beyond their
     /// compressed vectors (navigation data, node records; search_memory.rs): bytes, or
-    /// `Auto`, half of the memory available counting what they hold already. A
-    /// collection's own `search_memory` comes out of it first.
+    /// `Auto`, three quarters of the memory available counting what they hold already
+    /// (given back to the builds as they reserve it: `AUTO_SEARCH_SHARE`). A collection's
+    /// own `search_memory` comes out of it first.
     pub search_memory: MemoryBudget,
 }
 
@@ -122,8 +123,11 @@ impl Database {
         lock: Option<File>,
         options: DbOptions,
     ) -> Result<Self> {
-        let builds = Arc::new(BuildMemory::new(options.build_memory));
         let search = Arc::new(SearchMemory::new(options.search_memory));
+        let builds = Arc::new(BuildMemory::new(
+            options.build_memory,
+            Some(Arc::clone(&search)),
+        ));
         let root = dir.join("collections");
         crate::storage::create_dir_all_durable(storage.as_ref(), &root)
             .map_err(file_error(&root))?;

@@ -216,7 +216,8 @@ def open(path: Union[str, os.PathLike], *,  # noqa: A001 (the issue's name)
 
     search_memory: DRAM the searches of all collections may hold beyond their compressed
     vectors (navigation data, then node records), as bytes (an int, "4GiB", 0) or "auto"
-    (default: half of the memory available, counting what they hold already). Collections
+    (default: three quarters of the memory available, counting what they hold already; they give
+    back what the builds reserve beyond the rest). Collections
     without a `search_memory` of their own split it, the same share of each one's nodes;
     it is shared out again whenever segments are sealed, merged or dropped."""
     return Database(path, build_memory=build_memory, search_memory=search_memory)
