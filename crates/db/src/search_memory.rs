@@ -35,8 +35,11 @@ use crate::segment::{Points, Sealed};
 pub const AUTO_SEARCH_SHARE: f64 = 0.75;
 
 /// What the caches leave free of the memory the database could use beside what the builds
-/// reserved: room for writes, payloads and the page cache.
+/// reserved: room for writes, payloads, the page cache and the process's own heap, a tenth
+/// and at least `HEADROOM_MIN` (measured: at three quarters with no floor, a search process
+/// in a 586 MiB cgroup holding a 1M x 768 segment was OOM-killed while it opened).
 const HEADROOM_SHARE: f64 = 0.1;
+const HEADROOM_MIN: f64 = 128.0 * 1048576.0;
 
 pub(crate) struct SearchMemory {
     limit: MemoryBudget,
@@ -292,7 +295,8 @@ pub(crate) fn plan(demands: &[Demand], budget: u64) -> Vec<Grant> {
 /// need beyond the rest.
 fn auto_budget(usable: u64, reserved: u64) -> u64 {
     let usable = usable as f64;
-    let beside_builds = usable - reserved as f64 - usable * HEADROOM_SHARE;
+    let headroom = (usable * HEADROOM_SHARE).max(HEADROOM_MIN);
+    let beside_builds = usable - reserved as f64 - headroom;
     (usable * AUTO_SEARCH_SHARE).min(beside_builds).max(0.0) as u64
 }
 
@@ -345,6 +349,8 @@ mod tests {
         // A larger one does: 10 - 4 - 1 GiB of headroom.
         assert_eq!(auto_budget(10 * gib, 4 * gib), 5 * gib);
         assert_eq!(auto_budget(10 * gib, 20 * gib), 0);
+        // A small one keeps at least 128 MiB free.
+        assert_eq!(auto_budget(256 << 20, 0), 128 << 20);
     }
 
     #[test]

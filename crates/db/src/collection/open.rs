@@ -327,14 +327,16 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
     } else {
         0
     };
-    // meta.dvm (PQ codes, ids) as it is, the points file's payloads parsed at about twice
-    // its bytes (as the switch's estimate counts them).
+    // meta.dvm (PQ codes, ids) as it is, the points file at three times its bytes once
+    // parsed (ids, versions and payload maps: at 1M points of empty payloads about 100 MB
+    // against a 35 MB file; at twice, a search process in a 586 MiB cgroup was OOM-killed
+    // opening a 1M x 768 segment).
     let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
     let fixed = segment_dirs
         .iter()
         .map(|d| {
             size(d.join(diskvec_index::diskann::META_FILE))
-                + 2 * size(d.join(crate::segment::POINTS_FILE))
+                + 3 * size(d.join(crate::segment::POINTS_FILE))
         })
         .sum();
     Ok(Demand {
