@@ -51,13 +51,11 @@ impl Drop for BuildGrant<'_> {
         let mut l = self.ledger.lock();
         l.in_use -= self.bytes;
         l.running -= 1;
-        let in_use = l.in_use;
+        if let Some(search) = &self.ledger.search {
+            search.note_build_reserved(l.in_use);
+        }
         drop(l);
         self.ledger.freed.notify_all();
-        // The caches grow back into what the build leaves.
-        if let Some(search) = &self.ledger.search {
-            search.set_build_reserved(in_use);
-        }
     }
 }
 
@@ -172,11 +170,16 @@ impl BuildMemory {
                 let bytes = plan.estimated_peak.min(budget);
                 ledger.in_use += bytes;
                 ledger.running += 1;
-                let in_use = ledger.in_use;
+                let shrink = self
+                    .search
+                    .as_ref()
+                    .is_some_and(|s| s.note_build_reserved(ledger.in_use));
                 drop(ledger);
                 // The caches make room before the build starts to fill it.
-                if let Some(search) = &self.search {
-                    search.set_build_reserved(in_use);
+                if shrink {
+                    if let Some(search) = &self.search {
+                        search.rebalance();
+                    }
                 }
                 return Ok(BuildGrant {
                     ledger: self,

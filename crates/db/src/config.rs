@@ -252,7 +252,6 @@ mod metric_name {
     }
 }
 
-/// A memory budget in a manifest: its text (`"auto"`, a byte count, `"25%"`).
 /// A collection's search memory as text: a memory budget, or "0" (hold nothing).
 pub fn parse_search_memory(text: &str) -> Result<MemoryBudget> {
     match text.trim() {
@@ -278,6 +277,7 @@ mod search_budget_text {
     }
 }
 
+/// A memory budget in a manifest: its text (`"auto"`, a byte count, `"25%"`).
 mod budget_text {
     use diskvec_index::diskann::MemoryBudget;
     use serde::{Deserialize, Deserializer, Serializer};

@@ -169,6 +169,7 @@ impl Database {
             )?;
             collections.insert(name, Arc::new(c));
         }
+        search.set_ready();
         search.rebalance();
         Ok(Self {
             dir: dir.to_path_buf(),

@@ -28,7 +28,7 @@ use crate::segment::{Points, Sealed};
 
 /// The share of the memory the database could use (what is available and what the caches
 /// hold) an automatic search budget takes. The caches give back what the builds reserve
-/// beyond the rest (`set_build_reserved`), so a large share does not starve the builds; it
+/// beyond the rest (`note_build_reserved`), so a large share does not starve the builds; it
 /// is not all, leaving room for writes, payloads and the page cache. Measured at 1M x 768
 /// in a cgroup of the raw vectors' size: half held 27% of the nodes (0.8x qdrant-edge's QPS
 /// at k=10), 2,100 of 2,930 MiB held half (1.03x).
@@ -45,6 +45,9 @@ pub(crate) struct SearchMemory {
     limit: MemoryBudget,
     /// Bytes the running builds reserved (`BuildMemory`): an automatic budget gives them back.
     builds_reserved: std::sync::atomic::AtomicU64,
+    /// Set once the database has opened every collection: a rebalance before that (a seal
+    /// of the first collection while the next opens) would share the budget over some.
+    ready: std::sync::atomic::AtomicBool,
     members: Mutex<Vec<Weak<Inner>>>,
     /// The last rebalance's outcome; held during one, so two never interleave.
     last: Mutex<Usage>,
@@ -57,12 +60,19 @@ pub struct Usage {
     pub budget: u64,
     /// What their node caches and navigation data hold.
     pub held: u64,
+    /// What of it the builds may have: the node caches of the collections that share the
+    /// budget (navigation data, own settings and `on_disk: false` stay).
+    pub yields: u64,
 }
 
 /// What one collection asks of the search memory.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Demand {
-    /// Its navigation files' bytes, where its setting asks for navigation (0 otherwise).
+    /// Navigation data its open segments hold: charged whatever the plan (a rebalance does
+    /// not unload it).
+    pub navigation_held: u64,
+    /// The navigation files' bytes of its segments that do not hold theirs, where its
+    /// setting asks for navigation (0 otherwise): what the plan decides on.
     pub navigation: u64,
     /// Bytes of every node record of its sealed segments.
     pub nodes: u64,
@@ -98,8 +108,13 @@ impl Member {
         let segments = inner.sealed_segments();
         let config = inner.config();
         let demand = Demand {
+            navigation_held: segments.iter().map(|s| s.navigation_bytes() as u64).sum(),
             navigation: if config.navigation {
-                segments.iter().map(|s| s.navigation_file_bytes()).sum()
+                segments
+                    .iter()
+                    .filter(|s| s.navigation_bytes() == 0)
+                    .map(|s| s.navigation_file_bytes())
+                    .sum()
             } else {
                 0
             },
@@ -136,6 +151,7 @@ impl SearchMemory {
         Self {
             limit,
             builds_reserved: Default::default(),
+            ready: Default::default(),
             members: Mutex::new(Vec::new()),
             last: Mutex::new(Usage::default()),
         }
@@ -160,6 +176,9 @@ impl SearchMemory {
     /// resizes their node caches (shrinking ones first, so the total never peaks above
     /// both plans). A cache that cannot be read in (an I/O error) is logged and left.
     pub fn rebalance(&self) {
+        if !self.ready.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let members: Vec<Member> = {
             let list = self.members.lock().unwrap_or_else(|e| e.into_inner());
@@ -193,7 +212,18 @@ impl SearchMemory {
         *last = Usage {
             budget,
             held: members.iter().map(Member::held).sum(),
+            yields: members
+                .iter()
+                .filter(|m| m.demand.own.is_none() && !m.demand.all_in_dram)
+                .flat_map(|m| &m.segments)
+                .map(|s| s.node_cache_bytes() as u64)
+                .sum(),
         };
+    }
+
+    /// Every collection is open: rebalances count from now on.
+    pub fn set_ready(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The budget in bytes, with `held` bytes held by the caches and navigation data now.
@@ -213,19 +243,20 @@ impl SearchMemory {
     pub fn yields(&self) -> u64 {
         match self.limit {
             MemoryBudget::Bytes(_) => 0,
-            _ => self.usage().held,
+            _ => self.usage().yields,
         }
     }
 
-    /// The running builds now reserve `bytes` together: an automatic budget shrinks the
-    /// caches to leave it to them, or grows them back once the builds are done.
-    pub fn set_build_reserved(&self, bytes: u64) {
+    /// Notes that the running builds reserve `bytes` together (the caller holds the build
+    /// ledger, so the notes keep its order); true when an automatic budget should rebalance
+    /// for it (shrinking the caches to leave it to them; `rebalance` after the ledger is
+    /// released). A build's end only notes it: the rebalance after its switch grows the
+    /// caches once the new segment is open, not before.
+    pub fn note_build_reserved(&self, bytes: u64) -> bool {
         let before = self
             .builds_reserved
             .swap(bytes, std::sync::atomic::Ordering::Relaxed);
-        if before != bytes && self.limit == MemoryBudget::Auto {
-            self.rebalance();
-        }
+        before < bytes && self.limit == MemoryBudget::Auto
     }
 
     /// The budget before the collections of `demands` open: an automatic one counts out
@@ -257,23 +288,28 @@ pub(crate) fn plan(demands: &[Demand], budget: u64) -> Vec<Grant> {
     ];
     let mut shared = Vec::new();
     for (i, d) in demands.iter().enumerate() {
-        let (nav, nodes) = (d.navigation as f64, d.nodes as f64);
+        let (held, nav, nodes) = (
+            d.navigation_held as f64,
+            d.navigation as f64,
+            d.nodes as f64,
+        );
         if d.all_in_dram {
             grants[i] = Grant {
                 share: 1.0,
                 navigation: true,
             };
-            left -= nav + nodes;
+            left -= held + nav + nodes;
         } else if let Some(own) = d.own {
-            let given = own.resolve(d.raw) as f64;
+            let given = own.resolve(d.raw) as f64 - held;
             let navigation = given >= nav;
             let nav_cost = if navigation { nav } else { 0.0 };
             grants[i] = Grant {
                 share: share_of(given - nav_cost, nodes),
                 navigation,
             };
-            left -= given.min(nav_cost + nodes);
+            left -= held + given.max(0.0).min(nav_cost + nodes);
         } else {
+            left -= held;
             shared.push(i);
         }
     }
@@ -338,6 +374,16 @@ mod tests {
         );
         // More than everything: every node.
         assert!(plan(&d, u64::MAX / 4).iter().all(|g| g.share == 1.0));
+    }
+
+    #[test]
+    fn navigation_already_held_is_charged_whatever_the_plan() {
+        let mut d = demand(0, 1000);
+        d.navigation_held = 300;
+        // 400: 300 held, 100 left for the nodes.
+        assert!((plan(&[d.clone()], 400)[0].share - 0.1).abs() < 1e-9);
+        d.own = Some(MemoryBudget::Bytes(350));
+        assert!((plan(&[d], 10_000)[0].share - 0.05).abs() < 1e-9);
     }
 
     #[test]

@@ -226,6 +226,15 @@ impl Inner {
             }
         }
         let built = built.map(|_| ());
+        match &built {
+            // Committed: no shard of it is wanted again (a build in shards removes its own;
+            // this also takes those of an interrupted one that this build ran in memory).
+            Ok(()) => {
+                let _ = std::fs::remove_dir_all(self.checkpoint_dir(lane, kind));
+            }
+            // The caches shrank for this build and no switch will grow them back.
+            Err(_) => self.search.rebalance(),
+        }
         if is_cancelled(&built) {
             // Nothing of a cancelled build is listed anywhere: its directories go, and its
             // finished shards, which the build that supersedes it would not take up.

@@ -340,6 +340,7 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
         })
         .sum();
     Ok(Demand {
+        navigation_held: 0,
         navigation,
         nodes: points * record as u64,
         raw: points * config.dim as u64 * 4,

@@ -120,12 +120,23 @@ impl Inner {
         deleted: roaring::RoaringBitmap,
         fields: &[(String, crate::filter::PayloadIndexKind)],
     ) -> Result<Sealed> {
+        self.open_sealed_with(dir, deleted, fields, self.node_cache())
+    }
+
+    /// `open_sealed`, holding `cache` of its nodes.
+    pub(crate) fn open_sealed_with(
+        &self,
+        dir: &std::path::Path,
+        deleted: roaring::RoaringBitmap,
+        fields: &[(String, crate::filter::PayloadIndexKind)],
+        cache: crate::segment::NodeCacheSize,
+    ) -> Result<Sealed> {
         Sealed::open(
             dir,
             self.config.metric,
             deleted,
             fields,
-            self.node_cache(),
+            cache,
             self.navigation(),
         )
     }

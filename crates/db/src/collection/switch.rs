@@ -50,7 +50,7 @@ impl Inner {
             false => {
                 let fields = self.payload_fields();
                 // A failure here leaves the sources as they are.
-                Some((self.open_new(dir, &fields)?, fields))
+                Some((self.open_new(dir, &fields, self.node_cache())?, fields))
             }
         };
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
@@ -80,7 +80,11 @@ impl Inner {
         let opened = match beside {
             Some((new, _)) => Ok(Some(new)),
             None if origin.is_empty() => Ok(None),
-            None => self.open_new(dir, &state.fields).map(Some),
+            // Under the state lock no node cache is read in (searches and writes wait for
+            // this open): the rebalance after the switch fills it.
+            None => self
+                .open_new(dir, &state.fields, self.node_cache().without_nodes())
+                .map(Some),
         };
         let new = match opened {
             Ok(new) => new.map(Arc::new),
@@ -116,10 +120,11 @@ impl Inner {
         &self,
         dir: &Path,
         fields: &[(String, crate::filter::PayloadIndexKind)],
+        cache: crate::segment::NodeCacheSize,
     ) -> Result<Sealed> {
         crate::injected_failure("switch:open")?;
         crate::delay_point("switch:open");
-        self.open_sealed(dir, RoaringBitmap::new(), fields)
+        self.open_sealed_with(dir, RoaringBitmap::new(), fields, cache)
     }
 
     /// Whether the memory available holds the segment built in `dir` (segment `new_id`)

@@ -178,6 +178,16 @@ pub(crate) enum NodeCacheSize {
     Share(f64),
 }
 
+impl NodeCacheSize {
+    /// None of a shared cache (a rebalance fills it later); `All` stays.
+    pub fn without_nodes(self) -> Self {
+        match self {
+            Self::All => Self::All,
+            Self::Share(_) => Self::Share(0.0),
+        }
+    }
+}
+
 impl Sealed {
     /// Opens a sealed segment holding `cache` of its node records in DRAM; `navigation`
     /// loads the segment's navigation file when it has one (`CollectionConfig::navigation`).
@@ -517,8 +527,6 @@ impl Sealed {
         Ok(out)
     }
 
-    /// How searches walk this segment's graph (`CollectionConfig::navigation`: whether the
-    /// collection asked for navigation).
     /// How the segment's searches walk its graph, for `info()`: `asked` is the
     /// collection's setting, `held` whether the search memory holds navigation data.
     pub fn navigation_state(&self, asked: bool, held: bool) -> String {

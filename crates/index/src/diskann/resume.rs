@@ -39,6 +39,10 @@ pub(crate) struct ShardRecipe {
     pub passes: usize,
     /// The graph space's metric and precision, by name.
     pub space: String,
+    /// Numbers of the graph space beyond the bucket's bytes: the largest squared norm (the
+    /// extra coordinate of an inner-product space) and the 8-bit codes' distance scale, as
+    /// bits.
+    pub space_numbers: [u32; 2],
 }
 
 /// Hashes one bucket's records as the partition writes them.
@@ -64,6 +68,8 @@ impl BucketHasher {
             u64::from(recipe.alpha.to_bits()),
             recipe.seed,
             recipe.passes as u64,
+            u64::from(recipe.space_numbers[0]),
+            u64::from(recipe.space_numbers[1]),
         ] {
             h.write(&word.to_le_bytes());
         }
@@ -223,6 +229,7 @@ mod tests {
             seed: 7,
             passes: 1,
             space: "l2/sq8".into(),
+            space_numbers: [0, 0],
         }
     }
 

@@ -385,13 +385,13 @@ impl DiskIndex {
         if let Some(nav) = &self.nav {
             return self.advance_in_dram(nav, q, slot, engine, scratch);
         }
+        let cache = Arc::clone(&q.cache);
         while q.failed.is_none() && q.in_flight < q.params.beam_width {
             let Some(pos) = q.b.list.next_unexpanded(|_| false) else {
                 break;
             };
             q.b.list.mark_expanded(pos);
             let id = q.b.list.items()[pos].id;
-            let cache = Arc::clone(&q.cache);
             if let Some(record) = cache.record(id) {
                 q.result.cache_hits += 1;
                 self.expand(q, id, &record, scratch);

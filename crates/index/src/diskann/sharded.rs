@@ -885,7 +885,12 @@ pub(crate) fn build_sharded(
 }
 
 /// What a shard's lists depend on besides its bucket.
-fn shard_recipe(s: usize, space: GraphSpace, sq8: bool, params: &BuildParams) -> ShardRecipe {
+fn shard_recipe(
+    s: usize,
+    space: GraphSpace,
+    sq8: Option<&ScalarQuantizer8>,
+    params: &BuildParams,
+) -> ShardRecipe {
     ShardRecipe {
         shard: s,
         graph_dim: space.dim(),
@@ -894,7 +899,15 @@ fn shard_recipe(s: usize, space: GraphSpace, sq8: bool, params: &BuildParams) ->
         alpha: params.alpha,
         seed: params.seed,
         passes: SHARD_PASSES,
-        space: format!("{:?}/{}", space.metric(), if sq8 { "sq8" } else { "f32" }),
+        space: format!(
+            "{:?}/{}",
+            space.metric(),
+            if sq8.is_some() { "sq8" } else { "f32" }
+        ),
+        space_numbers: [
+            space.max_norm_sq.to_bits(),
+            sq8.map_or(0, |q| q.l2_scale().to_bits()),
+        ],
     }
 }
 
@@ -1015,7 +1028,7 @@ fn build_files(
         .iter()
         .zip(&sizes)
         .enumerate()
-        .map(|(s, (hash, &size))| hash.key(size, &shard_recipe(s, space, sq8.is_some(), params)))
+        .map(|(s, (hash, &size))| hash.key(size, &shard_recipe(s, space, sq8.as_ref(), params)))
         .collect();
     drop(hashes);
     checkpoints.retain(&keys);
