@@ -35,17 +35,7 @@ DVDB="$WORK/db/diskvec-sync/$DS"
 QDDB="$WORK/db/qdrant-edge-diskhnsw/$DS"
 mkdir -p "$OUT"
 LOG="$OUT/run.log"
-say() { echo "[$(date +%T)] $*" | tee -a "$LOG" >&2; }
-step() {  # step LABEL SECONDS CMD...
-  local label="$1" t="$2"; shift 2
-  say "start $label (limit ${t}s)"
-  local s=$SECONDS
-  timeout --kill-after=10 "$t" "$@"
-  local rc=$?
-  say "end $label rc=$rc in $((SECONDS - s))s"
-  [ $rc -eq 0 ] || echo "$label: exit $rc after $((SECONDS - s)) s" >> "$OUT/failures.txt"
-}
-has() { [[ " $STEPS " == *" $1 "* ]]; }
+. "$HERE/steps.sh"
 { cat "$V/versions.txt"; echo; nproc; free -m; uptime; } >> "$OUT/machine.txt" 2>&1
 
 if has dv-load; then

@@ -40,16 +40,24 @@ fn count_and_search(index: &Path, datasets: (&Path, &Path)) -> u64 {
     let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     let count = json["count"].as_u64().unwrap();
     let dataset = if count == 600 { datasets.0 } else { datasets.1 };
-    ok(&[
+    search(index, dataset, "20", &[]);
+    count
+}
+
+/// `diskvec search` of `index` with `dataset`'s queries at search list `list`, then `extra`
+/// options; its output.
+fn search(index: &Path, dataset: &Path, list: &str, extra: &[&str]) -> String {
+    let mut args = vec![
         "search",
         "--index",
         index.to_str().unwrap(),
         "--dataset",
         dataset.to_str().unwrap(),
         "--search-list",
-        "20",
-    ]);
-    count
+        list,
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
 }
 
 /// Every file under the index directory and the path directories.
@@ -224,16 +232,7 @@ fn indexes_sharing_path_directories_never_remove_each_others_files() {
 
 /// The recall@10 of `index` on its dataset's queries at L=40.
 fn recall(index: &Path, dataset: &Path) -> f64 {
-    let out = ok(&[
-        "search",
-        "--index",
-        index.to_str().unwrap(),
-        "--dataset",
-        dataset.to_str().unwrap(),
-        "--search-list",
-        "40",
-        "--json",
-    ]);
+    let out = search(index, dataset, "40", &["--json"]);
     let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     json["recall"].as_f64().unwrap()
 }

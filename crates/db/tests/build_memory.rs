@@ -2,13 +2,13 @@
 //! memory needs makes it run in shards (the merge reading its sealed sources' vectors from
 //! SSD as it goes), and the segments it produces answer like any other.
 
+mod common;
+
 use diskvec_db::{
     CollectionConfig, Database, DbError, DbOptions, MemoryBudget, PointId, PointRecord,
     SearchRequest,
 };
 use diskvec_vector::Metric;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 const DIM: usize = 32;
@@ -16,11 +16,7 @@ const SEAL: usize = 20_000;
 
 /// Points around 40 centres, so the shards' k-means has structure to find.
 fn vector(i: u64) -> Vec<f32> {
-    let mut centre_rng = SmallRng::seed_from_u64(i % 40);
-    let mut rng = SmallRng::seed_from_u64(1_000_000 + i);
-    (0..DIM)
-        .map(|_| centre_rng.random_range(-1.0f32..1.0) * 3.0 + rng.random_range(-1.0f32..1.0))
-        .collect()
+    common::clustered_vector(i, DIM, 40)
 }
 
 fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {

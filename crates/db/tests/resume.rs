@@ -6,22 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use diskvec_db::{CollectionConfig, Database, PointId, PointRecord, SearchRequest};
+mod common;
+
+use common::{clustered_points, clustered_vector};
+use diskvec_db::{CollectionConfig, Database, PointId, SearchRequest};
 use diskvec_vector::Metric;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 
 const DIM: usize = 32;
 const N: u64 = 6_000;
 const CHILD_ENV: &str = "DISKVEC_RESUME_CHILD";
-
-fn vector(i: u64) -> Vec<f32> {
-    let mut centre_rng = SmallRng::seed_from_u64(i % 30);
-    let mut rng = SmallRng::seed_from_u64(1_000_000 + i);
-    (0..DIM)
-        .map(|_| centre_rng.random_range(-1.0f32..1.0) * 3.0 + rng.random_range(-1.0f32..1.0))
-        .collect()
-}
+const CENTRES: u64 = 30;
 
 /// The child: opens the database (replaying what a killed run acknowledged), writes the
 /// points the first time, seals them all in shards and prints the seal's task info.
@@ -36,16 +30,7 @@ fn child(dir: &Path) {
             cfg.build_list = 48;
             cfg.idle_merge_ms = 0;
             let c = db.create_collection("docs", cfg).unwrap();
-            c.upsert(
-                (0..N)
-                    .map(|i| PointRecord {
-                        id: PointId::Num(i),
-                        vector: vector(i),
-                        payload: Default::default(),
-                    })
-                    .collect(),
-            )
-            .unwrap();
+            c.upsert(clustered_points(0..N, DIM, CENTRES)).unwrap();
             c
         }
     };
@@ -56,7 +41,8 @@ fn child(dir: &Path) {
     let found = (0..N)
         .step_by(60)
         .filter(|&i| {
-            let hits = c.search(&vector(i), &SearchRequest::new(1)).unwrap();
+            let query = clustered_vector(i, DIM, CENTRES);
+            let hits = c.search(&query, &SearchRequest::new(1)).unwrap();
             hits.first().map(|h| h.id) == Some(PointId::Num(i))
         })
         .count();

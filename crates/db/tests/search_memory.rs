@@ -4,22 +4,18 @@
 //! merged or collections dropped. Searches answer alike whatever is held; they read the
 //! SSD less the more is held, and not at all with every node held.
 
-use diskvec_db::{
-    CollectionConfig, Database, DbOptions, MemoryBudget, PointId, PointRecord, SearchRequest,
-};
+mod common;
+
+use common::{clustered_points, clustered_vector};
+use diskvec_db::{CollectionConfig, Database, DbOptions, MemoryBudget, PointId, SearchRequest};
 use diskvec_vector::Metric;
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 
 const DIM: usize = 32;
 const N: u64 = 3_000;
+const CENTRES: u64 = 25;
 
 fn vector(i: u64) -> Vec<f32> {
-    let mut centre_rng = SmallRng::seed_from_u64(i % 25);
-    let mut rng = SmallRng::seed_from_u64(1_000_000 + i);
-    (0..DIM)
-        .map(|_| centre_rng.random_range(-1.0f32..1.0) * 3.0 + rng.random_range(-1.0f32..1.0))
-        .collect()
+    clustered_vector(i, DIM, CENTRES)
 }
 
 fn config() -> CollectionConfig {
@@ -38,16 +34,7 @@ fn filled(
     c: CollectionConfig,
 ) -> std::sync::Arc<diskvec_db::Collection> {
     let col = db.create_collection(name, c).unwrap();
-    col.upsert(
-        (0..N)
-            .map(|i| PointRecord {
-                id: PointId::Num(i),
-                vector: vector(i),
-                payload: Default::default(),
-            })
-            .collect(),
-    )
-    .unwrap();
+    col.upsert(clustered_points(0..N, DIM, CENTRES)).unwrap();
     col.optimize(true).unwrap();
     let info = col.info();
     assert_eq!(info.indexed_points, N as usize, "{info:?}");
@@ -204,16 +191,8 @@ fn collections_share_the_database_budget_and_their_own_settings_are_their_own() 
     let ma = a.info().search_memory;
     assert!(ma.node_share > 0.6, "{ma:?}");
     // A merge's new segment takes the collection's share.
-    a.upsert(
-        (N..N + 1_000)
-            .map(|i| PointRecord {
-                id: PointId::Num(i),
-                vector: vector(i),
-                payload: Default::default(),
-            })
-            .collect(),
-    )
-    .unwrap();
+    a.upsert(clustered_points(N..N + 1_000, DIM, CENTRES))
+        .unwrap();
     a.optimize(true).unwrap();
     let after = a.info();
     assert_eq!(sealed(&after), 1, "{:?}", after.segments);

@@ -1,9 +1,34 @@
-//! Helpers shared by the test files that include this module.
+//! Helpers shared by the test files that include this module (each uses some of them).
+#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
 use diskvec_db::{CollectionConfig, PointId, PointRecord};
 use diskvec_vector::Metric;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Point `i`'s vector of `dim` dimensions near one of `centres` seeded centres (point `i`
+/// near centre `i % centres`), so k-means and graphs have structure to find; the same for
+/// the same arguments.
+pub fn clustered_vector(i: u64, dim: usize, centres: u64) -> Vec<f32> {
+    let mut centre_rng = SmallRng::seed_from_u64(i % centres);
+    let mut rng = SmallRng::seed_from_u64(1_000_000 + i);
+    (0..dim)
+        .map(|_| centre_rng.random_range(-1.0f32..1.0) * 3.0 + rng.random_range(-1.0f32..1.0))
+        .collect()
+}
+
+/// The points of `range` with their `clustered_vector`s and no payload.
+pub fn clustered_points(range: std::ops::Range<u64>, dim: usize, centres: u64) -> Vec<PointRecord> {
+    range
+        .map(|i| PointRecord {
+            id: PointId::Num(i),
+            vector: clustered_vector(i, dim, centres),
+            payload: Default::default(),
+        })
+        .collect()
+}
 
 /// Points of 4 dimensions, no payload, each vector distinct and found by itself.
 pub fn small_points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
@@ -28,7 +53,6 @@ pub fn small_config(seal_threshold: usize) -> CollectionConfig {
 }
 
 /// Polls `done` every 20 ms; fails the test, naming `what`, after `limit`.
-#[allow(dead_code)] // not every file that includes this module waits
 pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
     while !done() {
