@@ -127,7 +127,7 @@ impl DiskIndex {
         let cache = self.node_cache();
         for (pos, &node) in nodes.iter().enumerate() {
             match cache.record(node) {
-                Some(record) => visit(pos, &record, &mut vector),
+                Some(held) => visit(pos, &held.record(), &mut vector),
                 None => to_read.push(pos),
             }
         }

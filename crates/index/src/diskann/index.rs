@@ -7,10 +7,11 @@ use diskvec_io::{
     SECTOR,
 };
 
+use super::hot_records::HotRecords;
 use super::layout::{first_bad_sector, NodeLayout};
 use super::meta::Meta;
 use super::nav::{nav_path, NavFile, Navigation, SteppedAside};
-use super::node_cache::NodeCache;
+use super::node_cache::{CachePlan, NodeCache};
 use super::{Header, META_FILE};
 use crate::error::file_error;
 use crate::{IndexError, Result};
@@ -22,9 +23,11 @@ pub struct OpenOptions {
     /// Read with O_DIRECT (bypassing the page cache) where the file system allows it.
     pub direct: bool,
     /// Node records kept in DRAM, all told: for a graph search the entry nodes first (every
-    /// query starts at the closest of them), then a prefix of the file (breadth-first from
-    /// the medoid by construction); a walk in DRAM needs no entry record, so there it is all
-    /// prefix. `None`: 1% of the nodes, plus the entry nodes for a graph search.
+    /// query starts at the closest of them); short of every record, a share left to the
+    /// records the searches read most (all of it for a walk in DRAM, half for a graph
+    /// search, less the tables that track them); the rest a prefix of the file
+    /// (breadth-first from the medoid by construction). `None`: 1% of the nodes as prefix,
+    /// plus the entry nodes for a graph search.
     pub cache_nodes: Option<usize>,
     /// Most reads one search thread keeps in flight on one path; more wait in a queue.
     pub queue_depth: usize,
@@ -138,9 +141,14 @@ impl DiskIndex {
         if let Some(problem) = &nav_problem {
             log::warn!("{}: searching without navigation: {problem}", dir.display());
         }
-        let (cached, entry_ids) =
-            plan_node_cache(count, &meta.entries, options.cache_nodes, nav.is_some());
-        let cache = NodeCache::load(&volume, &layout, cached, entry_ids, None)?;
+        let plan = plan_node_cache(
+            count,
+            &meta.entries,
+            options.cache_nodes,
+            nav.is_some(),
+            layout.node_bytes,
+        );
+        let cache = NodeCache::load(&volume, &layout, count, plan, None)?;
         // A walk steered by the 4-bit codes never reads a PQ code or the codebook
         // (approximate distances come from the 4-bit codes too: see `sq4_walk`), so they
         // leave DRAM: 192 MiB of codes at 1M x 768, the difference between fitting a 20%
@@ -187,7 +195,8 @@ impl DiskIndex {
         self.header.dim as usize
     }
 
-    /// Node records held in DRAM: the cached prefix and the entry nodes beyond it.
+    /// Node records held in DRAM: the cached prefix, the entry nodes beyond it and the
+    /// records the searches' reads brought in.
     pub fn cached_nodes(&self) -> usize {
         self.node_cache().nodes()
     }
@@ -207,33 +216,30 @@ impl DiskIndex {
         Arc::clone(&self.cache.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Holds `records` node records in DRAM from now on (as `OpenOptions::cache_nodes`
-    /// plans them: entry nodes first for a graph search, then the file's prefix), reading
-    /// from the SSD only the records it adds; searches running keep the cache they started
-    /// with. Returns the records now held.
+    /// Holds up to `records` node records in DRAM from now on (as `OpenOptions::cache_nodes`
+    /// plans them: entry nodes first for a graph search, then the file's prefix and room
+    /// for what the searches read), reading from the SSD only the prefix records it adds;
+    /// searches running keep the cache they started with. Returns the records it has room
+    /// for (`cached_nodes` tells how many it holds).
     pub fn resize_node_cache(&self, records: usize) -> Result<usize> {
         let _one = self.resizing.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.node_cache();
-        let (prefix, entry_ids) = plan_node_cache(
+        let plan = plan_node_cache(
             self.len(),
             &self.meta.entries,
             Some(records),
             self.nav.is_some(),
+            self.layout.node_bytes,
         );
-        if prefix == current.prefix() && entry_ids == current.entry_ids() {
-            return Ok(current.nodes());
+        let room = plan.prefix + plan.entry_ids.len() + plan.hot;
+        if plan == current.plan() {
+            return Ok(room);
         }
-        let resized = NodeCache::load(
-            &self.volume,
-            &self.layout,
-            prefix,
-            entry_ids,
-            Some(&current),
-        )?;
+        let resized =
+            NodeCache::load(&self.volume, &self.layout, self.len(), plan, Some(&current))?;
         drop(current);
-        let held = resized.nodes();
         *self.cache.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(resized);
-        Ok(held)
+        Ok(room)
     }
 
     /// True when node reads bypass the page cache.
@@ -378,44 +384,82 @@ pub(crate) fn read_header(nodes_path: &Path, direct: bool) -> Result<Header> {
     Header::decode(&first.as_slice()[..got], nodes_path)
 }
 
-/// How many nodes of the file's prefix to cache, and which entry nodes beyond it (sorted),
-/// for a node-cache budget of `budget` records (see `OpenOptions::cache_nodes`).
+/// What a node cache of `budget` records holds (see `OpenOptions::cache_nodes`): for a
+/// graph search the entry nodes first; then, short of every record, a share for the records
+/// the searches' reads find worth keeping (`MEASURED_SHARE`, less the tables that track
+/// them), the rest as the file's prefix.
 fn plan_node_cache(
     count: usize,
     entries: &[u32],
     budget: Option<usize>,
     walks_in_dram: bool,
-) -> (usize, Vec<u32>) {
+    record_bytes: usize,
+) -> CachePlan {
     let entries_wanted = if walks_in_dram { 0 } else { entries.len() };
-    let (prefix, entry_room) = match budget {
-        None => ((count / 100).min(count), entries_wanted),
+    let (prefix, entry_room, hot) = match budget {
+        None => ((count / 100).min(count), entries_wanted, 0),
         Some(b) => {
             let b = b.min(count);
             let room = entries_wanted.min(b);
+            let share = measured_share(walks_in_dram);
+            let measured_room = if b == count {
+                0
+            } else {
+                ((b - room) as f64 * share) as usize
+            };
+            let hot =
+                HotRecords::capacity_within(measured_room * record_bytes, count, record_bytes);
+            // Where the tracking costs more than half of what it makes room for, the room
+            // goes to the prefix.
+            let hot = if 2 * hot > measured_room { hot } else { 0 };
+            let fixed = b - if hot > 0 { measured_room } else { 0 };
             // Entries inside the prefix are held once, so the prefix grows by as many
             // records as they would have taken beyond it (growing it only removes entries
             // from beyond, so this settles, at the latest with the whole file cached).
-            let mut prefix = b - room;
+            let mut prefix = fixed - room;
             loop {
                 let beyond = entries
                     .iter()
                     .filter(|&&e| e as usize >= prefix)
                     .count()
                     .min(room);
-                if prefix + beyond == b {
-                    break (prefix, room);
+                if prefix + beyond == fixed {
+                    break (prefix, room, hot);
                 }
-                prefix = b - beyond;
+                prefix = fixed - beyond;
             }
         }
     };
-    let ids = entries
+    let entry_ids = entries
         .iter()
         .copied()
         .filter(|&e| e as usize >= prefix)
         .take(entry_room)
         .collect();
-    (prefix, ids)
+    CachePlan {
+        prefix,
+        entry_ids,
+        hot,
+    }
+}
+
+/// The share of a node cache short of every record left to measured access: with the walk
+/// in DRAM a search reads only candidates near its answer, which lie wherever its query
+/// does; a graph search also reads the medoid's neighbourhood, which every search crosses.
+fn measured_share(walks_in_dram: bool) -> f64 {
+    let name = if walks_in_dram {
+        "DISKVEC_MEASURED_SHARE_NAV"
+    } else {
+        "DISKVEC_MEASURED_SHARE"
+    };
+    if let Some(v) = std::env::var(name).ok().and_then(|v| v.parse::<f64>().ok()) {
+        return v.clamp(0.0, 1.0);
+    }
+    if walks_in_dram {
+        1.0
+    } else {
+        0.5
+    }
 }
 
 #[cfg(test)]
@@ -425,36 +469,49 @@ mod tests {
     #[test]
     fn the_node_cache_budget_covers_entry_nodes_first_and_only_for_a_graph_search() {
         let entries = [3, 40, 500, 900];
+        let plan = |count, entries: &[u32], budget, nav, record| {
+            let p = plan_node_cache(count, entries, budget, nav, record);
+            (p.prefix, p.entry_ids, p.hot)
+        };
         // Default: 1% as prefix, plus the entries beyond it (a graph search only).
         assert_eq!(
-            plan_node_cache(1000, &entries, None, false),
-            (10, vec![40, 500, 900])
+            plan(1000, &entries, None, false, 100),
+            (10, vec![40, 500, 900], 0)
         );
-        assert_eq!(plan_node_cache(1000, &entries, None, true), (10, vec![]));
-        // A budget is every record held: entries first, the rest prefix.
-        // Entries inside the prefix are not held twice: the prefix takes their room.
+        assert_eq!(plan(1000, &entries, None, true, 100), (10, vec![], 0));
+        // Records far larger than the tracking: entries first, then half of the rest
+        // measured (each slot costs a little more than its record, and the tables 5 bytes
+        // a node), the rest prefix. Entries inside the prefix are not held twice.
         assert_eq!(
-            plan_node_cache(1000, &entries, Some(50), false),
-            (48, vec![500, 900])
+            plan(1000, &entries, Some(50), false, 5000),
+            (24, vec![40, 500, 900], 21)
+        );
+        // With the walk in DRAM, no entries, all of it measured.
+        assert_eq!(plan(1000, &entries, Some(50), true, 5000), (0, vec![], 48));
+        // Where the tracking would cost more than half of what it makes room for, prefix.
+        assert_eq!(plan(1000, &entries, Some(50), true, 10), (50, vec![], 0));
+        assert_eq!(
+            plan(1000, &entries, Some(2), false, 5000),
+            (0, vec![3, 40], 0)
+        );
+        assert_eq!(plan(1000, &entries, Some(0), false, 5000), (0, vec![], 0));
+        // Capped at the node count: the whole file, once, and nothing measured.
+        assert_eq!(
+            plan(20, &[3, 12, 18], Some(5000), false, 5000),
+            (20, vec![], 0)
         );
         assert_eq!(
-            plan_node_cache(1000, &entries, Some(2), false),
-            (0, vec![3, 40])
+            plan(20, &[3, 12, 18], Some(20), true, 5000),
+            (20, vec![], 0)
         );
-        assert_eq!(plan_node_cache(1000, &entries, Some(0), false), (0, vec![]));
-        assert_eq!(
-            plan_node_cache(1000, &entries, Some(50), true),
-            (50, vec![])
-        );
-        // Capped at the node count: the whole file, once.
-        assert_eq!(
-            plan_node_cache(20, &[3, 12, 18], Some(5000), false),
-            (20, vec![])
-        );
-        for b in 0..=20 {
-            let (prefix, ids) = plan_node_cache(20, &[3, 12, 18], Some(b), false);
-            assert_eq!(prefix + ids.len(), b, "budget {b}");
-            assert!(ids.iter().all(|&e| e as usize >= prefix));
+        for nav in [false, true] {
+            for b in 0..=1000 {
+                let (prefix, ids, hot) = plan(1000, &entries, Some(b), nav, 1000);
+                let used = prefix + ids.len() + hot;
+                assert!(used <= b && (hot == 0) == (used == b), "budget {b}");
+                assert!(hot == 0 || 2 * hot > b - prefix - ids.len(), "budget {b}");
+                assert!(ids.iter().all(|&e| e as usize >= prefix));
+            }
         }
     }
 }

@@ -15,6 +15,7 @@ mod codebook;
 mod commit;
 mod fetch;
 mod header;
+mod hot_records;
 mod index;
 mod layout;
 mod meta;

@@ -1,6 +1,7 @@
 //! The node records an index holds in DRAM: a prefix of the node file (nodes are numbered
 //! breadth-first from the medoid, so the prefix is the neighbourhood every search walks
-//! through first) and the entry nodes beyond it.
+//! through first), the entry nodes beyond it, and the records the searches' reads found
+//! worth keeping (`HotRecords`).
 //!
 //! The cache can be resized while searches run (`DiskIndex::resize_node_cache`): a search
 //! takes the cache as it stands when it starts (an `Arc`), and the prefix is kept in chunks
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use diskvec_io::{AlignedBuf, Volume, SECTOR};
 
+use super::hot_records::{HotRecord, HotRecords};
 use super::layout::{NodeLayout, NodeRecord};
 use crate::Result;
 
@@ -27,20 +29,44 @@ pub(crate) struct NodeCache {
     /// Entry nodes at or beyond the prefix (sorted) and their records.
     entry_ids: Vec<u32>,
     entry_records: Vec<u8>,
+    /// Records admitted by the searches' reads.
+    hot: HotRecords,
     node_bytes: usize,
     dim: usize,
 }
 
+/// A record the cache holds: borrowed from the prefix or the entries, or shared with the
+/// measured set (which may drop it meanwhile; the search keeps its copy alive).
+pub(crate) enum Held<'a> {
+    Fixed(&'a [u8], usize),
+    Hot(Arc<HotRecord>, usize),
+}
+
+impl Held<'_> {
+    pub fn record(&self) -> NodeRecord<'_> {
+        match self {
+            Held::Fixed(bytes, dim) => NodeRecord::new(bytes, *dim),
+            Held::Hot(record, dim) => NodeRecord::new(record.bytes(), *dim),
+        }
+    }
+}
+
 impl NodeCache {
-    /// The records of nodes `0..prefix` and of `entry_ids` (sorted, beyond the prefix),
-    /// reusing the chunks of `keep` that the new prefix covers.
+    /// The records of nodes `0..prefix` and of `entry_ids` (sorted, beyond the prefix), and
+    /// room for `hot` records admitted by reads, reusing the chunks of `keep` that the new
+    /// prefix covers and the measured records of `keep` that fit.
     pub fn load(
         volume: &Volume,
         layout: &NodeLayout,
-        prefix: usize,
-        entry_ids: Vec<u32>,
+        nodes: usize,
+        plan: CachePlan,
         keep: Option<&NodeCache>,
     ) -> Result<Self> {
+        let CachePlan {
+            prefix,
+            entry_ids,
+            hot,
+        } = plan;
         let chunk_nodes = chunk_nodes(layout);
         let mut chunks: Vec<Arc<Vec<u8>>> = Vec::with_capacity(prefix.div_ceil(chunk_nodes));
         let full = |c: &Arc<Vec<u8>>| c.len() == chunk_nodes * layout.node_bytes;
@@ -61,49 +87,78 @@ impl NodeCache {
             from = to;
         }
         let entry_records = load_records(volume, layout, &entry_ids)?;
+        let hot = HotRecords::new(nodes, hot, layout.node_bytes, keep.map(|k| &k.hot));
         Ok(Self {
             chunks,
             chunk_nodes,
             prefix: prefix as u32,
             entry_ids,
             entry_records,
+            hot,
             node_bytes: layout.node_bytes,
             dim: layout.dim,
         })
     }
 
-    /// The record of node `id` if the cache holds it.
-    pub fn record(&self, id: u32) -> Option<NodeRecord<'_>> {
+    /// The record of node `id` if the cache holds it (`Held::record` reads it).
+    pub fn record(&self, id: u32) -> Option<Held<'_>> {
         let nb = self.node_bytes;
-        let bytes = if id < self.prefix {
+        if id < self.prefix {
             let (c, i) = (
                 id as usize / self.chunk_nodes,
                 id as usize % self.chunk_nodes,
             );
-            &self.chunks[c][i * nb..(i + 1) * nb]
-        } else {
-            let i = self.entry_ids.binary_search(&id).ok()?;
-            &self.entry_records[i * nb..(i + 1) * nb]
-        };
-        Some(NodeRecord::new(bytes, self.dim))
+            return Some(Held::Fixed(&self.chunks[c][i * nb..(i + 1) * nb], self.dim));
+        }
+        if let Ok(i) = self.entry_ids.binary_search(&id) {
+            return Some(Held::Fixed(
+                &self.entry_records[i * nb..(i + 1) * nb],
+                self.dim,
+            ));
+        }
+        self.hot.get(id).map(|r| Held::Hot(r, self.dim))
     }
 
-    /// Records held: the prefix and the entry nodes beyond it.
+    /// Whether node `id`'s record is held (without marking it used).
+    pub fn contains(&self, id: u32) -> bool {
+        id < self.prefix || self.entry_ids.binary_search(&id).is_ok() || self.hot.contains(id)
+    }
+
+    /// Node `id` was just read and its record is `bytes`: the measured set may keep it.
+    pub fn offer(&self, id: u32, bytes: &[u8]) {
+        if id >= self.prefix {
+            self.hot.offer(id, bytes);
+        }
+    }
+
+    /// Records held: the prefix, the entry nodes beyond it, and the measured ones.
     pub fn nodes(&self) -> usize {
-        self.prefix as usize + self.entry_ids.len()
+        self.prefix as usize + self.entry_ids.len() + self.hot.len()
     }
 
-    pub fn prefix(&self) -> usize {
-        self.prefix as usize
-    }
-
-    pub fn entry_ids(&self) -> &[u32] {
-        &self.entry_ids
+    /// The plan it was loaded with.
+    pub fn plan(&self) -> CachePlan {
+        CachePlan {
+            prefix: self.prefix as usize,
+            entry_ids: self.entry_ids.clone(),
+            hot: self.hot.capacity(),
+        }
     }
 
     pub fn bytes(&self) -> usize {
-        self.chunks.iter().map(|c| c.len()).sum::<usize>() + self.entry_records.len()
+        self.chunks.iter().map(|c| c.len()).sum::<usize>()
+            + self.entry_records.len()
+            + self.hot.bytes()
     }
+}
+
+/// What a node cache holds: the file's first `prefix` records, the entry nodes beyond them
+/// (sorted), and room for `hot` records admitted by reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CachePlan {
+    pub prefix: usize,
+    pub entry_ids: Vec<u32>,
+    pub hot: usize,
 }
 
 fn chunk_nodes(layout: &NodeLayout) -> usize {
@@ -218,12 +273,12 @@ mod tests {
                 }
             });
             for records in [n / 3, n, 100, n / 2, 0, 2 * n / 3, n] {
-                let held = index.resize_node_cache(records).unwrap();
-                assert_eq!(
-                    held, records,
-                    "a search with navigation off holds entries too"
+                let room = index.resize_node_cache(records).unwrap();
+                assert!(
+                    room <= records && 2 * room >= records,
+                    "{room} of {records}"
                 );
-                assert_eq!(index.node_cache_bytes(), held * record);
+                assert!(index.node_cache_bytes() <= records * record);
             }
             searcher.join().unwrap();
         });
@@ -240,5 +295,58 @@ mod tests {
             reads_half < reads_uncached,
             "{reads_half} vs {reads_uncached}"
         );
+    }
+
+    #[test]
+    fn records_the_searches_read_again_stay_in_dram() {
+        let (n, dim) = (4000, 96);
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        let data: Vec<f32> = (0..n * dim)
+            .map(|_| rng.random_range(-1.0f32..1.0))
+            .collect();
+        let ids: Vec<i64> = (0..n as i64).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let params = BuildParams {
+            metric: Metric::L2,
+            max_degree: 16,
+            build_list: 40,
+            pq_bytes: Some(8),
+            ..Default::default()
+        };
+        build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+        let options = OpenOptions {
+            cache_nodes: Some(n / 2),
+            ..Default::default()
+        };
+        let index = DiskIndex::open(dir.path(), &options).unwrap();
+        let search = SearchParams {
+            k: 10,
+            search_list: 40,
+            ..Default::default()
+        };
+        // A few queries asked again and again (the working set, a few hundred records, fits
+        // the measured half of the cache; the prefix alone would leave most of it on SSD).
+        let queries: Vec<&[f32]> = (0..12)
+            .map(|q| &data[(q * 331 + 7) * dim..][..dim])
+            .collect();
+        let pass = || -> u32 {
+            queries
+                .iter()
+                .map(|q| index.search(q, &search).unwrap().reads)
+                .sum()
+        };
+        let first = pass();
+        let held_after_first = index.cached_nodes();
+        let third = {
+            pass();
+            pass()
+        };
+        assert!(first > 50, "{first}");
+        assert!(
+            third * 10 <= first,
+            "reads per pass: first {first}, third {third}"
+        );
+        assert!(index.cached_nodes() >= held_after_first);
+        assert!(index.node_cache_bytes() <= n / 2 * index.node_record_bytes());
     }
 }

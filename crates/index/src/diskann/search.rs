@@ -392,9 +392,9 @@ impl DiskIndex {
             };
             q.b.list.mark_expanded(pos);
             let id = q.b.list.items()[pos].id;
-            if let Some(record) = cache.record(id) {
+            if let Some(held) = cache.record(id) {
                 q.result.cache_hits += 1;
-                self.expand(q, id, &record, scratch);
+                self.expand(q, id, &held.record(), scratch);
                 continue;
             }
             self.submit_read(q, slot, engine, id);
@@ -489,9 +489,9 @@ impl DiskIndex {
             }
             entry.done = true;
             let id = entry.id;
-            if let Some(record) = q.cache.record(id) {
+            if let Some(held) = q.cache.record(id) {
                 q.result.cache_hits += 1;
-                let d = self.exact_distance(q, &record, scratch);
+                let d = self.exact_distance(q, &held.record(), scratch);
                 q.b.exact.push((d, id));
                 continue;
             }
@@ -579,7 +579,7 @@ impl DiskIndex {
                 Some(_) => false,
             };
             // A node in DRAM costs no read: its exact distance is better than a sure guess.
-            if certain_in && !q.params.exact_distances && q.cache.record(id).is_none() {
+            if certain_in && !q.params.exact_distances && !q.cache.contains(id) {
                 sure.push((distance, id));
             } else {
                 band.push(BandEntry { id, done: false });
@@ -614,12 +614,16 @@ impl DiskIndex {
                 }
                 let record = self.layout.record(data, mate, &mut record_buf);
                 let d = self.exact_distance(q, &record, scratch);
+                if mate == id {
+                    q.cache.offer(id, record.bytes());
+                }
                 q.b.exact.push((d, mate));
             }
             scratch.record = record_buf;
             return;
         }
         let record = self.layout.record(data, id, &mut record_buf);
+        q.cache.offer(id, record.bytes());
         self.expand(q, id, &record, scratch);
         for mate in self.layout.sector_mates(id, self.len()) {
             if mate == id {
