@@ -614,9 +614,7 @@ impl DiskIndex {
                 }
                 let record = self.layout.record(data, mate, &mut record_buf);
                 let d = self.exact_distance(q, &record, scratch);
-                if mate == id {
-                    q.cache.offer(id, record.bytes());
-                }
+                q.cache.offer(mate, record.bytes());
                 q.b.exact.push((d, mate));
             }
             scratch.record = record_buf;
@@ -638,6 +636,9 @@ impl DiskIndex {
                 q.b.list.mark_expanded(pos);
                 q.result.free_expansions += 1;
                 let record = self.layout.record(data, mate, &mut record_buf);
+                // Held, it would cost a read next time: the walk expands it only because
+                // it came with this one.
+                q.cache.offer(mate, record.bytes());
                 self.expand(q, mate, &record, scratch);
             }
         }
