@@ -211,7 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             index.dim()
         );
     }
-    check_truth_ids(&gt, args.k, index.ids(), "the index")
+    check_truth_ids(&gt, args.k, &index.ids(), "the index")
         .with_context(|| format!("checking the ground truth in {}", args.dataset.display()))?;
     let engine = index.engine_kind()?;
     println!(

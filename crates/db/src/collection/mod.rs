@@ -18,6 +18,7 @@ mod storage_io;
 mod superseded;
 mod switch;
 mod task;
+mod tracker;
 mod worker;
 mod write;
 

@@ -1,7 +1,8 @@
 //! Creating a collection, and opening one: read the manifest, open its sealed segments,
 //! rebuild the id tracker from them, replay the log past the checkpoint.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::state::{Loc, State};
+use super::tracker::Tracker;
 use super::{indexer, optimize, worker, Collection, Inner};
 use crate::build_memory::BuildMemory;
 use crate::config::{CollectionConfig, Durability};
@@ -20,7 +22,7 @@ use crate::segment::Points;
 use crate::segment::{read_deleted, Sealed, Segment};
 use crate::storage::Storage;
 use crate::wal::{SyncMode, Wal, WalOptions};
-use crate::{DbError, Result};
+use crate::{DbError, PointId, Result};
 
 /// What opening a collection found.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -123,7 +125,7 @@ impl Collection {
             active: 0,
             frozen: VecDeque::new(),
             next_segment_id: manifest.next_segment_id,
-            tracker: BTreeMap::new(),
+            tracker: Default::default(),
             fields,
             indexing_paused: false,
         };
@@ -246,33 +248,65 @@ pub(crate) fn wal_dir(dir: &Path, config: &CollectionConfig, name: &str) -> Path
 /// Points of the sealed segments into the tracker. A point live in two segments (its new
 /// version's delete of the old one was not in a persisted bitmap yet) keeps the newer;
 /// the replay re-deletes the older anyway.
+///
+/// Each segment's live offsets are put in id order (4 bytes a point) and the segments
+/// merged, so the tracker is built in one pass, with no map of every point beside it.
 fn track_sealed(state: &mut State) {
+    let runs: Vec<(u64, &Sealed, Vec<u32>)> = state
+        .segments
+        .iter()
+        .filter_map(|(&segment, s)| {
+            let Segment::Sealed(s) = s else { return None };
+            let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner());
+            let mut order: Vec<u32> = (0..s.len() as u32)
+                .filter(|&o| !deleted.contains(o))
+                .collect();
+            drop(deleted);
+            order.sort_unstable_by_key(|&o| s.id(o));
+            Some((segment, s.as_ref(), order))
+        })
+        .collect();
+    let mut heads: BinaryHeap<Reverse<(PointId, usize, usize)>> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, run)| !run.2.is_empty())
+        .map(|(r, run)| Reverse((run.1.id(run.2[0]), r, 0)))
+        .collect();
     let mut stale = Vec::new();
-    for (&segment, s) in &state.segments {
-        let Segment::Sealed(s) = s else { continue };
-        let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
-        for (offset, (&id, &version)) in s.ids.iter().zip(&s.versions).enumerate() {
-            let offset = offset as u32;
-            if deleted.contains(offset) {
-                continue;
-            }
-            let loc = Loc {
-                segment,
-                offset,
-                version,
-            };
-            match state.tracker.get(&id) {
-                Some(&old) if old.version >= version => stale.push(loc),
-                Some(&old) => {
+    let mut pending: Option<(PointId, Loc)> = None;
+    let merged = std::iter::from_fn(|| loop {
+        let Some(Reverse((id, r, pos))) = heads.pop() else {
+            return pending.take();
+        };
+        let (segment, s, order) = &runs[r];
+        if let Some(&next) = order.get(pos + 1) {
+            heads.push(Reverse((s.id(next), r, pos + 1)));
+        }
+        let offset = order[pos];
+        let loc = Loc {
+            segment: *segment,
+            offset,
+            version: s.versions[offset as usize],
+        };
+        match pending {
+            Some((held, old)) if held == id => {
+                if old.version >= loc.version {
+                    stale.push(loc);
+                } else {
                     stale.push(old);
-                    state.tracker.insert(id, loc);
+                    pending = Some((id, loc));
                 }
-                None => {
-                    state.tracker.insert(id, loc);
+            }
+            _ => {
+                if let Some(done) = pending.replace((id, loc)) {
+                    return Some(done);
                 }
             }
         }
-    }
+    });
+    let tracker = Tracker::from_sorted(merged);
+    drop(runs);
+    state.tracker = tracker;
     for loc in stale {
         if let Some(Segment::Sealed(s)) = state.segments.get(&loc.segment) {
             s.delete(loc.offset);

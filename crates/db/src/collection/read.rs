@@ -88,11 +88,11 @@ struct Found {
 
 impl Found {
     /// A segment's hit, with the id and version stored at its offset.
-    fn new(segment: u64, hit: SegmentHit, ids: &[PointId], versions: &[u64]) -> Self {
+    fn new(segment: u64, hit: SegmentHit, id: PointId, versions: &[u64]) -> Self {
         let at = hit.offset as usize;
         Self {
             distance: hit.distance,
-            id: ids[at],
+            id,
             version: versions[at],
             loc: Loc {
                 segment,
@@ -192,12 +192,22 @@ impl Inner {
                     let Segment::Growing(g) = s else { continue };
                     let g = g.read().unwrap_or_else(|e| e.into_inner());
                     for h in g.search(&prepared, wanted, search_list, filter.as_deref()) {
-                        found.push(Found::new(*segment, h, &g.ids, &g.versions));
+                        found.push(Found::new(
+                            *segment,
+                            h,
+                            g.ids[h.offset as usize],
+                            &g.versions,
+                        ));
                     }
                 }
                 for (segment, sealed, search) in per_query {
                     for h in sealed.finish_search(query, search)? {
-                        found.push(Found::new(segment, h, &sealed.ids, &sealed.versions));
+                        found.push(Found::new(
+                            segment,
+                            h,
+                            sealed.id(h.offset),
+                            &sealed.versions,
+                        ));
                     }
                 }
                 out.push(self.rank(&segments, found, req)?);
@@ -284,7 +294,7 @@ impl Inner {
                 }
                 Some(Segment::Sealed(s)) => {
                     if with_payload {
-                        out[i].0 = Some(s.payloads[loc.offset as usize].clone());
+                        out[i].0 = Some(s.payload(loc.offset).clone());
                     }
                     if with_vector {
                         sealed_reads.entry(loc.segment).or_default().push(i);
@@ -315,7 +325,7 @@ impl Inner {
             let state = self.state.read().unwrap_or_else(|e| e.into_inner());
             let found = ids
                 .iter()
-                .filter_map(|id| state.tracker.get(id).map(|&loc| (*id, loc)))
+                .filter_map(|id| state.tracker.get(id).map(|loc| (*id, loc)))
                 .collect();
             let segments = state
                 .segments
@@ -346,12 +356,8 @@ impl Inner {
         limit: usize,
     ) -> Vec<PointId> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let range = match from {
-            Some(f) => state.tracker.range(f..),
-            None => state.tracker.range(..),
-        };
         let mut out = Vec::new();
-        for (&id, &loc) in range {
+        for (id, loc) in state.tracker.range(from) {
             if out.len() >= limit {
                 break;
             }

@@ -9,7 +9,7 @@ use super::state::{Loc, State};
 use super::task::Lane;
 use super::Inner;
 use crate::segment::{Points, SealInput, Segment, VectorPart};
-use crate::{Payload, PointId, Result};
+use crate::Result;
 
 /// More sealed segments than this and the smallest are merged.
 pub(crate) const MERGE_ABOVE: usize = 8;
@@ -241,14 +241,11 @@ impl Inner {
         let mut origin: Vec<Loc> = Vec::new();
         let mut checkpoint = None;
         // The live offsets of one source segment, taken with their ids, versions, payloads.
-        let mut take = |segment: u64,
-                        live: &[u32],
-                        ids: &[PointId],
-                        versions: &[u64],
-                        payloads: &[Payload]| {
+        let mut take = |segment: u64, live: &[u32], source: &dyn Points, versions: &[u64]| {
             for &offset in live {
                 let at = offset as usize;
-                points.push_point(ids[at], versions[at], &payloads[at]);
+                let (id, payload) = source.point(offset);
+                points.push_point(id, versions[at], payload);
                 origin.push(Loc {
                     segment,
                     offset,
@@ -261,7 +258,7 @@ impl Inner {
             let g = g.read().unwrap_or_else(|e| e.into_inner());
             checkpoint = g.frozen_at.or(checkpoint);
             let live: Vec<u32> = (0..g.len() as u32).filter(|&o| g.is_live(o)).collect();
-            take(*seg_id, &live, &g.ids, &g.versions, &g.payloads);
+            take(*seg_id, &live, &*g, &g.versions);
             parts.push(VectorPart::Frozen {
                 vectors: g.shared_vectors(),
                 offsets: Some(live),
@@ -272,7 +269,7 @@ impl Inner {
             let live: Vec<u32> = (0..s.len() as u32)
                 .filter(|o| !deleted.contains(*o))
                 .collect();
-            take(*seg_id, &live, &s.ids, &s.versions, &s.payloads);
+            take(*seg_id, &live, s.as_ref(), &s.versions);
             parts.push(VectorPart::Sealed {
                 segment: Arc::clone(s),
                 offsets: live,

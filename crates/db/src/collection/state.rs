@@ -2,6 +2,8 @@
 //! index fields; changed only under the collection's state lock.
 
 use std::collections::{BTreeMap, VecDeque};
+
+use super::tracker::Tracker;
 use std::sync::{Arc, RwLock};
 
 use crate::config::CollectionConfig;
@@ -10,7 +12,7 @@ use crate::segment::Points;
 use crate::filter::PayloadIndexKind;
 use crate::ops::{Operation, PointRecord};
 use crate::segment::{Growing, Segment};
-use crate::{Payload, PointId};
+use crate::Payload;
 
 /// Where the current version of a point lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +31,7 @@ pub(crate) struct State {
     pub frozen: VecDeque<u64>,
     pub next_segment_id: u64,
     /// Point id to its current version's place; ordered, so scrolls page by id.
-    pub tracker: BTreeMap<PointId, Loc>,
+    pub tracker: Tracker,
     pub fields: Vec<(String, PayloadIndexKind)>,
     /// Bulk-load mode (Qdrant's `indexing_threshold: 0`): the active segment grows past the
     /// seal threshold and is not linked into its graph; searches scan what is unlinked.
@@ -109,7 +111,7 @@ impl State {
             }
             Operation::Delete(ids) => {
                 for id in ids {
-                    if let Some(&loc) = self.tracker.get(id) {
+                    if let Some(loc) = self.tracker.get(id) {
                         if loc.version < op {
                             self.delete_at(loc);
                             self.tracker.remove(id);
@@ -123,7 +125,7 @@ impl State {
 
     /// Writes `p` into the active segment, whose write guard is `active`.
     fn upsert(&mut self, op: u64, p: &PointRecord, active: &mut Growing) {
-        if let Some(&old) = self.tracker.get(&p.id) {
+        if let Some(old) = self.tracker.get(&p.id) {
             // Equal versions: the id appears twice in one operation; the later copy wins,
             // as if the points were written one after the other.
             if old.version > op {
@@ -152,7 +154,7 @@ impl State {
             Segment::Growing(g) => {
                 g.read().unwrap_or_else(|e| e.into_inner()).payloads[loc.offset as usize].clone()
             }
-            Segment::Sealed(s) => s.payloads[loc.offset as usize].clone(),
+            Segment::Sealed(s) => s.payload(loc.offset).clone(),
         }
     }
 }

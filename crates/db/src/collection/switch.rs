@@ -188,8 +188,8 @@ impl Inner {
 fn carry_over(state: &mut State, new_id: u64, new: &Sealed, origin: &[Loc]) {
     for (new_offset, from) in origin.iter().enumerate() {
         let new_offset = new_offset as u32;
-        let id = new.ids[new_offset as usize];
-        if state.tracker.get(&id) == Some(from) {
+        let id = new.id(new_offset);
+        if state.tracker.get(&id) == Some(*from) {
             state.tracker.insert(
                 id,
                 Loc {

@@ -4,6 +4,8 @@
 
 mod files;
 mod growing;
+mod ids;
+mod payloads;
 mod seal_input;
 mod sealed;
 

@@ -59,9 +59,9 @@ pub(crate) struct Sealed {
     /// The segment's search threads, started at its first graph search; `Err` (e.g. no
     /// read engine could be set up) sends graph searches to the caller's thread instead.
     service: OnceLock<std::result::Result<SearchService, String>>,
-    pub ids: Vec<PointId>,
+    ids: super::ids::IdColumn,
     pub versions: Vec<u64>,
-    pub payloads: Vec<Payload>,
+    payloads: super::payloads::PayloadColumn,
     pub deleted: RwLock<RoaringBitmap>,
     /// Bumped at every delete; the manifest writer compares it to what it last wrote.
     pub deleted_changes: AtomicU64,
@@ -158,7 +158,10 @@ impl Points for Sealed {
     }
 
     fn point(&self, offset: u32) -> (PointId, &Payload) {
-        (self.ids[offset as usize], &self.payloads[offset as usize])
+        (
+            self.ids.get(offset as usize),
+            self.payloads.get(offset as usize),
+        )
     }
 
     fn candidates(&self, filter: &Filter) -> Option<Candidates> {
@@ -213,7 +216,11 @@ impl Sealed {
                 index.resize_node_cache((index.len() as f64 * share) as usize)?;
             }
         }
-        let (ids, versions, payloads) = read_points(&dir.join(POINTS_FILE))?;
+        let super::files::PointsFile {
+            ids,
+            versions,
+            payloads,
+        } = read_points(&dir.join(POINTS_FILE))?;
         if ids.len() != index.len() {
             return Err(crate::DbError::Corrupt {
                 path: dir.to_path_buf(),
@@ -250,6 +257,16 @@ impl Sealed {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The id of the point at `offset`.
+    pub fn id(&self, offset: u32) -> PointId {
+        self.ids.get(offset as usize)
+    }
+
+    /// The payload of the point at `offset`.
+    pub fn payload(&self, offset: u32) -> &Payload {
+        self.payloads.get(offset as usize)
     }
 
     /// Bytes of the segment's navigation file (what loading it would take), loaded or not.
@@ -307,7 +324,7 @@ impl Sealed {
             self.payload_index
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(offset, &self.payloads[offset as usize]);
+                .remove(offset, self.payloads.get(offset as usize));
             self.deleted_changes.fetch_add(1, Ordering::Release);
         }
     }
@@ -548,12 +565,8 @@ impl Sealed {
 
     pub fn dram_bytes(&self) -> usize {
         self.index.dram_bytes()
-            + self.ids.len() * 24
-            + self
-                .payloads
-                .iter()
-                .map(|p| 64 + p.len() * 48)
-                .sum::<usize>()
+            + self.ids.bytes()
+            + self.payloads.bytes()
             + self
                 .payload_index
                 .read()

@@ -19,6 +19,11 @@ const FETCH_DEPTH: usize = 32;
 impl DiskIndex {
     /// The node holding external id `id`, if any.
     pub fn node_of(&self, id: i64) -> Option<u32> {
+        if self.ids_are_nodes {
+            return u32::try_from(id)
+                .ok()
+                .filter(|&n| (n as usize) < self.len());
+        }
         let by_id = self.node_by_id.get_or_init(|| {
             let mut pairs: Vec<(i64, u32)> = self
                 .meta
@@ -95,7 +100,7 @@ impl DiskIndex {
         ids: &[i64],
         mut visit: impl FnMut(usize, &[f32], &mut dyn Iterator<Item = i64>),
     ) -> Result<()> {
-        let node_ids = &self.meta.ids;
+        let count = self.len();
         self.fetch_nodes(ids, &mut |pos, record, vector| {
             record.vector_into(vector);
             visit(
@@ -103,7 +108,8 @@ impl DiskIndex {
                 vector,
                 &mut record
                     .neighbors()
-                    .filter_map(|node| node_ids.get(node as usize).copied()),
+                    .filter(|&node| (node as usize) < count)
+                    .map(|node| self.external_id(node)),
             )
         })
     }

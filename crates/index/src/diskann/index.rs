@@ -68,6 +68,9 @@ pub struct DiskIndex {
     pub(crate) queue_depth: usize,
     pub(crate) engines: Mutex<Vec<Box<dyn diskvec_io::ReadEngine>>>,
     pub(crate) node_by_id: super::fetch::NodeById,
+    /// Every node's external id is its number (a database's sealed segment): `meta.ids`
+    /// is dropped at open, 8 bytes a node.
+    pub(crate) ids_are_nodes: bool,
     pub(crate) buffers: super::query_buffers::BufferPool,
     /// Loaded when opened with `OpenOptions::navigation`.
     pub(crate) nav: Option<Navigation>,
@@ -156,6 +159,14 @@ impl DiskIndex {
             meta.codes = Vec::new();
             meta.pq = None;
         }
+        let ids_are_nodes = meta
+            .ids
+            .iter()
+            .enumerate()
+            .all(|(node, &id)| id == node as i64);
+        if ids_are_nodes {
+            meta.ids = Vec::new();
+        }
         Ok(Self {
             header,
             layout,
@@ -167,6 +178,7 @@ impl DiskIndex {
             queue_depth: options.queue_depth,
             engines: Mutex::new(Vec::new()),
             node_by_id: Default::default(),
+            ids_are_nodes,
             buffers: super::query_buffers::BufferPool::new(count),
             nav,
             nav_problem,
@@ -367,8 +379,21 @@ impl DiskIndex {
     }
 
     /// The external ids of the indexed vectors, in node order.
-    pub fn ids(&self) -> &[i64] {
-        &self.meta.ids
+    pub fn ids(&self) -> std::borrow::Cow<'_, [i64]> {
+        if self.ids_are_nodes {
+            (0..self.len() as i64).collect::<Vec<_>>().into()
+        } else {
+            self.meta.ids.as_slice().into()
+        }
+    }
+
+    /// The external id of node `node`.
+    pub(crate) fn external_id(&self, node: u32) -> i64 {
+        if self.ids_are_nodes {
+            i64::from(node)
+        } else {
+            self.meta.ids[node as usize]
+        }
     }
 }
 

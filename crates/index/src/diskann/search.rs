@@ -545,11 +545,10 @@ impl DiskIndex {
     /// Surely-in nodes whose records are in DRAM join the band: their exact distances cost
     /// no read, and then a fully cached index returns exact distances only.
     fn choose_band(&self, nav: &Navigation, q: &mut Query) {
-        let ids = &self.meta.ids;
         let accept = q.accept.as_ref();
         // (estimate, node) of the accepted expanded nodes, closest first.
         let mut scored = std::mem::take(&mut q.b.scored);
-        scored.retain(|&(_, id)| accept.is_none_or(|a| a(ids[id as usize])));
+        scored.retain(|&(_, id)| accept.is_none_or(|a| a(self.external_id(id))));
         if nav.walk == WalkCodes::Pq {
             for entry in scored.iter_mut() {
                 entry.0 = Self::estimate(nav, &q.b, entry.1);
@@ -652,13 +651,12 @@ impl DiskIndex {
         q.b.exact
             .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         q.b.exact.dedup_by_key(|e| e.1);
-        let ids = &self.meta.ids;
         let accepted =
             q.b.exact
                 .iter()
-                .filter(|&&(_, id)| q.accept.as_ref().is_none_or(|a| a(ids[id as usize])));
+                .filter(|&&(_, id)| q.accept.as_ref().is_none_or(|a| a(self.external_id(id))));
         for &(d, id) in accepted.take(q.params.k) {
-            q.result.ids.push(ids[id as usize]);
+            q.result.ids.push(self.external_id(id));
             q.result.distances.push(d);
         }
         q.result.latency_us = q.started.elapsed().as_secs_f64() * 1e6;
