@@ -23,7 +23,7 @@ pub struct Args {
     /// L, the candidate-list size; a comma-separated list runs a sweep. Raised to k if below.
     #[arg(long, default_value = "100", value_delimiter = ',')]
     pub search_list: Vec<usize>,
-    /// W: reads one query keeps in flight.
+    /// W: reads one query keeps in flight (twice that while it is the only query running).
     #[arg(long, default_value_t = 4)]
     pub beam_width: usize,
     #[arg(long, default_value_t = 2)]
@@ -31,8 +31,9 @@ pub struct Args {
     /// Queries one thread interleaves, overlapping one's I/O with another's compute.
     #[arg(long, default_value_t = 16)]
     pub queries_per_thread: usize,
-    /// Node records cached in DRAM, all told: entry nodes first for a graph search, then the
-    /// hottest prefix (default: 1% of the index, plus the entry nodes for a graph search).
+    /// Node records cached in DRAM at most: entry nodes first for a graph search, then the
+    /// records the searches read again, or the whole file when it covers every node (default:
+    /// the file's first 1%, plus the entry nodes for a graph search).
     #[arg(long)]
     pub cache_nodes: Option<usize>,
     /// auto, uring or pread.
@@ -165,6 +166,7 @@ fn sweep(args: &Args) -> anyhow::Result<Vec<SearchParams>> {
                 k: args.k,
                 search_list: l,
                 beam_width: args.beam_width,
+                lone_query_widens: true,
                 queries_per_thread: args.queries_per_thread,
                 entry_set: !args.no_entry_set,
                 rerank_sigmas: args.rerank_sigmas,

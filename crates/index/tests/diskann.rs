@@ -129,6 +129,7 @@ fn pipelined_and_one_at_a_time_search_agree() {
         k: 5,
         search_list: 40,
         beam_width: 1,
+        lone_query_widens: false,
         queries_per_thread: 1,
         ..Default::default()
     };
@@ -180,6 +181,7 @@ fn entry_set_saves_reads_and_can_be_turned_off() {
             k: 10,
             search_list: 60,
             beam_width: 1,
+            lone_query_widens: false,
             queries_per_thread: 1,
             entry_set,
             ..Default::default()
@@ -508,6 +510,7 @@ fn a_path_failing_mid_search_is_named_or_survived_with_a_mirror() {
         k: 10,
         search_list: 40,
         beam_width: 1,
+        lone_query_widens: false,
         queries_per_thread: 1,
         ..Default::default()
     };
@@ -611,6 +614,7 @@ fn the_search_service_answers_many_callers_like_the_batch() {
         k: 5,
         search_list: 40,
         beam_width: 1,
+        lone_query_widens: false,
         queries_per_thread: 4,
         ..Default::default()
     };

@@ -69,6 +69,7 @@ fn params() -> SearchParams {
         k: 10,
         search_list: 40,
         beam_width: 1,
+        lone_query_widens: false,
         queries_per_thread: 8,
         ..Default::default()
     }

@@ -163,6 +163,7 @@ fn the_service_takes_parameters_and_filters_per_request() {
         k: 50,
         search_list: 300,
         beam_width: 1,
+        lone_query_widens: false,
         ..Default::default()
     };
     let got = service.search_where(query, &big, Some(odd_rows)).unwrap();

@@ -71,6 +71,8 @@ pub struct DiskIndex {
     /// Every node's external id is its number (a database's sealed segment): `meta.ids`
     /// is dropped at open, 8 bytes a node.
     pub(crate) ids_are_nodes: bool,
+    /// Queries running on the index now (a lone one widens its beam: `LONE_BEAM_FACTOR`).
+    pub(crate) queries_running: Arc<std::sync::atomic::AtomicUsize>,
     pub(crate) buffers: super::query_buffers::BufferPool,
     /// Loaded when opened with `OpenOptions::navigation`.
     pub(crate) nav: Option<Navigation>,
@@ -179,6 +181,7 @@ impl DiskIndex {
             engines: Mutex::new(Vec::new()),
             node_by_id: Default::default(),
             ids_are_nodes,
+            queries_running: Default::default(),
             buffers: super::query_buffers::BufferPool::new(count),
             nav,
             nav_problem,

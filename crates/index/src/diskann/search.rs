@@ -29,8 +29,13 @@ pub struct SearchParams {
     /// L: candidate-list size; larger is slower and more accurate. Raised to `k` if below
     /// (`limits::check_search_params` returns the value used). 1 to `limits::SEARCH_LIST.max`.
     pub search_list: usize,
-    /// W: reads one query keeps in flight, 1 to `limits::BEAM_WIDTH.max`.
+    /// W: reads one query keeps in flight, 1 to `limits::BEAM_WIDTH.max`; twice that
+    /// while it is the only query running on the index, if `lone_query_widens`.
     pub beam_width: usize,
+    /// A query alone on the index keeps `LONE_BEAM_FACTOR` times `beam_width` reads in
+    /// flight (true, the default). False keeps `beam_width` whatever else runs: a query
+    /// then reads the same nodes in the same order however many run beside it.
+    pub lone_query_widens: bool,
     /// Queries one thread interleaves (1 = one query at a time, as DiskANN does), 1 to
     /// `limits::QUERIES_PER_THREAD.max`.
     pub queries_per_thread: usize,
@@ -62,12 +67,46 @@ pub const DEFAULT_RERANK_SIGMAS: f32 = 1.5;
 /// six of those), which capped recall@10 below the graph search's on the 1M synthetic set.
 const RECHECK_EXTRA_SIGMAS: f32 = 1.0;
 
+/// How much wider a query's beam is while no other query runs on the index: one client's
+/// query is bound by the device's latency, not its throughput. Measured on 1M x 768 with no
+/// node cache (docs/benchmarks.md, session 19): a wider beam alone gained 15-19% QPS at one
+/// client (k=10 L=50, k=100 L=200) for 5-19% more reads, and lost up to 11% at four clients
+/// (k=10), where the device is the limit; so only a lone query widens.
+pub(crate) const LONE_BEAM_FACTOR: usize = 2;
+
+/// The reads an engine serving `params` must take in flight at once: a query that widened
+/// its beam while alone keeps those reads in flight when others start beside it.
+pub(crate) fn engine_depth(params: &SearchParams) -> usize {
+    (params.queries_per_thread + LONE_BEAM_FACTOR - 1) * params.beam_width
+}
+
+/// A query counted among those running on an index while it lives.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn start(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Running(Arc::clone(count))
+    }
+
+    fn alone(&self) -> bool {
+        self.0.load(Ordering::Relaxed) <= 1
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Default for SearchParams {
     fn default() -> Self {
         Self {
             k: 10,
             search_list: 100,
             beam_width: 4,
+            lone_query_widens: true,
             queries_per_thread: 16,
             entry_set: true,
             rerank_sigmas: DEFAULT_RERANK_SIGMAS,
@@ -134,6 +173,18 @@ struct Query {
     /// The node cache as it stood when the query started (a resize does not change it
     /// under a running query).
     cache: Arc<NodeCache>,
+    running: Running,
+}
+
+impl Query {
+    /// Reads this query keeps in flight now.
+    fn beam(&self) -> usize {
+        if self.params.lone_query_widens && self.running.alone() {
+            LONE_BEAM_FACTOR * self.params.beam_width
+        } else {
+            self.params.beam_width
+        }
+    }
 }
 
 /// Reusable buffers of one worker.
@@ -210,7 +261,7 @@ impl DiskIndex {
         let threads = threads.min(queries.len().max(1));
         let next = AtomicUsize::new(0);
         let start = Instant::now();
-        let depth = params.queries_per_thread * params.beam_width;
+        let depth = engine_depth(&params);
         let work = || -> WorkerOutcome {
             let mut engine = self.take_engine(depth)?;
             let out = self.run_worker(queries, &params, accept.clone(), &next, engine.as_mut());
@@ -283,6 +334,7 @@ impl DiskIndex {
             result: SearchResult::default(),
             started: Instant::now(),
             cache: self.node_cache(),
+            running: Running::start(&self.queries_running),
         };
         let medoid = self.header.medoid;
         q.b.visited.insert(medoid);
@@ -386,7 +438,7 @@ impl DiskIndex {
             return self.advance_in_dram(nav, q, slot, engine, scratch);
         }
         let cache = Arc::clone(&q.cache);
-        while q.failed.is_none() && q.in_flight < q.params.beam_width {
+        while q.failed.is_none() && q.in_flight < q.beam() {
             let Some(pos) = q.b.list.next_unexpanded(|_| false) else {
                 break;
             };
@@ -478,7 +530,7 @@ impl DiskIndex {
         scratch: &mut Scratch,
     ) {
         while q.failed.is_none()
-            && q.in_flight < q.params.beam_width
+            && q.in_flight < q.beam()
             && q.next_band < q.b.band.len()
         {
             let at = q.next_band;

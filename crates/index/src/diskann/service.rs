@@ -34,7 +34,7 @@ impl SearchService {
         let params = index.check_params(&params)?;
         crate::limits::THREADS.check(threads)?;
         let (queue, requests) = crossbeam_channel::unbounded::<Request>();
-        let depth = params.queries_per_thread * params.beam_width;
+        let depth = super::search::engine_depth(&params);
         let mut workers = Vec::with_capacity(threads);
         for _ in 0..threads {
             let engine = index.take_engine(depth)?;
@@ -187,7 +187,7 @@ fn worker(
         if engine.in_flight() > 0 {
             // The engine could not be drained: replace it (dropping it waits for the
             // kernel, or leaks its buffers, never frees them under a read).
-            match index.take_engine(params.queries_per_thread * params.beam_width) {
+            match index.take_engine(super::search::engine_depth(&params)) {
                 Ok(fresh) => engine = fresh,
                 Err(_) => return,
             }

@@ -74,9 +74,10 @@ class DiskIndex:
     DRAM, reading the SSD only for the candidates the codes cannot decide; an index built
     before that file existed opens without it (see `navigates_in_dram`).
 
-    `cache_nodes` is how many node records DRAM holds in all: entry nodes first for a graph
-    search, then the file's hottest prefix (default: 1% of the nodes, plus the entry nodes
-    for a graph search; a walk in DRAM needs no entry record)."""
+    `cache_nodes` is how many node records DRAM holds at most: entry nodes first for a graph
+    search, then the records the searches read again (all of the file when it covers every
+    node; default: the file's first 1%, numbered breadth-first from the medoid, plus the
+    entry nodes for a graph search; a walk in DRAM needs no entry record)."""
 
     def __init__(self, path: str | os.PathLike, *, cache_nodes: Optional[int] = None, engine: str = "auto",
                  direct: bool = True, navigation: bool = False):
