@@ -131,9 +131,10 @@ impl DiskIndex {
         let mut vector = Vec::with_capacity(self.dim());
         let mut to_read = Vec::new();
         let cache = self.node_cache();
+        let mut copy = Vec::new();
         for (pos, &node) in nodes.iter().enumerate() {
-            match cache.record(node) {
-                Some(held) => visit(pos, &held.record(), &mut vector),
+            match cache.record(node, &mut copy) {
+                Some(record) => visit(pos, &record, &mut vector),
                 None => to_read.push(pos),
             }
         }

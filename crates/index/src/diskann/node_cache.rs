@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use diskvec_io::{AlignedBuf, Volume, SECTOR};
 
-use super::hot_records::{HotRecord, HotRecords};
+use super::hot_records::HotRecords;
 use super::layout::{NodeLayout, NodeRecord};
 use crate::Result;
 
@@ -33,22 +33,6 @@ pub(crate) struct NodeCache {
     hot: HotRecords,
     node_bytes: usize,
     dim: usize,
-}
-
-/// A record the cache holds: borrowed from the prefix or the entries, or shared with the
-/// measured set (which may drop it meanwhile; the search keeps its copy alive).
-pub(crate) enum Held<'a> {
-    Fixed(&'a [u8], usize),
-    Hot(Arc<HotRecord>, usize),
-}
-
-impl Held<'_> {
-    pub fn record(&self) -> NodeRecord<'_> {
-        match self {
-            Held::Fixed(bytes, dim) => NodeRecord::new(bytes, *dim),
-            Held::Hot(record, dim) => NodeRecord::new(record.bytes(), *dim),
-        }
-    }
 }
 
 impl NodeCache {
@@ -100,23 +84,25 @@ impl NodeCache {
         })
     }
 
-    /// The record of node `id` if the cache holds it (`Held::record` reads it).
-    pub fn record(&self, id: u32) -> Option<Held<'_>> {
+    /// The record of node `id` if the cache holds it: borrowed from the prefix or the
+    /// entries, or copied into `copy` from the measured records (which another search may
+    /// replace meanwhile).
+    pub fn record<'a>(&'a self, id: u32, copy: &'a mut Vec<u8>) -> Option<NodeRecord<'a>> {
         let nb = self.node_bytes;
-        if id < self.prefix {
+        let bytes = if id < self.prefix {
             let (c, i) = (
                 id as usize / self.chunk_nodes,
                 id as usize % self.chunk_nodes,
             );
-            return Some(Held::Fixed(&self.chunks[c][i * nb..(i + 1) * nb], self.dim));
-        }
-        if let Ok(i) = self.entry_ids.binary_search(&id) {
-            return Some(Held::Fixed(
-                &self.entry_records[i * nb..(i + 1) * nb],
-                self.dim,
-            ));
-        }
-        self.hot.get(id).map(|r| Held::Hot(r, self.dim))
+            &self.chunks[c][i * nb..(i + 1) * nb]
+        } else if let Ok(i) = self.entry_ids.binary_search(&id) {
+            &self.entry_records[i * nb..(i + 1) * nb]
+        } else if self.hot.copy(id, copy) {
+            copy.as_slice()
+        } else {
+            return None;
+        };
+        Some(NodeRecord::new(bytes, self.dim))
     }
 
     /// Whether node `id`'s record is held (without marking it used).

@@ -192,6 +192,8 @@ impl Query {
 struct Scratch {
     vector: Vec<f32>,
     record: Vec<u8>,
+    /// A measured record copied out of the node cache.
+    cached: Vec<u8>,
     fresh: Vec<u32>,
     /// PQ distances of `fresh`.
     distances: Vec<f32>,
@@ -438,19 +440,21 @@ impl DiskIndex {
             return self.advance_in_dram(nav, q, slot, engine, scratch);
         }
         let cache = Arc::clone(&q.cache);
+        let mut copy = std::mem::take(&mut scratch.cached);
         while q.failed.is_none() && q.in_flight < q.beam() {
             let Some(pos) = q.b.list.next_unexpanded(|_| false) else {
                 break;
             };
             q.b.list.mark_expanded(pos);
             let id = q.b.list.items()[pos].id;
-            if let Some(held) = cache.record(id) {
+            if let Some(record) = cache.record(id, &mut copy) {
                 q.result.cache_hits += 1;
-                self.expand(q, id, &held.record(), scratch);
+                self.expand(q, id, &record, scratch);
                 continue;
             }
             self.submit_read(q, slot, engine, id);
         }
+        scratch.cached = copy;
         q.in_flight == 0
     }
 
@@ -529,10 +533,9 @@ impl DiskIndex {
         engine: &mut dyn ReadEngine,
         scratch: &mut Scratch,
     ) {
-        while q.failed.is_none()
-            && q.in_flight < q.beam()
-            && q.next_band < q.b.band.len()
-        {
+        let cache = Arc::clone(&q.cache);
+        let mut copy = std::mem::take(&mut scratch.cached);
+        while q.failed.is_none() && q.in_flight < q.beam() && q.next_band < q.b.band.len() {
             let at = q.next_band;
             q.next_band += 1;
             let entry = &mut q.b.band[at];
@@ -541,14 +544,15 @@ impl DiskIndex {
             }
             entry.done = true;
             let id = entry.id;
-            if let Some(held) = q.cache.record(id) {
+            if let Some(record) = cache.record(id, &mut copy) {
                 q.result.cache_hits += 1;
-                let d = self.exact_distance(q, &held.record(), scratch);
+                let d = self.exact_distance(q, &record, scratch);
                 q.b.exact.push((d, id));
                 continue;
             }
             self.submit_read(q, slot, engine, id);
         }
+        scratch.cached = copy;
     }
 
     /// Sends the read of node `id`'s sector(s) for query `q` (tagged with its slot); a
