@@ -304,7 +304,8 @@ fn track_sealed(state: &mut State) {
             }
         }
     });
-    let tracker = Tracker::from_sorted(merged);
+    let expected = runs.iter().map(|run| run.2.len()).sum();
+    let tracker = Tracker::from_sorted(merged, expected);
     drop(runs);
     state.tracker = tracker;
     for loc in stale {

@@ -39,9 +39,11 @@ pub(crate) struct Tracker {
 }
 
 impl Tracker {
-    /// A tracker of `points`, sorted by id with no id twice.
-    pub fn from_sorted(points: impl IntoIterator<Item = (PointId, Loc)>) -> Self {
+    /// A tracker of `points`, sorted by id with no id twice; `expected` of them (room is
+    /// made for that many numeric ids first, so the arrays do not grow by doubling).
+    pub fn from_sorted(points: impl IntoIterator<Item = (PointId, Loc)>, expected: usize) -> Self {
         let mut t = Self::default();
+        t.nums.reserve_exact(expected);
         let mut slots = HashMap::new();
         for (id, loc) in points {
             let packed = t.pack(&mut slots, loc);
@@ -151,11 +153,36 @@ impl Tracker {
         }
     }
 
+    /// Folds the changes into new arrays once they hold an eighth as many points: the new
+    /// arrays are sized first and filled from the merged order, so the fold holds the old
+    /// and the new arrays (48 bytes a numeric point) and nothing else.
     fn fold_if_due(&mut self) {
-        if self.changes.len() >= FOLD_AT_LEAST.max((self.nums.len() + self.uuids.len()) / 8) {
-            let folded = Self::from_sorted(self.range(None).collect::<Vec<_>>());
-            *self = folded;
+        if self.changes.len() < FOLD_AT_LEAST.max((self.nums.len() + self.uuids.len()) / 8) {
+            return;
         }
+        let (mut nums_len, mut uuids_len) = (0, 0);
+        for (id, _) in self.range(None) {
+            match id {
+                PointId::Num(_) => nums_len += 1,
+                PointId::Uuid(_) => uuids_len += 1,
+            }
+        }
+        let mut folded = Self {
+            nums: Vec::with_capacity(nums_len),
+            uuids: Vec::with_capacity(uuids_len),
+            ..Self::default()
+        };
+        let mut slots = HashMap::new();
+        for (id, loc) in self.range(None) {
+            let packed = folded.pack(&mut slots, loc);
+            match id {
+                PointId::Num(n) => folded.nums.push((n, packed)),
+                PointId::Uuid(u) => folded.uuids.push((u, packed)),
+            }
+        }
+        folded.len = nums_len + uuids_len;
+        debug_assert_eq!(folded.len, self.len);
+        *self = folded;
     }
 }
 
@@ -224,7 +251,7 @@ mod tests {
         for i in 0..300u64 {
             want.insert(id(&mut rng), loc(i % 3, i as u32, i));
         }
-        let mut t = Tracker::from_sorted(want.iter().map(|(&k, &v)| (k, v)));
+        let mut t = Tracker::from_sorted(want.iter().map(|(&k, &v)| (k, v)), want.len());
         for step in 0..20_000u64 {
             let key = id(&mut rng);
             if rng.random_bool(0.6) {

@@ -35,6 +35,9 @@ pub(crate) struct HotRecords {
     /// Per slot: used by a search since the clock hand last passed.
     referenced: Vec<AtomicBool>,
     clock: Mutex<Clock>,
+    /// Every slot holds a record: a node read too few times is turned away without the
+    /// clock's lock.
+    full: AtomicBool,
     record_bytes: usize,
 }
 
@@ -65,6 +68,7 @@ impl HotRecords {
                 .collect(),
             referenced: (0..capacity).map(|_| AtomicBool::new(false)).collect(),
             clock: Mutex::new(Clock::default()),
+            full: AtomicBool::new(false),
             record_bytes,
         };
         if let Some(old) = keep {
@@ -83,6 +87,7 @@ impl HotRecords {
                 *lock(&set.slots[clock.used]) = Slot { node, bytes };
                 clock.used += 1;
             }
+            set.full.store(clock.used == capacity, Relaxed);
         }
         set
     }
@@ -163,12 +168,16 @@ impl HotRecords {
             .fetch_update(Relaxed, Relaxed, |m| Some(m.saturating_add(1)))
             .unwrap_or(u8::MAX)
             .saturating_add(1);
+        if seen < ADMIT_AFTER_MISSES && self.full.load(Relaxed) {
+            return;
+        }
         let mut clock = self.lock_clock();
         if slot_of.load(Relaxed) != NO_SLOT {
             return; // another search admitted it meanwhile
         }
         let slot = if clock.used < self.slots.len() {
             clock.used += 1;
+            self.full.store(clock.used == self.slots.len(), Relaxed);
             clock.used - 1
         } else {
             if seen < ADMIT_AFTER_MISSES {

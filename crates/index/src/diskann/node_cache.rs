@@ -112,7 +112,7 @@ impl NodeCache {
 
     /// Node `id` was just read and its record is `bytes`: the measured set may keep it.
     pub fn offer(&self, id: u32, bytes: &[u8]) {
-        if id >= self.prefix {
+        if id >= self.prefix && self.entry_ids.binary_search(&id).is_err() {
             self.hot.offer(id, bytes);
         }
     }
