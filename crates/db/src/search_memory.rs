@@ -203,7 +203,7 @@ impl SearchMemory {
             }
         }
         // Shrink first.
-        resized.sort_by_key(|(s, records)| *records >= s.cached_nodes());
+        resized.sort_by_key(|(s, records)| *records >= s.node_cache_room());
         for (s, records) in resized {
             if let Err(e) = s.resize_node_cache(records) {
                 log::warn!("node cache of {}: {e}", s.dir().display());

@@ -293,6 +293,11 @@ impl Sealed {
         self.index.cached_nodes()
     }
 
+    /// Node records the segment's cache has room for.
+    pub fn node_cache_room(&self) -> usize {
+        self.index.node_cache_room()
+    }
+
     /// Holds `records` node records in DRAM from now on (searches running keep theirs).
     pub fn resize_node_cache(&self, records: usize) -> Result<()> {
         self.index.resize_node_cache(records)?;

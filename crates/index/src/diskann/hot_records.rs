@@ -38,6 +38,9 @@ pub(crate) struct HotRecords {
     /// Every slot holds a record: a node read too few times is turned away without the
     /// clock's lock.
     full: AtomicBool,
+    /// A newer set took this one's records (`new` with `keep`): searches still using this
+    /// one admit nothing more (their records would be allocated afresh and dropped soon).
+    retired: AtomicBool,
     record_bytes: usize,
 }
 
@@ -69,9 +72,11 @@ impl HotRecords {
             referenced: (0..capacity).map(|_| AtomicBool::new(false)).collect(),
             clock: Mutex::new(Clock::default()),
             full: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
             record_bytes,
         };
         if let Some(old) = keep {
+            old.retired.store(true, Relaxed);
             let mut clock = set.lock_clock();
             for slot in &old.slots {
                 if clock.used == capacity {
@@ -161,7 +166,7 @@ impl HotRecords {
         let Some(slot_of) = self.slot_of.get(node as usize) else {
             return;
         };
-        if slot_of.load(Relaxed) != NO_SLOT {
+        if slot_of.load(Relaxed) != NO_SLOT || self.retired.load(Relaxed) {
             return;
         }
         let seen = self.misses[node as usize]
@@ -296,6 +301,11 @@ mod tests {
         larger.offer(30, &record(30));
         assert_eq!(larger.len(), 3);
         let none = HotRecords::new(50, 0, 8, Some(&larger));
+        // A set whose records moved on admits nothing more.
+        larger.offer(31, &record(31));
+        assert!(get(&larger, 31).is_none());
+        old.offer(40, &record(40));
+        assert!(get(&old, 40).is_none());
         none.offer(30, &record(30));
         assert_eq!((none.len(), none.bytes()), (0, 0));
         assert!(get(&none, 30).is_none());

@@ -215,6 +215,12 @@ impl DiskIndex {
         self.node_cache().nodes()
     }
 
+    /// Node records the cache has room for (`cached_nodes` tells how many it holds).
+    pub fn node_cache_room(&self) -> usize {
+        let plan = self.node_cache().plan();
+        plan.prefix + plan.entry_ids.len() + plan.hot
+    }
+
     /// Bytes the node records held in DRAM take.
     pub fn node_cache_bytes(&self) -> usize {
         self.node_cache().bytes()
