@@ -305,7 +305,7 @@ fn track_sealed(state: &mut State) {
         }
     });
     let expected = runs.iter().map(|run| run.2.len()).sum();
-    let tracker = Tracker::from_sorted(merged, expected);
+    let tracker = Tracker::from_sorted(merged, expected, 0);
     drop(runs);
     state.tracker = tracker;
     for loc in stale {

@@ -39,11 +39,17 @@ pub(crate) struct Tracker {
 }
 
 impl Tracker {
-    /// A tracker of `points`, sorted by id with no id twice; `expected` of them (room is
-    /// made for that many numeric ids first, so the arrays do not grow by doubling).
-    pub fn from_sorted(points: impl IntoIterator<Item = (PointId, Loc)>, expected: usize) -> Self {
+    /// A tracker of `points`, sorted by id with no id twice, about `nums` numeric ids and
+    /// `uuids` UUIDs of them (room is made for those first, so the arrays do not grow by
+    /// doubling).
+    pub fn from_sorted(
+        points: impl IntoIterator<Item = (PointId, Loc)>,
+        nums: usize,
+        uuids: usize,
+    ) -> Self {
         let mut t = Self::default();
-        t.nums.reserve_exact(expected);
+        t.nums.reserve_exact(nums);
+        t.uuids.reserve_exact(uuids);
         let mut slots = HashMap::new();
         for (id, loc) in points {
             let packed = t.pack(&mut slots, loc);
@@ -160,27 +166,14 @@ impl Tracker {
         if self.changes.len() < FOLD_AT_LEAST.max((self.nums.len() + self.uuids.len()) / 8) {
             return;
         }
-        let (mut nums_len, mut uuids_len) = (0, 0);
+        let (mut nums, mut uuids) = (0, 0);
         for (id, _) in self.range(None) {
             match id {
-                PointId::Num(_) => nums_len += 1,
-                PointId::Uuid(_) => uuids_len += 1,
+                PointId::Num(_) => nums += 1,
+                PointId::Uuid(_) => uuids += 1,
             }
         }
-        let mut folded = Self {
-            nums: Vec::with_capacity(nums_len),
-            uuids: Vec::with_capacity(uuids_len),
-            ..Self::default()
-        };
-        let mut slots = HashMap::new();
-        for (id, loc) in self.range(None) {
-            let packed = folded.pack(&mut slots, loc);
-            match id {
-                PointId::Num(n) => folded.nums.push((n, packed)),
-                PointId::Uuid(u) => folded.uuids.push((u, packed)),
-            }
-        }
-        folded.len = nums_len + uuids_len;
+        let folded = Self::from_sorted(self.range(None), nums, uuids);
         debug_assert_eq!(folded.len, self.len);
         *self = folded;
     }
@@ -251,7 +244,7 @@ mod tests {
         for i in 0..300u64 {
             want.insert(id(&mut rng), loc(i % 3, i as u32, i));
         }
-        let mut t = Tracker::from_sorted(want.iter().map(|(&k, &v)| (k, v)), want.len());
+        let mut t = Tracker::from_sorted(want.iter().map(|(&k, &v)| (k, v)), want.len(), 0);
         for step in 0..20_000u64 {
             let key = id(&mut rng);
             if rng.random_bool(0.6) {

@@ -217,8 +217,7 @@ impl DiskIndex {
 
     /// Node records the cache has room for (`cached_nodes` tells how many it holds).
     pub fn node_cache_room(&self) -> usize {
-        let plan = self.node_cache().plan();
-        plan.prefix + plan.entry_ids.len() + plan.hot
+        self.node_cache().plan().records()
     }
 
     /// Bytes the node records held in DRAM take.
@@ -251,7 +250,7 @@ impl DiskIndex {
             self.nav.is_some(),
             self.layout.node_bytes,
         );
-        let room = plan.prefix + plan.entry_ids.len() + plan.hot;
+        let room = plan.records();
         if plan == current.plan() {
             return Ok(room);
         }

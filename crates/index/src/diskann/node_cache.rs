@@ -147,6 +147,13 @@ pub(crate) struct CachePlan {
     pub hot: usize,
 }
 
+impl CachePlan {
+    /// The records it has room for.
+    pub fn records(&self) -> usize {
+        self.prefix + self.entry_ids.len() + self.hot
+    }
+}
+
 fn chunk_nodes(layout: &NodeLayout) -> usize {
     // A whole number of sector groups, so a chunk is read without splitting one.
     let per_group = layout.nodes_per_sector.max(1);
@@ -206,10 +213,9 @@ mod tests {
     use diskvec_vector::Metric;
     use rand::{Rng, SeedableRng};
 
-    #[test]
-    fn a_cache_resized_under_running_searches_changes_their_reads_not_their_quality() {
-        let (n, dim) = (3000, 24);
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+    /// An index of `n` random `dim`-d vectors (ids 0..n) in a new directory, and the vectors.
+    fn random_index(n: usize, dim: usize, seed: u64) -> (tempfile::TempDir, Vec<f32>) {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         let data: Vec<f32> = (0..n * dim)
             .map(|_| rng.random_range(-1.0f32..1.0))
             .collect();
@@ -223,6 +229,13 @@ mod tests {
             ..Default::default()
         };
         build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+        (dir, data)
+    }
+
+    #[test]
+    fn a_cache_resized_under_running_searches_changes_their_reads_not_their_quality() {
+        let (n, dim) = (3000, 24);
+        let (dir, data) = random_index(n, dim, 5);
         let options = OpenOptions {
             cache_nodes: Some(0),
             ..Default::default()
@@ -286,20 +299,7 @@ mod tests {
     #[test]
     fn records_the_searches_read_again_stay_in_dram() {
         let (n, dim) = (4000, 96);
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
-        let data: Vec<f32> = (0..n * dim)
-            .map(|_| rng.random_range(-1.0f32..1.0))
-            .collect();
-        let ids: Vec<i64> = (0..n as i64).collect();
-        let dir = tempfile::tempdir().unwrap();
-        let params = BuildParams {
-            metric: Metric::L2,
-            max_degree: 16,
-            build_list: 40,
-            pq_bytes: Some(8),
-            ..Default::default()
-        };
-        build(&data, dim, &ids, &params, dir.path(), &NoProgress).unwrap();
+        let (dir, data) = random_index(n, dim, 9);
         let options = OpenOptions {
             cache_nodes: Some(n / 2),
             ..Default::default()
