@@ -76,8 +76,9 @@ class DiskVec(Driver):
 
     def open(self):
         # DV_SEARCH_MEMORY: the database's search memory for this run (default: auto), to
-        # measure how QPS follows it.
-        self.db = diskvec.open(str(self.path), search_memory=os.environ.get("DV_SEARCH_MEMORY"))
+        # measure how QPS follows it; DV_PQ_CODES: which PQ codes (default: auto).
+        self.db = diskvec.open(str(self.path), search_memory=os.environ.get("DV_SEARCH_MEMORY"),
+                               pq_codes=os.environ.get("DV_PQ_CODES"))
         self.col = self.db.collection("c")
 
     def info(self):

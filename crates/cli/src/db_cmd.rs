@@ -140,6 +140,15 @@ fn print_collection(c: &Collection) {
         m.nodes,
         mib(m.navigation_bytes)
     );
+    println!(
+        "  PQ codes in DRAM: {:.1} MiB{}",
+        mib(m.code_bytes),
+        if m.compact_code_segments > 0 {
+            format!(" (compact in {} segments)", m.compact_code_segments)
+        } else {
+            String::new()
+        }
+    );
     let indexes: Vec<String> = info
         .payload_indexes
         .iter()

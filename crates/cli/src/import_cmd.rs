@@ -381,6 +381,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // An import loads and exits: node caches filled between its seals would be read for
         // no search and take memory from its builds (a collection's own setting still holds).
         search_memory: MemoryBudget::Bytes(0),
+        ..Default::default()
     };
     let db = Database::open_with_options(&args.db, options)?;
     let settings = NewCollection {

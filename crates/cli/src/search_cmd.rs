@@ -56,6 +56,10 @@ pub struct Args {
     /// code per node) and read the SSD only to re-rank.
     #[arg(long)]
     pub navigation: bool,
+    /// Steer the walk by the compact PQ codes (a quarter of the full codes' bytes), as the
+    /// database does where memory cannot hold the full ones.
+    #[arg(long)]
+    pub compact_codes: bool,
     /// With --navigation: how many standard deviations of a 4-bit estimate's error decide
     /// a candidate without reading it ("inf" reads every candidate).
     #[arg(long, default_value_t = diskvec_index::diskann::DEFAULT_RERANK_SIGMAS)]
@@ -192,11 +196,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         queue_depth: args.queue_depth,
         emulate: args.emulate_path.clone(),
         navigation: args.navigation,
+        compact_codes: args.compact_codes,
     };
     check_open_options(&options)?;
     let (test, gt) = load_queries(&args.dataset, args.k)?;
     let index = DiskIndex::open(&args.index, &options)
         .with_context(|| format!("opening the index {}", args.index.display()))?;
+    if let (true, Some(problem)) = (args.compact_codes, index.compact_problem()) {
+        eprintln!(
+            "note: --compact-codes: the index {}: {problem}; searching with the full codes",
+            args.index.display()
+        );
+    }
     if let (true, Some(problem)) = (args.navigation, index.navigation_problem()) {
         bail!(
             "--navigation: the index {}: {problem}; rebuild it, or search without --navigation",

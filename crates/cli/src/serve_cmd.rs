@@ -35,6 +35,14 @@ pub struct Args {
     /// available, counting what they hold)
     #[arg(long, default_value = "auto", value_parser = db_search_budget)]
     search_memory: MemoryBudget,
+    /// PQ codes the sealed segments steer by: auto (the full ones where memory holds them
+    /// with room to spare, else the compact ones, a quarter of the bytes), full or compact
+    #[arg(long, default_value = "auto", value_parser = pq_codes)]
+    pq_codes: diskvec_db::PqCodes,
+}
+
+fn pq_codes(text: &str) -> Result<diskvec_db::PqCodes, String> {
+    text.parse().map_err(|e: diskvec_db::DbError| e.to_string())
 }
 
 fn db_budget(text: &str) -> Result<MemoryBudget, String> {
@@ -68,6 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             DbOptions {
                 build_memory: args.build_memory,
                 search_memory: args.search_memory,
+                pq_codes: args.pq_codes,
             },
         )
         .with_context(|| format!("opening {}", args.db.display()))?,

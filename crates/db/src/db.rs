@@ -20,7 +20,7 @@ use crate::collection::Collection;
 use crate::config::CollectionConfig;
 use crate::error::file_error;
 use crate::manifest::MANIFEST_FILE;
-use crate::search_memory::{SearchMemory, Usage};
+use crate::search_memory::{PqCodes, SearchMemory, Usage};
 use crate::storage::{FsStorage, Storage};
 use crate::{DbError, Result};
 
@@ -66,6 +66,10 @@ pub struct DbOptions {
     /// (given back to the builds as they reserve it: `AUTO_SEARCH_SHARE`). A collection's
     /// own `search_memory` comes out of it first.
     pub search_memory: MemoryBudget,
+    /// Which PQ codes the sealed segments steer by: `Auto` (the default) the full ones
+    /// where the memory available holds them with room to spare, else the compact ones (a
+    /// quarter of the bytes).
+    pub pq_codes: PqCodes,
 }
 
 impl DbOptions {
@@ -123,7 +127,7 @@ impl Database {
         lock: Option<File>,
         options: DbOptions,
     ) -> Result<Self> {
-        let search = Arc::new(SearchMemory::new(options.search_memory));
+        let search = Arc::new(SearchMemory::new(options.search_memory, options.pq_codes));
         let builds = Arc::new(BuildMemory::new(
             options.build_memory,
             Some(Arc::clone(&search)),
@@ -156,7 +160,12 @@ impl Database {
             .iter()
             .map(|n| crate::collection::search_demand(storage.as_ref(), &root.join(n)))
             .collect::<Result<Vec<_>>>()?;
-        let grants = crate::search_memory::plan(&demands, search.budget_before_open(&demands));
+        let compact_codes = search.choose_codes(&demands);
+        let grants = crate::search_memory::plan(
+            &demands,
+            search.budget_before_open(&demands),
+            compact_codes,
+        );
         let mut collections = BTreeMap::new();
         for (name, grant) in names.into_iter().zip(grants) {
             let c = Collection::open(

@@ -27,7 +27,7 @@ pub use diskvec_index::diskann::MemoryBudget;
 pub use error::{DbError, Result};
 pub use filter::Filter;
 pub use ops::PointRecord;
-pub use search_memory::{Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
+pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
 
 /// Aborts the process (as kill -9 would stop it) when `DISKVEC_FAILPOINT` names `step`, so
 /// tests can crash at the exact moments that matter: around a seal's manifest switch.

@@ -41,14 +41,49 @@ pub const AUTO_SEARCH_SHARE: f64 = 0.75;
 const HEADROOM_SHARE: f64 = 0.1;
 const HEADROOM_MIN: f64 = 128.0 * 1048576.0;
 
+/// Sealed segments steer their walks by their full PQ codes while what opening every
+/// collection takes (`Demand::fixed`, full codes counted) leaves this much of the memory
+/// available; below it, by their compact codes (a quarter of the bytes: at 1M x 768, 48 MB
+/// instead of 192, what lets a 1M x 768 collection open in a 146 MiB cgroup).
+const FULL_CODES_HEADROOM: u64 = 128 << 20;
+
+/// Which PQ codes the sealed segments steer their searches by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PqCodes {
+    /// The full codes while opening leaves `FULL_CODES_HEADROOM` of the memory available,
+    /// else the compact ones.
+    #[default]
+    Auto,
+    Full,
+    /// The compact codes wherever a segment has them (built since they existed).
+    Compact,
+}
+
+impl std::str::FromStr for PqCodes {
+    type Err = crate::DbError;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "full" => Ok(Self::Full),
+            "compact" => Ok(Self::Compact),
+            _ => Err(crate::DbError::InvalidInput(format!(
+                "PQ codes {s:?}: use auto, full or compact"
+            ))),
+        }
+    }
+}
+
 pub(crate) struct SearchMemory {
     limit: MemoryBudget,
+    codes: PqCodes,
     /// Bytes the running builds reserved (`BuildMemory`): an automatic budget gives them back.
     builds_reserved: std::sync::atomic::AtomicU64,
     /// Set once the database has opened every collection: a rebalance before that (a seal
     /// of the first collection while the next opens) would share the budget over some.
     ready: std::sync::atomic::AtomicBool,
     members: Mutex<Vec<Weak<Inner>>>,
+    /// Segments open with their compact codes from now on (`choose_codes`).
+    compact_codes: std::sync::atomic::AtomicBool,
     /// The last rebalance's outcome; held during one, so two never interleave.
     last: Mutex<Usage>,
 }
@@ -84,6 +119,8 @@ pub(crate) struct Demand {
     /// What opening its segments takes besides (PQ codes and ids in meta.dvm, payloads):
     /// before they open, the memory available does not show it yet.
     pub fixed: u64,
+    /// What of `fixed` opening its segments with their compact codes spares.
+    pub compact_saving: u64,
 }
 
 /// What the search memory gives one collection.
@@ -94,6 +131,8 @@ pub(crate) struct Grant {
     /// Whether its segments load their navigation data: the budget pays for it first, and
     /// a collection whose navigation does not fit searches without it (with the PQ codes).
     pub navigation: bool,
+    /// Whether its segments open with their compact codes (`SearchMemory::choose_codes`).
+    pub compact_codes: bool,
 }
 
 /// One collection's sealed segments and its settings, as a rebalance sees them.
@@ -129,6 +168,7 @@ impl Member {
             own: config.search_memory,
             all_in_dram: !config.on_disk,
             fixed: 0,
+            compact_saving: 0,
         };
         Self {
             inner,
@@ -147,12 +187,14 @@ impl Member {
 }
 
 impl SearchMemory {
-    pub fn new(limit: MemoryBudget) -> Self {
+    pub fn new(limit: MemoryBudget, codes: PqCodes) -> Self {
         Self {
             limit,
+            codes,
             builds_reserved: Default::default(),
             ready: Default::default(),
             members: Mutex::new(Vec::new()),
+            compact_codes: Default::default(),
             last: Mutex::new(Usage::default()),
         }
     }
@@ -191,7 +233,7 @@ impl SearchMemory {
         let held: u64 = members.iter().map(Member::held).sum();
         let budget = self.budget(held);
         let demands: Vec<Demand> = members.iter().map(|m| m.demand.clone()).collect();
-        let grants = plan(&demands, budget);
+        let grants = plan(&demands, budget, self.compact_codes());
         let mut resized: Vec<(&Arc<Sealed>, usize)> = Vec::new();
         for (m, grant) in members.iter().zip(&grants) {
             m.inner.set_search_grant(*grant);
@@ -219,6 +261,41 @@ impl SearchMemory {
                 .map(|s| s.node_cache_bytes() as u64)
                 .sum(),
         };
+    }
+
+    /// Whether segments open with their compact codes now.
+    pub fn compact_codes(&self) -> bool {
+        self.compact_codes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Decides, before the collections of `demands` open, whether their segments (and the
+    /// ones sealed later) open with their compact codes: when what opening them takes with
+    /// the full codes would leave less than `FULL_CODES_HEADROOM` of the memory available
+    /// (or as the database's `pq_codes` option says). Once chosen, compact codes stay for
+    /// the life of the process.
+    pub fn choose_codes(&self, demands: &[Demand]) -> bool {
+        let fixed: u64 = demands.iter().map(|d| d.fixed).sum();
+        let saving: u64 = demands.iter().map(|d| d.compact_saving).sum();
+        let compact = match self.codes {
+            PqCodes::Full => false,
+            PqCodes::Compact => true,
+            PqCodes::Auto => {
+                self.compact_codes() || wants_compact(fixed, saving, available_memory())
+            }
+        };
+        if compact && self.codes == PqCodes::Auto {
+            log::info!(
+                "sealed segments steer by their compact PQ codes ({} MiB less than the full \
+                 ones): {} MiB available, opening takes {} MiB with the full codes",
+                saving >> 20,
+                available_memory() >> 20,
+                fixed >> 20
+            );
+        }
+        self.compact_codes
+            .store(compact, std::sync::atomic::Ordering::Relaxed);
+        compact
     }
 
     /// Every collection is open: rebalances count from now on.
@@ -267,7 +344,11 @@ impl SearchMemory {
         match self.limit {
             MemoryBudget::Bytes(b) => b,
             _ => {
-                let fixed: u64 = demands.iter().map(|d| d.fixed).sum();
+                let compact = self.compact_codes();
+                let fixed: u64 = demands
+                    .iter()
+                    .map(|d| d.fixed - if compact { d.compact_saving } else { 0 })
+                    .sum();
                 auto_budget(available_memory().saturating_sub(fixed), 0)
             }
         }
@@ -277,12 +358,13 @@ impl SearchMemory {
 /// What each collection gets of `budget`: its own setting first (navigation, then nodes),
 /// `on_disk: false` all its nodes, and the rest split over the others: their navigation
 /// first if all of it fits, then the same share of each one's nodes.
-pub(crate) fn plan(demands: &[Demand], budget: u64) -> Vec<Grant> {
+pub(crate) fn plan(demands: &[Demand], budget: u64, compact_codes: bool) -> Vec<Grant> {
     let mut left = budget as f64;
     let mut grants = vec![
         Grant {
             share: 0.0,
             navigation: false,
+            compact_codes,
         };
         demands.len()
     ];
@@ -297,6 +379,7 @@ pub(crate) fn plan(demands: &[Demand], budget: u64) -> Vec<Grant> {
             grants[i] = Grant {
                 share: 1.0,
                 navigation: true,
+                compact_codes,
             };
             left -= held + nav + nodes;
         } else if let Some(own) = d.own {
@@ -306,6 +389,7 @@ pub(crate) fn plan(demands: &[Demand], budget: u64) -> Vec<Grant> {
             grants[i] = Grant {
                 share: share_of(given - nav_cost, nodes),
                 navigation,
+                compact_codes,
             };
             left -= held + given.max(0.0).min(nav_cost + nodes);
         } else {
@@ -321,9 +405,19 @@ pub(crate) fn plan(demands: &[Demand], budget: u64) -> Vec<Grant> {
     let shared_nodes: f64 = shared.iter().map(|&i| demands[i].nodes as f64).sum();
     let share = share_of(left, shared_nodes);
     for i in shared {
-        grants[i] = Grant { share, navigation };
+        grants[i] = Grant {
+            share,
+            navigation,
+            compact_codes,
+        };
     }
     grants
+}
+
+/// Whether segments taking `fixed` bytes to open with their full codes, `saving` less with
+/// their compact ones, should open with the compact ones in `available` bytes.
+fn wants_compact(fixed: u64, saving: u64, available: u64) -> bool {
+    saving > 0 && fixed + FULL_CODES_HEADROOM > available
 }
 
 /// An automatic budget out of `usable` bytes (available, and held by the caches now) with
@@ -359,21 +453,21 @@ mod tests {
     #[test]
     fn navigation_is_paid_first_then_the_same_share_of_every_shared_collections_nodes() {
         let d = [demand(100, 1000), demand(50, 3000)];
-        let g = plan(&d, 150 + 2000);
+        let g = plan(&d, 150 + 2000, false);
         assert!(
             g.iter()
                 .all(|g| g.navigation && (g.share - 0.5).abs() < 1e-9),
             "{g:?}"
         );
         // Navigation does not fit: none of it, and the nodes get all there is.
-        let g = plan(&d, 100);
+        let g = plan(&d, 100, false);
         assert!(
             g.iter()
                 .all(|g| !g.navigation && (g.share - 0.025).abs() < 1e-9),
             "{g:?}"
         );
         // More than everything: every node.
-        assert!(plan(&d, u64::MAX / 4).iter().all(|g| g.share == 1.0));
+        assert!(plan(&d, u64::MAX / 4, false).iter().all(|g| g.share == 1.0));
     }
 
     #[test]
@@ -381,9 +475,22 @@ mod tests {
         let mut d = demand(0, 1000);
         d.navigation_held = 300;
         // 400: 300 held, 100 left for the nodes.
-        assert!((plan(&[d.clone()], 400)[0].share - 0.1).abs() < 1e-9);
+        assert!((plan(&[d.clone()], 400, false)[0].share - 0.1).abs() < 1e-9);
         d.own = Some(MemoryBudget::Bytes(350));
-        assert!((plan(&[d], 10_000)[0].share - 0.05).abs() < 1e-9);
+        assert!((plan(&[d], 10_000, false)[0].share - 0.05).abs() < 1e-9);
+    }
+
+    #[test]
+    fn compact_codes_where_the_full_ones_would_leave_less_than_the_headroom() {
+        let mib = 1u64 << 20;
+        // 1M x 768 in a 146 MiB cgroup: 240 MiB to open with full codes, 137 less compact.
+        assert!(wants_compact(240 * mib, 137 * mib, 115 * mib));
+        assert!(!wants_compact(240 * mib, 137 * mib, 2048 * mib));
+        // Nothing to spare (no compact files): full codes whatever the memory.
+        assert!(!wants_compact(240 * mib, 0, 115 * mib));
+        let d = [demand(0, 1000)];
+        assert!(plan(&d, 500, true)[0].compact_codes);
+        assert!(!plan(&d, 500, false)[0].compact_codes);
     }
 
     #[test]
@@ -406,19 +513,21 @@ mod tests {
         let mut all = demand(0, 500);
         all.all_in_dram = true;
         let shared = demand(0, 1000);
-        let g = plan(&[own, all, shared], 1300);
+        let g = plan(&[own, all, shared], 1300, false);
         assert_eq!(
             g[0],
             Grant {
                 share: 0.2,
-                navigation: true
+                navigation: true,
+                compact_codes: false,
             }
         );
         assert_eq!(
             g[1],
             Grant {
                 share: 1.0,
-                navigation: true
+                navigation: true,
+                compact_codes: false,
             }
         );
         // 1300 - 300 - 500 = 500 for the shared one's 1000.
@@ -426,10 +535,11 @@ mod tests {
         let mut small = demand(100, 1000);
         small.own = Some(MemoryBudget::Bytes(50));
         assert_eq!(
-            plan(&[small], 0)[0],
+            plan(&[small], 0, false)[0],
             Grant {
                 share: 0.05,
-                navigation: false
+                navigation: false,
+                compact_codes: false,
             }
         );
     }

@@ -7,7 +7,9 @@
 mod common;
 
 use common::{clustered_points, clustered_vector};
-use diskvec_db::{CollectionConfig, Database, DbOptions, MemoryBudget, PointId, SearchRequest};
+use diskvec_db::{
+    CollectionConfig, Database, DbOptions, MemoryBudget, PointId, PqCodes, SearchRequest,
+};
 use diskvec_vector::Metric;
 
 const DIM: usize = 32;
@@ -246,4 +248,57 @@ fn bad_search_memory_settings_are_refused() {
         .unwrap()
         .to_string();
     assert!(err.contains("search memory"), "{err}");
+}
+
+#[test]
+fn compact_codes_hold_a_quarter_of_the_pq_bytes_and_answer_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let mut c = config();
+    c.pq_bytes = Some(16);
+    c.navigation = false;
+    let open = |pq_codes: PqCodes| {
+        let options = DbOptions {
+            search_memory: MemoryBudget::Bytes(0),
+            pq_codes,
+            ..Default::default()
+        };
+        Database::open_with_options(&path, options).unwrap()
+    };
+    let full = {
+        let db = open(PqCodes::Full);
+        let col = filled(&db, "docs", c);
+        let m = col.info().search_memory;
+        assert_eq!(
+            (m.compact_code_segments, m.code_bytes),
+            (0, N * 16),
+            "{m:?}"
+        );
+        let (hits, _) = answers(&col);
+        db.close().unwrap();
+        hits
+    };
+    let db = open(PqCodes::Compact);
+    let col = db.collection("docs").unwrap();
+    let m = col.info().search_memory;
+    assert_eq!((m.compact_code_segments, m.code_bytes), (1, N * 4), "{m:?}");
+    let (compact, _) = answers(&col);
+    let kept = overlap(&compact, &full);
+    assert!(
+        kept >= 0.9,
+        "compact codes found {kept} of the full codes' answers"
+    );
+    // A segment sealed now opens with its compact codes too.
+    col.upsert(clustered_points(N..N + 1_200, DIM, CENTRES))
+        .unwrap();
+    col.optimize(true).unwrap();
+    let m = col.info().search_memory;
+    assert_eq!(
+        m.compact_code_segments as usize,
+        sealed(&col.info()),
+        "{m:?}"
+    );
+    assert_eq!(m.code_bytes, (N + 1_200) * 4, "{m:?}");
+    db.close().unwrap();
+    assert!("sometimes".parse::<PqCodes>().is_err());
 }

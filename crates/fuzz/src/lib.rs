@@ -11,7 +11,7 @@ pub mod seeds;
 use std::path::Path;
 
 use diskvec_dataset::{decode, Matrix, Neighbors};
-use diskvec_index::diskann::{Header, NavFile, Navigation};
+use diskvec_index::diskann::{CompactCodes, Header, NavFile, Navigation};
 use diskvec_vector::ProductQuantizer;
 
 /// A target: its name (also the cargo-fuzz target's and the corpus directory's) and body.
@@ -21,6 +21,7 @@ pub const TARGETS: &[Target] = &[
     ("header", header),
     ("meta", meta),
     ("nav", nav),
+    ("compact", compact),
     ("pq", pq),
     ("npy", npy),
     ("vecs", vecs),
@@ -119,11 +120,7 @@ pub fn meta(data: &[u8]) {
 pub fn nav(data: &[u8]) {
     let p = Path::new("nav.0000000000000001.dvr");
     for input in [data.to_vec(), seal_meta(data)] {
-        let word = |at: usize, len: usize| -> u64 {
-            input.get(at..at + len).map_or(0, |b| {
-                b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64)
-            })
-        };
+        let word = |at: usize, len: usize| le_word(&input, at, len);
         let (build_id, count, dim) = (word(16, 8), word(24, 8), word(64, 4));
         // A count or dimension the input cannot hold is refused by the size check; capping
         // them here only keeps usize conversion meaningful.
@@ -142,6 +139,33 @@ pub fn nav(data: &[u8]) {
             // A build's record that navigation was left off is its header alone.
             Ok(NavFile::SteppedAside(_)) => assert_eq!(input.len(), 64),
             Err(_) => {}
+        }
+    }
+}
+
+/// The little-endian number of `len` bytes at `at` in `input` (0 past its end).
+fn le_word(input: &[u8], at: usize, len: usize) -> u64 {
+    input.get(at..at + len).map_or(0, |b| {
+        b.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64)
+    })
+}
+
+/// The compact code file, read with the build id, code count and dimension its own header
+/// and codebook claim (so that mutations reach the body); its codebook re-encodes to itself.
+pub fn compact(data: &[u8]) {
+    let p = Path::new("compact.0000000000000001.dvq");
+    for input in [data.to_vec(), seal_meta(data)] {
+        let word = |at: usize, len: usize| le_word(&input, at, len);
+        let (build_id, count, dim) = (word(16, 8), word(24, 8), word(48, 4));
+        let count = count.min(input.len() as u64) as usize;
+        let dim = dim.min(input.len() as u64) as usize;
+        let r = bounded(input.len(), 6, SLACK, || {
+            CompactCodes::decode(&input, p, build_id, count, dim)
+        });
+        expect_error_names(&r, "compact.");
+        if let Ok(c) = r {
+            assert_eq!(c.codes.len(), count * c.pq.code_bytes());
+            assert_eq!(c.pq.to_bytes(), input[48..input.len() - c.codes.len()]);
         }
     }
 }

@@ -45,17 +45,27 @@ fn built_nav() -> Vec<u8> {
     built_file(|name| name.starts_with("nav.") && name.ends_with(".dvr"))
 }
 
+/// The compact code file of a tiny build whose codes are large enough to have one.
+fn built_compact() -> Vec<u8> {
+    built_file_of(8, 8, |name| name.ends_with(".dvq"))
+}
+
 /// A file of a tiny index, picked by name.
 fn built_file(pick: impl Fn(&str) -> bool) -> Vec<u8> {
+    built_file_of(4, 2, pick)
+}
+
+/// A file of a tiny index of `dim` dimensions and `pq_bytes` codes, picked by name.
+fn built_file_of(dim: usize, pq_bytes: usize, pick: impl Fn(&str) -> bool) -> Vec<u8> {
     let dir = tempfile::tempdir().expect("a scratch directory");
-    let (n, dim) = (40, 4);
+    let n = 40;
     let data = small_vectors(n, dim);
     let ids: Vec<i64> = (0..n as i64).map(|i| 1000 + i).collect();
     let params = BuildParams {
         metric: Metric::L2,
         max_degree: 4,
         build_list: 8,
-        pq_bytes: Some(2),
+        pq_bytes: Some(pq_bytes),
         pq_sample: n,
         entry_points: 3,
         ..BuildParams::default()
@@ -168,6 +178,7 @@ pub fn valid(target: &str) -> Vec<Vec<u8>> {
         }
         "meta" => vec![built_meta()],
         "nav" => vec![built_nav()],
+        "compact" => vec![built_compact()],
         "pq" => vec![pq_codebook(4, 2, true), pq_codebook(3, 3, false)],
         "npy" => {
             let f4: Vec<u8> = small_vectors(3, 2)

@@ -79,6 +79,11 @@ fn nav() {
 }
 
 #[test]
+fn compact() {
+    fuzz("compact");
+}
+
+#[test]
 fn pq() {
     fuzz("pq");
 }

@@ -258,12 +258,13 @@ impl PyDatabase {
 #[pymethods]
 impl PyDatabase {
     #[new]
-    #[pyo3(signature = (path, build_memory=None, search_memory=None))]
+    #[pyo3(signature = (path, build_memory=None, search_memory=None, pq_codes=None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
         build_memory: Option<&str>,
         search_memory: Option<&str>,
+        pq_codes: Option<&str>,
     ) -> PyResult<Self> {
         let options = DbOptions {
             build_memory: match build_memory {
@@ -275,6 +276,10 @@ impl PyDatabase {
                     diskvec_db::parse_search_memory(text).map_err(|e| value_err(format!("{e}")))?
                 }
                 None => MemoryBudget::Auto,
+            },
+            pq_codes: match pq_codes {
+                Some(text) => text.parse().map_err(|e| value_err(format!("{e}")))?,
+                None => Default::default(),
             },
         };
         let db = py.detach(|| guarded(|| Database::open_with_options(&path, options)))?;

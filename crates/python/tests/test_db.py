@@ -684,6 +684,28 @@ def test_build_memory_bounds_seals_and_bad_budgets_are_refused(tmp_path):
         diskvec.open(tmp_path / "db2", build_memory="25%")
 
 
+def test_pq_codes_compact_holds_a_quarter_of_the_code_bytes(tmp_path):
+    data = clustered(2000, 32, 6)
+    with diskvec.open(tmp_path / "db", search_memory=0, pq_codes="full") as db:
+        col = db.create_collection("s", dim=32, metric="l2", seal_threshold=2000, pq_bytes=16)
+        col.upsert(range(2000), data)
+        col.optimize(wait=True)
+        m = col.info()["search_memory"]
+        assert (m["code_bytes"], m["compact_code_segments"]) == (2000 * 16, 0), m
+        full = [[h["id"] for h in row] for row in col.search_batch(data[:20], k=5)]
+    with diskvec.open(tmp_path / "db", search_memory=0, pq_codes="compact") as db:
+        col = db.collection("s")
+        m = col.info()["search_memory"]
+        assert (m["code_bytes"], m["compact_code_segments"]) == (2000 * 4, 1), m
+        compact = [[h["id"] for h in row] for row in col.search_batch(data[:20], k=5)]
+        kept = sum(len(set(a) & set(b)) for a, b in zip(full, compact))
+        assert kept >= 0.9 * 5 * 20, kept
+    with pytest.raises(ValueError, match="auto, full or compact"):
+        diskvec.open(tmp_path / "db", pq_codes="tiny")
+    with pytest.raises(TypeError, match="pq_codes"):
+        diskvec.open(tmp_path / "db", pq_codes=4)
+
+
 def test_search_memory_sets_what_the_node_caches_hold(tmp_path):
     data = clustered(2000, 16, 4)
     with diskvec.open(tmp_path / "db", search_memory=0) as db:

@@ -354,6 +354,20 @@ pub(crate) fn prometheus(metrics: &Metrics, collections: &[CollectionFigures]) -
     );
     family(
         &mut out,
+        "diskvec_pq_code_bytes",
+        "gauge",
+        "Bytes of PQ codes the sealed segments hold in DRAM (full or compact).",
+        &per(&|c| c.info.search_memory.code_bytes as f64),
+    );
+    family(
+        &mut out,
+        "diskvec_compact_code_segments",
+        "gauge",
+        "Sealed segments steering their searches by their compact PQ codes.",
+        &per(&|c| c.info.search_memory.compact_code_segments as f64),
+    );
+    family(
+        &mut out,
         "diskvec_graph_searches_total",
         "counter",
         "Graph searches of the sealed segments open now.",

@@ -547,6 +547,14 @@ async fn metrics_and_telemetry_count_what_happened() {
         "{page}"
     );
     assert_eq!(
+        sample(&page, "diskvec_pq_code_bytes{collection=\"c\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&page, "diskvec_compact_code_segments{collection=\"c\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
         sample(&page, "diskvec_graph_searches_total{collection=\"c\"}"),
         Some(0.0)
     );

@@ -93,6 +93,11 @@ pub struct SearchMemoryInfo {
     /// the search memory holds it; a segment opened before that changed keeps its own).
     pub navigation: bool,
     pub navigation_bytes: u64,
+    /// Sealed segments whose walk is steered by their compact code set (a quarter of the
+    /// PQ codes' bytes: the database opens them so where memory cannot hold the full ones).
+    pub compact_code_segments: u64,
+    /// Bytes of PQ codes its sealed segments hold (full or compact).
+    pub code_bytes: u64,
     pub node_cache_bytes: u64,
     pub cached_nodes: u64,
     pub nodes: u64,
@@ -148,7 +153,7 @@ impl Collection {
                     dram_bytes: s.dram_bytes(),
                     disk_bytes: s.disk_bytes(),
                     navigation: Some(
-                        s.navigation_state(inner.config.navigation, inner.navigation()),
+                        s.navigation_state(inner.config.navigation, inner.search_dram().navigation),
                     ),
                 },
             });
@@ -207,7 +212,7 @@ fn search_memory_info(inner: &super::Inner, state: &super::state::State) -> Sear
             crate::segment::NodeCacheSize::All => 1.0,
             crate::segment::NodeCacheSize::Share(s) => s,
         },
-        navigation: inner.navigation(),
+        navigation: inner.search_dram().navigation,
         ..Default::default()
     };
     let mut hits = 0;
@@ -215,6 +220,8 @@ fn search_memory_info(inner: &super::Inner, state: &super::state::State) -> Sear
     for s in state.segments.values() {
         let Segment::Sealed(s) = s else { continue };
         info.navigation_bytes += s.navigation_bytes() as u64;
+        info.compact_code_segments += s.uses_compact_codes() as u64;
+        info.code_bytes += s.code_bytes_held() as u64;
         info.node_cache_bytes += s.node_cache_bytes() as u64;
         info.cached_nodes += s.cached_nodes() as u64;
         info.nodes += s.len() as u64;

@@ -125,10 +125,15 @@ impl Inner {
         node_cache_size(&self.config, self.search_grant())
     }
 
-    /// Whether a sealed segment of this collection opens its navigation data now: the
-    /// setting asks for it and the search memory holds it.
-    pub(crate) fn navigation(&self) -> bool {
-        self.config.navigation && self.search_grant().navigation
+    /// What a sealed segment of this collection loads now beside its node cache: its
+    /// navigation data where the setting asks for it and the search memory holds it, and
+    /// its compact codes where the process's memory cannot hold the full ones.
+    pub(crate) fn search_dram(&self) -> crate::segment::SearchDram {
+        let grant = self.search_grant();
+        crate::segment::SearchDram {
+            navigation: self.config.navigation && grant.navigation,
+            compact_codes: grant.compact_codes,
+        }
     }
 }
 

@@ -59,6 +59,7 @@ impl Collection {
         let grant = Grant {
             share: 0.0,
             navigation: true,
+            compact_codes: search.compact_codes(),
         };
         Self::open(name, dir, storage, builds, search, grant)
     }
@@ -102,7 +103,10 @@ impl Collection {
                 deleted,
                 &fields,
                 super::node_cache_size(&config, grant),
-                config.navigation && grant.navigation,
+                crate::segment::SearchDram {
+                    navigation: config.navigation && grant.navigation,
+                    compact_codes: grant.compact_codes,
+                },
             )?;
             if sealed.len() != entry.points as usize {
                 return Err(DbError::Corrupt {
@@ -367,6 +371,10 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
     // against a 35 MB file; at twice, a search process in a 586 MiB cgroup was OOM-killed
     // opening a 1M x 768 segment).
     let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
+    let compact_saving = segment_dirs
+        .iter()
+        .map(|d| diskvec_index::diskann::compact_saving(d))
+        .sum();
     let fixed = segment_dirs
         .iter()
         .map(|d| {
@@ -382,6 +390,7 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
         own: config.search_memory,
         all_in_dram: !config.on_disk,
         fixed,
+        compact_saving,
     })
 }
 

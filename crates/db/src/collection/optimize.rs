@@ -137,7 +137,7 @@ impl Inner {
             deleted,
             fields,
             cache,
-            self.navigation(),
+            self.search_dram(),
         )
     }
 

@@ -150,7 +150,10 @@ impl Inner {
                         crate::segment::NodeCacheSize::All => bytes,
                         crate::segment::NodeCacheSize::Share(s) => (bytes as f64 * s) as u64,
                     }
-                } else if name.ends_with(".dvr") && !self.navigation() {
+                } else if name.ends_with(".dvr") && !self.search_dram().navigation {
+                    0
+                } else if name.ends_with(".dvq") {
+                    // Compact codes are counted below, as what they spare of meta.dvm.
                     0
                 } else if name == crate::segment::POINTS_FILE {
                     2 * bytes
@@ -158,6 +161,9 @@ impl Inner {
                     bytes
                 };
             }
+        }
+        if self.search_dram().compact_codes {
+            need = need.saturating_sub(diskvec_index::diskann::compact_saving(dir));
         }
         2 * need <= diskvec_index::diskann::available_memory()
     }

@@ -17,7 +17,7 @@ use crate::{Payload, PointId};
 pub(crate) use files::{read_deleted, write_deleted, POINTS_FILE};
 pub(crate) use growing::Growing;
 pub(crate) use seal_input::{SealInput, VectorPart};
-pub(crate) use sealed::{seal, NodeCacheSize, SealBuild, Sealed, EXACT_LIMIT};
+pub(crate) use sealed::{seal, NodeCacheSize, SealBuild, Sealed, SearchDram, EXACT_LIMIT};
 
 /// Matches a segment found for a query: offset and distance (smaller is closer).
 #[derive(Clone, Copy, Debug)]

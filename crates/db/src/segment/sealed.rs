@@ -191,23 +191,32 @@ impl NodeCacheSize {
     }
 }
 
+/// What a sealed segment loads into DRAM for its searches besides its node cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SearchDram {
+    pub navigation: bool,
+    pub compact_codes: bool,
+}
+
 impl Sealed {
-    /// Opens a sealed segment holding `cache` of its node records in DRAM; `navigation`
-    /// loads the segment's navigation file when it has one (`CollectionConfig::navigation`).
+    /// Opens a sealed segment holding `cache` of its node records in DRAM, as `memory`
+    /// says: whether it loads its navigation file when it has one
+    /// (`CollectionConfig::navigation`), and steers by its compact codes.
     pub fn open(
         dir: &Path,
         metric: Metric,
         deleted: RoaringBitmap,
         fields: &[(String, PayloadIndexKind)],
         cache: NodeCacheSize,
-        navigation: bool,
+        memory: SearchDram,
     ) -> Result<Self> {
         let options = OpenOptions {
             cache_nodes: Some(match cache {
                 NodeCacheSize::All => diskvec_index::limits::MAX_VECTORS,
                 NodeCacheSize::Share(_) => 0,
             }),
-            navigation,
+            navigation: memory.navigation,
+            compact_codes: memory.compact_codes,
             ..OpenOptions::default()
         };
         let index = DiskIndex::open(dir, &options)?;
@@ -270,6 +279,16 @@ impl Sealed {
     }
 
     /// Bytes of the segment's navigation file (what loading it would take), loaded or not.
+    /// Whether its walk is steered by the compact code set.
+    pub fn uses_compact_codes(&self) -> bool {
+        self.index.uses_compact_codes()
+    }
+
+    /// Bytes of PQ codes it holds in DRAM (full or compact).
+    pub fn code_bytes_held(&self) -> usize {
+        self.index.code_bytes_held()
+    }
+
     pub fn navigation_file_bytes(&self) -> u64 {
         crate::collection::navigation_file_bytes(&self.dir)
     }

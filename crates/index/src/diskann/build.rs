@@ -8,6 +8,7 @@ use diskvec_vector::{
 };
 
 use super::budget::{BuildShape, MemoryBudget};
+use super::compact::compact_path;
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta_writer::{stage_meta, staged_path, MetaParts};
 use super::nav::{nav_path, Navigation, SteppedAside, WalkCodes};
@@ -482,6 +483,10 @@ pub fn build(
     let codebook = super::codebook::codebook_for(params, &prepared, dim, pq_bytes)?;
     let pq = &codebook.pq;
     let codes = pq.encode_all(&prepared);
+    let compact = codebook
+        .compact
+        .as_ref()
+        .map(|c| (c, c.encode_all(&prepared)));
     progress.advance(1);
     let pq_seconds = start.elapsed().as_secs_f64();
 
@@ -504,10 +509,12 @@ pub fn build(
     let build_id = commit::new_build_id();
     let (targets, stored_paths) = commit::placement(out, &params.paths, build_id)?;
     let nav_target = nav_path(out, build_id);
+    let compact_target = compact.as_ref().map(|_| compact_path(out, build_id));
     let new_files: Vec<PathBuf> = targets
         .iter()
         .cloned()
         .chain([nav_target.clone()])
+        .chain(compact_target.clone())
         .collect();
     let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
     let header_probe = build_header(params, dim, n, pq_bytes, targets.len(), 0, 0);
@@ -568,6 +575,14 @@ pub fn build(
     }
     // Not held through the node layout's write (about 650 MB at 1M x 768).
     drop(nav);
+    if let (Some((pq, codes)), Some(target)) = (compact, &compact_target) {
+        let m = pq.code_bytes();
+        let mut w = super::compact::create(target, build_id, n, pq)?;
+        for &old in &order {
+            w.write(&codes[old as usize * m..(old as usize + 1) * m])?;
+        }
+        w.finish()?;
+    }
     progress.advance(1);
 
     write_nodes(

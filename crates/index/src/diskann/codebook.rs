@@ -7,6 +7,7 @@
 use diskvec_vector::ProductQuantizer;
 
 use super::build::BuildParams;
+use super::compact::compact_code_bytes;
 use crate::{IndexError, Result};
 
 /// Rows over which a codebook's fit is measured (encoding them costs a few milliseconds).
@@ -18,10 +19,13 @@ const FIT_ROWS: usize = 2_048;
 /// over 5x (96x with 8,000 training rows).
 const REUSE_UP_TO: f64 = 1.5;
 
-/// A trained PQ codebook and how well it fits rows like those it was trained on.
+/// A trained PQ codebook, its compact companion (`compact.rs`) and how well the first fits
+/// rows like those it was trained on (the compact one, trained on the same rows, goes with it).
 #[derive(Clone, Debug)]
 pub struct Codebook {
     pub pq: ProductQuantizer,
+    /// `None` where the codes are too small to have a compact set (`compact_code_bytes`).
+    pub compact: Option<ProductQuantizer>,
     /// Mean squared reconstruction error over rows of its sample held out of its training.
     pub distortion: f64,
 }
@@ -39,7 +43,24 @@ impl Codebook {
             FIT_ROWS,
         )
         .map_err(IndexError::InvalidArgument)?;
-        Ok(Self { pq, distortion })
+        let compact = compact_code_bytes(pq_bytes)
+            .map(|bytes| {
+                ProductQuantizer::train_projected(
+                    sample,
+                    dim,
+                    bytes,
+                    use_l2,
+                    params.pq_sample,
+                    params.seed,
+                )
+            })
+            .transpose()
+            .map_err(IndexError::InvalidArgument)?;
+        Ok(Self {
+            pq,
+            compact,
+            distortion,
+        })
     }
 
     /// Whether it was made for a build of this shape and fits `sample` (prepared rows).
@@ -48,6 +69,8 @@ impl Codebook {
         if pq.dim != dim
             || pq.code_bytes() != pq_bytes
             || pq.uses_l2() != params.metric.pq_uses_l2()
+            || self.compact.as_ref().map(ProductQuantizer::code_bytes)
+                != compact_code_bytes(pq_bytes)
         {
             log::info!("the codebook given does not fit this build's shape; training one");
             return false;

@@ -164,12 +164,14 @@ pub(crate) fn commit(
 }
 
 /// The files of the generation `meta.dvm` in `out` names (node files, resolved, and the
-/// navigation file, which may be absent in an index built before it existed); `None` when
+/// navigation and compact code files, which may be absent in an index built before they
+/// existed); `None` when
 /// there is none or it cannot be read.
 fn files_in_use(out: &Path) -> Option<Vec<PathBuf>> {
     let meta = Meta::read(&out.join(META_FILE)).ok()?;
     let mut files: Vec<PathBuf> = meta.paths.iter().map(|p| out.join(p)).collect();
     files.push(super::nav::nav_path(out, meta.build_id));
+    files.push(super::compact::compact_path(out, meta.build_id));
     Some(files)
 }
 

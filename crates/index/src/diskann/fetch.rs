@@ -66,7 +66,7 @@ impl DiskIndex {
             }
             (None, Some(pq)) => {
                 let table = pq.table(&q);
-                let m = self.header.pq_bytes as usize;
+                let m = pq.code_bytes();
                 nodes
                     .map(|node| {
                         let node = node? as usize;

@@ -7,6 +7,7 @@ use diskvec_io::{
     SECTOR,
 };
 
+use super::compact::{compact_path, CompactCodes};
 use super::hot_records::HotRecords;
 use super::layout::{first_bad_sector, NodeLayout};
 use super::meta::Meta;
@@ -37,6 +38,11 @@ pub struct OpenOptions {
     /// whose file is missing (built before it existed) or damaged opens without it and
     /// searches the graph (`navigates_in_dram`, `navigation_problem` tell).
     pub navigation: bool,
+    /// Steer the walk by the compact code set (a quarter of the PQ code bytes, `compact.rs`)
+    /// instead of the full codes, for a process whose memory cannot hold those. An index
+    /// without the file (built before it existed) or with a damaged one opens with its full
+    /// codes (`compact_codes`, `compact_problem` tell).
+    pub compact_codes: bool,
 }
 
 impl Default for OpenOptions {
@@ -48,6 +54,7 @@ impl Default for OpenOptions {
             queue_depth: 64,
             emulate: Vec::new(),
             navigation: false,
+            compact_codes: false,
         }
     }
 }
@@ -80,6 +87,12 @@ pub struct DiskIndex {
     pub(crate) nav_problem: Option<String>,
     /// The build left navigation off, and why.
     pub(crate) nav_off: Option<SteppedAside>,
+    /// The walk is steered by the compact code set (`OpenOptions::compact_codes`).
+    pub(crate) compact_codes: bool,
+    /// Bytes of one node's PQ code in `meta.codes` (full or compact set).
+    pub(crate) code_bytes: usize,
+    /// Why the compact codes were asked for and are not used.
+    pub(crate) compact_problem: Option<String>,
 }
 
 impl DiskIndex {
@@ -96,7 +109,7 @@ impl DiskIndex {
         crate::limits::check_open_options(options)?;
         super::commit::reclaim_if_idle(dir);
         let meta_path = dir.join(META_FILE);
-        let mut meta = Meta::read(&meta_path)?;
+        let (mut meta, mut compact, compact_problem) = read_meta(dir, options.compact_codes)?;
         let paths: Vec<PathBuf> = meta.paths.iter().map(|p| dir.join(p)).collect();
         // The header is the first sector of the logical file, on the first path; meta.dvm
         // holds a copy, which a mirrored index opens with when that path is lost (the
@@ -160,7 +173,14 @@ impl DiskIndex {
         if nav.as_ref().is_some_and(Navigation::walks_by_sq4) {
             meta.codes = Vec::new();
             meta.pq = None;
+            compact = None;
         }
+        let compact_codes = compact.is_some();
+        if let Some(c) = compact {
+            meta.pq = Some(c.pq);
+            meta.codes = c.codes;
+        }
+        let code_bytes = meta.pq.as_ref().map_or(0, |pq| pq.code_bytes());
         let ids_are_nodes = meta
             .ids
             .iter()
@@ -186,7 +206,25 @@ impl DiskIndex {
             nav,
             nav_problem,
             nav_off,
+            compact_codes,
+            code_bytes,
+            compact_problem,
         })
+    }
+
+    /// Whether the walk is steered by the compact code set.
+    pub fn uses_compact_codes(&self) -> bool {
+        self.compact_codes
+    }
+
+    /// Why the compact codes were asked for and are not used (no file, or a damaged one).
+    pub fn compact_problem(&self) -> Option<&str> {
+        self.compact_problem.as_deref()
+    }
+
+    /// Bytes of PQ codes held in DRAM (full or compact; none for a walk by 4-bit codes).
+    pub fn code_bytes_held(&self) -> usize {
+        self.meta.codes.len()
     }
 
     pub fn header(&self) -> &Header {
@@ -472,6 +510,32 @@ fn plan_node_cache(
         entry_ids,
         hot,
     }
+}
+
+/// `meta.dvm`, and with `compact` the compact code set to steer by instead of its codes
+/// (which are then not kept), or why there is none: an index built before the file existed,
+/// or a damaged file, opens with its full codes.
+fn read_meta(dir: &Path, compact: bool) -> Result<(Meta, Option<CompactCodes>, Option<String>)> {
+    let path = dir.join(META_FILE);
+    if !compact {
+        return Ok((Meta::read(&path)?, None, None));
+    }
+    let meta = Meta::read_without_codes(&path)?;
+    let file = compact_path(dir, meta.build_id);
+    let dim = meta.geometry.dim as usize;
+    let problem = if !file.exists() {
+        "it has no compact code file (built before that file existed)".to_string()
+    } else {
+        match super::compact::read(&file, meta.build_id, meta.ids.len(), dim) {
+            Ok(codes) => return Ok((meta, Some(codes), None)),
+            Err(e) => e.to_string(),
+        }
+    };
+    log::warn!(
+        "{}: opening with the full PQ codes: {problem}",
+        dir.display()
+    );
+    Ok((Meta::read(&path)?, None, Some(problem)))
 }
 
 #[cfg(test)]

@@ -72,13 +72,19 @@ fn file_crc(bytes: &[u8]) -> u32 {
 
 /// The CRC of a file from its parts, in file order (the CRC field itself left out).
 pub(crate) fn parts_crc(head: &[u8], rest: &[&[u8]]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&head[..CRC_AT]);
-    h.update(&head[CRC_AT + 4..]);
+    let mut h = head_crc(head);
     for part in rest {
         h.update(part);
     }
     h.finalize()
+}
+
+/// A CRC over the start of a file, its CRC field left out; the rest follows it.
+pub(crate) fn head_crc(head: &[u8]) -> crc32fast::Hasher {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&head[..CRC_AT]);
+    h.update(&head[CRC_AT + 4..]);
+    h
 }
 
 /// Where the codebook ends (and the codes begin), as the header says: `None` when that does
@@ -163,7 +169,17 @@ impl Meta {
     /// into a copy of the whole file first: at 1M x 768 that copy was 100 MB more at the
     /// moment a merge switched its segment in.
     pub fn read(path: &Path) -> Result<Self> {
-        match super::meta_read::read_streamed(path)? {
+        Self::read_keeping(path, true)
+    }
+
+    /// `read`, but the PQ codes are only checksummed as they stream by, not kept (`codes`
+    /// is empty): for an index that opens with its compact codes.
+    pub(crate) fn read_without_codes(path: &Path) -> Result<Self> {
+        Self::read_keeping(path, false)
+    }
+
+    fn read_keeping(path: &Path, keep_codes: bool) -> Result<Self> {
+        match super::meta_read::read_streamed(path, keep_codes)? {
             Some(meta) => Ok(meta),
             // Damaged or not a meta file at all: decoding the whole names the problem.
             None => {
@@ -203,13 +219,24 @@ impl Meta {
             return Err(span_error(bytes, path));
         };
         let codes = diskvec_vector::to_huge_pages(&bytes[span.clone()]);
-        Self::assemble(&bytes[..span.start], codes, &bytes[span.end..], path)
+        Self::assemble(
+            &bytes[..span.start],
+            (codes, span.len()),
+            &bytes[span.end..],
+            path,
+        )
     }
 
     /// A checked file (magic, checksum, version) from its three parts: everything before
-    /// the codes, the codes, everything after them.
-    pub(crate) fn assemble(head: &[u8], codes: Vec<u8>, tail: &[u8], path: &Path) -> Result<Self> {
-        let total = head.len() + codes.len() + tail.len();
+    /// the codes, the codes (or none, when they were not kept) and their length, everything
+    /// after them.
+    pub(crate) fn assemble(
+        head: &[u8],
+        (codes, codes_len): (Vec<u8>, usize),
+        tail: &[u8],
+        path: &Path,
+    ) -> Result<Self> {
+        let total = head.len() + codes_len + tail.len();
         let too_big = || too_big(path, total);
         let mut r = Reader { buf: head, at: 12 };
         let crc = r.u32();
@@ -227,7 +254,7 @@ impl Meta {
                 format!("unreadable PQ codebook at offset {META_HEADER}"),
             )
         })?;
-        if Some(codes.len()) != count.checked_mul(pq.code_bytes()) {
+        if Some(codes_len) != count.checked_mul(pq.code_bytes()) {
             return Err(too_big());
         }
         let end_of = |at: usize, n: usize, width: usize| {
@@ -248,7 +275,7 @@ impl Meta {
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
             .collect();
-        let tail_at = head.len() + codes.len();
+        let tail_at = head.len() + codes_len;
         if let Some(i) = entries.iter().position(|&e| e as usize >= count) {
             return Err(corrupt(
                 path,
@@ -441,18 +468,25 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("meta.dvm");
         std::fs::write(&path, bytes).unwrap();
-        let (read, decoded) = (Meta::read(&path), Meta::decode(bytes, &path));
-        match (read, decoded) {
-            (Ok(a), Ok(b)) => assert_eq!(
-                (a.pq, a.codes, a.ids, a.entries, a.paths, a.crc, a.build_id, a.geometry),
-                (b.pq, b.codes, b.ids, b.entries, b.paths, b.crc, b.build_id, b.geometry),
-                "{what}"
-            ),
-            (a, b) => assert_eq!(
-                a.map(|_| ()).map_err(|e| e.to_string()),
-                b.map(|_| ()).map_err(|e| e.to_string()),
-                "{what}"
-            ),
+        // Without its codes, a file reads as decoding it and dropping them.
+        let without = Meta::read_without_codes(&path).map(|mut m| {
+            assert!(m.codes.is_empty(), "{what}: codes not kept");
+            m.codes = Meta::decode(bytes, &path).map_or_else(|_| Vec::new(), |d| d.codes);
+            m
+        });
+        for read in [Meta::read(&path), without] {
+            match (read, Meta::decode(bytes, &path)) {
+                (Ok(a), Ok(b)) => assert_eq!(
+                    (a.pq, a.codes, a.ids, a.entries, a.paths, a.crc, a.build_id, a.geometry),
+                    (b.pq, b.codes, b.ids, b.entries, b.paths, b.crc, b.build_id, b.geometry),
+                    "{what}"
+                ),
+                (a, b) => assert_eq!(
+                    a.map(|_| ()).map_err(|e| e.to_string()),
+                    b.map(|_| ()).map_err(|e| e.to_string()),
+                    "{what}"
+                ),
+            }
         }
     }
 
@@ -465,7 +499,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("meta.dvm");
         std::fs::write(&path, &bytes).unwrap();
-        let streamed = crate::diskann::meta_read::read_streamed(&path).unwrap();
+        let streamed = crate::diskann::meta_read::read_streamed(&path, true).unwrap();
         assert!(
             streamed.is_some(),
             "an intact file is read without the fallback"

@@ -6,6 +6,9 @@
 //!   sectors, each sector checksummed;
 //! - `nav.<generation>.dvr`: every node's neighbour list and a 4-bit code of its vector,
 //!   loaded only by searches that walk the graph in DRAM (nav.rs);
+//! - `compact.<generation>.dvq`: a second PQ codebook with a quarter of the code bytes and
+//!   every node's code in it, loaded instead of meta.dvm's codes where memory is tight
+//!   (compact.rs);
 //! - `meta.dvm`: what search keeps in DRAM: PQ codebook, PQ codes, external ids, and the
 //!   names of the node files; replacing it is the one atomic switch of a build (commit.rs).
 
@@ -13,6 +16,7 @@ mod budget;
 mod build;
 mod codebook;
 mod commit;
+mod compact;
 mod fetch;
 mod header;
 mod hot_records;
@@ -31,11 +35,16 @@ mod service;
 mod sharded;
 mod sharded_write;
 mod source;
+mod summed_file;
 mod verify;
 
 pub use budget::{available_memory, mib, BuildPlan, BuildShape, MemoryBudget, AUTO_SHARE};
 pub use build::{build, build_from, BuildParams, BuildReport, GraphPrecision, SHARD_CAPACITY_VAR};
 pub use codebook::Codebook;
+pub use compact::{
+    compact_code_bytes, compact_file_name, compact_saving, CompactCodes, COMPACT_RATIO,
+    COMPACT_VERSION,
+};
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use diskvec_vector::ScalarQuantizer4;
 
+use super::summed_file::{self, SummedWriter, CRC_AT};
 use crate::error::{corrupt, file_error};
 use crate::Result;
 
@@ -22,8 +23,6 @@ pub const NAV_VERSION: u32 = 2;
 /// Offset of the reason navigation was left off (0: present).
 const OFF_AT: usize = 56;
 const NAV_HEADER: usize = 64;
-/// Offset of the CRC field; the CRC covers every other byte of the file.
-const CRC_AT: usize = 12;
 
 /// The file name of generation `build_id`'s navigation data.
 pub fn nav_file_name(build_id: u64) -> String {
@@ -192,71 +191,24 @@ impl NavSummary<'_> {
     /// Writes the file of a build that left navigation off: the header alone, with the
     /// reason and the figures it was decided on.
     pub(crate) fn write_stepped_aside(&self, path: &Path, why: NavOff) -> Result<()> {
-        NavWriter::start(path, &self.header(Some(why)))?.finish()
+        SummedWriter::start(path, &self.header(Some(why)))?.finish()
     }
 }
 
 /// Writes a navigation file a section at a time (codes, then offsets, then neighbour ids),
-/// so a build need not hold it whole; the CRC goes into the header at the end.
-pub(crate) struct NavWriter {
-    tmp: PathBuf,
-    path: PathBuf,
-    out: diskvec_io::SpillWriter,
-    crc: crc32fast::Hasher,
-}
+/// so a build need not hold it whole.
+pub(crate) struct NavWriter;
 
 impl NavWriter {
-    pub(crate) fn create(path: &Path, summary: &NavSummary) -> Result<Self> {
-        let mut w = Self::start(path, &summary.header(None))?;
+    pub(crate) fn create(path: &Path, summary: &NavSummary) -> Result<SummedWriter> {
+        let mut w = SummedWriter::start(path, &summary.header(None))?;
         w.write(&summary.sq.to_bytes())?;
         Ok(w)
     }
-
-    /// A file under a temporary name holding `header` so far.
-    fn start(path: &Path, header: &[u8; NAV_HEADER]) -> Result<Self> {
-        let tmp = path.with_extension("tmp");
-        let mut out = diskvec_io::SpillWriter::create(&tmp, 1 << 20)?;
-        out.write_all(header)?;
-        Ok(Self {
-            tmp,
-            path: path.to_path_buf(),
-            out,
-            crc: header_crc(header),
-        })
-    }
-
-    pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.crc.update(bytes);
-        Ok(self.out.write_all(bytes)?)
-    }
-
-    pub(crate) fn write_words(&mut self, words: &[u32]) -> Result<()> {
-        let mut buf = Vec::with_capacity(4 * words.len().min(1 << 16));
-        for chunk in words.chunks(1 << 16) {
-            buf.clear();
-            buf.extend(chunk.iter().flat_map(|w| w.to_le_bytes()));
-            self.write(&buf)?;
-        }
-        Ok(())
-    }
-
-    /// Puts the CRC in place, fsyncs and renames the file to its name.
-    pub(crate) fn finish(self) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        let file = self.out.finish(false)?;
-        file.write_all_at(&self.crc.finalize().to_le_bytes(), CRC_AT as u64)
-            .and_then(|_| file.sync_all())
-            .map_err(file_error(&self.tmp))?;
-        std::fs::rename(&self.tmp, &self.path).map_err(file_error(&self.path))
-    }
 }
 
-/// A CRC over the header, its own field left out; the rest of the file follows it.
 fn header_crc(header: &[u8]) -> crc32fast::Hasher {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&header[..CRC_AT]);
-    h.update(&header[CRC_AT + 4..NAV_HEADER]);
-    h
+    summed_file::header_crc(&header[..NAV_HEADER])
 }
 
 fn file_crc(bytes: &[u8]) -> u32 {

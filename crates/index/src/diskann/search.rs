@@ -388,7 +388,7 @@ impl DiskIndex {
 
     #[inline]
     fn code(&self, id: u32) -> &[u8] {
-        let m = self.header.pq_bytes as usize;
+        let m = self.code_bytes;
         &self.meta.codes[id as usize * m..(id as usize + 1) * m]
     }
 

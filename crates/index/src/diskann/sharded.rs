@@ -38,6 +38,7 @@ use super::build::{
     GraphPrecision, SampledCodes,
 };
 use super::commit;
+use super::compact::{compact_code_bytes, compact_path};
 use super::meta_writer::staged_path;
 use super::nav::nav_path;
 use super::resume::{BucketHasher, Checkpoints, ListsWriter, ShardRecipe};
@@ -65,6 +66,9 @@ impl Scratch {
     fn sq4(&self) -> PathBuf {
         self.file("sq4")
     }
+    fn compact(&self) -> PathBuf {
+        self.file("compact")
+    }
     fn graph(&self) -> PathBuf {
         self.file("graph")
     }
@@ -79,6 +83,7 @@ impl Scratch {
         let mut files = vec![
             self.vectors(),
             self.pq(),
+            self.compact(),
             self.sq4(),
             self.graph(),
             self.seeds(),
@@ -377,7 +382,7 @@ fn encode_and_partition(
     dim: usize,
     plan: &BuildPlan,
     space: GraphSpace,
-    pq: &ProductQuantizer,
+    (pq, compact): (&ProductQuantizer, Option<&ProductQuantizer>),
     sq: &ScalarQuantizer4,
     sq8: Option<&ScalarQuantizer8>,
     centroids: &[f32],
@@ -390,6 +395,11 @@ fn encode_and_partition(
     let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
     let mut input = SpillReader::open(&scratch.vectors(), FILE_BUFFER)?;
     let mut pq_out = SpillWriter::create(&scratch.pq(), FILE_BUFFER)?;
+    let mut compact_out = match compact {
+        Some(_) => Some(SpillWriter::create(&scratch.compact(), FILE_BUFFER)?),
+        None => None,
+    };
+    let mc = compact.map_or(0, ProductQuantizer::code_bytes);
     let mut sq_out = SpillWriter::create(&scratch.sq4(), FILE_BUFFER)?;
     let mut buckets = (0..shards)
         .map(|s| SpillWriter::create(&scratch.bucket(s), FILE_BUFFER))
@@ -414,8 +424,11 @@ fn encode_and_partition(
         let encoded: Vec<Encoded> = data
             .par_chunks_exact(dim)
             .map(|v| {
-                let mut code = vec![0u8; m];
-                pq.encode_into(v, &mut code);
+                let mut code = vec![0u8; m + mc];
+                pq.encode_into(v, &mut code[..m]);
+                if let Some(c) = compact {
+                    c.encode_into(v, &mut code[m..]);
+                }
                 let mut rec = vec![0u8; sq_record];
                 sq.encode(v, &mut rec[..sq_record - 4]);
                 let norm: f32 = v.iter().map(|x| x * x).sum();
@@ -444,7 +457,10 @@ fn encode_and_partition(
         for (i, (code, rec, order, to_mean, stored)) in encoded.into_iter().enumerate() {
             let gid = row + i;
             let v = &data[i * dim..(i + 1) * dim];
-            pq_out.write_all(&code)?;
+            pq_out.write_all(&code[..m])?;
+            if let Some(out) = compact_out.as_mut() {
+                out.write_all(&code[m..])?;
+            }
             sq_out.write_all(&rec)?;
             if to_mean < medoid.0 {
                 medoid = (to_mean, gid as u32);
@@ -453,7 +469,7 @@ fn encode_and_partition(
                 for q in walk.query_vectors.chunks_exact(dim) {
                     walk.exact.push(space.metric.distance(q, v));
                 }
-                walk.pq.extend_from_slice(&code);
+                walk.pq.extend_from_slice(&code[..m]);
                 walk.sq.extend_from_slice(&rec);
                 next_wanted += 1;
             }
@@ -496,6 +512,9 @@ fn encode_and_partition(
         progress.advance(rows as u64);
     }
     pq_out.finish(false)?;
+    if let Some(out) = compact_out {
+        out.finish(false)?;
+    }
     sq_out.finish(false)?;
     for b in buckets {
         b.finish(false)?;
@@ -796,12 +815,14 @@ pub(crate) fn build_sharded(
     };
     let (targets, stored_paths) = commit::placement(out, &params.paths, build_id)?;
     let nav_target = nav_path(out, build_id);
-    let new_files: Vec<PathBuf> = targets
+    let compact_target = compact_code_bytes(pq_bytes).map(|_| compact_path(out, build_id));
+    let generation: Vec<PathBuf> = targets
         .iter()
         .cloned()
         .chain([nav_target.clone()])
-        .chain(scratch.all())
+        .chain(compact_target.clone())
         .collect();
+    let new_files: Vec<PathBuf> = generation.iter().cloned().chain(scratch.all()).collect();
     let raw = n as u64 * dim as u64 * 4;
     // Scratch: vectors, two bucket copies (8-bit codes or f32), PQ and 4-bit codes, the
     // merged graph; then the node file (twice when mirrored) and the navigation file beside
@@ -812,10 +833,10 @@ pub(crate) fn build_sharded(
         GraphPrecision::Sq8 => n64 * (4 + dim as u64 + 1),
         GraphPrecision::Full => n64 * 4 + raw,
     };
-    let scratch_bytes =
-        raw + 2 * bucket_bytes + n64 * (pq_bytes as u64 + 4 * (r + 1) + dim as u64 / 2 + 4);
+    let codes = pq_bytes as u64 + compact_code_bytes(pq_bytes).unwrap_or(0) as u64;
+    let scratch_bytes = raw + 2 * bucket_bytes + n64 * (codes + 4 * (r + 1) + dim as u64 / 2 + 4);
     let node_bytes = n64 * (4 * dim as u64 + 4 * (r + 1)) * (1 + params.mirror as u64);
-    let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r);
+    let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r) + n64 * (codes - pq_bytes as u64);
     commit::check_free_space(out, scratch_bytes + node_bytes + nav_bytes)?;
     let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
     let checkpoints = Checkpoints::new(&params.checkpoint_dir(out));
@@ -829,7 +850,7 @@ pub(crate) fn build_sharded(
         &checkpoints,
         &targets,
         stored_paths,
-        &nav_target,
+        (&nav_target, compact_target.as_deref()),
         build_id,
     );
     scratch.remove();
@@ -846,7 +867,7 @@ pub(crate) fn build_sharded(
         Err(e) => {
             // Nothing of a failed build stays: its files (under their final or temporary
             // names) and its intent record.
-            for f in new_files.iter().take(targets.len() + 1) {
+            for f in &generation {
                 let _ = std::fs::remove_file(f);
                 let _ = std::fs::remove_file(f.with_extension("tmp"));
             }
@@ -855,7 +876,7 @@ pub(crate) fn build_sharded(
             return Err(e);
         }
     };
-    commit::commit(out, &new_files[..targets.len() + 1], &previous, &intent)?;
+    commit::commit(out, &generation, &previous, &intent)?;
     checkpoints.clear();
     let Phases {
         pq_seconds,
@@ -936,7 +957,7 @@ fn build_files(
     checkpoints: &Checkpoints,
     targets: &[PathBuf],
     stored_paths: Vec<String>,
-    nav_target: &Path,
+    (nav_target, compact_target): (&Path, Option<&Path>),
     build_id: u64,
 ) -> Result<Built> {
     let (dim, n) = (source.dim(), source.rows());
@@ -983,7 +1004,7 @@ fn build_files(
         dim,
         plan,
         space,
-        pq,
+        (pq, codebook.compact.as_ref()),
         &sq,
         sq8.as_ref(),
         &centroids,
@@ -1075,12 +1096,14 @@ fn build_files(
     let inputs = Inputs {
         vectors: scratch.vectors(),
         pq: scratch.pq(),
+        compact: scratch.compact(),
         sq4: scratch.sq4(),
         graph: scratch.graph(),
         ids: spooled.ids,
         targets,
         stored_paths,
         nav_target,
+        compact_target,
         out: &scratch.dir,
     };
     let nav_choice = NavChoice {
@@ -1093,7 +1116,7 @@ fn build_files(
         params,
         plan,
         header_probe,
-        pq,
+        (pq, codebook.compact.as_ref()),
         nav_choice,
         edges,
         build_id,

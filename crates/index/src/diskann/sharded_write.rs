@@ -146,12 +146,15 @@ struct Placement {
 pub(crate) struct Inputs<'a> {
     pub vectors: PathBuf,
     pub pq: PathBuf,
+    /// The compact codes, input order (absent where the codebook has no compact set).
+    pub compact: PathBuf,
     pub sq4: PathBuf,
     pub graph: PathBuf,
     pub ids: Vec<i64>,
     pub targets: &'a [PathBuf],
     pub stored_paths: Vec<String>,
     pub nav_target: &'a Path,
+    pub compact_target: Option<&'a Path>,
     /// The index directory, where meta.dvm is staged.
     pub out: &'a Path,
 }
@@ -215,7 +218,7 @@ pub(crate) fn write_outputs(
     params: &BuildParams,
     plan: &BuildPlan,
     header_probe: Header,
-    pq: &ProductQuantizer,
+    (pq, compact): (&ProductQuantizer, Option<&ProductQuantizer>),
     nav_choice: NavChoice,
     edges: u64,
     build_id: u64,
@@ -262,6 +265,16 @@ pub(crate) fn write_outputs(
         summary.write_stepped_aside(inputs.nav_target, off.why)?;
     } else {
         write_navigation(&inputs, &placement, plan, &summary, r, progress)?;
+    }
+
+    if let (Some(compact), Some(target)) = (compact, inputs.compact_target) {
+        let order = placement.as_ref().map(|p| &p.order[..]);
+        let mut w = super::compact::create(target, build_id, n, compact)?;
+        let mc = compact.code_bytes();
+        stream_rows(&inputs.compact, n, mc, order, plan.chunk_rows, |codes| {
+            w.write(codes)
+        })?;
+        w.finish()?;
     }
 
     // meta.dvm, streamed: PQ codes and ids by position.

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use diskvec_io::{verify_volume, Damage, VerifyReport};
 
+use super::compact::compact_path;
 use super::index::read_header;
 use super::layout::first_bad_sector;
 use super::meta::Meta;
@@ -70,18 +71,29 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
     report.files += volume.files;
     report.sectors += volume.sectors;
     report.damage.extend(volume.damage);
-    // The navigation file, when the index has one (indexes built before it have none).
+    // The navigation and compact code files, when the index has them (indexes built before
+    // them have none).
+    let (count, dim) = (header.count as usize, header.dim as usize);
     let nav = nav_path(dir, meta.build_id);
     if nav.exists() {
         report.files += 1;
-        let dim = header.dim as usize;
-        if let Err(e) = Navigation::read(&nav, meta.build_id, header.count as usize, dim) {
-            let problem = match e {
-                IndexError::Corrupt { message, .. } => message,
-                other => other.to_string(),
-            };
-            report.damage.push(damage(&nav, None, problem));
+        if let Err(e) = Navigation::read(&nav, meta.build_id, count, dim) {
+            report.damage.push(damage(&nav, None, problem_of(e)));
+        }
+    }
+    let compact = compact_path(dir, meta.build_id);
+    if compact.exists() {
+        report.files += 1;
+        if let Err(e) = super::compact::read(&compact, meta.build_id, count, dim) {
+            report.damage.push(damage(&compact, None, problem_of(e)));
         }
     }
     Ok(report)
+}
+
+fn problem_of(e: IndexError) -> String {
+    match e {
+        IndexError::Corrupt { message, .. } => message,
+        other => other.to_string(),
+    }
 }

@@ -96,9 +96,12 @@ class Database:
     """
 
     def __init__(self, path: Union[str, os.PathLike], build_memory: Optional[str] = None,
-                 search_memory: Optional[str] = None):
+                 search_memory: Optional[str] = None, pq_codes: Optional[str] = None):
+        if pq_codes is not None and not isinstance(pq_codes, str):
+            raise TypeError(f"pq_codes must be 'auto', 'full' or 'compact', not {pq_codes!r}")
         self._inner = _native.Database(os.fspath(path), _opt_budget("build_memory", build_memory),
-                                       _opt_budget("search_memory", search_memory, zero=True))
+                                       _opt_budget("search_memory", search_memory, zero=True),
+                                       pq_codes)
 
     @property
     def path(self) -> str:
@@ -205,7 +208,8 @@ class Database:
 
 def open(path: Union[str, os.PathLike], *,  # noqa: A001 (the issue's name)
          build_memory: Union[str, int, None] = None,
-         search_memory: Union[str, int, None] = None) -> Database:
+         search_memory: Union[str, int, None] = None,
+         pq_codes: Optional[str] = None) -> Database:
     """Opens the database in directory `path`, creating it if needed and recovering every
     collection from its log. OSError if another Database (in this or another process) has it
     open, or its files are damaged. Also a context manager: `with diskvec.open(p) as db:`.
@@ -219,8 +223,13 @@ def open(path: Union[str, os.PathLike], *,  # noqa: A001 (the issue's name)
     (default: three quarters of the memory available, counting what they hold already; they give
     back what the builds reserve beyond the rest). Collections
     without a `search_memory` of their own split it, the same share of each one's nodes;
-    it is shared out again whenever segments are sealed, merged or dropped."""
-    return Database(path, build_memory=build_memory, search_memory=search_memory)
+    it is shared out again whenever segments are sealed, merged or dropped.
+
+    pq_codes: the PQ codes sealed segments steer their searches by: "auto" (default: the full
+    codes where opening leaves 128 MiB of the memory available, else the compact ones, a
+    quarter of the bytes), "full" or "compact"."""
+    return Database(path, build_memory=build_memory, search_memory=search_memory,
+                    pq_codes=pq_codes)
 
 
 class Collection:
