@@ -347,7 +347,10 @@ impl SearchMemory {
                 let compact = self.compact_codes();
                 let fixed: u64 = demands
                     .iter()
-                    .map(|d| d.fixed - if compact { d.compact_saving } else { 0 })
+                    .map(|d| {
+                        d.fixed
+                            .saturating_sub(if compact { d.compact_saving } else { 0 })
+                    })
                     .sum();
                 auto_budget(available_memory().saturating_sub(fixed), 0)
             }

@@ -22,7 +22,7 @@ pub use metric::Metric;
 pub use mips::mips_to_l2;
 pub use pq::{PqTable, ProductQuantizer, PQ_TRAINING_ROWS};
 pub use prefetch::prefetch;
-pub use projection::Projection;
+pub use projection::{Projection, MAX_PROJECTED_DIM};
 pub use rows::Rows;
 pub use sq4::{ScalarQuantizer4, Sq4Query, SQ4_CLIP};
 pub use sq8::{sq8_l2sq, ScalarQuantizer8};

@@ -171,7 +171,10 @@ impl ProductQuantizer {
         for &r in &picks {
             drawn.extend_from_slice(&data[r * dim..(r + 1) * dim]);
         }
-        let projection = Projection::train(&drawn, dim, subspaces);
+        let Some(projection) = Projection::train(&drawn, dim, subspaces) else {
+            // Too many dimensions to decompose, or values beyond f64: plain subspaces.
+            return Self::train(data, dim, subspaces, use_l2, max_sample, seed);
+        };
         let rows = projection.rows();
         let mut projected = Vec::with_capacity(picks.len() * rows);
         let mut out = Vec::with_capacity(rows);

@@ -16,6 +16,10 @@ const CHUNK_ROWS: usize = 1024;
 /// less than the codes' own error.
 const KEPT_VARIANCE: f64 = 0.99;
 
+/// Above this dimension no projection is trained: the eigendecomposition costs dim³ (about
+/// a second at 768, tens of seconds at 2048) on every build that trains a codebook.
+pub const MAX_PROJECTED_DIM: usize = 2048;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Projection {
     /// Dimension of the vectors it takes.
@@ -29,9 +33,13 @@ impl Projection {
     /// The principal directions of `sample` (rows of `dim` values) that hold
     /// `KEPT_VARIANCE` of its variance, as many as a multiple of `groups` (at least
     /// `groups`, at most `dim`), ordered into `groups` equal groups of about equal products
-    /// of variance. `groups` must be between 1 and `dim`.
-    pub fn train(sample: &[f32], dim: usize, groups: usize) -> Self {
+    /// of variance. `groups` must be between 1 and `dim`. `None` above `MAX_PROJECTED_DIM`,
+    /// or when the covariance is not finite (an infinite value in the sample).
+    pub fn train(sample: &[f32], dim: usize, groups: usize) -> Option<Self> {
         assert!(groups > 0 && groups <= dim);
+        if dim > MAX_PROJECTED_DIM {
+            return None;
+        }
         let n = (sample.len() / dim).max(1);
         let mut mean = vec![0f64; dim];
         for v in sample.chunks_exact(dim) {
@@ -42,15 +50,20 @@ impl Projection {
         mean.iter_mut().for_each(|m| *m /= n as f64);
         // The covariance, a block of centred rows at a time (the sample itself is not
         // copied whole).
-        let mut covariance = DMatrix::<f32>::zeros(dim, dim);
+        let mut covariance = DMatrix::<f64>::zeros(dim, dim);
         for block in sample.chunks(CHUNK_ROWS * dim) {
             let r = block.len() / dim;
-            let centred = DMatrix::<f32>::from_fn(r, dim, |i, j| {
-                (f64::from(block[i * dim + j]) - mean[j]) as f32
-            });
-            covariance.gemm_tr(1.0 / n as f32, &centred, &centred, 1.0);
+            let centred =
+                DMatrix::<f64>::from_fn(r, dim, |i, j| f64::from(block[i * dim + j]) - mean[j]);
+            covariance.gemm_tr(1.0 / n as f64, &centred, &centred, 1.0);
         }
-        let eigen = SymmetricEigen::new(covariance.map(f64::from));
+        if covariance.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
+        let eigen = SymmetricEigen::new(covariance);
+        if eigen.eigenvalues.iter().any(|x| !x.is_finite()) {
+            return None;
+        }
         let mut order: Vec<usize> = (0..dim).collect();
         order.sort_by(|&a, &b| eigen.eigenvalues[b].total_cmp(&eigen.eigenvalues[a]));
         let variance = |e: usize| eigen.eigenvalues[e].max(0.0);
@@ -65,8 +78,12 @@ impl Projection {
             .map_or(dim, |i| i + 1);
         let width = needed.div_ceil(groups).clamp(1, dim / groups);
         let rows = width * groups;
-        // Largest first, each into the group with room whose product of variances (sum of
-        // logarithms) is smallest.
+        // Largest first, each into the group with room whose product of variances is
+        // smallest. Variances are taken relative to the smallest one kept, so that every
+        // factor is at least 1: below 1 (unit vectors' variances always are), a group's
+        // product would shrink as it takes directions, and the first group would take
+        // them all.
+        let floor = variance(order[rows - 1]).max(1e-12 * total.max(f64::MIN_POSITIVE));
         let mut members: Vec<Vec<usize>> = vec![Vec::with_capacity(width); groups];
         let mut log_product = vec![0f64; groups];
         for &e in &order[..rows] {
@@ -75,13 +92,13 @@ impl Projection {
                 .min_by(|&a, &b| log_product[a].total_cmp(&log_product[b]))
                 .expect("rows = groups x width leaves a group with room");
             members[g].push(e);
-            log_product[g] += eigen.eigenvalues[e].max(1e-12).ln();
+            log_product[g] += (variance(e).max(floor) / floor).ln();
         }
         let mut basis = Vec::with_capacity(rows * dim);
         for e in members.into_iter().flatten() {
             basis.extend(eigen.eigenvectors.column(e).iter().map(|&x| x as f32));
         }
-        Self { dim, basis }
+        Some(Self { dim, basis })
     }
 
     /// The dimension of its output.
@@ -156,16 +173,16 @@ mod tests {
         let (dim, latent) = (24, 4);
         let data = low_rank(2000, dim, latent, 1);
         // Four directions hold the variance: two per group of the two asked for.
-        let p = Projection::train(&data, dim, 2);
+        let p = Projection::train(&data, dim, 2).unwrap();
         assert_eq!(p.rows(), 4);
         // Asked for more groups than directions: one each.
-        assert_eq!(Projection::train(&data, dim, 6).rows(), 6);
+        assert_eq!(Projection::train(&data, dim, 6).unwrap().rows(), 6);
         // Data of full rank keeps (almost) every dimension.
         let mut rng = SmallRng::seed_from_u64(5);
         let noise: Vec<f32> = (0..2000 * dim)
             .map(|_| rng.random_range(-1.0..1.0))
             .collect();
-        assert!(Projection::train(&noise, dim, 2).rows() >= 22);
+        assert!(Projection::train(&noise, dim, 2).unwrap().rows() >= 22);
         for i in 0..4 {
             for j in 0..4 {
                 let d = dot(
@@ -212,6 +229,36 @@ mod tests {
             .min_by(|&a, &b| spread[a].total_cmp(&spread[b]))
             .unwrap();
         assert_eq!(strongest / 2, weakest / 2, "{spread:?}");
+        // Unit vectors (variances below 1): the groups still share the strong directions.
+        let mut unit = low_rank(2000, dim, latent, 2);
+        for v in unit.chunks_exact_mut(dim) {
+            let norm = dot(v, v).sqrt();
+            v.iter_mut().for_each(|x| *x /= norm);
+        }
+        let q = Projection::train(&unit, dim, 2).unwrap();
+        let spread: Vec<f32> = (0..q.rows())
+            .map(|r| {
+                let row = &q.basis[r * dim..(r + 1) * dim];
+                unit.chunks_exact(dim)
+                    .take(500)
+                    .map(|v| dot(row, v).powi(2))
+                    .sum()
+            })
+            .collect();
+        let w = q.rows() / 2;
+        let strongest = (0..q.rows())
+            .max_by(|&a, &b| spread[a].total_cmp(&spread[b]))
+            .unwrap();
+        let second = (0..q.rows())
+            .filter(|&r| r != strongest)
+            .max_by(|&a, &b| spread[a].total_cmp(&spread[b]))
+            .unwrap();
+        assert_ne!(strongest / w, second / w, "{spread:?}");
+        // A covariance that is not finite (f32 values squared stay within f64; only values
+        // that are infinite already get there): no projection.
+        let mut wild = unit.clone();
+        wild[7] = f32::INFINITY;
+        assert!(Projection::train(&wild, dim, 2).is_none());
         let (back, used) = Projection::from_bytes(&p.to_bytes(), dim).unwrap();
         assert_eq!((back, used), (p.clone(), p.to_bytes().len()));
         assert!(Projection::from_bytes(&p.to_bytes()[..20], dim).is_none());

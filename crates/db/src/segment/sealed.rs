@@ -278,7 +278,6 @@ impl Sealed {
         self.payloads.get(offset as usize)
     }
 
-    /// Bytes of the segment's navigation file (what loading it would take), loaded or not.
     /// Whether its walk is steered by the compact code set.
     pub fn uses_compact_codes(&self) -> bool {
         self.index.uses_compact_codes()
@@ -289,6 +288,7 @@ impl Sealed {
         self.index.code_bytes_held()
     }
 
+    /// Bytes of the segment's navigation file (what loading it would take), loaded or not.
     pub fn navigation_file_bytes(&self) -> u64 {
         crate::collection::navigation_file_bytes(&self.dir)
     }

@@ -63,8 +63,9 @@ pub(crate) fn create(
 }
 
 /// The DRAM an index in `dir` saves by opening with its compact codes instead of the full
-/// ones (the codebooks are the same size), from the files' headers alone; 0 when it has no
-/// compact file or either header cannot be read.
+/// ones (fewer code bytes, less the compact codebook's projection), from the files' headers
+/// alone; 0 when it has no compact file of its generation and version, or either header
+/// cannot be read.
 pub fn compact_saving(dir: &Path) -> u64 {
     let head = |path: &Path, len: usize| -> Option<Vec<u8>> {
         let mut buf = vec![0u8; len];
@@ -82,10 +83,18 @@ pub fn compact_saving(dir: &Path) -> u64 {
         // starts with its dimension and subspaces (the full code bytes).
         let meta = head(&dir.join(super::META_FILE), super::meta::META_HEADER + 8)?;
         let (build_id, count) = (word(&meta, 16, 8), word(&meta, 24, 8));
-        let full = word(&meta, super::meta::META_HEADER + 4, 4);
+        let (full_codebook, full) = (
+            word(&meta, 32, 8),
+            word(&meta, super::meta::META_HEADER + 4, 4),
+        );
         let compact = head(&compact_path(dir, build_id), COMPACT_HEADER)?;
-        (&compact[..8] == COMPACT_MAGIC && word(&compact, 24, 8) == count)
-            .then(|| count * full.saturating_sub(word(&compact, 40, 4)))
+        let ours = &compact[..8] == COMPACT_MAGIC
+            && word(&compact, 8, 4) == COMPACT_VERSION as u64
+            && word(&compact, 16, 8) == build_id
+            && word(&compact, 24, 8) == count;
+        let codes = count.saturating_mul(full.saturating_sub(word(&compact, 40, 4)));
+        let projection = word(&compact, 32, 8).saturating_sub(full_codebook);
+        ours.then(|| codes.saturating_sub(projection))
     };
     saving().unwrap_or(0)
 }
@@ -182,6 +191,7 @@ fn decode_from(
 
 #[cfg(test)]
 mod tests {
+    use super::super::meta::Meta;
     use super::*;
 
     fn written(dir: &Path) -> (PathBuf, ProductQuantizer, Vec<u8>) {
@@ -228,7 +238,12 @@ mod tests {
     fn the_saving_is_read_from_the_headers() {
         let dir = tempfile::tempdir().unwrap();
         let (n, dim) = (300, 16);
-        let data: Vec<f32> = (0..n * dim).map(|i| ((i * 37) % 101) as f32).collect();
+        // Full rank: the projection keeps every dimension and costs more than it spares here.
+        let data: Vec<f32> = {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(4);
+            (0..n * dim).map(|_| rng.random_range(-1.0..1.0)).collect()
+        };
         let ids: Vec<i64> = (0..n as i64).collect();
         let params = super::super::BuildParams {
             pq_bytes: Some(8),
@@ -237,7 +252,26 @@ mod tests {
             ..Default::default()
         };
         super::super::build(&data, dim, &ids, &params, dir.path(), &crate::NoProgress).unwrap();
-        assert_eq!(compact_saving(dir.path()), 300 * (8 - 2));
+        // 6 code bytes a node, less what the compact codebook (with its projection) takes
+        // beyond the full one, each codebook's length as its own file's header says.
+        let len_at = |path: PathBuf| {
+            let bytes = std::fs::read(path).unwrap();
+            u64::from_le_bytes(bytes[32..40].try_into().unwrap())
+        };
+        let build_id = Meta::read(&dir.path().join(super::super::META_FILE))
+            .unwrap()
+            .build_id;
+        let extra = len_at(compact_path(dir.path(), build_id))
+            .saturating_sub(len_at(dir.path().join(super::super::META_FILE)));
+        assert!(extra > 0);
+        assert_eq!(compact_saving(dir.path()), 300 * 6 - extra);
+        // A compact file of another generation is not counted.
+        std::fs::rename(
+            compact_path(dir.path(), build_id),
+            compact_path(dir.path(), build_id + 1),
+        )
+        .unwrap();
+        assert_eq!(compact_saving(dir.path()), 0);
         let empty = tempfile::tempdir().unwrap();
         assert_eq!(compact_saving(empty.path()), 0);
     }
