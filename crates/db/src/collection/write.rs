@@ -67,13 +67,26 @@ impl Inner {
             self.wait_for_room(deadline)?;
         }
         let guard = lock(&self.writer);
+        self.log_and_apply(guard, &operation, &body)
+    }
+
+    /// Logs `operation` (encoded as `body`) and applies it while `guard` holds the writer
+    /// lock, then releases it and returns once the write is durable. A caller that read the
+    /// state to make `operation` holds the same guard from that read on, so no other write
+    /// lands in between.
+    fn log_and_apply(
+        &self,
+        guard: std::sync::MutexGuard<'_, ()>,
+        operation: &Operation,
+        body: &[u8],
+    ) -> Result<u64> {
         self.check_writable()?;
-        let op = self.wal.append_nowait(&body)?;
+        let op = self.wal.append_nowait(body)?;
         let froze = self
             .state
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .apply(op, &operation);
+            .apply(op, operation);
         *lock(&self.last_write) = std::time::Instant::now();
         drop(guard);
         if froze {
@@ -236,7 +249,9 @@ impl Inner {
 
     /// Rewrites the payloads of `ids` with `change` and logs the points' new full contents
     /// (vector included), so replay needs no earlier state. Unknown ids are an error and
-    /// nothing is written.
+    /// nothing is written. The points are read and the update logged in one turn of the
+    /// writer lock: an upsert between the two would otherwise be overwritten with the
+    /// vector it replaced.
     pub(crate) fn update_payloads(
         &self,
         ids: &[PointId],
@@ -248,6 +263,9 @@ impl Inner {
                 ids.len()
             )));
         }
+        // It rewrites whole points: it waits its turn as an upsert of as many would.
+        self.pace(ids.len(), None);
+        self.wait_for_room(None)?;
         let guard = lock(&self.writer);
         let records = self.records(ids, true, true)?;
         if let Some(missing) = ids.iter().find(|id| !records.iter().any(|r| r.id == **id)) {
@@ -264,13 +282,14 @@ impl Inner {
                 payload,
             });
         }
-        drop(guard);
         if points.is_empty() {
             return Ok(self.wal.last_op());
         }
         // The vectors are stored ones, already prepared: preparing twice would move them
         // by rounding.
-        self.write(Operation::Upsert(points), None)
+        let operation = Operation::Upsert(points);
+        let body = operation.encode();
+        self.log_and_apply(guard, &operation, &body)
     }
 }
 
