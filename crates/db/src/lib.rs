@@ -29,14 +29,7 @@ pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
 
-/// Aborts the process (as kill -9 would stop it) when `DISKVEC_FAILPOINT` names `step`, so
-/// tests can crash at the exact moments that matter: around a seal's manifest switch.
-pub(crate) fn failpoint(step: &str) {
-    if std::env::var("DISKVEC_FAILPOINT").is_ok_and(|v| v == step) {
-        eprintln!("failpoint {step}: aborting");
-        std::process::abort();
-    }
-}
+pub(crate) use diskvec_io::failpoint;
 
 /// Fails with an error when `DISKVEC_FAIL` names `step` (a comma-separated list), so tests
 /// can reach the recovery from a failure that real disks give rarely (a freshly built

@@ -8,6 +8,7 @@
 mod aligned;
 mod emulation;
 mod engine;
+mod failpoint;
 mod file;
 pub mod iobench;
 mod pread;
@@ -24,6 +25,7 @@ pub use emulation::PathEmulation;
 pub use engine::{
     open_engine, uring_available, EngineChoice, EngineKind, EngineStats, ReadDone, ReadEngine,
 };
+pub use failpoint::failpoint;
 pub use file::{open_for_reading, DataFile};
 pub use pread::PreadEngine;
 pub use spill::{SpillReader, SpillWriter};

@@ -1,3 +1,4 @@
+use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
@@ -17,7 +18,9 @@ use crate::{DataFile, EngineKind, EngineStats, IoError, ReadDone, ReadEngine, Re
 /// unwinding leave the engine (and so its buffers) alive until that `Drop` runs.
 pub struct UringEngine {
     file: Arc<DataFile>,
-    ring: IoUring,
+    /// Dropped by hand in `Drop`, before `slots`: the ring holds the buffers registered
+    /// with the kernel, so it must go first whatever order the fields are declared in.
+    ring: ManuallyDrop<IoUring>,
     slots: Slots,
     /// Per slot: (offset, len, bytes already read). A short read is resubmitted for the rest.
     pending: Vec<(u64, usize, usize)>,
@@ -44,12 +47,12 @@ impl UringEngine {
                 iov_len: b.len(),
             })
             .collect();
-        // SAFETY: the buffers outlive the ring: fields drop in declaration order, and
-        // `ring` is declared before `slots`.
+        // SAFETY: the buffers outlive the ring: nothing below can fail before `Self` owns
+        // both, and `Drop` drops the ring before the slots.
         let fixed_buffers = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
         Ok(Self {
             file,
-            ring,
+            ring: ManuallyDrop::new(ring),
             slots,
             pending: vec![(0, 0, 0); depth],
             in_flight: 0,
@@ -166,6 +169,10 @@ impl Drop for UringEngine {
             );
             std::mem::forget(std::mem::take(&mut self.slots.bufs));
         }
+        // SAFETY: `drop` runs once and nothing uses the ring after this line; the slots'
+        // buffers (dropped when this function returns) are still allocated while the ring
+        // unregisters them.
+        unsafe { ManuallyDrop::drop(&mut self.ring) };
     }
 }
 

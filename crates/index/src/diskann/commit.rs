@@ -73,14 +73,8 @@ pub(crate) fn placement(
     Ok((targets, stored))
 }
 
-/// Builds that abort at a named step, to test that a crash there loses nothing: the
-/// process aborts (as kill -9 would stop it) when `DISKVEC_FAILPOINT` names the step.
-pub(crate) fn failpoint(step: &str) {
-    if std::env::var("DISKVEC_FAILPOINT").is_ok_and(|v| v == step) {
-        eprintln!("failpoint {step}: aborting");
-        std::process::abort();
-    }
-}
+/// Builds abort at named steps to test that a crash there loses nothing.
+pub(crate) use diskvec_io::failpoint;
 
 /// A fresh generation number: the clock in nanoseconds mixed with the process id, so two
 /// builds never share one.
