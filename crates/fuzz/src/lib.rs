@@ -11,7 +11,7 @@ pub mod seeds;
 use std::path::Path;
 
 use diskvec_dataset::{decode, Matrix, Neighbors};
-use diskvec_index::diskann::{CompactCodes, Header, NavFile, Navigation};
+use diskvec_index::diskann::{CompactCodes, Header, Meta, NavFile, Navigation};
 use diskvec_vector::ProductQuantizer;
 
 /// A target: its name (also the cargo-fuzz target's and the corpus directory's) and body.
@@ -104,7 +104,7 @@ pub fn header(data: &[u8]) {
 pub fn meta(data: &[u8]) {
     let p = Path::new("meta.dvm");
     for input in [data.to_vec(), seal_meta(data)] {
-        let r = bounded(input.len(), 6, SLACK, || Header::decode_meta(&input, p));
+        let r = bounded(input.len(), 6, SLACK, || Meta::decode(&input, p));
         expect_error_names(&r, "meta.dvm");
         if let Ok(m) = r {
             let (bytes, crc) = m.encode(m.build_id);

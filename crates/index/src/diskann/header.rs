@@ -180,15 +180,6 @@ impl Header {
     }
 }
 
-impl Header {
-    /// `meta.dvm`'s decoder (`Meta::decode`), reachable from outside the crate for the fuzz
-    /// targets: `Meta` lives in a private module and is only ever opened through an index.
-    #[doc(hidden)]
-    pub fn decode_meta(bytes: &[u8], path: &Path) -> Result<super::meta::Meta> {
-        super::meta::Meta::decode(bytes, path)
-    }
-}
-
 /// What a file that failed its checksum says: its version field is not to be trusted, but
 /// when it differs from ours it hints at the cause (a file of another version that was
 /// also damaged, or a stray write over the field), so it is shown, as a reading only.

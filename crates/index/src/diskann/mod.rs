@@ -48,6 +48,7 @@ pub use compact::{
 pub use header::{Header, LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
+pub use meta::Meta;
 pub use nav::{
     nav_file_name, NavFile, NavOff, Navigation, SteppedAside, WalkCodes, MIN_CODE_RECALL,
     NAV_VERSION,
