@@ -304,12 +304,12 @@ impl Wal {
         }
         create_dir_all_durable(&*storage, dir).map_err(io_err("create", dir))?;
         let rec = reader::recover(&*storage, dir, options.max_record_bytes, from, apply)?;
-        let found_files = !rec.segments.is_empty();
+        let found_files = !rec.log_files.is_empty();
         let syncs = AtomicU64::new(0);
         let writer = Writer::new(
             Arc::clone(&storage),
             dir,
-            rec.segments,
+            rec.log_files,
             rec.next_op,
             options.segment_bytes,
             faults,
@@ -413,7 +413,7 @@ impl Wal {
         let sh = &self.shared;
         let _one_at_a_time = lock(&sh.truncating);
         let victims: Vec<PathBuf> = {
-            let segs = lock(&sh.writer).segments();
+            let segs = lock(&sh.writer).log_files();
             segs.windows(2)
                 .take_while(|pair| pair[1].first_op <= op)
                 .map(|pair| pair[0].path.clone())
@@ -436,7 +436,7 @@ impl Wal {
         let sh = &self.shared;
         let (segs, last_op) = {
             let w = lock(&sh.writer);
-            (w.segments(), w.last_op())
+            (w.log_files(), w.last_op())
         };
         WalStats {
             bytes: segs.iter().map(|s| s.bytes).sum(),

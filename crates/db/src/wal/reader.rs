@@ -9,7 +9,7 @@ use crate::storage::Storage;
 
 /// A log file as the writer keeps track of it.
 #[derive(Debug, Clone)]
-pub(super) struct Segment {
+pub(super) struct LogFile {
     pub first_op: u64,
     pub path: PathBuf,
     /// Its length; for the file being written, its length when the writer took it over.
@@ -19,7 +19,7 @@ pub(super) struct Segment {
 /// What open found: the files to continue with, and the op the next append gets.
 pub(super) struct Recovery {
     /// Sorted by first op; empty when the log has no file yet.
-    pub segments: Vec<Segment>,
+    pub log_files: Vec<LogFile>,
     pub next_op: u64,
     pub recovered: Recovered,
 }
@@ -171,7 +171,7 @@ pub(super) fn recover(
         // Numbering starts where the caller's state ends, so ops never go backwards.
         let next_op = from.max(removed_first.unwrap_or(1));
         return Ok(Recovery {
-            segments: Vec::new(),
+            log_files: Vec::new(),
             next_op,
             recovered: Recovered {
                 last_op: next_op - 1,
@@ -217,7 +217,7 @@ pub(super) fn recover(
         apply(op, body).map_err(|message| WalError::Apply { op, message })?;
         Ok(true)
     };
-    let mut segments = Vec::with_capacity(files.len());
+    let mut log_files = Vec::with_capacity(files.len());
     let mut replayed = 0u64;
     let mut expect = first_on_disk;
     for (first, path) in &files[..files.len() - 1] {
@@ -231,7 +231,7 @@ pub(super) fn recover(
             replayed += apply_one(*op, &data[body.clone()])? as u64;
         }
         expect = first + scan.records.len() as u64;
-        segments.push(Segment {
+        log_files.push(LogFile {
             first_op: *first,
             path: path.clone(),
             bytes: data.len() as u64,
@@ -262,7 +262,7 @@ pub(super) fn recover(
             bytes_cut: cut as u64,
         });
     }
-    segments.push(Segment {
+    log_files.push(LogFile {
         first_op: last_first,
         path: last_path,
         bytes: valid_len as u64,
@@ -272,9 +272,9 @@ pub(super) fn recover(
             last_op,
             replayed,
             torn_tail,
-            files: segments.len(),
+            files: log_files.len(),
         },
-        segments,
+        log_files,
         next_op: last_op + 1,
     })
 }

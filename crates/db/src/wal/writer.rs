@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::reader::Segment;
+use super::reader::LogFile;
 use super::record::{self, Encoded, FILE_HEADER_LEN};
 use super::{io_err, Faults, WalError};
 use crate::storage::{Storage, StorageFile};
@@ -22,7 +22,7 @@ pub(super) struct Writer {
     file: Box<dyn StorageFile>,
     sync_handle: SyncHandle,
     /// All files of the log, oldest first; the last is the one being written.
-    segments: Vec<Segment>,
+    log_files: Vec<LogFile>,
     next_op: u64,
     segment_bytes: u64,
     faults: Faults,
@@ -33,13 +33,13 @@ impl Writer {
     pub fn new(
         storage: Arc<dyn Storage>,
         dir: &Path,
-        mut segments: Vec<Segment>,
+        mut log_files: Vec<LogFile>,
         next_op: u64,
         segment_bytes: u64,
         faults: Faults,
         syncs: &AtomicU64,
     ) -> Result<Self, WalError> {
-        let (file, sync_handle) = match segments.last() {
+        let (file, sync_handle) = match log_files.last() {
             Some(last) => {
                 let file = storage
                     .open_append(&last.path)
@@ -51,7 +51,7 @@ impl Writer {
             }
             None => {
                 let (seg, file, sync) = create_file(&*storage, dir, next_op, true, syncs)?;
-                segments.push(seg);
+                log_files.push(seg);
                 (file, sync)
             }
         };
@@ -60,7 +60,7 @@ impl Writer {
             dir: dir.to_path_buf(),
             file,
             sync_handle,
-            segments,
+            log_files,
             next_op,
             segment_bytes,
             faults,
@@ -104,10 +104,10 @@ impl Writer {
         let sync_dir = !self.faults.skip_rotation_dir_sync;
         let (seg, file, sync_handle) =
             create_file(&*self.storage, &self.dir, self.next_op, sync_dir, syncs)?;
-        if let Some(old) = self.segments.last_mut() {
+        if let Some(old) = self.log_files.last_mut() {
             old.bytes = self.file.len();
         }
-        self.segments.push(seg);
+        self.log_files.push(seg);
         self.file = file;
         self.sync_handle = sync_handle;
         Ok(durable)
@@ -128,15 +128,15 @@ impl Writer {
 
     pub fn current_path(&self) -> &Path {
         &self
-            .segments
+            .log_files
             .last()
             .expect("the writer always has a file")
             .path
     }
 
     /// Every file of the log, oldest first, with up-to-date lengths.
-    pub fn segments(&self) -> Vec<Segment> {
-        let mut segs = self.segments.clone();
+    pub fn log_files(&self) -> Vec<LogFile> {
+        let mut segs = self.log_files.clone();
         if let Some(cur) = segs.last_mut() {
             cur.bytes = self.file.len();
         }
@@ -145,8 +145,8 @@ impl Writer {
 
     /// Forgets the oldest file (after the caller removed it).
     pub fn drop_oldest(&mut self, path: &Path) {
-        if self.segments.len() > 1 && self.segments[0].path == path {
-            self.segments.remove(0);
+        if self.log_files.len() > 1 && self.log_files[0].path == path {
+            self.log_files.remove(0);
         }
     }
 }
@@ -161,7 +161,7 @@ fn create_file(
     first_op: u64,
     sync_dir: bool,
     syncs: &AtomicU64,
-) -> Result<(Segment, Box<dyn StorageFile>, SyncHandle), WalError> {
+) -> Result<(LogFile, Box<dyn StorageFile>, SyncHandle), WalError> {
     let path = dir.join(record::file_name(first_op));
     let mut file = storage
         .open_append(&path)
@@ -184,7 +184,7 @@ fn create_file(
     }
     let sync = storage.open_append(&path).map_err(io_err("open", &path))?;
     Ok((
-        Segment {
+        LogFile {
             first_op,
             path,
             bytes: FILE_HEADER_LEN as u64,
