@@ -24,6 +24,8 @@ pub use collection::{
 pub use config::{parse_metric, parse_search_memory, CollectionConfig, Durability, MAX_DIM};
 pub use db::{check_name, Database, DbOptions};
 pub use diskvec_index::diskann::MemoryBudget;
+/// The distance a collection ranks by (its `CollectionConfig::metric`).
+pub use diskvec_vector::Metric;
 pub use error::{DbError, Result};
 pub use filter::Filter;
 pub use ops::PointRecord;

@@ -4,7 +4,7 @@ use diskvec_db::{
     CollectionConfig, CollectionInfo, Durability, Filter, Hit, Payload, PointId, PointRecord,
     Record,
 };
-use diskvec_vector::Metric;
+use diskvec_db::Metric;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
