@@ -1,10 +1,10 @@
 //! Qdrant's JSON shapes to and from the database's types.
 
+use diskvec_db::Metric;
 use diskvec_db::{
     CollectionConfig, CollectionInfo, Durability, Filter, Hit, Payload, PointId, PointRecord,
     Record,
 };
-use diskvec_db::Metric;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
