@@ -14,6 +14,7 @@ pub mod iobench;
 mod pread;
 mod spill;
 mod stats;
+pub mod storage;
 mod stripe;
 mod striped_writer;
 mod uring;

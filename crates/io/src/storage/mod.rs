@@ -1,4 +1,6 @@
-//! The small file-system interface the WAL and the collection manifest write through.
+//! The small file-system interface diskvec's durable writes are to go through: today the
+//! database's WAL and manifests; its segment files and the index's files are still written
+//! their own ways (issue 23).
 //!
 //! Everything that must survive a crash goes through [`Storage`], so that a test can swap the
 //! real file system ([`FsStorage`]) for [`CrashStorage`], which keeps only what a power loss
@@ -17,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use crash::CrashStorage;
 pub use fs::FsStorage;
 
-/// A file system, as far as the database needs one. Paths are used as given.
+/// A file system, as far as diskvec needs one. Paths are used as given.
 pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Creates `dir` and its missing parents. The new entries are not durable until their
     /// parents are synced (see [`create_dir_all_durable`]).
@@ -118,7 +120,7 @@ pub fn create_dir_all_durable(storage: &dyn Storage, dir: &Path) -> io::Result<(
 }
 
 /// The directory holding `path` (`.` for a bare name, `/` for the root).
-pub(crate) fn parent_dir(path: &Path) -> PathBuf {
+pub fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         Some(_) => PathBuf::from("."),
