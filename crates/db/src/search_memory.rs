@@ -277,19 +277,18 @@ impl SearchMemory {
     pub fn choose_codes(&self, demands: &[Demand]) -> bool {
         let fixed: u64 = demands.iter().map(|d| d.fixed).sum();
         let saving: u64 = demands.iter().map(|d| d.compact_saving).sum();
+        let available = available_memory();
         let compact = match self.codes {
             PqCodes::Full => false,
             PqCodes::Compact => true,
-            PqCodes::Auto => {
-                self.compact_codes() || wants_compact(fixed, saving, available_memory())
-            }
+            PqCodes::Auto => self.compact_codes() || wants_compact(fixed, saving, available),
         };
         if compact && self.codes == PqCodes::Auto {
             log::info!(
                 "sealed segments steer by their compact PQ codes ({} MiB less than the full \
                  ones): {} MiB available, opening takes {} MiB with the full codes",
                 saving >> 20,
-                available_memory() >> 20,
+                available >> 20,
                 fixed >> 20
             );
         }

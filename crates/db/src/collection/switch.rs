@@ -136,6 +136,7 @@ impl Inner {
             return false;
         }
         let mut need = 0u64;
+        let dram = self.search_dram();
         let dirs = std::iter::once(dir.to_path_buf()).chain(self.segment_paths(new_id));
         for d in dirs {
             let Ok(entries) = std::fs::read_dir(&d) else {
@@ -150,7 +151,7 @@ impl Inner {
                         crate::segment::NodeCacheSize::All => bytes,
                         crate::segment::NodeCacheSize::Share(s) => (bytes as f64 * s) as u64,
                     }
-                } else if name.ends_with(".dvr") && !self.search_dram().navigation {
+                } else if name.ends_with(".dvr") && !dram.navigation {
                     0
                 } else if name.ends_with(".dvq") {
                     // Compact codes are counted below, as what they spare of meta.dvm.
@@ -162,7 +163,7 @@ impl Inner {
                 };
             }
         }
-        if self.search_dram().compact_codes {
+        if dram.compact_codes {
             need = need.saturating_sub(diskvec_index::diskann::compact_saving(dir));
         }
         2 * need <= diskvec_index::diskann::available_memory()

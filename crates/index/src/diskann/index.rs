@@ -7,7 +7,7 @@ use diskvec_io::{
     SECTOR,
 };
 
-use super::compact::{compact_path, CompactCodes};
+use super::compact::compact_path;
 use super::hot_records::HotRecords;
 use super::layout::{first_bad_sector, NodeLayout};
 use super::meta::Meta;
@@ -109,7 +109,15 @@ impl DiskIndex {
         crate::limits::check_open_options(options)?;
         super::commit::reclaim_if_idle(dir);
         let meta_path = dir.join(META_FILE);
-        let (mut meta, mut compact, compact_problem) = read_meta(dir, options.compact_codes)?;
+        // Which codes steer the walk is known once the navigation file is read: none of
+        // meta.dvm's when its 4-bit codes steer, the compact set's when asked for. Until
+        // then its codes are only checksummed.
+        let codes_later = options.navigation || options.compact_codes;
+        let mut meta = if codes_later {
+            Meta::read_without_codes(&meta_path)?
+        } else {
+            Meta::read(&meta_path)?
+        };
         let paths: Vec<PathBuf> = meta.paths.iter().map(|p| dir.join(p)).collect();
         // The header is the first sector of the logical file, on the first path; meta.dvm
         // holds a copy, which a mirrored index opens with when that path is lost (the
@@ -168,18 +176,17 @@ impl DiskIndex {
         let cache = NodeCache::load(&volume, &layout, count, plan, None)?;
         // A walk steered by the 4-bit codes never reads a PQ code or the codebook
         // (approximate distances come from the 4-bit codes too: see `sq4_walk`), so they
-        // leave DRAM: 192 MiB of codes at 1M x 768, the difference between fitting a 20%
-        // budget and not, and 0.75 MiB of codebook at 768 dimensions.
-        if nav.as_ref().is_some_and(Navigation::walks_by_sq4) {
-            meta.codes = Vec::new();
+        // are never loaded: 192 MiB of codes at 1M x 768, the difference between fitting a
+        // 20% budget and not, and 0.75 MiB of codebook at 768 dimensions.
+        let (compact_codes, compact_problem) = if nav.as_ref().is_some_and(Navigation::walks_by_sq4)
+        {
             meta.pq = None;
-            compact = None;
-        }
-        let compact_codes = compact.is_some();
-        if let Some(c) = compact {
-            meta.pq = Some(c.pq);
-            meta.codes = c.codes;
-        }
+            (false, None)
+        } else if codes_later {
+            load_codes(dir, &mut meta, options.compact_codes)?
+        } else {
+            (false, None)
+        };
         let code_bytes = meta.pq.as_ref().map_or(0, |pq| pq.code_bytes());
         let ids_are_nodes = meta
             .ids
@@ -512,30 +519,40 @@ fn plan_node_cache(
     }
 }
 
-/// `meta.dvm`, and with `compact` the compact code set to steer by instead of its codes
-/// (which are then not kept), or why there is none: an index built before the file existed,
-/// or a damaged file, opens with its full codes.
-fn read_meta(dir: &Path, compact: bool) -> Result<(Meta, Option<CompactCodes>, Option<String>)> {
-    let path = dir.join(META_FILE);
-    if !compact {
-        return Ok((Meta::read(&path)?, None, None));
+/// Loads into `meta` (read without its codes) the codes that steer the walk: with
+/// `compact` the compact set, else, or when it has none (an index built before the file
+/// existed, or a damaged file), meta.dvm's own, read again. Returns whether the compact set
+/// is in use and why it is not where it was asked for.
+fn load_codes(dir: &Path, meta: &mut Meta, compact: bool) -> Result<(bool, Option<String>)> {
+    let mut problem = None;
+    if compact {
+        let file = compact_path(dir, meta.build_id);
+        let dim = meta.geometry.dim as usize;
+        let why = if !file.exists() {
+            "it has no compact code file (built before that file existed)".to_string()
+        } else {
+            match super::compact::read(&file, meta.build_id, meta.ids.len(), dim) {
+                Ok(codes) => {
+                    meta.pq = Some(codes.pq);
+                    meta.codes = codes.codes;
+                    return Ok((true, None));
+                }
+                Err(e) => e.to_string(),
+            }
+        };
+        log::warn!("{}: opening with the full PQ codes: {why}", dir.display());
+        problem = Some(why);
     }
-    let meta = Meta::read_without_codes(&path)?;
-    let file = compact_path(dir, meta.build_id);
-    let dim = meta.geometry.dim as usize;
-    let problem = if !file.exists() {
-        "it has no compact code file (built before that file existed)".to_string()
-    } else {
-        match super::compact::read(&file, meta.build_id, meta.ids.len(), dim) {
-            Ok(codes) => return Ok((meta, Some(codes), None)),
-            Err(e) => e.to_string(),
-        }
-    };
-    log::warn!(
-        "{}: opening with the full PQ codes: {problem}",
-        dir.display()
-    );
-    Ok((Meta::read(&path)?, None, Some(problem)))
+    let path = dir.join(META_FILE);
+    let again = Meta::read(&path)?;
+    if (again.build_id, again.crc) != (meta.build_id, meta.crc) {
+        return Err(IndexError::File {
+            path,
+            source: std::io::Error::other("replaced by another build while the index opened"),
+        });
+    }
+    meta.codes = again.codes;
+    Ok((false, problem))
 }
 
 #[cfg(test)]
