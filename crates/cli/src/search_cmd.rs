@@ -197,6 +197,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         emulate: args.emulate_path.clone(),
         navigation: args.navigation,
         compact_codes: args.compact_codes,
+        ..OpenOptions::default()
     };
     check_open_options(&options)?;
     let (test, gt) = load_queries(&args.dataset, args.k)?;

@@ -99,7 +99,7 @@ impl Database {
     /// `open`, with options.
     pub fn open_with_options(dir: &Path, options: DbOptions) -> Result<Self> {
         options.check()?;
-        std::fs::create_dir_all(dir).map_err(file_error(dir))?;
+        crate::storage::create_dir_all_durable(&FsStorage, dir).map_err(file_error(dir))?;
         let lock_path = dir.join(".lock");
         let lock = File::options()
             .create(true)
@@ -274,7 +274,10 @@ impl Database {
             let _ = self.storage.remove_dir_all(&w.join(name));
         }
         for p in &config.paths {
-            let _ = std::fs::remove_dir_all(p.join(name));
+            let on_path = p.join(name);
+            if on_path.exists() {
+                let _ = self.storage.remove_dir_all(&on_path);
+            }
         }
         drop(all);
         self.search.rebalance();

@@ -1,9 +1,11 @@
-//! Power loss at every point of a workload: the collection's log and manifest write through
-//! a storage that forgets whatever was not fsynced (file data and directory entries), and
-//! after each crash the reopened collection must hold every acknowledged write.
+//! Power loss at every point of a workload: every file the database writes (its log,
+//! manifests, and, through `optimize`, sealed segments: points files, deleted bitmaps, the
+//! DiskANN index's meta.dvm, navigation file and node stripes on two storage paths) goes
+//! through a storage that forgets whatever was not fsynced (file data and directory
+//! entries), and after each crash the reopened collection must hold every acknowledged
+//! write.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use diskvec_db::storage::CrashStorage;
@@ -19,6 +21,8 @@ enum Step {
     Delete(Vec<u64>),
     SetPayload(Vec<u64>, u32),
     Index(&'static str),
+    /// Seal everything into DiskANN segments and merge them (waiting for it).
+    Optimize,
 }
 
 fn workload() -> Vec<Step> {
@@ -28,6 +32,9 @@ fn workload() -> Vec<Step> {
         steps.push(Step::Upsert((base..base + 10).collect(), round));
         if round == 2 {
             steps.push(Step::Index("tag"));
+        }
+        if round == 1 || round == 4 {
+            steps.push(Step::Optimize);
         }
         steps.push(Step::Delete(vec![base + 1, base + 4, 999]));
         steps.push(Step::SetPayload(vec![base + 2, base + 3], round));
@@ -45,7 +52,7 @@ type Model = BTreeMap<u64, (Vec<f32>, Payload)>;
 
 fn apply(model: &mut Model, step: &Step) {
     match step {
-        Step::Create | Step::Index(_) => {}
+        Step::Create | Step::Index(_) | Step::Optimize => {}
         Step::Upsert(ids, g) => {
             for &id in ids {
                 let p = json!({"tag": format!("t{}", id % 3), "gen": g});
@@ -67,7 +74,8 @@ fn apply(model: &mut Model, step: &Step) {
 
 /// Runs the workload until the storage fails; returns how many steps were acknowledged.
 fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
-    let Ok(db) = Database::open_with_storage(Path::new("/db"), Arc::new(storage.clone())) else {
+    let root = storage.root().join("db");
+    let Ok(db) = Database::open_with_storage(&root, Arc::new(storage.clone())) else {
         return 0;
     };
     let mut acked = 0;
@@ -76,6 +84,7 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
             Step::Create => {
                 let mut c = CollectionConfig::new(DIM, Metric::L2);
                 c.seal_threshold = 1_000_000;
+                c.paths = vec![storage.root().join("p0"), storage.root().join("p1")];
                 db.create_collection("c", c).is_ok()
             }
             step => {
@@ -105,6 +114,7 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
                         )
                         .is_ok(),
                     Step::Index(field) => c.create_payload_index(field, "keyword").is_ok(),
+                    Step::Optimize => c.optimize(true).is_ok(),
                     Step::Create => unreachable!(),
                 }
             }
@@ -119,7 +129,7 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
 
 /// Everything the reopened database holds (empty if the collection is not there).
 fn contents(storage: CrashStorage) -> Model {
-    let db = Database::open_with_storage(Path::new("/db"), Arc::new(storage))
+    let db = Database::open_with_storage(&storage.root().join("db"), Arc::new(storage))
         .expect("a crashed database reopens");
     let Ok(c) = db.collection("c") else {
         return Model::new();
@@ -140,9 +150,11 @@ fn contents(storage: CrashStorage) -> Model {
 #[test]
 fn every_acknowledged_write_survives_a_crash_at_every_point() {
     let steps = workload();
-    let dry = CrashStorage::new();
+    let dry_dir = tempfile::tempdir().unwrap();
+    let dry = CrashStorage::new(dry_dir.path()).unwrap();
     assert_eq!(run(&dry, &steps), steps.len());
     let total = dry.ops();
+
     let mut models = vec![Model::new()];
     for s in &steps {
         let mut m = models.last().unwrap().clone();
@@ -153,7 +165,8 @@ fn every_acknowledged_write_survives_a_crash_at_every_point() {
     let mut checked = 0;
     for n in 0..total {
         for torn in [None, Some(n * 31 + 7)] {
-            let storage = CrashStorage::new();
+            let dir = tempfile::tempdir().unwrap();
+            let storage = CrashStorage::new(dir.path()).unwrap();
             storage.set_fail_after(n);
             let acked = run(&storage, &steps);
             let crashed = match torn {

@@ -81,6 +81,8 @@ pub struct SpillWriter {
     settled: u64,
     /// Bytes before this are being written back.
     started: u64,
+    /// The end of the furthest positional write (`write_at`), which may lie past `written`.
+    end: u64,
 }
 
 impl SpillWriter {
@@ -92,6 +94,7 @@ impl SpillWriter {
             written: 0,
             settled: 0,
             started: 0,
+            end: 0,
         })
     }
 
@@ -113,6 +116,36 @@ impl SpillWriter {
             self.settled = self.started;
             self.started = self.written;
         }
+        Ok(())
+    }
+
+    /// Writes `bytes` at `offset` without moving the front-to-back position (a checksum
+    /// patched into a header, a mirror copy placed past the file's own stripes). What the
+    /// buffer holds goes first when the patch overlaps it, so that it is not overwritten
+    /// later (a mirror copy past the front-to-back position never does).
+    pub fn write_at(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let buffered_from = self.written - self.out.buffer().len() as u64;
+        if offset < self.written && offset + bytes.len() as u64 > buffered_from {
+            self.out.flush().map_err(os(&self.path))?;
+        }
+        self.out
+            .get_ref()
+            .write_all_at(bytes, offset)
+            .map_err(os(&self.path))?;
+        self.end = self.end.max(offset + bytes.len() as u64);
+        Ok(())
+    }
+
+    /// Makes everything written so far durable (fdatasync), then lets it leave the page
+    /// cache, positional writes included.
+    pub fn sync(&mut self) -> Result<()> {
+        self.out.flush().map_err(os(&self.path))?;
+        self.out.get_ref().sync_data().map_err(os(&self.path))?;
+        // Clean now, so dropping the whole range is cheap and catches the positional writes.
+        settle(self.out.get_ref(), 0, self.written.max(self.end), false);
+        self.settled = self.written;
+        self.started = self.written;
         Ok(())
     }
 

@@ -1,34 +1,34 @@
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::{IoError, Result, SpillWriter, StripeMap};
+use crate::storage::{StagedFile, Storage};
+use crate::{IoError, Result, StripeMap};
 
-fn os(path: &Path) -> impl FnOnce(std::io::Error) -> IoError + '_ {
+fn os(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> IoError + '_ {
     move |source| IoError::Os {
         path: path.display().to_string(),
         source,
     }
 }
 
-/// Writes a logical byte stream across the path files of a stripe map, in order. Files
-/// are written under temporary names and renamed into place only by `finish`.
-pub struct StripedWriter {
+/// Writes a logical byte stream across the path files of a stripe map, in order, through
+/// the durable-write path ([`Storage`]). Files are written under temporary names and
+/// installed (synced, renamed into place) only by `finish`; the caller syncs their
+/// directories in the commit that makes them current.
+pub struct StripedWriter<'s> {
     map: StripeMap,
     /// With mirroring, each path's file holds, after its own stripes, a copy of the
     /// previous path's; the total logical length fixes where that copy starts.
-    mirror: Option<(Vec<File>, u64)>,
-    targets: Vec<PathBuf>,
-    temps: Vec<PathBuf>,
-    /// One per path; they drop their pages as they go (a build's dirty pages count against
-    /// its memory cgroup).
-    files: Vec<SpillWriter>,
+    mirror: Option<u64>,
+    /// One per path; created files drop their pages as they go (a build's dirty pages count
+    /// against its memory cgroup).
+    files: Vec<StagedFile<'s>>,
     position: u64,
 }
 
-impl StripedWriter {
+impl<'s> StripedWriter<'s> {
     /// `logical_len` is the total the caller will write; it places the mirror copies.
     pub fn create(
+        storage: &'s dyn Storage,
         targets: &[PathBuf],
         stripe_bytes: u64,
         mirror: bool,
@@ -38,30 +38,16 @@ impl StripedWriter {
         if mirror && targets.len() < 2 {
             return Err(IoError::Usage("mirroring needs at least two paths".into()));
         }
-        let temps: Vec<PathBuf> = targets.iter().map(|t| t.with_extension("tmp")).collect();
-        let files = temps
+        let files = targets
             .iter()
-            .map(|t| SpillWriter::create(t, 1 << 20))
+            .map(|t| {
+                let temp = t.with_extension("tmp");
+                StagedFile::create(storage, t, &temp).map_err(os(&temp))
+            })
             .collect::<Result<Vec<_>>>()?;
-        let mirror = if mirror {
-            let handles = temps
-                .iter()
-                .map(|t| {
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(t)
-                        .map_err(os(t))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Some((handles, logical_len))
-        } else {
-            None
-        };
         Ok(Self {
             map,
-            mirror,
-            targets: targets.to_vec(),
-            temps,
+            mirror: mirror.then_some(logical_len),
             files,
             position: 0,
         })
@@ -72,13 +58,17 @@ impl StripedWriter {
             let room = (self.map.stripe_bytes - self.position % self.map.stripe_bytes) as usize;
             let take = room.min(bytes.len());
             let (path, physical) = self.map.locate(self.position);
-            self.files[path].write_all(&bytes[..take])?;
-            if let Some((handles, logical_len)) = &self.mirror {
+            let own = &mut self.files[path];
+            let temp = own.temp().to_path_buf();
+            own.file().append(&bytes[..take]).map_err(os(&temp))?;
+            if let Some(logical_len) = self.mirror {
                 let q = (path + 1) % self.map.paths;
-                let at = self.map.path_len(q, *logical_len) + physical;
-                handles[q]
-                    .write_all_at(&bytes[..take], at)
-                    .map_err(os(&self.temps[q]))?;
+                let at = self.map.path_len(q, logical_len) + physical;
+                let copy = &mut self.files[q];
+                let temp = copy.temp().to_path_buf();
+                copy.file()
+                    .write_at(at, &bytes[..take])
+                    .map_err(os(&temp))?;
             }
             self.position += take as u64;
             bytes = &bytes[take..];
@@ -86,11 +76,11 @@ impl StripedWriter {
         Ok(())
     }
 
-    /// Flushes and syncs every file, then renames each into place.
+    /// Syncs every file, then renames each into place.
     pub fn finish(self) -> Result<()> {
-        for ((w, temp), target) in self.files.into_iter().zip(&self.temps).zip(&self.targets) {
-            w.finish(true)?;
-            std::fs::rename(temp, target).map_err(os(target))?;
+        for file in self.files {
+            let target = file.target().to_path_buf();
+            file.install().map_err(os(&target))?;
         }
         Ok(())
     }

@@ -314,7 +314,14 @@ fn an_emulated_path_is_never_faster_than_its_caps() {
 /// Stripes `sectors` sectors over `targets`, each starting with its own number.
 fn write_numbered_volume(targets: &[std::path::PathBuf], stripe: u64, mirror: bool, sectors: u64) {
     let logical = sectors * SECTOR as u64;
-    let mut w = diskvec_io::StripedWriter::create(targets, stripe, mirror, logical).unwrap();
+    let mut w = diskvec_io::StripedWriter::create(
+        &diskvec_io::storage::FsStorage,
+        targets,
+        stripe,
+        mirror,
+        logical,
+    )
+    .unwrap();
     for s in 0..sectors {
         let mut sector = vec![0u8; SECTOR];
         sector[..8].copy_from_slice(&s.to_le_bytes());
@@ -384,9 +391,14 @@ fn a_mirrored_volume_survives_a_path_failing_mid_stream_and_counts_failovers() {
             }
         }
     }
-    assert!(
-        diskvec_io::StripedWriter::create(&targets[..1], SECTOR as u64, true, logical).is_err()
-    );
+    assert!(diskvec_io::StripedWriter::create(
+        &diskvec_io::storage::FsStorage,
+        &targets[..1],
+        SECTOR as u64,
+        true,
+        logical
+    )
+    .is_err());
 }
 
 #[test]

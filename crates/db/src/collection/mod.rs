@@ -94,6 +94,20 @@ impl Inner {
         &self.config
     }
 
+    /// Makes `dir` and its parents, durably (through the collection's storage).
+    pub(crate) fn make_dir(&self, dir: &std::path::Path) -> crate::Result<()> {
+        crate::storage::create_dir_all_durable(self.storage.as_ref(), dir)
+            .map_err(crate::error::file_error(dir))
+    }
+
+    /// Removes `dir` and what it holds, if it is there; a leftover only wastes space (the
+    /// next open removes what no manifest lists).
+    pub(crate) fn remove_dir(&self, dir: &std::path::Path) {
+        if dir.exists() {
+            let _ = self.storage.remove_dir_all(dir);
+        }
+    }
+
     /// True once the collection is closing (its background work stopping).
     pub(crate) fn is_closing(&self) -> bool {
         lock(&self.background).stop
@@ -211,6 +225,7 @@ impl Inner {
             None
         };
         let built = crate::segment::seal(
+            &self.storage,
             input,
             dir,
             &self.config,
@@ -235,19 +250,17 @@ impl Inner {
         match &built {
             // Committed: no shard of it is wanted again (a build in shards removes its own;
             // this also takes those of an interrupted one that this build ran in memory).
-            Ok(()) => {
-                let _ = std::fs::remove_dir_all(self.checkpoint_dir(lane, kind));
-            }
+            Ok(()) => self.remove_dir(&self.checkpoint_dir(lane, kind)),
             // The caches shrank for this build and no switch will grow them back.
             Err(_) => self.search.rebalance(),
         }
         if is_cancelled(&built) {
             // Nothing of a cancelled build is listed anywhere: its directories go, and its
             // finished shards, which the build that supersedes it would not take up.
-            let _ = std::fs::remove_dir_all(self.checkpoint_dir(lane, kind));
-            let _ = std::fs::remove_dir_all(dir);
+            self.remove_dir(&self.checkpoint_dir(lane, kind));
+            self.remove_dir(dir);
             for p in paths {
-                let _ = std::fs::remove_dir_all(p);
+                self.remove_dir(p);
             }
         }
         built

@@ -88,7 +88,8 @@ impl Collection {
             .map(|(f, k)| Ok((f.clone(), PayloadIndexKind::from_name(k)?)))
             .collect::<Result<Vec<(String, PayloadIndexKind)>>>()?;
         let segments_dir = dir.join("segments");
-        report.removed_segments = remove_unlisted(&segments_dir, &manifest, &config, name);
+        report.removed_segments =
+            remove_unlisted(storage.as_ref(), &segments_dir, &manifest, &config, name);
         let mut segments = BTreeMap::new();
         let mut written = HashMap::new();
         for entry in &manifest.segments {
@@ -322,6 +323,7 @@ fn track_sealed(state: &mut State) {
 /// Removes segment directories (and their node directories on the storage paths) that the
 /// manifest does not list: a seal that crashed before its switch. Returns their names.
 fn remove_unlisted(
+    storage: &dyn Storage,
     segments_dir: &Path,
     manifest: &Manifest,
     config: &CollectionConfig,
@@ -339,9 +341,12 @@ fn remove_unlisted(
         if listed {
             continue;
         }
-        let _ = std::fs::remove_dir_all(e.path());
+        let _ = storage.remove_dir_all(&e.path());
         for p in &config.paths {
-            let _ = std::fs::remove_dir_all(p.join(name).join(&file_name));
+            let on_path = p.join(name).join(&file_name);
+            if on_path.exists() {
+                let _ = storage.remove_dir_all(&on_path);
+            }
         }
         log::warn!("collection {name:?}: removed segment {file_name}, left by an interrupted seal");
         removed.push(file_name);

@@ -168,7 +168,7 @@ impl Inner {
         let dir = self.segment_dir(id);
         let paths = self.segment_paths(id);
         for p in &paths {
-            std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
+            self.make_dir(p)?;
         }
         let started = std::time::Instant::now();
         let task = self.task.begin(Lane::Seal, "seal", copy.len());
@@ -252,7 +252,7 @@ impl Inner {
             }
         }
         for (path, bits, _, _) in &bitmaps {
-            write_deleted(path, bits)?;
+            write_deleted(self.storage.as_ref(), path, bits)?;
         }
         if !bitmaps.is_empty() {
             crate::failpoint("manifest:bitmaps-written");
@@ -265,7 +265,10 @@ impl Inner {
             let still = next.segments.iter().find(|e| e.id == old.id);
             if let Some(file) = &old.deleted_file {
                 if still.and_then(|e| e.deleted_file.as_ref()) != Some(file) {
-                    let _ = std::fs::remove_file(self.segment_dir(old.id).join(file));
+                    // Unsynced: a crash that undoes it leaves a file no manifest names.
+                    let _ = self
+                        .storage
+                        .remove_file(&self.segment_dir(old.id).join(file));
                 }
             }
         }

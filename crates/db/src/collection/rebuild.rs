@@ -282,7 +282,7 @@ impl Inner {
         let dir = self.segment_dir(new_id);
         let paths = self.segment_paths(new_id);
         for p in &paths {
-            std::fs::create_dir_all(p).map_err(crate::error::file_error(p))?;
+            self.make_dir(p)?;
         }
         let count = points.len();
         self.task.set_points(lane, count);
@@ -300,9 +300,9 @@ impl Inner {
             Ok(new) => new.is_some(),
             Err(e) => {
                 // Nothing lists what was built: it goes now rather than at the next open.
-                let _ = std::fs::remove_dir_all(&dir);
+                self.remove_dir(&dir);
                 for p in &paths {
-                    let _ = std::fs::remove_dir_all(p);
+                    self.remove_dir(p);
                 }
                 return Err(e);
             }
@@ -318,13 +318,13 @@ impl Inner {
         self.search.rebalance();
         self.check_home()?;
         for &id in sources {
-            let _ = std::fs::remove_dir_all(self.segment_dir(id));
+            self.remove_dir(&self.segment_dir(id));
             for p in self.segment_paths(id) {
-                let _ = std::fs::remove_dir_all(p);
+                self.remove_dir(&p);
             }
         }
         if !rebuilt {
-            let _ = std::fs::remove_dir_all(&dir);
+            self.remove_dir(&dir);
         }
         if kind == "seal" {
             super::lock(&self.pacer).record_seal(count, started.elapsed().as_secs_f64());

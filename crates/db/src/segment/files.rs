@@ -23,8 +23,10 @@
 use super::ids::IdColumn;
 use super::payloads::PayloadColumn;
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::path::Path;
+
+use diskvec_io::storage::{write_atomic, write_atomic_with, Storage, StorageWriter};
 
 use roaring::RoaringBitmap;
 
@@ -41,32 +43,6 @@ fn corrupt(path: &Path, message: impl Into<String>) -> DbError {
         path: path.to_path_buf(),
         message: message.into(),
     }
-}
-
-/// Writes `bytes` to `path` so that it is complete and durable or absent (`write_durably_with`).
-pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_durably_with(path, |f| f.write_all(bytes))
-}
-
-/// Makes `path` what `write` writes into a fresh file, complete and durable or absent: a temp
-/// file, `write`, fsync, rename, fsync of the directory. A temp file that failed goes.
-fn write_durably_with(
-    path: &Path,
-    write: impl FnOnce(&mut File) -> std::io::Result<()>,
-) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(file_error(&tmp))?;
-    if let Err(e) = write(&mut f).and_then(|()| f.sync_all()) {
-        drop(f);
-        let _ = std::fs::remove_file(&tmp);
-        return Err(file_error(&tmp)(e));
-    }
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(file_error(path))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(file_error(dir))
 }
 
 fn frame(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
@@ -104,10 +80,11 @@ fn check_frame_version(field: &[u8], path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes `points.dvp` a buffer at a time (durably: `write_durably_with`), holding beside the
-/// points only their payloads' JSON back to back: a merge of 1M points once built the file
-/// three times over in DRAM at its memory peak.
+/// Writes `points.dvp` a buffer at a time, atomically and durably (`write_atomic_with`),
+/// holding beside the points only their payloads' JSON back to back: a merge of 1M points
+/// once built the file three times over in DRAM at its memory peak.
 pub(crate) fn write_points(
+    storage: &dyn Storage,
     path: &Path,
     ids: &[PointId],
     versions: &[u64],
@@ -120,9 +97,9 @@ pub(crate) fn write_points(
         serde_json::to_writer(&mut jsons, p).expect("a JSON map serializes into memory");
         ends.push(jsons.len() as u64);
     }
-    write_durably_with(path, |file| {
+    write_atomic_with(storage, path, |file| {
         let mut out = CrcWriter {
-            inner: std::io::BufWriter::with_capacity(1 << 20, &mut *file),
+            inner: std::io::BufWriter::with_capacity(1 << 20, StorageWriter(&mut *file)),
             crc: 0,
         };
         out.inner.write_all(POINTS_MAGIC)?;
@@ -147,9 +124,9 @@ pub(crate) fn write_points(
         let crc = out.crc;
         out.inner.flush()?;
         drop(out);
-        file.seek(std::io::SeekFrom::Start(8))?;
-        file.write_all(&crc.to_le_bytes())
+        file.write_at(8, &crc.to_le_bytes())
     })
+    .map_err(file_error(path))
 }
 
 /// Passes bytes on, keeping the CRC-32C of what passed (the frame's checksum covers every
@@ -273,12 +250,16 @@ impl<R: Read> Read for CrcReader<R> {
     }
 }
 
-pub(crate) fn write_deleted(path: &Path, deleted: &RoaringBitmap) -> Result<()> {
+pub(crate) fn write_deleted(
+    storage: &dyn Storage,
+    path: &Path,
+    deleted: &RoaringBitmap,
+) -> Result<()> {
     let mut body = Vec::with_capacity(deleted.serialized_size());
     deleted
         .serialize_into(&mut body)
         .expect("writing to a Vec cannot fail");
-    write_durably(path, &frame(DELETED_MAGIC, &body))
+    write_atomic(storage, path, &frame(DELETED_MAGIC, &body)).map_err(file_error(path))
 }
 
 pub(crate) fn read_deleted(path: &Path) -> Result<RoaringBitmap> {
@@ -307,7 +288,14 @@ mod tests {
             json!({"s": "x", "l": [1, 2]}).as_object().unwrap().clone(),
         ];
         let p = dir.path().join(POINTS_FILE);
-        write_points(&p, &ids, &versions, &payloads).unwrap();
+        write_points(
+            &diskvec_io::storage::FsStorage,
+            &p,
+            &ids,
+            &versions,
+            &payloads,
+        )
+        .unwrap();
         assert!(!p.with_extension("tmp").exists());
         let got = read_points(&p).unwrap();
         assert_eq!(got.ids.len(), ids.len());
@@ -323,7 +311,7 @@ mod tests {
         }
         let d = dir.path().join("deleted.1.dvd");
         let bits: RoaringBitmap = [0u32, 5, 70_000].into_iter().collect();
-        write_deleted(&d, &bits).unwrap();
+        write_deleted(&diskvec_io::storage::FsStorage, &d, &bits).unwrap();
         assert_eq!(read_deleted(&d).unwrap(), bits);
         let mut bad = std::fs::read(&d).unwrap();
         bad[20] ^= 1;

@@ -107,6 +107,7 @@ pub(crate) struct SealBuild {
 /// Builds the DiskANN index and the points file of `input` into `dir` as `how` says;
 /// returns the build's report (with the codebook its codes were made with).
 pub(crate) fn seal(
+    storage: &Arc<dyn crate::storage::Storage>,
     input: &SealInput,
     dir: &Path,
     config: &CollectionConfig,
@@ -114,7 +115,8 @@ pub(crate) fn seal(
     how: SealBuild,
     progress: &dyn diskvec_index::Progress,
 ) -> Result<diskvec_index::diskann::BuildReport> {
-    std::fs::create_dir_all(dir).map_err(crate::error::file_error(dir))?;
+    crate::storage::create_dir_all_durable(storage.as_ref(), dir)
+        .map_err(crate::error::file_error(dir))?;
     if !input.rows_match() {
         return Err(crate::DbError::Unavailable(format!(
             "internal error: a build of {} points was given vectors for another number",
@@ -124,6 +126,7 @@ pub(crate) fn seal(
     let params = diskvec_index::diskann::BuildParams {
         codebook: how.codebook,
         checkpoint: Some(how.checkpoint),
+        storage: Arc::clone(storage),
         ..config.build_params(paths)
     };
     let report = crate::background::run_build(how.priority, || {
@@ -136,6 +139,7 @@ pub(crate) fn seal(
         )
     })?;
     write_points(
+        storage.as_ref(),
         &dir.join(POINTS_FILE),
         &input.ids,
         &input.versions,

@@ -3,14 +3,24 @@
 //! nothing that was never appended. Deliberately broken durability orders ([`Faults`]) must
 //! make the same check fail, which shows the check can see what it is meant to.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
 use crate::storage::CrashStorage;
 
-const DIR: &str = "/db/wal";
+/// A crash model over a fresh directory (kept while the storage is used).
+fn fresh() -> (tempfile::TempDir, CrashStorage) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = CrashStorage::new(dir.path()).unwrap();
+    (dir, s)
+}
+
+/// The log's directory in `storage`'s root.
+fn wal_dir(storage: &CrashStorage) -> PathBuf {
+    storage.root().join("db/wal")
+}
 const APPENDS: u64 = 24;
 
 /// The body appended as op `op` by the workloads (sizes 0..=52, so records straddle the tiny
@@ -47,7 +57,7 @@ fn run(storage: &CrashStorage, workload: Workload, faults: Faults) -> u64 {
     };
     let opened = Wal::open_with(
         Arc::new(storage.clone()),
-        Path::new(DIR),
+        &wal_dir(storage),
         options(sync),
         1,
         &mut |_, _| Err("a fresh log has nothing to replay".into()),
@@ -85,7 +95,7 @@ fn run(storage: &CrashStorage, workload: Workload, faults: Faults) -> u64 {
 /// Returns whether the reopen cut a torn tail.
 fn check(crashed: &CrashStorage, acked: u64) -> Result<bool, String> {
     let storage: Arc<dyn Storage> = Arc::new(crashed.clone());
-    let dir = Path::new(DIR);
+    let dir = &wal_dir(crashed);
     let mut got = Vec::new();
     let (wal, rec) = Wal::open(
         Arc::clone(&storage),
@@ -146,7 +156,7 @@ struct Findings {
 /// Crashes the workload at every storage operation (plain crash and torn crashes) and
 /// checks each crashed state.
 fn crash_at_every_point(workload: Workload, faults: Faults, torn_seeds: u64) -> Findings {
-    let probe = CrashStorage::new();
+    let (_probe_dir, probe) = fresh();
     let full = run(&probe, workload, faults);
     assert_eq!(full, APPENDS, "the workload must finish without a crash");
     let total = probe.ops();
@@ -154,17 +164,18 @@ fn crash_at_every_point(workload: Workload, faults: Faults, torn_seeds: u64) -> 
     let mut failures = Vec::new();
     let mut torn_tails = 0;
     for point in 0..=total {
-        let storage = CrashStorage::new();
-        storage.set_fail_after(point);
-        let acked = run(&storage, workload, faults);
-        let mut crashed = vec![("plain".to_string(), storage.crash())];
-        for seed in 0..torn_seeds {
-            crashed.push((
-                format!("torn seed {seed}"),
-                storage.crash_torn(seed * 1000 + point),
-            ));
-        }
-        for (how, state) in crashed {
+        // A crash rewrites the directory, so each way of crashing gets a run of its own.
+        for seed in std::iter::once(None).chain((0..torn_seeds).map(Some)) {
+            let (_dir, storage) = fresh();
+            storage.set_fail_after(point);
+            let acked = run(&storage, workload, faults);
+            let (how, state) = match seed {
+                None => ("plain".to_string(), storage.crash()),
+                Some(seed) => (
+                    format!("torn seed {seed}"),
+                    storage.crash_torn(seed * 1000 + point),
+                ),
+            };
             match check(&state, acked) {
                 Ok(torn) => torn_tails += torn as usize,
                 Err(e) => failures.push(format!("crash at op {point}/{total} ({how}): {e}")),
@@ -178,12 +189,12 @@ fn crash_at_every_point(workload: Workload, faults: Faults, torn_seeds: u64) -> 
 }
 
 fn files(storage: &CrashStorage) -> usize {
-    storage.list(Path::new(DIR)).unwrap().len()
+    storage.list(&wal_dir(storage)).unwrap().len()
 }
 
 #[test]
 fn workload_rotates_files() {
-    let s = CrashStorage::new();
+    let (_d, s) = fresh();
     run(&s, Workload::Always, Faults::default());
     assert!(files(&s) >= 5, "{} files", files(&s));
 }
@@ -246,10 +257,10 @@ fn check_catches_missing_fdatasync() {
 
 #[test]
 fn failed_fdatasync_poisons_the_log() {
-    let s = CrashStorage::new();
+    let (_d, s) = fresh();
     let (wal, _) = Wal::open(
         Arc::new(s.clone()),
-        Path::new(DIR),
+        &wal_dir(&s),
         WalOptions::default(),
         1,
         &mut |_, _| Ok(()),
@@ -284,7 +295,7 @@ fn failed_fdatasync_poisons_the_log() {
     let mut n = 0;
     let (_, rec) = Wal::open(
         Arc::new(s.clone()),
-        Path::new(DIR),
+        &wal_dir(&s),
         WalOptions::default(),
         1,
         &mut |_, _| {
@@ -298,10 +309,10 @@ fn failed_fdatasync_poisons_the_log() {
 
 #[test]
 fn failed_write_poisons_the_log() {
-    let s = CrashStorage::new();
+    let (_d, s) = fresh();
     let (wal, _) = Wal::open(
         Arc::new(s.clone()),
-        Path::new(DIR),
+        &wal_dir(&s),
         WalOptions::default(),
         1,
         &mut |_, _| Ok(()),
@@ -325,8 +336,8 @@ fn failed_write_poisons_the_log() {
 
 #[test]
 fn interval_mode_syncs_in_the_background_and_at_close() {
-    let s = CrashStorage::new();
-    let dir = Path::new(DIR);
+    let (_d, s) = fresh();
+    let dir = &wal_dir(&s);
     let opts = WalOptions {
         sync: SyncMode::Interval(Duration::from_millis(5)),
         ..WalOptions::default()
@@ -338,12 +349,8 @@ fn interval_mode_syncs_in_the_background_and_at_close() {
         assert!(std::time::Instant::now() < deadline, "never synced");
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert!(
-        s.crash()
-            .durable_len(&dir.join(record::file_name(1)))
-            .unwrap()
-            > 16
-    );
+    let first = dir.join(record::file_name(1));
+    assert!(s.durable_len(&first).unwrap() > 16);
 
     let slow = WalOptions {
         sync: SyncMode::Interval(Duration::from_secs(3600)),
@@ -351,21 +358,27 @@ fn interval_mode_syncs_in_the_background_and_at_close() {
     };
     drop(wal);
     let (wal, _) = Wal::open(Arc::new(s.clone()), dir, slow, 1, &mut |_, _| Ok(())).unwrap();
-    wal.append(b"written, not durable").unwrap();
-    let replayed = |state: &CrashStorage| {
-        let mut n = 0;
-        Wal::open(Arc::new(state.clone()), dir, slow, 1, &mut |_, _| {
-            n += 1;
-            Ok(())
-        })
-        .unwrap();
-        n
+    let durable_bytes = || -> u64 {
+        s.list(dir)
+            .unwrap()
+            .iter()
+            .map(|f| s.durable_len(&dir.join(f)).unwrap())
+            .sum()
     };
+    let synced = durable_bytes();
+    wal.append(b"written, not durable").unwrap();
     assert_eq!(
-        replayed(&s.crash()),
-        1,
+        durable_bytes(),
+        synced,
         "an interval that has not passed syncs nothing"
     );
     wal.close().unwrap();
-    assert_eq!(replayed(&s.crash()), 2, "close makes everything durable");
+    let crashed = s.crash();
+    let mut n = 0;
+    Wal::open(Arc::new(crashed.clone()), dir, slow, 1, &mut |_, _| {
+        n += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(n, 2, "close makes everything durable");
 }

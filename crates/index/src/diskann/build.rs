@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use diskvec_graph::{FullVectors, Graph, Sq8Vectors, VamanaParams};
+use diskvec_io::storage::{FsStorage, Storage};
 use diskvec_io::{StripedWriter, SECTOR};
 use diskvec_vector::{
     mips_to_l2, Metric, ProductQuantizer, Rows, ScalarQuantizer4, ScalarQuantizer8,
@@ -55,6 +56,9 @@ pub struct BuildParams {
     /// the same build, interrupted, resumes after them when run again (resume.rs); `None`
     /// keeps them in the index directory (`build-checkpoint`).
     pub checkpoint: Option<PathBuf>,
+    /// What every durable file of the build is written through (the file system; a crash
+    /// model in tests).
+    pub storage: std::sync::Arc<dyn Storage>,
 }
 
 /// The vectors a graph is built over.
@@ -108,6 +112,7 @@ impl Default for BuildParams {
             graph_precision: GraphPrecision::default(),
             codebook: None,
             checkpoint: None,
+            storage: std::sync::Arc::new(FsStorage),
         }
     }
 }
@@ -459,10 +464,11 @@ pub fn build(
     let start = Instant::now();
     let n = crate::input::check_build_input(data, dim, ids)?;
     let pq_bytes = check_build(params, dim, n)?;
-    std::fs::create_dir_all(out).map_err(file_error(out))?;
+    let storage = params.storage.as_ref();
+    diskvec_io::storage::create_dir_all_durable(storage, out).map_err(file_error(out))?;
     let _lock = commit::lock(out)?;
     // Leftovers of an interrupted build go first, so they do not hold disk space twice.
-    commit::remove_interrupted(out);
+    commit::remove_interrupted(storage, out);
     let previous = commit::current_files(out);
 
     // Cosine needs unit vectors; L2 and inner product use them as given. Copying only
@@ -516,7 +522,7 @@ pub fn build(
         .chain([nav_target.clone()])
         .chain(compact_target.clone())
         .collect();
-    let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
+    let intent = commit::record_intent(storage, out, build_id, &new_files, &previous)?;
     let header_probe = build_header(params, dim, n, pq_bytes, targets.len(), 0, 0);
     let layout = header_probe.layout();
     let order = sector_order(&graph, layout.nodes_per_sector);
@@ -549,7 +555,7 @@ pub fn build(
         entries: &entries,
         paths: &stored_paths,
     };
-    let staged = stage_meta(out, parts, &geometry, |w| {
+    let staged = stage_meta(storage, out, parts, &geometry, |w| {
         let staged = staged_path(out);
         for &old in &order {
             let old = old as usize;
@@ -569,15 +575,15 @@ pub fn build(
     match &navigation_off {
         Some(off) => {
             log::info!("navigation left off: {off}");
-            summary.write_stepped_aside(&nav_target, off.why)?;
+            summary.write_stepped_aside(storage, &nav_target, off.why)?;
         }
-        None => nav.write(&nav_target, build_id)?,
+        None => nav.write(storage, &nav_target, build_id)?,
     }
     // Not held through the node layout's write (about 650 MB at 1M x 768).
     drop(nav);
     if let (Some((pq, codes)), Some(target)) = (compact, &compact_target) {
         let m = pq.code_bytes();
-        let mut w = super::compact::create(target, build_id, n, pq)?;
+        let mut w = super::compact::create(storage, target, build_id, n, pq)?;
         for &old in &order {
             w.write(&codes[old as usize * m..(old as usize + 1) * m])?;
         }
@@ -605,10 +611,11 @@ pub fn build(
             Ok(())
         },
     )?;
-    commit::commit(out, &new_files, &previous, &intent)?;
-    if params.checkpoint.is_none() {
+    commit::commit(storage, out, &new_files, &previous, &intent)?;
+    let checkpoint = params.checkpoint_dir(out);
+    if params.checkpoint.is_none() && checkpoint.exists() {
         // The index a build in shards was interrupted on is replaced: its shards are stale.
-        let _ = std::fs::remove_dir_all(params.checkpoint_dir(out));
+        let _ = storage.remove_dir_all(&checkpoint);
     }
     Ok(BuildReport {
         count: n,
@@ -703,6 +710,7 @@ pub(crate) fn write_nodes(
     let groups = n.div_ceil(layout.nodes_per_sector);
     progress.phase("layout write", groups as u64);
     let mut w = StripedWriter::create(
+        params.storage.as_ref(),
         targets,
         params.stripe_bytes,
         params.mirror,

@@ -10,10 +10,12 @@
 //! leftovers of a crashed build are known by that list, never guessed from file names
 //! (path directories may be shared with other indexes). After the switch the previous
 //! generation's files are removed; a build lock keeps two builds out of one directory.
+//! Every one of these steps goes through the durable-write path (`diskvec_io::storage`).
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use diskvec_io::storage::{write_atomic, Storage};
 
 use super::meta::Meta;
 use super::meta_writer::staged_path;
@@ -122,38 +124,42 @@ fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 }
 
 /// Syncs a directory, so the names created or renamed in it survive a crash.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(file_error(dir))
+pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    storage.sync_dir(dir).map_err(file_error(dir))
 }
 
 /// The commit: `meta.dvm.tmp`, streamed and synced by the build (`meta_writer::stage_meta`),
 /// becomes the index's `meta.dvm` in one atomic switch.
-fn switch_meta(out: &Path) -> Result<()> {
+fn switch_meta(storage: &dyn Storage, out: &Path) -> Result<()> {
     failpoint("build:meta-written");
     let meta_path = out.join(META_FILE);
     let staged = staged_path(out);
-    std::fs::rename(&staged, &meta_path).map_err(file_error(&meta_path))?;
-    sync_dir(out)
+    storage
+        .rename(&staged, &meta_path)
+        .map_err(file_error(&meta_path))?;
+    sync_dir(storage, out)
 }
 
 /// Steps 2-5 of a build once its files are written: syncs the directories of `written`
 /// (node and navigation files), switches `meta.dvm` to the new generation (staged beside it),
 /// and removes the previous generation's files and the intent record.
 pub(crate) fn commit(
+    storage: &dyn Storage,
     out: &Path,
     written: &[PathBuf],
     previous: &[PathBuf],
     intent: &Path,
 ) -> Result<()> {
-    for dir in written.iter().filter_map(|t| t.parent()) {
-        sync_dir(dir)?;
+    let mut dirs: Vec<&Path> = written.iter().filter_map(|t| t.parent()).collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    for dir in dirs {
+        sync_dir(storage, dir)?;
     }
     failpoint("build:nodes-written");
-    switch_meta(out)?;
+    switch_meta(storage, out)?;
     failpoint("build:committed");
-    remove_previous(out, previous, intent);
+    remove_previous(storage, out, previous, intent);
     Ok(())
 }
 
@@ -215,6 +221,7 @@ const PENDING_PREFIX: &str = "pending.";
 /// generation is committed), so a crash leaves a list of exactly what to remove: names
 /// alone cannot tell a leftover from another index's file on a shared path directory.
 pub(crate) fn record_intent(
+    storage: &dyn Storage,
     out: &Path,
     build_id: u64,
     targets: &[PathBuf],
@@ -227,12 +234,8 @@ pub(crate) fn record_intent(
             text.push_str(&format!("{kind} {}\n", f.display()));
         }
     }
-    {
-        let mut f = File::create(&path).map_err(file_error(&path))?;
-        f.write_all(text.as_bytes()).map_err(file_error(&path))?;
-        f.sync_all().map_err(file_error(&path))?;
-    }
-    sync_dir(out)?;
+    // Whole or absent: a torn record could name half the files to remove.
+    write_atomic(storage, &path, text.as_bytes()).map_err(file_error(&path))?;
     Ok(path)
 }
 
@@ -240,7 +243,7 @@ pub(crate) fn record_intent(
 /// crashed before its switch leaves its new files (and their temporary names); one that
 /// crashed after it leaves the previous generation's. Then the record, and a meta.dvm.tmp
 /// that was never renamed.
-pub(crate) fn remove_interrupted(out: &Path) {
+pub(crate) fn remove_interrupted(storage: &dyn Storage, out: &Path) {
     let in_use = files_in_use(out).unwrap_or_default();
     let used = |f: &Path| in_use.iter().any(|u| same_file(u, f));
     let Ok(entries) = std::fs::read_dir(out) else {
@@ -248,8 +251,11 @@ pub(crate) fn remove_interrupted(out: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if e.path() == staged_path(out) {
-            remove_files(&[e.path()]);
+        // The staged meta.dvm, and an intent record's own temporary file.
+        if e.path() == staged_path(out)
+            || (name.starts_with(&format!(".{PENDING_PREFIX}")) && name.ends_with(".tmp"))
+        {
+            remove_files(storage, &[e.path()]);
             continue;
         }
         if !name.starts_with(PENDING_PREFIX) {
@@ -272,15 +278,14 @@ pub(crate) fn remove_interrupted(out: &Path) {
             }
         }
         leftovers.retain(|f| f.exists());
-        remove_files(&leftovers);
-        remove_files(&[e.path()]);
+        remove_then_forget(storage, &leftovers, &e.path());
     }
 }
 
 /// At open: removes what interrupted builds left (a budgeted build's scratch files are
 /// several times the raw vectors), unless a build holds the directory now; a directory that
 /// cannot be locked (read-only) is left as it is.
-pub(crate) fn reclaim_if_idle(out: &Path) {
+pub(crate) fn reclaim_if_idle(storage: &dyn Storage, out: &Path) {
     let pending = std::fs::read_dir(out).is_ok_and(|mut entries| {
         entries
             .any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(PENDING_PREFIX)))
@@ -289,27 +294,54 @@ pub(crate) fn reclaim_if_idle(out: &Path) {
         return;
     }
     if let Ok(_lock) = lock(out) {
-        remove_interrupted(out);
+        remove_interrupted(storage, out);
     }
 }
 
 /// After the switch: removes the previous generation's files that the new meta.dvm does
 /// not name, and this build's intent record.
-pub(crate) fn remove_previous(out: &Path, previous: &[PathBuf], intent: &Path) {
+pub(crate) fn remove_previous(
+    storage: &dyn Storage,
+    out: &Path,
+    previous: &[PathBuf],
+    intent: &Path,
+) {
     let in_use = files_in_use(out).unwrap_or_default();
     let stale: Vec<PathBuf> = previous
         .iter()
         .filter(|p| p.exists() && !in_use.iter().any(|u| same_file(u, p)))
         .cloned()
         .collect();
-    remove_files(&stale);
-    remove_files(&[intent.to_path_buf()]);
+    remove_then_forget(storage, &stale, intent);
+}
+
+/// Removes `files`, makes the removals durable, and only then removes `record`, the intent
+/// record naming them: were the record's removal durable first (any later sync of its
+/// directory does that), a crash could bring back files no record names, on path
+/// directories other indexes share, where nothing would ever remove them. A file that
+/// could not be removed keeps the record.
+fn remove_then_forget(storage: &dyn Storage, files: &[PathBuf], record: &Path) {
+    remove_files(storage, files);
+    if files.iter().any(|f| f.exists()) {
+        return;
+    }
+    let mut dirs: Vec<&Path> = files.iter().filter_map(|f| f.parent()).collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    for dir in dirs {
+        if let Err(e) = storage.sync_dir(dir) {
+            log::warn!("could not sync {} after removals: {e}", dir.display());
+            return;
+        }
+    }
+    remove_files(storage, &[record.to_path_buf()]);
 }
 
 /// Removes `files`, logging what could not be removed (a leftover wastes space, nothing more).
-fn remove_files(files: &[PathBuf]) {
+/// The removals are not synced (`remove_then_forget` syncs those an intent record names).
+pub(crate) fn remove_files(storage: &dyn Storage, files: &[PathBuf]) {
     for f in files {
-        match std::fs::remove_file(f) {
+        match storage.remove_file(f) {
             Ok(()) => log::info!("removed {}, which no index generation uses", f.display()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => log::warn!("could not remove unused {}: {e}", f.display()),
@@ -344,8 +376,9 @@ mod tests {
         std::fs::write(ours.with_extension("tmp"), b"temp").unwrap();
         let out = dir.path().join("idx");
         std::fs::create_dir(&out).unwrap();
-        record_intent(&out, 0xbb, std::slice::from_ref(&ours), &[]).unwrap();
-        remove_interrupted(&out);
+        let fs = diskvec_io::storage::FsStorage;
+        record_intent(&fs, &out, 0xbb, std::slice::from_ref(&ours), &[]).unwrap();
+        remove_interrupted(&fs, &out);
         assert!(foreign.exists());
         assert!(!ours.exists() && !ours.with_extension("tmp").exists());
         assert!(std::fs::read_dir(&out).unwrap().next().is_none());

@@ -43,12 +43,13 @@ pub(crate) fn compact_path(dir: &Path, build_id: u64) -> PathBuf {
 
 /// Starts generation `build_id`'s compact file for `count` codes of `pq`: the caller writes
 /// the codes in node order, then `finish`es it.
-pub(crate) fn create(
+pub(crate) fn create<'s>(
+    storage: &'s dyn diskvec_io::storage::Storage,
     path: &Path,
     build_id: u64,
     count: usize,
     pq: &ProductQuantizer,
-) -> Result<SummedWriter> {
+) -> Result<SummedWriter<'s>> {
     let codebook = pq.to_bytes();
     let mut h = [0u8; COMPACT_HEADER];
     h[..8].copy_from_slice(COMPACT_MAGIC);
@@ -57,7 +58,7 @@ pub(crate) fn create(
     h[24..32].copy_from_slice(&(count as u64).to_le_bytes());
     h[32..40].copy_from_slice(&(codebook.len() as u64).to_le_bytes());
     h[40..44].copy_from_slice(&(pq.code_bytes() as u32).to_le_bytes());
-    let mut w = SummedWriter::start(path, &h)?;
+    let mut w = SummedWriter::start(storage, path, &h)?;
     w.write(&codebook)?;
     Ok(w)
 }
@@ -200,7 +201,7 @@ mod tests {
         let pq = ProductQuantizer::train(&data, dim, 4, true, 300, 1).unwrap();
         let codes = pq.encode_all(&data);
         let path = compact_path(dir, 7);
-        let mut w = create(&path, 7, n, &pq).unwrap();
+        let mut w = create(&diskvec_io::storage::FsStorage, &path, 7, n, &pq).unwrap();
         w.write(&codes[..100]).unwrap();
         w.write(&codes[100..]).unwrap();
         w.finish().unwrap();

@@ -43,6 +43,8 @@ pub struct OpenOptions {
     /// without the file (built before it existed) or with a damaged one opens with its full
     /// codes (`compact_codes`, `compact_problem` tell).
     pub compact_codes: bool,
+    /// What open removes an interrupted build's leftovers through (the durable-write path).
+    pub storage: std::sync::Arc<dyn diskvec_io::storage::Storage>,
 }
 
 impl Default for OpenOptions {
@@ -55,6 +57,7 @@ impl Default for OpenOptions {
             emulate: Vec::new(),
             navigation: false,
             compact_codes: false,
+            storage: std::sync::Arc::new(diskvec_io::storage::FsStorage),
         }
     }
 }
@@ -107,7 +110,7 @@ impl DiskIndex {
             });
         }
         crate::limits::check_open_options(options)?;
-        super::commit::reclaim_if_idle(dir);
+        super::commit::reclaim_if_idle(options.storage.as_ref(), dir);
         let meta_path = dir.join(META_FILE);
         // Which codes steer the walk is known once the navigation file is read: none of
         // meta.dvm's when its 4-bit codes steer, the compact set's when asked for. Until

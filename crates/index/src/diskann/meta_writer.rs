@@ -6,10 +6,10 @@
 //! The bytes are those `Meta::encode` returns (it is this writer over a `Vec`), drawn in
 //! docs/format.md.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use diskvec_io::storage::{Storage, StorageWriter};
 
 use super::header::Writer;
 use super::meta::{encode_paths, CRC_AT, META_HEADER, META_MAGIC};
@@ -149,26 +149,28 @@ pub(crate) fn staged_path(out: &Path) -> PathBuf {
     out.join(format!("{}.tmp", super::META_FILE))
 }
 
-/// Streams `meta.dvm.tmp` in `out`: `fill` writes the codes and ids, then the tail follows,
-/// the CRC is patched in and the file synced.
+/// Streams `meta.dvm.tmp` in `out` through `storage`: `fill` writes the codes and ids, then
+/// the tail follows, the CRC is patched in and the file synced.
 pub(crate) fn stage_meta(
+    storage: &dyn Storage,
     out: &Path,
     parts: MetaParts,
     geometry: &Header,
-    fill: impl FnOnce(&mut MetaWriter<BufWriter<File>>) -> Result<()>,
+    fill: impl FnOnce(&mut MetaWriter<BufWriter<StorageWriter>>) -> Result<()>,
 ) -> Result<StagedMeta> {
     let path = staged_path(out);
-    let file = File::create(&path).map_err(file_error(&path))?;
-    let mut writer = MetaWriter::start(BufWriter::with_capacity(1 << 20, file), parts)
+    let mut file = storage.create(&path).map_err(file_error(&path))?;
+    let (crc, bytes) = {
+        let buffered = BufWriter::with_capacity(1 << 20, StorageWriter(&mut *file));
+        let mut writer = MetaWriter::start(buffered, parts).map_err(file_error(&path))?;
+        fill(&mut writer)?;
+        let (mut buffered, crc, bytes) = writer.finish(geometry).map_err(file_error(&path))?;
+        buffered.flush().map_err(file_error(&path))?;
+        (crc, bytes)
+    };
+    file.write_at(CRC_AT as u64, &crc.to_le_bytes())
+        .and_then(|()| file.sync_data())
         .map_err(file_error(&path))?;
-    fill(&mut writer)?;
-    let (buffered, crc, bytes) = writer.finish(geometry).map_err(file_error(&path))?;
-    let file = buffered
-        .into_inner()
-        .map_err(|e| file_error(&path)(e.into_error()))?;
-    file.write_all_at(&crc.to_le_bytes(), CRC_AT as u64)
-        .map_err(file_error(&path))?;
-    file.sync_all().map_err(file_error(&path))?;
     Ok(StagedMeta { crc, bytes })
 }
 
@@ -195,26 +197,38 @@ mod tests {
             entries: &m.entries,
             paths: &m.paths,
         };
-        let staged = stage_meta(dir.path(), parts(), &m.geometry, |w| {
-            for code in m.codes.chunks(code_bytes) {
-                w.codes(code).unwrap();
-            }
-            for id in &m.ids {
-                w.ids(std::slice::from_ref(id)).unwrap();
-            }
-            Ok(())
-        })
+        let staged = stage_meta(
+            &diskvec_io::storage::FsStorage,
+            dir.path(),
+            parts(),
+            &m.geometry,
+            |w| {
+                for code in m.codes.chunks(code_bytes) {
+                    w.codes(code).unwrap();
+                }
+                for id in &m.ids {
+                    w.ids(std::slice::from_ref(id)).unwrap();
+                }
+                Ok(())
+            },
+        )
         .unwrap();
         let streamed = std::fs::read(staged_path(dir.path())).unwrap();
         assert_eq!(streamed, whole);
         assert_eq!((staged.crc, staged.bytes), (crc, whole.len() as u64));
         Meta::decode(&streamed, Path::new("meta.dvm")).unwrap();
 
-        let short = stage_meta(dir.path(), parts(), &m.geometry, |w| {
-            w.codes(&m.codes).unwrap();
-            w.ids(&m.ids[1..]).unwrap();
-            Ok(())
-        });
+        let short = stage_meta(
+            &diskvec_io::storage::FsStorage,
+            dir.path(),
+            parts(),
+            &m.geometry,
+            |w| {
+                w.codes(&m.codes).unwrap();
+                w.ids(&m.ids[1..]).unwrap();
+                Ok(())
+            },
+        );
         let msg = short.unwrap_err().to_string();
         assert!(msg.contains("meta.dvm.tmp"), "{msg}");
         assert!(msg.contains("ids"), "{msg}");

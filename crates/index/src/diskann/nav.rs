@@ -15,6 +15,7 @@ use diskvec_vector::ScalarQuantizer4;
 use super::summed_file::{self, SummedWriter, CRC_AT};
 use crate::error::{corrupt, file_error};
 use crate::Result;
+use diskvec_io::storage::Storage;
 
 pub const NAV_MAGIC: &[u8; 8] = b"DISKVECN";
 /// 2: the header says when the build left navigation off (`NavOff`) and the file is then
@@ -190,8 +191,13 @@ impl NavSummary<'_> {
 
     /// Writes the file of a build that left navigation off: the header alone, with the
     /// reason and the figures it was decided on.
-    pub(crate) fn write_stepped_aside(&self, path: &Path, why: NavOff) -> Result<()> {
-        SummedWriter::start(path, &self.header(Some(why)))?.finish()
+    pub(crate) fn write_stepped_aside(
+        &self,
+        storage: &dyn Storage,
+        path: &Path,
+        why: NavOff,
+    ) -> Result<()> {
+        SummedWriter::start(storage, path, &self.header(Some(why)))?.finish()
     }
 }
 
@@ -200,8 +206,12 @@ impl NavSummary<'_> {
 pub(crate) struct NavWriter;
 
 impl NavWriter {
-    pub(crate) fn create(path: &Path, summary: &NavSummary) -> Result<SummedWriter> {
-        let mut w = SummedWriter::start(path, &summary.header(None))?;
+    pub(crate) fn create<'s>(
+        storage: &'s dyn Storage,
+        path: &Path,
+        summary: &NavSummary,
+    ) -> Result<SummedWriter<'s>> {
+        let mut w = SummedWriter::start(storage, path, &summary.header(None))?;
         w.write(&summary.sq.to_bytes())?;
         Ok(w)
     }
@@ -299,8 +309,8 @@ impl Navigation {
 
     /// Writes the file (temporary name, fsync, rename); the caller syncs the directory
     /// before the commit that makes this generation current.
-    pub fn write(&self, path: &Path, build_id: u64) -> Result<()> {
-        let mut w = NavWriter::create(path, &self.summary(build_id))?;
+    pub fn write(&self, storage: &dyn Storage, path: &Path, build_id: u64) -> Result<()> {
+        let mut w = NavWriter::create(storage, path, &self.summary(build_id))?;
         w.write(&self.codes)?;
         w.write_words(&self.offsets)?;
         w.write_words(&self.neighbors)?;
@@ -572,7 +582,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let nav = sample();
         let path = nav_path(dir.path(), 7);
-        nav.write(&path, 7).unwrap();
+        nav.write(&diskvec_io::storage::FsStorage, &path, 7)
+            .unwrap();
         let NavFile::Present(back) = Navigation::read(&path, 7, 4, 8).unwrap() else {
             panic!("navigation present");
         };
@@ -618,7 +629,7 @@ mod tests {
             walk: WalkCodes::Pq,
             code_recall: 0.25,
         }
-        .write_stepped_aside(&path, NavOff::WeakCodes)
+        .write_stepped_aside(&diskvec_io::storage::FsStorage, &path, NavOff::WeakCodes)
         .unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), NAV_HEADER, "the header alone");

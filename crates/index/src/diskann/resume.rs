@@ -5,14 +5,17 @@
 //! A shard's graph is a function of its bucket (the vector numbers and vectors the
 //! partition gave it) and of the graph parameters, so it is kept under a key hashed from
 //! both: a later build whose shard hashes to the same key takes the lists as they are, and
-//! anything else in the directory is stale. Nothing here is synced: a file the crash tore
-//! is found by its hash and built again. The files are drawn in docs/format.md,
-//! "Build checkpoint".
+//! anything else in the directory is stale. The files go through the durable-write path
+//! and are synced when a shard finishes (one fsync per shard), so a power loss keeps the
+//! finished shards; a file a crash tore anyway is found by its hash and built again. The
+//! files are drawn in docs/format.md, "Build checkpoint".
 
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use diskvec_io::{SpillReader, SpillWriter};
+use diskvec_io::storage::{create_dir_all_durable, write_atomic, Storage, StorageFile};
+use diskvec_io::SpillReader;
 use twox_hash::XxHash3_64;
 
 use super::budget::FILE_BUFFER;
@@ -80,7 +83,10 @@ impl BucketHasher {
 
 /// A shard's lists file being written, hashed as it goes.
 pub(crate) struct ListsWriter {
-    out: SpillWriter,
+    out: Box<dyn StorageFile>,
+    path: PathBuf,
+    /// The lists come a node at a time; they reach the storage a buffer at a time.
+    buffer: Vec<u8>,
     hash: XxHash3_64,
     len: u64,
     key: u64,
@@ -90,7 +96,18 @@ impl ListsWriter {
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
         self.hash.write(bytes);
         self.len += bytes.len() as u64;
-        self.out.write_all(bytes)?;
+        self.buffer.extend_from_slice(bytes);
+        if self.buffer.len() >= FILE_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.out
+            .append(&self.buffer)
+            .map_err(file_error(&self.path))?;
+        self.buffer.clear();
         Ok(())
     }
 }
@@ -98,14 +115,16 @@ impl ListsWriter {
 /// The checkpoint directory of one build lane.
 pub(crate) struct Checkpoints {
     dir: PathBuf,
+    storage: Arc<dyn Storage>,
 }
 
 impl Checkpoints {
     /// The checkpoints in `dir`, which is made when the first shard is written to it (a
     /// build refused before then leaves nothing).
-    pub fn new(dir: &Path) -> Self {
+    pub fn new(dir: &Path, storage: Arc<dyn Storage>) -> Self {
         Self {
             dir: dir.to_path_buf(),
+            storage,
         }
     }
 
@@ -129,7 +148,7 @@ impl Checkpoints {
         };
         for e in entries.flatten() {
             if !wanted.contains(&e.path()) {
-                let _ = std::fs::remove_file(e.path());
+                let _ = self.storage.remove_file(&e.path());
             }
         }
     }
@@ -147,31 +166,39 @@ impl Checkpoints {
     }
 
     pub fn writer(&self, key: u64) -> Result<ListsWriter> {
-        std::fs::create_dir_all(&self.dir).map_err(file_error(&self.dir))?;
-        let _ = std::fs::remove_file(self.record(key));
+        create_dir_all_durable(self.storage.as_ref(), &self.dir).map_err(file_error(&self.dir))?;
+        let record = self.record(key);
+        if record.exists() {
+            let _ = self.storage.remove_file(&record);
+        }
+        let path = self.lists(key);
         Ok(ListsWriter {
-            out: SpillWriter::create(&self.lists(key), FILE_BUFFER)?,
+            out: self.storage.create(&path).map_err(file_error(&path))?,
+            path,
+            buffer: Vec::with_capacity(FILE_BUFFER),
             hash: XxHash3_64::with_seed(0),
             len: 0,
             key,
         })
     }
 
-    /// Closes `lists` and records it finished (written under a temporary name and renamed,
-    /// so a record is whole or absent).
-    pub fn finish(&self, lists: ListsWriter) -> Result<()> {
-        lists.out.finish(false)?;
+    /// Syncs `lists` and records it finished (atomically: a record is whole or absent, and
+    /// names lists that are on the device).
+    pub fn finish(&self, mut lists: ListsWriter) -> Result<()> {
+        lists.flush()?;
+        lists.out.sync_data().map_err(file_error(&lists.path))?;
         let record = encode_record(lists.key, lists.len, lists.hash.finish());
         let path = self.record(lists.key);
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, record).map_err(file_error(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(file_error(&path))?;
-        Ok(())
+        write_atomic(self.storage.as_ref(), &path, &record).map_err(file_error(&path))
     }
 
-    /// Removes the directory: the build it served has committed.
+    /// Removes the directory, durably (a crash would otherwise bring back shard lists no
+    /// build takes up until the next build in shards): the build it served has committed.
     pub fn clear(&self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if self.dir.exists() && self.storage.remove_dir_all(&self.dir).is_ok() {
+            let parent = diskvec_io::storage::parent_dir(&self.dir);
+            let _ = self.storage.sync_dir(&parent);
+        }
     }
 }
 
@@ -236,7 +263,10 @@ mod tests {
     #[test]
     fn a_finished_shard_is_found_and_a_damaged_or_foreign_one_is_not() {
         let dir = tempfile::tempdir().unwrap();
-        let cp = Checkpoints::new(&dir.path().join("cp"));
+        let cp = Checkpoints::new(
+            &dir.path().join("cp"),
+            Arc::new(diskvec_io::storage::FsStorage),
+        );
         let mut bucket = BucketHasher::new();
         bucket.add(b"row 1");
         let key = bucket.key(1, &recipe(0));

@@ -803,9 +803,11 @@ pub(crate) fn build_sharded(
 ) -> Result<BuildReport> {
     let start = Instant::now();
     let (dim, n) = (source.dim(), source.rows());
-    std::fs::create_dir_all(out).map_err(crate::error::file_error(out))?;
+    let storage = params.storage.as_ref();
+    diskvec_io::storage::create_dir_all_durable(storage, out)
+        .map_err(crate::error::file_error(out))?;
     let _lock = commit::lock(out)?;
-    commit::remove_interrupted(out);
+    commit::remove_interrupted(storage, out);
     let previous = commit::current_files(out);
     let build_id = commit::new_build_id();
     let scratch = Scratch {
@@ -838,8 +840,8 @@ pub(crate) fn build_sharded(
     let node_bytes = n64 * (4 * dim as u64 + 4 * (r + 1)) * (1 + params.mirror as u64);
     let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r) + n64 * (codes - pq_bytes as u64);
     commit::check_free_space(out, scratch_bytes + node_bytes + nav_bytes)?;
-    let intent = commit::record_intent(out, build_id, &new_files, &previous)?;
-    let checkpoints = Checkpoints::new(&params.checkpoint_dir(out));
+    let intent = commit::record_intent(storage, out, build_id, &new_files, &previous)?;
+    let checkpoints = Checkpoints::new(&params.checkpoint_dir(out), params.storage.clone());
     let result = build_files(
         source,
         params,
@@ -867,16 +869,17 @@ pub(crate) fn build_sharded(
         Err(e) => {
             // Nothing of a failed build stays: its files (under their final or temporary
             // names) and its intent record.
-            for f in &generation {
-                let _ = std::fs::remove_file(f);
-                let _ = std::fs::remove_file(f.with_extension("tmp"));
-            }
-            let _ = std::fs::remove_file(staged_path(out));
-            let _ = std::fs::remove_file(&intent);
+            let mut failed: Vec<PathBuf> = generation
+                .iter()
+                .flat_map(|f| [f.clone(), f.with_extension("tmp")])
+                .chain([staged_path(out), intent.clone()])
+                .collect();
+            failed.retain(|f| f.exists());
+            commit::remove_files(storage, &failed);
             return Err(e);
         }
     };
-    commit::commit(out, &generation, &previous, &intent)?;
+    commit::commit(storage, out, &generation, &previous, &intent)?;
     checkpoints.clear();
     let Phases {
         pq_seconds,

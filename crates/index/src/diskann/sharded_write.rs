@@ -262,14 +262,22 @@ pub(crate) fn write_outputs(
     let navigation_off = summary.step_aside(dim);
     if let Some(off) = &navigation_off {
         log::info!("navigation left off: {off}");
-        summary.write_stepped_aside(inputs.nav_target, off.why)?;
+        summary.write_stepped_aside(params.storage.as_ref(), inputs.nav_target, off.why)?;
     } else {
-        write_navigation(&inputs, &placement, plan, &summary, r, progress)?;
+        write_navigation(
+            params.storage.as_ref(),
+            &inputs,
+            &placement,
+            plan,
+            &summary,
+            r,
+            progress,
+        )?;
     }
 
     if let (Some(compact), Some(target)) = (compact, inputs.compact_target) {
         let order = placement.as_ref().map(|p| &p.order[..]);
-        let mut w = super::compact::create(target, build_id, n, compact)?;
+        let mut w = super::compact::create(params.storage.as_ref(), target, build_id, n, compact)?;
         let mc = compact.code_bytes();
         stream_rows(&inputs.compact, n, mc, order, plan.chunk_rows, |codes| {
             w.write(codes)
@@ -297,7 +305,7 @@ pub(crate) fn write_outputs(
         entries: &entries,
         paths: &inputs.stored_paths,
     };
-    let staged = stage_meta(inputs.out, parts, &geometry, |w| {
+    let staged = stage_meta(params.storage.as_ref(), inputs.out, parts, &geometry, |w| {
         let staged = staged_path(inputs.out);
         let order = placement.as_ref().map(|p| &p.order[..]);
         stream_rows(&inputs.pq, n, m, order, plan.chunk_rows, |codes| {
@@ -405,6 +413,7 @@ impl GraphReader {
 /// Writes the navigation file: the 4-bit records by position, then the neighbour offsets
 /// and lists, mapped to positions when the nodes were placed, in input order otherwise.
 fn write_navigation(
+    storage: &dyn diskvec_io::storage::Storage,
     inputs: &Inputs,
     placement: &Option<Placement>,
     plan: &BuildPlan,
@@ -414,7 +423,7 @@ fn write_navigation(
 ) -> Result<()> {
     let n = summary.n;
     let sq_record = summary.sq.code_bytes() + 4;
-    let mut nav = NavWriter::create(inputs.nav_target, summary)?;
+    let mut nav = NavWriter::create(storage, inputs.nav_target, summary)?;
     let order = placement.as_ref().map(|p| &p.order[..]);
     stream_rows(&inputs.sq4, n, sq_record, order, plan.chunk_rows, |codes| {
         nav.write(codes)

@@ -1,9 +1,12 @@
 //! Writing a derived file of a build generation (navigation, compact codes) a section at a
 //! time: a fixed header whose CRC field (bytes 12..16) is filled in last with the CRC of
-//! every other byte of the file, written under a temporary name, fsynced and renamed. The
-//! caller syncs the directory before the commit that makes the generation current.
+//! every other byte of the file, staged under a temporary name through the durable-write
+//! path, synced and renamed. The caller syncs the directory in the commit that makes the
+//! generation current.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use diskvec_io::storage::{StagedFile, Storage};
 
 use crate::error::file_error;
 use crate::Result;
@@ -11,30 +14,51 @@ use crate::Result;
 /// Offset of the CRC field in every such file's header.
 pub(crate) const CRC_AT: usize = 12;
 
-pub(crate) struct SummedWriter {
-    tmp: PathBuf,
-    path: PathBuf,
-    out: diskvec_io::SpillWriter,
+/// Bytes gathered before they are handed to the storage (the sections come a node's code
+/// at a time).
+const BUFFER_BYTES: usize = 1 << 20;
+
+pub(crate) struct SummedWriter<'s> {
+    out: StagedFile<'s>,
+    buffer: Vec<u8>,
     crc: crc32fast::Hasher,
 }
 
-impl SummedWriter {
+impl<'s> SummedWriter<'s> {
     /// A file under a temporary name holding `header` (its CRC field left for `finish`).
-    pub(crate) fn start(path: &Path, header: &[u8]) -> Result<Self> {
+    pub(crate) fn start(storage: &'s dyn Storage, path: &Path, header: &[u8]) -> Result<Self> {
         let tmp = path.with_extension("tmp");
-        let mut out = diskvec_io::SpillWriter::create(&tmp, 1 << 20)?;
-        out.write_all(header)?;
+        let out = StagedFile::create(storage, path, &tmp).map_err(file_error(&tmp))?;
+        let mut buffer = Vec::with_capacity(BUFFER_BYTES);
+        buffer.extend_from_slice(header);
         Ok(Self {
-            tmp,
-            path: path.to_path_buf(),
             out,
+            buffer,
             crc: header_crc(header),
         })
     }
 
+    fn flush(&mut self) -> Result<()> {
+        let temp = self.out.temp().to_path_buf();
+        self.out
+            .file()
+            .append(&self.buffer)
+            .map_err(file_error(&temp))?;
+        self.buffer.clear();
+        Ok(())
+    }
+
     pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
         self.crc.update(bytes);
-        Ok(self.out.write_all(bytes)?)
+        if self.buffer.len() + bytes.len() > BUFFER_BYTES {
+            self.flush()?;
+        }
+        if bytes.len() >= BUFFER_BYTES {
+            let temp = self.out.temp().to_path_buf();
+            return self.out.file().append(bytes).map_err(file_error(&temp));
+        }
+        self.buffer.extend_from_slice(bytes);
+        Ok(())
     }
 
     pub(crate) fn write_words(&mut self, words: &[u32]) -> Result<()> {
@@ -47,14 +71,17 @@ impl SummedWriter {
         Ok(())
     }
 
-    /// Puts the CRC in place, fsyncs and renames the file to its name.
-    pub(crate) fn finish(self) -> Result<()> {
-        use std::os::unix::fs::FileExt;
-        let file = self.out.finish(false)?;
-        file.write_all_at(&self.crc.finalize().to_le_bytes(), CRC_AT as u64)
-            .and_then(|_| file.sync_all())
-            .map_err(file_error(&self.tmp))?;
-        std::fs::rename(&self.tmp, &self.path).map_err(file_error(&self.path))
+    /// Puts the CRC in place, syncs the file and renames it to its name.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        self.flush()?;
+        let temp = self.out.temp().to_path_buf();
+        let crc = self.crc.clone().finalize();
+        self.out
+            .file()
+            .write_at(CRC_AT as u64, &crc.to_le_bytes())
+            .map_err(file_error(&temp))?;
+        let target = self.out.target().to_path_buf();
+        self.out.install().map_err(file_error(&target))
     }
 }
 

@@ -1,23 +1,31 @@
-//! The small file-system interface diskvec's durable writes are to go through: today the
-//! database's WAL and manifests; its segment files and the index's files are still written
-//! their own ways (issue 23).
+//! The one file-system interface every durable write of diskvec goes through: the
+//! database's WAL, manifests, deleted bitmaps and points files, and the index's meta.dvm,
+//! node stripes (and their mirrors), navigation and compact-code files, intent records and
+//! build checkpoints. What this path assumes of the file system and the device is written
+//! in docs/format.md, "Durability assumptions".
 //!
 //! Everything that must survive a crash goes through [`Storage`], so that a test can swap the
-//! real file system ([`FsStorage`]) for [`CrashStorage`], which keeps only what a power loss
-//! would keep and can refuse every operation after a chosen one. The interface is the handful
-//! of calls a log and an atomically replaced file need, with the durability points explicit:
-//! file data is durable after [`StorageFile::sync_data`], a directory entry (a created,
-//! renamed or removed name) only after [`Storage::sync_dir`] on its directory.
+//! real file system ([`FsStorage`]) for `CrashStorage` (feature `crash-model`), which keeps
+//! only what a power loss would keep and can refuse every operation after a chosen one. The
+//! interface is the handful of calls a log and an atomically replaced file need, with the
+//! durability points explicit: file data is durable after [`StorageFile::sync_data`], a
+//! directory entry (a created, renamed or removed name) only after [`Storage::sync_dir`] on
+//! its directory. Scratch files that no crash needs (a build's spill files, its lock) are
+//! written outside it.
 
+#[cfg(any(test, feature = "crash-model"))]
 mod crash;
 mod fs;
+mod staged;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(any(test, feature = "crash-model"))]
 pub use crash::CrashStorage;
 pub use fs::FsStorage;
+pub use staged::{write_atomic_with, StagedFile, StorageWriter};
 
 /// A file system, as far as diskvec needs one. Paths are used as given.
 pub trait Storage: Send + Sync + std::fmt::Debug {
@@ -32,6 +40,11 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     /// Opens a file for appending at its end, creating it if missing. A created file's name is
     /// durable only after [`Storage::sync_dir`] on its directory.
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    /// Creates `path` empty (emptying it if it exists) for a file written front to back, as
+    /// large as an index's node stripes: what it has written leaves the page cache as it
+    /// goes (a memory cgroup charges dirty pages to the writer). Its name is durable only
+    /// after [`Storage::sync_dir`] on its directory.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
     /// Cuts (or zero-extends) a file to `len` bytes; the new length and all of the file's data
     /// are durable when this returns.
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
@@ -45,12 +58,18 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
 
 /// A file open for appending.
 pub trait StorageFile: Send {
-    /// Appends all of `data` at the end of the file (not durable until [`Self::sync_data`]).
+    /// Writes all of `data` at the handle's append position (the file's length at open,
+    /// advanced by each append; positional writes do not move it); not durable until
+    /// [`Self::sync_data`].
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Writes `data` at `offset` (a header's checksum patched in last, a mirror copy placed
+    /// past the file's own stripes), extending the file with zeros if it is shorter; not
+    /// durable until [`Self::sync_data`].
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Makes every byte appended so far, through any handle of this file, durable
     /// (fdatasync).
     fn sync_data(&mut self) -> io::Result<()>;
-    /// The file's length as this handle knows it: its length at open plus what it appended.
+    /// The handle's append position: the file's length at open plus what it appended.
     fn len(&self) -> u64;
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -61,12 +80,17 @@ pub trait StorageFile: Send {
 /// holds either the complete old content or the complete new content (or, if it did not
 /// exist, nothing or the new content).
 ///
-/// The data goes to a temporary file next to `path` (`.<name>.<pid>.<n>.tmp`, unique within
-/// the process so concurrent calls never share one), is made durable, renamed over `path`,
-/// and the directory is synced so that the rename itself survives. A crash can leave such a
-/// temporary file behind; it is never renamed over anything later, so it is garbage that a
-/// caller may delete when it opens the directory.
+/// The data goes to a temporary file next to `path` ([`temp_name`]), is made durable,
+/// renamed over `path`, and the directory is synced so that the rename itself survives. A
+/// crash can leave such a temporary file behind; it is never renamed over anything later,
+/// so it is garbage that a caller may delete when it opens the directory.
 pub fn write_atomic(storage: &dyn Storage, path: &Path, data: &[u8]) -> io::Result<()> {
+    write_atomic_with(storage, path, |file| file.append(data))
+}
+
+/// The temporary name a file is staged under before it replaces `path`:
+/// `.<name>.<pid>.<n>.tmp`, unique within the process so concurrent calls never share one.
+pub(crate) fn temp_name(path: &Path) -> io::Result<PathBuf> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(
@@ -74,25 +98,12 @@ pub fn write_atomic(storage: &dyn Storage, path: &Path, data: &[u8]) -> io::Resu
             format!("{}: not a file path", path.display()),
         )
     })?;
-    let parent = parent_dir(path);
-    let tmp = parent.join(format!(
+    Ok(parent_dir(path).join(format!(
         ".{}.{}.{}.tmp",
         name.to_string_lossy(),
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    // A leftover of an earlier process with the same pid would be appended to, not replaced.
-    if storage.exists(&tmp) {
-        storage.remove_file(&tmp)?;
-    }
-    let mut file = storage.open_append(&tmp)?;
-    file.append(data)?;
-    // The data must be durable before the rename can be: otherwise a crash could keep the new
-    // name pointing at an empty or partial file.
-    file.sync_data()?;
-    drop(file);
-    storage.rename(&tmp, path)?;
-    storage.sync_dir(&parent)
+    )))
 }
 
 /// Creates `dir` and its missing parents and makes each created entry durable (syncing the
