@@ -168,6 +168,29 @@ impl Graph {
     }
 }
 
+impl crate::Neighbors for Graph {
+    #[inline]
+    fn neighbors_into(&self, id: u32, out: &mut Vec<u32>) {
+        out.extend_from_slice(self.neighbors(id));
+    }
+}
+
+/// The lists being built, as a search walks them (a list being rewritten meanwhile may be
+/// read half old, half new: every id in it is a node either way).
+impl crate::Neighbors for SharedLists {
+    #[inline]
+    fn neighbors_into(&self, id: u32, out: &mut Vec<u32>) {
+        let slot = self.slot(id);
+        let len = (slot[0].load(Ordering::Relaxed) as usize).min(self.room);
+        out.extend(slot[1..=len].iter().map(|w| w.load(Ordering::Relaxed)));
+    }
+
+    #[inline]
+    fn prefetch_list(&self, id: u32) {
+        diskvec_vector::prefetch(std::slice::from_ref(self.slot_start(id)), 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,14 +1,17 @@
-//! Graph construction: the Vamana algorithm (DiskANN, Subramanya et al. 2019), parallel.
+//! Graphs of vectors: the Vamana build (DiskANN, Subramanya et al. 2019), parallel, and the
+//! one best-first search every graph of diskvec is walked with.
 
 mod adjacency;
 mod candidates;
 mod order;
 pub mod prune;
+mod search;
 mod vamana;
 mod vectors;
 
 pub use adjacency::Graph;
-pub use candidates::CandidateList;
-pub use prune::robust_prune;
-pub use vamana::{build, greedy_search, VamanaParams};
+pub use candidates::{Candidate, CandidateList};
+pub use prune::{reselect, robust_prune, select_diverse};
+pub use search::{Accept, BestFirst, Neighbors, Scorer, VisitedSet};
+pub use vamana::{build, VamanaParams};
 pub use vectors::{FullVectors, GraphVectors, Sq8Vectors};

@@ -37,6 +37,38 @@ pub fn robust_prune(
     kept
 }
 
+/// HNSW's neighbour heuristic (hnswlib's): walks `sorted` (distance to the node, id),
+/// closest first, and keeps a candidate unless a kept one is closer to it than the node is.
+/// With no more candidates than `m` it keeps them all, as hnswlib does: pruning a short list
+/// only strands points (unreachable nodes in small graphs).
+pub fn select_diverse(
+    sorted: &[(f32, u32)],
+    m: usize,
+    distance: impl Fn(u32, u32) -> f32,
+) -> Vec<u32> {
+    if sorted.len() <= m {
+        return sorted.iter().map(|&(_, c)| c).collect();
+    }
+    let mut kept: Vec<u32> = Vec::with_capacity(m);
+    for &(d, c) in sorted {
+        if kept.len() >= m {
+            break;
+        }
+        if kept.iter().all(|&k| distance(c, k) > d) {
+            kept.push(c);
+        }
+    }
+    kept
+}
+
+/// `node`'s list `list` cut back to `m` by [`select_diverse`] (the list of a neighbour
+/// that a new point's link overfilled).
+pub fn reselect(node: u32, list: &[u32], m: usize, distance: impl Fn(u32, u32) -> f32) -> Vec<u32> {
+    let mut pool: Vec<(f32, u32)> = list.iter().map(|&o| (distance(node, o), o)).collect();
+    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    select_diverse(&pool, m, distance)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +91,17 @@ mod tests {
         assert_eq!(kept, vec![1, 3]);
         let mut pool: Vec<(f32, u32)> = (1..4).map(|i| (i as f32, i)).collect();
         assert_eq!(robust_prune(0, &mut pool, 1.0, 1, &rows).len(), 1);
+    }
+
+    #[test]
+    fn select_diverse_keeps_short_lists_and_drops_what_a_kept_point_covers() {
+        // On a line: the node at 0; 1 covers 2 (d(1,2) = 1 < d(0,2) = 2); -1 is on the
+        // other side.
+        let at = |i: u32| [0.0f32, 1.0, 2.0, -1.0][i as usize];
+        let distance = |a: u32, b: u32| (at(a) - at(b)).abs();
+        let sorted = [(1.0, 1), (1.0, 3), (2.0, 2)];
+        assert_eq!(select_diverse(&sorted, 2, distance), vec![1, 3]);
+        assert_eq!(select_diverse(&sorted, 3, distance), vec![1, 3, 2]);
+        assert_eq!(reselect(0, &[2, 3, 1], 2, distance), vec![1, 3]);
     }
 }

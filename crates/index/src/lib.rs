@@ -9,7 +9,6 @@ mod input;
 pub mod limits;
 mod progress;
 mod topk;
-mod visited;
 
 pub use error::{IndexError, Result};
 pub use progress::{NoProgress, Progress};

@@ -130,8 +130,13 @@ fn reused_scratch_gives_the_same_answers_and_is_checked() {
         &NoProgress,
     )
     .unwrap();
-    let err = small
+    // A larger index's scratch serves a smaller one; a smaller one's is refused.
+    let reused = small
         .search_with(&data[..DIM], 5, 20, &mut scratch)
+        .unwrap();
+    assert_eq!(reused.ids, small.search(&data[..DIM], 5, 20).unwrap().ids);
+    let err = index
+        .search_with(&data[..DIM], 5, 20, &mut small.scratch())
         .unwrap_err();
-    assert!(err.to_string().contains("another index"), "{err}");
+    assert!(err.to_string().contains("smaller index"), "{err}");
 }

@@ -4,15 +4,13 @@
 
 use std::sync::Mutex;
 
-use diskvec_graph::CandidateList;
+use diskvec_graph::BestFirst;
 use diskvec_vector::{PqTable, Sq4Query};
 
-use crate::visited::VisitedSet;
-
 pub(crate) struct QueryBuffers {
-    pub(crate) visited: VisitedSet,
+    /// The walk's candidate list and visited set.
+    pub(crate) walk: BestFirst,
     pub(crate) table: PqTable,
-    pub(crate) list: CandidateList,
     /// (exact distance, node) of every expanded node: the re-rank pool.
     pub(crate) exact: Vec<(f32, u32)>,
     /// The query prepared for 4-bit code estimates (searches with navigation).
@@ -56,8 +54,7 @@ impl BufferPool {
         let reused = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match reused {
             Some(mut b) => {
-                b.visited.clear();
-                b.list.reset(search_list);
+                b.walk.reset(search_list);
                 b.exact.clear();
                 b.band.clear();
                 b.sure.clear();
@@ -65,9 +62,8 @@ impl BufferPool {
                 b
             }
             None => QueryBuffers {
-                visited: VisitedSet::new(self.nodes),
+                walk: BestFirst::new(self.nodes, search_list),
                 table: PqTable::default(),
-                list: CandidateList::new(search_list),
                 exact: Vec::with_capacity(search_list * 2),
                 sq: Sq4Query::default(),
                 band: Vec::new(),
@@ -93,12 +89,11 @@ mod tests {
     fn reused_buffers_come_back_empty() {
         let pool = BufferPool::new(5);
         let mut b = pool.take(3);
-        b.visited.insert(2);
-        b.list.insert(2, 1.0);
+        b.walk.enter(2, 1.0, None);
         b.exact.push((1.0, 2));
         pool.give_back(b);
         let mut b = pool.take(4);
-        assert!(b.visited.insert(2));
-        assert!(b.list.is_empty() && b.exact.is_empty());
+        assert!(b.walk.visited.insert(2));
+        assert!(b.walk.list.is_empty() && b.exact.is_empty());
     }
 }

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use diskvec_graph::{Neighbors, Scorer};
 use diskvec_io::{EngineKind, ReadDone, ReadEngine};
-use diskvec_vector::{check_vectors, PqTable, Rows};
+use diskvec_vector::{check_vectors, PqTable, Rows, Sq4Query};
 
 use super::layout::NodeRecord;
 use super::nav::{Navigation, WalkCodes};
@@ -194,9 +195,72 @@ struct Scratch {
     record: Vec<u8>,
     /// A measured record copied out of the node cache.
     cached: Vec<u8>,
-    fresh: Vec<u32>,
-    /// PQ distances of `fresh`.
+    /// The in-range neighbours of the record being expanded.
+    neighbours: Vec<u32>,
+    /// Distances known exactly, for the recheck's k-th.
     distances: Vec<f32>,
+}
+
+/// Distances by PQ code: the walk's, without navigation or where the build chose them.
+struct PqScorer<'a> {
+    table: &'a PqTable,
+    codes: &'a [u8],
+    code_bytes: usize,
+}
+
+impl Scorer for PqScorer<'_> {
+    #[inline]
+    fn distance(&self, id: u32) -> f32 {
+        let m = self.code_bytes;
+        self.table
+            .distance(&self.codes[id as usize * m..(id as usize + 1) * m])
+    }
+
+    /// Every code is asked for before any is scored, so their cache misses overlap; then
+    /// eight at a time.
+    #[inline]
+    fn distances(&self, ids: &[u32], out: &mut Vec<f32>) {
+        let m = self.code_bytes;
+        for &id in ids {
+            PqTable::prefetch(&self.codes[id as usize * m..(id as usize + 1) * m]);
+        }
+        out.clear();
+        out.resize(ids.len(), 0.0);
+        self.table.distances(self.codes, ids, out);
+    }
+}
+
+/// Distances by the navigation file's 4-bit codes.
+struct EstimateScorer<'a> {
+    nav: &'a Navigation,
+    query: &'a Sq4Query,
+}
+
+impl Scorer for EstimateScorer<'_> {
+    #[inline]
+    fn distance(&self, id: u32) -> f32 {
+        let (code, norm) = Navigation::split(self.nav.record(id));
+        self.query.distance(code, norm)
+    }
+
+    #[inline]
+    fn distances(&self, ids: &[u32], out: &mut Vec<f32>) {
+        for &id in ids {
+            diskvec_vector::prefetch(self.nav.record(id), usize::MAX);
+        }
+        out.clear();
+        out.extend(ids.iter().map(|&id| self.distance(id)));
+    }
+}
+
+/// The navigation file's neighbour lists.
+struct NavNeighbors<'a>(&'a Navigation);
+
+impl Neighbors for NavNeighbors<'_> {
+    #[inline]
+    fn neighbors_into(&self, id: u32, out: &mut Vec<u32>) {
+        out.extend_from_slice(self.0.neighbors(id));
+    }
 }
 
 impl DiskIndex {
@@ -339,8 +403,8 @@ impl DiskIndex {
             running: Running::start(&self.queries_running),
         };
         let medoid = self.header.medoid;
-        q.b.visited.insert(medoid);
-        q.b.list.insert(medoid, self.first_distance(&q.b, medoid));
+        let d = self.first_distance(&q.b, medoid);
+        q.b.walk.enter(medoid, d, None);
         if params.entry_set && !self.meta.entries.is_empty() {
             // Only the best `search_list` entries can enter the list, so rank all of them
             // first and insert just those; the rest stay unvisited and may be found later.
@@ -357,8 +421,7 @@ impl DiskIndex {
                 scored.truncate(keep);
             }
             for (d, e) in scored {
-                q.b.visited.insert(e);
-                q.b.list.insert(e, d);
+                q.b.walk.enter(e, d, None);
             }
         }
         q
@@ -400,30 +463,23 @@ impl DiskIndex {
     }
 
     /// Takes in a node's record: its exact distance joins the re-rank pool, its
-    /// neighbours join the candidate list by PQ distance.
+    /// neighbours join the candidate list by PQ distance (the search's shared expand step).
     fn expand(&self, q: &mut Query, id: u32, record: &NodeRecord, scratch: &mut Scratch) {
         let d = self.exact_distance(q, record, scratch);
         q.b.exact.push((d, id));
-        scratch.fresh.clear();
-        for nb in record.neighbors() {
-            if (nb as u64) < self.header.count && q.b.visited.insert(nb) {
-                PqTable::prefetch(self.code(nb));
-                scratch.fresh.push(nb);
-            }
-        }
-        // Scored only once every code is on its way: their cache misses overlap.
-        self.list_fresh_by_pq(q, scratch);
-    }
-
-    /// Puts `scratch.fresh` on the candidate list by PQ distance, eight codes at a time.
-    fn list_fresh_by_pq(&self, q: &mut Query, scratch: &mut Scratch) {
-        scratch.distances.clear();
-        scratch.distances.resize(scratch.fresh.len(), 0.0);
-        q.b.table
-            .distances(&self.meta.codes, &scratch.fresh, &mut scratch.distances);
-        for (&nb, &d) in scratch.fresh.iter().zip(&scratch.distances) {
-            q.b.list.insert(nb, d);
-        }
+        scratch.neighbours.clear();
+        // Ids read from the device are checked, not trusted.
+        scratch.neighbours.extend(
+            record
+                .neighbors()
+                .filter(|&nb| (nb as u64) < self.header.count),
+        );
+        let scorer = PqScorer {
+            table: &q.b.table,
+            codes: &self.meta.codes,
+            code_bytes: self.code_bytes,
+        };
+        q.b.walk.offer_unseen(&scratch.neighbours, &scorer, None);
     }
 
     /// Expands cached nodes and sends reads until the query has `beam_width` in flight
@@ -442,11 +498,11 @@ impl DiskIndex {
         let cache = Arc::clone(&q.cache);
         let mut copy = std::mem::take(&mut scratch.cached);
         while q.failed.is_none() && q.in_flight < q.beam() {
-            let Some(pos) = q.b.list.next_unexpanded(|_| false) else {
+            let Some(pos) = q.b.walk.list.next_unexpanded() else {
                 break;
             };
-            q.b.list.mark_expanded(pos);
-            let id = q.b.list.items()[pos].id;
+            q.b.walk.list.mark_expanded(pos);
+            let id = q.b.walk.list.items()[pos].id;
             if let Some(record) = cache.record(id, &mut copy) {
                 q.result.cache_hits += 1;
                 self.expand(q, id, &record, scratch);
@@ -470,14 +526,26 @@ impl DiskIndex {
         scratch: &mut Scratch,
     ) -> bool {
         if !q.walked {
-            q.b.scored.clear();
-            while let Some(pos) = q.b.list.next_unexpanded(|_| false) {
-                q.b.list.mark_expanded(pos);
-                let c = q.b.list.items()[pos];
-                // Every node the walk expands stays a candidate, even once closer ones push
-                // it off the list (as the exact pool keeps them without navigation).
-                q.b.scored.push((c.distance, c.id));
-                self.expand_in_dram(nav, q, c.id, scratch);
+            let b = &mut q.b;
+            b.scored.clear();
+            // Every node the walk expands stays a candidate, even once closer ones push it
+            // off the list (as the exact pool keeps them without navigation).
+            let scored = &mut b.scored;
+            let keep = |c: diskvec_graph::Candidate| scored.push((c.distance, c.id));
+            let graph = NavNeighbors(nav);
+            match nav.walk {
+                WalkCodes::Pq => {
+                    let scorer = PqScorer {
+                        table: &b.table,
+                        codes: &self.meta.codes,
+                        code_bytes: self.code_bytes,
+                    };
+                    b.walk.run(&graph, &scorer, None, keep);
+                }
+                _ => {
+                    let scorer = EstimateScorer { nav, query: &b.sq };
+                    b.walk.run(&graph, &scorer, None, keep);
+                }
             }
             q.walked = true;
             self.choose_band(nav, q);
@@ -571,30 +639,6 @@ impl DiskIndex {
         }
     }
 
-    /// Puts a node's unseen neighbours on the candidate list by the walk's codes.
-    fn expand_in_dram(&self, nav: &Navigation, q: &mut Query, id: u32, scratch: &mut Scratch) {
-        scratch.fresh.clear();
-        let by_pq = nav.walk == WalkCodes::Pq;
-        for &nb in nav.neighbors(id) {
-            if q.b.visited.insert(nb) {
-                if by_pq {
-                    PqTable::prefetch(self.code(nb));
-                } else {
-                    diskvec_vector::prefetch(nav.record(nb), usize::MAX);
-                }
-                scratch.fresh.push(nb);
-            }
-        }
-        if by_pq {
-            self.list_fresh_by_pq(q, scratch);
-        } else {
-            for &nb in &scratch.fresh {
-                let d = Self::estimate(nav, &q.b, nb);
-                q.b.list.insert(nb, d);
-            }
-        }
-    }
-
     /// Sorts the walked candidates the query accepts into surely in (kept unread with their
     /// estimates), surely out (dropped), and the band between, to read and re-rank: the
     /// boundary is the k-th accepted estimate, the margin 2·sigmas·σ on either side of it.
@@ -683,12 +727,13 @@ impl DiskIndex {
                 continue;
             }
             if let Some(pos) =
-                q.b.list
+                q.b.walk
+                    .list
                     .items()
                     .iter()
                     .position(|c| c.id == mate && !c.expanded)
             {
-                q.b.list.mark_expanded(pos);
+                q.b.walk.list.mark_expanded(pos);
                 q.result.free_expansions += 1;
                 let record = self.layout.record(data, mate, &mut record_buf);
                 // Held, it would cost a read next time: the walk expands it only because

@@ -9,8 +9,8 @@ use rayon::prelude::*;
 
 use super::search::search_layer;
 use super::HnswIndex;
-use crate::visited::VisitedSet;
 use crate::{Progress, Result};
+use diskvec_graph::{reselect, select_diverse, BestFirst};
 
 /// HNSW build parameters (names as in the paper and hnswlib).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,9 +80,9 @@ impl HnswIndex {
         let entry = Mutex::new((0u32, levels[0]));
         progress.advance(1);
         (1..n as u32).into_par_iter().for_each_init(
-            || VisitedSet::new(n),
-            |visited, q| {
-                index.insert(q, levels[q as usize], &entry, visited);
+            || BestFirst::new(n, params.ef_construction),
+            |search, q| {
+                index.insert(q, levels[q as usize], &entry, search);
                 progress.advance(1);
             },
         );
@@ -104,7 +104,7 @@ impl HnswIndex {
         }
     }
 
-    fn insert(&self, q: u32, level: usize, entry: &Mutex<(u32, usize)>, visited: &mut VisitedSet) {
+    fn insert(&self, q: u32, level: usize, entry: &Mutex<(u32, usize)>, search: &mut BestFirst) {
         // A node above the current top holds the entry lock for its whole insertion, as
         // hnswlib does, so the entry point never points at a half-linked node.
         let guard = entry.lock().unwrap_or_else(|e| e.into_inner());
@@ -127,20 +127,16 @@ impl HnswIndex {
         };
         let mut entries = vec![(ep_dist, ep)];
         for lc in (0..=level.min(top)).rev() {
-            let found = search_layer(self, qv, &entries, self.params.ef_construction, lc, visited);
+            let found = search_layer(self, qv, &entries, self.params.ef_construction, lc, search);
             let chosen = self.select(&found, self.params.m);
             *lists[q as usize][lc].write().unwrap() = chosen.clone();
             for &nb in &chosen {
                 let mut list = lists[nb as usize][lc].write().unwrap();
                 list.push(q);
                 if list.len() > self.max_links(lc) {
-                    let nv = self.vector(nb);
-                    let mut pool: Vec<(f32, u32)> = list
-                        .iter()
-                        .map(|&o| (self.metric.distance(nv, self.vector(o)), o))
-                        .collect();
-                    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    *list = self.select(&pool, self.max_links(lc));
+                    *list = reselect(nb, &list, self.max_links(lc), |a, b| {
+                        self.row_distance(a, b)
+                    });
                 }
             }
             entries = found;
@@ -150,27 +146,12 @@ impl HnswIndex {
         }
     }
 
-    /// hnswlib's neighbour heuristic: from candidates sorted by distance, keep one unless a
-    /// kept neighbour is closer to it than the query is.
+    /// hnswlib's neighbour heuristic over the built graph's vectors.
     fn select(&self, sorted: &[(f32, u32)], m: usize) -> Vec<u32> {
-        // As hnswlib: with no more candidates than room, keep them all; pruning a short
-        // list only strands points (unreachable nodes in small graphs).
-        if sorted.len() <= m {
-            return sorted.iter().map(|&(_, c)| c).collect();
-        }
-        let mut kept: Vec<u32> = Vec::with_capacity(m);
-        for &(d, c) in sorted {
-            if kept.len() >= m {
-                break;
-            }
-            let cv = self.vector(c);
-            if kept
-                .iter()
-                .all(|&k| self.metric.distance(cv, self.vector(k)) > d)
-            {
-                kept.push(c);
-            }
-        }
-        kept
+        select_diverse(sorted, m, |a, b| self.row_distance(a, b))
+    }
+
+    fn row_distance(&self, a: u32, b: u32) -> f32 {
+        self.metric.distance(self.vector(a), self.vector(b))
     }
 }

@@ -5,28 +5,33 @@
 //! restricted to accepted points: rejected ones are still walked through, and the search
 //! keeps going until it has `ef` accepted ones or runs out.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::cell::RefCell;
 
+use diskvec_graph::{reselect, select_diverse, Accept, BestFirst, Neighbors};
 use diskvec_vector::Metric;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::fetch_ahead::{distances_in_order, fetch_head};
-use super::search::Dist;
+use super::search::RowDistances;
 
-/// A visited set for one search: one bit per point.
-struct Bits(Vec<u64>);
-impl Bits {
-    fn new(n: usize) -> Self {
-        Self(vec![0; n.div_ceil(64)])
-    }
-    /// True the first time `i` is seen.
-    fn insert(&mut self, i: u32) -> bool {
-        let (w, b) = (i as usize / 64, i % 64);
-        let fresh = self.0[w] & (1 << b) == 0;
-        self.0[w] |= 1 << b;
-        fresh
+thread_local! {
+    /// Each thread's search memory, grown to the largest graph it searched (searches of a
+    /// growing segment come from many threads, each with `&self` only).
+    static SEARCH: RefCell<BestFirst> = RefCell::new(BestFirst::new(0, 1));
+}
+
+/// One level of the growing graph's lists, as the search walks them.
+struct GrowingLevel<'a> {
+    links: &'a [Vec<Vec<u32>>],
+    level: usize,
+}
+
+impl Neighbors for GrowingLevel<'_> {
+    #[inline]
+    fn neighbors_into(&self, id: u32, out: &mut Vec<u32>) {
+        if let Some(list) = self.links[id as usize].get(self.level) {
+            out.extend_from_slice(list);
+        }
     }
 }
 
@@ -146,20 +151,16 @@ impl GrowingHnsw {
         }
         let mut entries = vec![(ep_dist, ep)];
         for lc in (0..=level.min(self.top)).rev() {
-            let found = self.search_layer(data, qv, &entries, self.ef_construction, lc, &|_| true);
+            let found = self.search_layer(data, qv, &entries, self.ef_construction, lc, None);
             let chosen = self.select(data, &found, self.m);
             let mut neighbours = Vec::with_capacity(chosen.len());
             for &nb in &chosen {
                 let mut list = self.links[nb as usize][lc].clone();
                 list.push(q);
                 if list.len() > self.max_links(lc) {
-                    let nv = self.vector(data, nb);
-                    let mut pool: Vec<(f32, u32)> = list
-                        .iter()
-                        .map(|&o| (self.metric.distance(nv, self.vector(data, o)), o))
-                        .collect();
-                    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    list = self.select(data, &pool, self.max_links(lc));
+                    list = reselect(nb, &list, self.max_links(lc), |a, b| {
+                        self.row_distance(data, a, b)
+                    });
                 }
                 neighbours.push((nb, list));
             }
@@ -233,28 +234,14 @@ impl GrowingHnsw {
         }
     }
 
-    /// hnswlib's heuristic: keep a candidate unless a kept one is closer to it than the
-    /// query is.
+    /// hnswlib's neighbour heuristic over the caller's vectors.
     fn select(&self, data: &[f32], sorted: &[(f32, u32)], m: usize) -> Vec<u32> {
-        // As hnswlib: with no more candidates than room, keep them all; pruning a short
-        // list only strands points (unreachable nodes in small graphs).
-        if sorted.len() <= m {
-            return sorted.iter().map(|&(_, c)| c).collect();
-        }
-        let mut kept: Vec<u32> = Vec::with_capacity(m);
-        for &(d, c) in sorted {
-            if kept.len() >= m {
-                break;
-            }
-            let cv = self.vector(data, c);
-            if kept
-                .iter()
-                .all(|&k| self.metric.distance(cv, self.vector(data, k)) > d)
-            {
-                kept.push(c);
-            }
-        }
-        kept
+        select_diverse(sorted, m, |a, b| self.row_distance(data, a, b))
+    }
+
+    fn row_distance(&self, data: &[f32], a: u32, b: u32) -> f32 {
+        self.metric
+            .distance(self.vector(data, a), self.vector(data, b))
     }
 
     /// Best-first search of one level; returns up to `ef` accepted (distance, offset),
@@ -266,55 +253,32 @@ impl GrowingHnsw {
         entries: &[(f32, u32)],
         ef: usize,
         level: usize,
-        accept: &dyn Fn(u32) -> bool,
+        accept: Accept,
     ) -> Vec<(f32, u32)> {
-        let mut visited = Bits::new(self.len());
-        let mut candidates: BinaryHeap<Reverse<(Dist, u32)>> = BinaryHeap::new();
-        let mut results: BinaryHeap<(Dist, u32)> = BinaryHeap::new();
-        for &(d, e) in entries {
-            if visited.insert(e) {
-                candidates.push(Reverse((Dist(d), e)));
-                if accept(e) {
-                    results.push((Dist(d), e));
-                }
+        let walk = |search: &mut BestFirst| {
+            search.visited.grow(self.len());
+            search.reset(ef);
+            for &(d, e) in entries {
+                search.enter(e, d, accept);
             }
-        }
-        while results.len() > ef {
-            results.pop();
-        }
-        let mut fresh = Vec::new();
-        while let Some(Reverse((Dist(d), c))) = candidates.pop() {
-            let worst = results.peek().map_or(f32::INFINITY, |r| r.0 .0);
-            if results.len() >= ef && d > worst {
-                break;
-            }
-            let Some(list) = self.links[c as usize].get(level) else {
-                continue;
+            let scorer = RowDistances {
+                metric: self.metric,
+                query: q,
+                data,
+                dim: self.dim,
             };
-            fresh.clear();
-            for &nb in list {
-                if visited.insert(nb) {
-                    fetch_head(self.vector(data, nb));
-                    fresh.push(nb);
-                }
-            }
-            let vector = |i: u32| self.vector(data, i);
-            distances_in_order(self.metric, q, &fresh, vector, |nb, dn| {
-                let worst = results.peek().map_or(f32::INFINITY, |r| r.0 .0);
-                if results.len() < ef || dn < worst {
-                    candidates.push(Reverse((Dist(dn), nb)));
-                    if accept(nb) {
-                        results.push((Dist(dn), nb));
-                        if results.len() > ef {
-                            results.pop();
-                        }
-                    }
-                }
-            });
-        }
-        let mut out: Vec<(f32, u32)> = results.into_iter().map(|(d, i)| (d.0, i)).collect();
-        out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        out
+            let graph = GrowingLevel {
+                links: &self.links,
+                level,
+            };
+            search.run(&graph, &scorer, accept, |_| {});
+            search.found().collect()
+        };
+        SEARCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut search) => walk(&mut search),
+            // A search from inside a search's filter: memory of its own.
+            Err(_) => walk(&mut BestFirst::new(self.len(), ef)),
+        })
     }
 
     /// The `k` closest accepted points (of those linked) to a prepared query, searching
@@ -335,7 +299,7 @@ impl GrowingHnsw {
         for lc in (1..=self.top).rev() {
             (ep, ep_dist) = self.greedy(data, q, ep, ep_dist, lc);
         }
-        let mut found = self.search_layer(data, q, &[(ep_dist, ep)], ef.max(k), 0, accept);
+        let mut found = self.search_layer(data, q, &[(ep_dist, ep)], ef.max(k), 0, Some(accept));
         found.truncate(k);
         found
     }

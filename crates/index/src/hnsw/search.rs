@@ -1,30 +1,71 @@
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use diskvec_vector::{check_vectors, Rows};
+use diskvec_graph::{BestFirst, Neighbors, Scorer};
+use diskvec_vector::{check_vectors, Metric, Rows};
 
 use super::fetch_ahead::{distances_in_order, fetch_head};
+use super::links::Links;
 use super::HnswIndex;
-use crate::visited::VisitedSet;
 use crate::{limits, IndexError, Result};
 
 /// Memory one searching thread reuses; see `HnswIndex::scratch`.
-pub struct HnswScratch(VisitedSet);
+pub struct HnswScratch(BestFirst);
 
-/// f32 ordered totally, for heaps.
-#[derive(Clone, Copy, PartialEq)]
-pub(crate) struct Dist(pub f32);
-impl Eq for Dist {}
-impl PartialOrd for Dist {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
+/// The lists of one level of an HNSW graph, as the search walks them.
+pub(crate) struct Level<'a> {
+    pub links: &'a Links,
+    pub level: usize,
+}
+
+impl Neighbors for Level<'_> {
+    #[inline]
+    fn neighbors_into(&self, id: u32, out: &mut Vec<u32>) {
+        self.links
+            .with(id, self.level, |list| out.extend_from_slice(list));
+    }
+
+    #[inline]
+    fn prefetch_list(&self, id: u32) {
+        self.links.prefetch(id, self.level);
     }
 }
-impl Ord for Dist {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
+
+/// Distances from a prepared query to rows of a row-major array, a neighbour list's
+/// vectors fetched ahead of their distances (`fetch_ahead.rs`).
+pub(crate) struct RowDistances<'a> {
+    pub metric: Metric,
+    pub query: &'a [f32],
+    pub data: &'a [f32],
+    pub dim: usize,
+}
+
+impl RowDistances<'_> {
+    #[inline]
+    fn row(&self, i: u32) -> &[f32] {
+        &self.data[i as usize * self.dim..(i as usize + 1) * self.dim]
+    }
+}
+
+impl Scorer for RowDistances<'_> {
+    #[inline]
+    fn distance(&self, id: u32) -> f32 {
+        self.metric.distance(self.query, self.row(id))
+    }
+
+    #[inline]
+    fn distances(&self, ids: &[u32], out: &mut Vec<f32>) {
+        out.clear();
+        for &id in ids {
+            fetch_head(self.row(id));
+        }
+        distances_in_order(
+            self.metric,
+            self.query,
+            ids,
+            |i| self.row(i),
+            |_, d| out.push(d),
+        );
     }
 }
 
@@ -36,52 +77,24 @@ pub(crate) fn search_layer(
     entries: &[(f32, u32)],
     ef: usize,
     level: usize,
-    visited: &mut VisitedSet,
+    search: &mut BestFirst,
 ) -> Vec<(f32, u32)> {
-    visited.clear();
-    let mut candidates: BinaryHeap<Reverse<(Dist, u32)>> = BinaryHeap::new();
-    let mut results: BinaryHeap<(Dist, u32)> = BinaryHeap::new();
+    search.reset(ef);
     for &(d, e) in entries {
-        if visited.insert(e) {
-            candidates.push(Reverse((Dist(d), e)));
-            results.push((Dist(d), e));
-        }
+        search.enter(e, d, None);
     }
-    while results.len() > ef {
-        results.pop();
-    }
-    let mut fresh = Vec::new();
-    while let Some(Reverse((Dist(d), c))) = candidates.pop() {
-        if results.len() >= ef && d > results.peek().map_or(f32::INFINITY, |r| r.0 .0) {
-            break;
-        }
-        fresh.clear();
-        index.links.with(c, level, |list| {
-            for &nb in list {
-                if visited.insert(nb) {
-                    fetch_head(index.vector(nb));
-                    fresh.push(nb);
-                }
-            }
-        });
-        let vector = |i: u32| index.vector(i);
-        distances_in_order(index.metric, query, &fresh, vector, |nb, dn| {
-            if results.len() < ef || dn < results.peek().map_or(f32::INFINITY, |r| r.0 .0) {
-                candidates.push(Reverse((Dist(dn), nb)));
-                results.push((Dist(dn), nb));
-                if results.len() > ef {
-                    results.pop();
-                }
-            }
-        });
-        // The list the next step will read: fetched while the heaps settle (as hnswlib does).
-        if let Some(Reverse((_, next))) = candidates.peek() {
-            index.links.prefetch(*next, level);
-        }
-    }
-    let mut out: Vec<(f32, u32)> = results.into_iter().map(|(d, i)| (d.0, i)).collect();
-    out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    out
+    let scorer = RowDistances {
+        metric: index.metric,
+        query,
+        data: &index.data,
+        dim: index.dim,
+    };
+    let graph = Level {
+        links: &index.links,
+        level,
+    };
+    search.run(&graph, &scorer, None, |_| {});
+    search.found().collect()
 }
 
 /// One query's answer.
@@ -124,13 +137,13 @@ impl HnswIndex {
         (ep, ep_dist)
     }
 
-    fn search_one(&self, raw: &[f32], k: usize, ef: usize, visited: &mut VisitedSet) -> HnswResult {
+    fn search_one(&self, raw: &[f32], k: usize, ef: usize, search: &mut BestFirst) -> HnswResult {
         let start = Instant::now();
         let mut q = raw.to_vec();
         self.metric.prepare(&mut q);
         let start_dist = self.metric.distance(&q, self.vector(self.entry));
         let (ep, ep_dist) = self.descend(&q, (self.entry, start_dist), self.top_level, 1);
-        let found = search_layer(self, &q, &[(ep_dist, ep)], ef.max(k), 0, visited);
+        let found = search_layer(self, &q, &[(ep_dist, ep)], ef.max(k), 0, search);
         let top: Vec<_> = found.into_iter().take(k).collect();
         HnswResult {
             ids: top.iter().map(|&(_, i)| self.ids[i as usize]).collect(),
@@ -155,7 +168,7 @@ impl HnswIndex {
             let workers: Vec<_> = (0..threads.clamp(1, queries.len().max(1)))
                 .map(|_| {
                     s.spawn(|| {
-                        let mut visited = VisitedSet::new(self.len());
+                        let mut search = BestFirst::new(self.len(), ef.max(k));
                         let mut out = Vec::new();
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -164,7 +177,7 @@ impl HnswIndex {
                             }
                             out.push((
                                 i,
-                                self.search_one(queries.get(i as u32), k, ef, &mut visited),
+                                self.search_one(queries.get(i as u32), k, ef, &mut search),
                             ));
                         }
                     })
@@ -199,7 +212,7 @@ impl HnswIndex {
 
     /// Per-thread search memory, reused across queries (a visited mark per node).
     pub fn scratch(&self) -> HnswScratch {
-        HnswScratch(VisitedSet::new(self.len()))
+        HnswScratch(BestFirst::new(self.len(), 1))
     }
 
     /// Searches one query with the caller's scratch: no allocation proportional to the index.
@@ -211,9 +224,9 @@ impl HnswIndex {
         scratch: &mut HnswScratch,
     ) -> Result<HnswResult> {
         self.check_queries(query, query.len(), k, ef)?;
-        if scratch.0.len() != self.len() {
+        if scratch.0.visited.room() < self.len() {
             return Err(IndexError::InvalidArgument(
-                "this scratch belongs to another index".into(),
+                "this scratch was made for a smaller index".into(),
             ));
         }
         Ok(self.search_one(query, k, ef, &mut scratch.0))
