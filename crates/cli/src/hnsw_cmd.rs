@@ -2,7 +2,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use diskvec_index::diskann::SearchResult;
 use diskvec_index::hnsw::{HnswIndex, HnswParams};
 use diskvec_index::limits;
 use diskvec_vector::{Metric, Rows};
@@ -97,16 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let ef = ef.max(args.k);
         let (results, seconds) =
             index.search_batch(Rows::new(&test.data, test.dim), args.k, ef, args.threads)?;
-        let as_disk: Vec<SearchResult> = results
-            .into_iter()
-            .map(|r| SearchResult {
-                ids: r.ids,
-                distances: r.distances,
-                latency_us: r.latency_us,
-                ..Default::default()
-            })
-            .collect();
-        let s = summarize(&as_disk, &gt, args.k, seconds, ef);
+        let s = summarize(&results, &gt, args.k, seconds, ef);
         print_row(&s);
         lines.push(json!({
             "index": "hnsw", "m": args.m, "ef_construction": args.ef_construction, "ef": ef, "k": args.k,

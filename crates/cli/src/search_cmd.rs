@@ -175,6 +175,7 @@ fn sweep(args: &Args) -> anyhow::Result<Vec<SearchParams>> {
                 entry_set: !args.no_entry_set,
                 rerank_sigmas: args.rerank_sigmas,
                 exact_distances: !args.estimated_distances,
+                query_prepared: false,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -25,8 +25,10 @@ pub enum DbError {
         #[source]
         source: std::io::Error,
     },
+    /// The index failed (storage, damage, a build); the caller's own mistakes in what it
+    /// asked of the index are `InvalidInput` instead.
     #[error(transparent)]
-    Index(#[from] diskvec_index::IndexError),
+    Index(diskvec_index::IndexError),
     /// The database was closed, or a background failure stopped writes.
     #[error("{0}")]
     Unavailable(String),
@@ -37,6 +39,20 @@ pub enum DbError {
 }
 
 pub type Result<T> = std::result::Result<T, DbError>;
+
+impl From<diskvec_index::IndexError> for DbError {
+    fn from(e: diskvec_index::IndexError) -> Self {
+        use diskvec_index::IndexError as E;
+        match e {
+            // A limit or search list past its bound, a wrong dimension, NaN: the caller's
+            // mistake, whichever layer found it (over HTTP, a 400, not a 500).
+            E::InvalidArgument(_) | E::InvalidVectors(_) | E::DimensionMismatch { .. } => {
+                DbError::InvalidInput(e.to_string())
+            }
+            other => DbError::Index(other),
+        }
+    }
+}
 
 pub(crate) fn file_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> DbError + '_ {
     move |source| DbError::File {

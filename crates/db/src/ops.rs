@@ -25,33 +25,60 @@ const DELETE: u8 = 2;
 const ID_NUM: u8 = 0;
 const ID_UUID: u8 = 1;
 
+/// A payload that encodes to more JSON than a collection allows.
+#[derive(Debug, PartialEq)]
+pub(crate) struct PayloadTooLarge {
+    pub id: PointId,
+    pub bytes: usize,
+}
+
 impl Operation {
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
+        self.encode_into(&mut out, usize::MAX)
+            .expect("no payload is over an unbounded size");
+        out
+    }
+
+    /// Appends the record body to `out`, each payload's JSON written in place (not
+    /// serialized aside and copied); refuses a payload whose JSON is over `max_payload`
+    /// bytes, which is measured so, at no extra cost.
+    pub fn encode_into(
+        &self,
+        out: &mut Vec<u8>,
+        max_payload: usize,
+    ) -> Result<(), PayloadTooLarge> {
         match self {
             Operation::Upsert(points) => {
                 out.push(UPSERT);
-                put_u32(&mut out, points.len() as u32);
+                put_u32(out, points.len() as u32);
                 for p in points {
-                    put_id(&mut out, p.id);
-                    put_u32(&mut out, p.vector.len() as u32);
+                    put_id(out, p.id);
+                    put_u32(out, p.vector.len() as u32);
+                    out.reserve(4 * p.vector.len());
                     for x in &p.vector {
                         out.extend_from_slice(&x.to_le_bytes());
                     }
-                    let json = serde_json::to_vec(&p.payload).expect("a JSON map serializes");
-                    put_u32(&mut out, json.len() as u32);
-                    out.extend_from_slice(&json);
+                    let at = out.len();
+                    put_u32(out, 0);
+                    serde_json::to_writer(&mut *out, &p.payload).expect("a JSON map serializes");
+                    let bytes = out.len() - at - 4;
+                    if bytes > max_payload {
+                        return Err(PayloadTooLarge { id: p.id, bytes });
+                    }
+                    out[at..at + 4].copy_from_slice(&(bytes as u32).to_le_bytes());
                 }
             }
             Operation::Delete(ids) => {
                 out.push(DELETE);
-                put_u32(&mut out, ids.len() as u32);
+                put_u32(out, ids.len() as u32);
                 for &id in ids {
-                    put_id(&mut out, id);
+                    put_id(out, id);
                 }
             }
         }
-        out
+        Ok(())
     }
 
     /// Decodes a record body; a body that does not parse (the log's checksum matched, so
@@ -184,5 +211,22 @@ mod tests {
         assert!(Operation::decode(&[9])
             .unwrap_err()
             .contains("unknown operation"));
+        // A payload over the limit is named with its size; one at the limit is not.
+        let big = &ops[0];
+        let Operation::Upsert(points) = big else {
+            unreachable!()
+        };
+        let json = serde_json::to_vec(&points[0].payload).unwrap().len();
+        let mut out = Vec::new();
+        assert_eq!(
+            big.encode_into(&mut out, json - 1),
+            Err(PayloadTooLarge {
+                id: points[0].id,
+                bytes: json
+            })
+        );
+        out.clear();
+        big.encode_into(&mut out, json).unwrap();
+        assert_eq!(out, big.encode());
     }
 }

@@ -8,8 +8,10 @@ pub mod hnsw;
 mod input;
 pub mod limits;
 mod progress;
+mod result;
 mod topk;
 
 pub use error::{IndexError, Result};
 pub use progress::{NoProgress, Progress};
+pub use result::SearchResult;
 pub use topk::TopK;

@@ -128,7 +128,7 @@ pub(crate) struct Slots {
     pub tags: Vec<u64>,
     /// Per slot: its read has been reported finished (so the device no longer writes it)
     /// and it is not yet released. Only such a slot may be looked at or released.
-    pub landed: Vec<bool>,
+    pub finished: Vec<bool>,
     pub stats: EngineStats,
 }
 
@@ -140,7 +140,7 @@ impl Slots {
                 .collect(),
             free: (0..depth).rev().collect(),
             tags: vec![0; depth],
-            landed: vec![false; depth],
+            finished: vec![false; depth],
             stats: EngineStats::default(),
         }
     }
@@ -178,20 +178,26 @@ impl Slots {
 
     /// Frees a slot taken for a read that was never sent to the device.
     pub fn unsent(&mut self, slot: usize) {
-        self.landed[slot] = false;
+        self.finished[slot] = false;
         self.free.push(slot);
     }
 
-    /// Marks `slot`'s read finished, as it is reported to the caller.
-    pub fn land(&mut self, slot: usize) {
-        self.landed[slot] = true;
+    /// Marks `slot`'s read finished and reports it, with its tag, in `out`: every engine
+    /// hands its reads back this one way.
+    pub fn report(&mut self, slot: usize, result: Result<()>, out: &mut Vec<ReadDone>) {
+        self.finished[slot] = true;
+        out.push(ReadDone {
+            slot,
+            tag: self.tags[slot],
+            result,
+        });
     }
 
     /// The bytes of a slot whose read was reported finished. Looking at a slot whose read
     /// may still be landing would race the device, so it is refused loudly (a caller bug).
     pub fn buffer(&self, slot: usize) -> &[u8] {
         assert!(
-            self.landed[slot],
+            self.finished[slot],
             "slot {slot} looked at before its read was reported finished"
         );
         self.bufs[slot].as_slice()
@@ -200,12 +206,15 @@ impl Slots {
     /// Frees a slot whose read was reported finished. Releasing one still in flight would
     /// let the next read reuse a buffer the device may still write; it is ignored.
     pub fn release(&mut self, slot: usize) {
-        if !self.landed.get(slot).copied().unwrap_or(false) {
-            debug_assert!(false, "slot {slot} released while not landed");
+        if !self.finished.get(slot).copied().unwrap_or(false) {
+            debug_assert!(
+                false,
+                "slot {slot} released before its read was reported finished"
+            );
             log::error!("slot {slot} released while its read was not reported finished; ignored");
             return;
         }
-        self.landed[slot] = false;
+        self.finished[slot] = false;
         self.free.push(slot);
     }
 }

@@ -76,12 +76,7 @@ impl ReadEngine for PreadEngine {
         for (slot, offset, len) in self.queued.drain(..) {
             let buf = &mut self.slots.bufs[slot].as_mut_slice()[..len];
             let result = read_fully(&self.file, buf, offset);
-            self.slots.land(slot);
-            out.push(ReadDone {
-                slot,
-                tag: self.slots.tags[slot],
-                result,
-            });
+            self.slots.report(slot, result, out);
         }
         Ok(())
     }

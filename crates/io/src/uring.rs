@@ -123,12 +123,7 @@ impl UringEngine {
             };
             self.in_flight -= 1;
             count += 1;
-            self.slots.land(slot);
-            out.push(ReadDone {
-                slot,
-                tag: self.slots.tags[slot],
-                result,
-            });
+            self.slots.report(slot, result, out);
         }
         Ok(count)
     }

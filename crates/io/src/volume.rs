@@ -534,18 +534,13 @@ impl VolumeEngine {
                 Some(e) => Err(e),
                 None => Ok(()),
             };
-            self.slots.land(slot);
-            self.ready.push(ReadDone {
-                slot,
-                tag: self.slots.tags[slot],
-                result,
-            });
+            self.slots.report(slot, result, &mut self.ready);
         }
     }
 
     /// Takes in finished pieces of `path` from `self.scratch`; pieces whose emulated path
     /// is not done yet are held.
-    fn land(&mut self, path: usize) {
+    fn take_finished(&mut self, path: usize) {
         let mut done = std::mem::take(&mut self.scratch);
         let now = Instant::now();
         for d in done.drain(..) {
@@ -624,7 +619,7 @@ impl VolumeEngine {
         for p in 0..self.paths.len() {
             if let Some(engine) = self.paths[p].as_mut() {
                 engine.poll(&mut self.scratch)?;
-                self.land(p);
+                self.take_finished(p);
             }
         }
         Ok(())
@@ -720,7 +715,7 @@ impl ReadEngine for VolumeEngine {
             let wait_for = if self.paths.len() == 1 { short } else { 1 };
             let engine = self.paths[busiest].as_mut().expect("busiest path is there");
             engine.complete(wait_for, &mut self.scratch)?;
-            self.land(busiest);
+            self.take_finished(busiest);
         }
     }
 

@@ -172,6 +172,24 @@ struct DiskIndex {
     inner: Inner,
 }
 
+/// The search parameters Python passes, each checked against its bound: (k, search list,
+/// beam width, queries per thread) as Python integers, then the re-rank settings.
+fn search_params(
+    (k, search_list, beam_width, queries_per_thread): (i128, i128, i128, i128),
+    rerank_sigmas: f32,
+    exact_distances: bool,
+) -> PyResult<SearchParams> {
+    Ok(SearchParams {
+        k: size(limits::K, k)?,
+        search_list: size(limits::SEARCH_LIST, search_list)?,
+        beam_width: size(limits::BEAM_WIDTH, beam_width)?,
+        queries_per_thread: size(limits::QUERIES_PER_THREAD, queries_per_thread)?,
+        rerank_sigmas,
+        exact_distances,
+        ..Default::default()
+    })
+}
+
 #[pymethods]
 impl DiskIndex {
     #[new]
@@ -257,15 +275,11 @@ impl DiskIndex {
         let q = query
             .as_slice()
             .map_err(|_| value_err("query must be contiguous"))?;
-        let params = SearchParams {
-            k: size(limits::K, k)?,
-            search_list: size(limits::SEARCH_LIST, search_list)?,
-            beam_width: size(limits::BEAM_WIDTH, beam_width)?,
-            queries_per_thread: 1,
+        let params = search_params(
+            (k, search_list, beam_width, 1),
             rerank_sigmas,
             exact_distances,
-            ..Default::default()
-        };
+        )?;
         let r = py.detach(|| self.inner.search(q, &params)).map_err(to_py)?;
         let (mut ids, mut distances) = (r.ids, r.distances);
         ids.resize(params.k, -1);
@@ -289,15 +303,11 @@ impl DiskIndex {
         rerank_sigmas: f32,
         exact_distances: bool,
     ) -> PyResult<(Batch<'py>, f64)> {
-        let params = SearchParams {
-            k: size(limits::K, k)?,
-            search_list: size(limits::SEARCH_LIST, search_list)?,
-            beam_width: size(limits::BEAM_WIDTH, beam_width)?,
-            queries_per_thread: size(limits::QUERIES_PER_THREAD, queries_per_thread)?,
+        let params = search_params(
+            (k, search_list, beam_width, queries_per_thread),
             rerank_sigmas,
             exact_distances,
-            ..Default::default()
-        };
+        )?;
         let threads = size(limits::THREADS, threads)?;
         let k = params.k;
         let dim = queries.shape()[1];

@@ -132,32 +132,34 @@ pub fn filter(v: Option<&Value>) -> Result<Option<Filter>> {
 }
 
 /// Points of an upsert, in the list form (`points: [{id, vector, payload}]`) or the batch
-/// form (`batch: {ids, vectors, payloads}`).
-pub fn upsert_points(body: &Value) -> Result<Vec<PointRecord>> {
-    if let Some(points) = body.get("points") {
-        let list = points
-            .as_array()
-            .ok_or_else(|| ApiError::bad_request("points must be a list"))?;
+/// form (`batch: {ids, vectors, payloads}`). The body is taken apart, not copied: each
+/// payload object moves into its point.
+pub fn upsert_points(mut body: Value) -> Result<Vec<PointRecord>> {
+    if let Some(points) = body.get_mut("points") {
+        let Value::Array(list) = points.take() else {
+            return Err(ApiError::bad_request("points must be a list"));
+        };
         return list
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(i, p)| {
+            .map(|(i, mut p)| {
                 let id = point_id(p.get("id").ok_or_else(|| {
                     ApiError::bad_request(format!("points[{i}]: id is missing"))
                 })?)?;
                 let v = p.get("vector").ok_or_else(|| {
                     ApiError::bad_request(format!("points[{i}]: vector is missing"))
                 })?;
+                let vector = vector(v, &format!("points[{i}].vector"))?;
                 Ok(PointRecord {
                     id,
-                    vector: vector(v, &format!("points[{i}].vector"))?,
-                    payload: payload(p.get("payload"))?,
+                    vector,
+                    payload: owned_payload(p.get_mut("payload").map(Value::take))?,
                 })
             })
             .collect();
     }
     let batch = body
-        .get("batch")
+        .get_mut("batch")
         .ok_or_else(|| ApiError::bad_request("expected `points` or `batch`"))?;
     let ids = point_ids(batch.get("ids"), "batch.ids")?;
     let vectors = batch
@@ -171,9 +173,14 @@ pub fn upsert_points(body: &Value) -> Result<Vec<PointRecord>> {
             vectors.len()
         )));
     }
-    let payloads = match batch.get("payloads") {
+    let vectors = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| vector(v, &format!("batch.vectors[{i}]")))
+        .collect::<Result<Vec<_>>>()?;
+    let payloads = match batch.get_mut("payloads").map(Value::take) {
         None | Some(Value::Null) => vec![Value::Null; ids.len()],
-        Some(Value::Array(a)) if a.len() == ids.len() => a.clone(),
+        Some(Value::Array(a)) if a.len() == ids.len() => a,
         Some(_) => {
             return Err(ApiError::bad_request(
                 "batch.payloads must be a list with one payload per id",
@@ -182,16 +189,24 @@ pub fn upsert_points(body: &Value) -> Result<Vec<PointRecord>> {
     };
     ids.into_iter()
         .zip(vectors)
-        .zip(&payloads)
-        .enumerate()
-        .map(|(i, ((id, v), p))| {
+        .zip(payloads)
+        .map(|((id, vector), p)| {
             Ok(PointRecord {
                 id,
-                vector: vector(v, &format!("batch.vectors[{i}]"))?,
-                payload: payload(Some(p))?,
+                vector,
+                payload: owned_payload(Some(p))?,
             })
         })
         .collect()
+}
+
+/// A payload taken out of a request body (moved, not copied).
+fn owned_payload(v: Option<Value>) -> Result<Payload> {
+    match v {
+        None | Some(Value::Null) => Ok(Payload::new()),
+        Some(Value::Object(m)) => Ok(m),
+        Some(_) => Err(ApiError::bad_request("payload must be a JSON object")),
+    }
 }
 
 /// `with_payload`: true/false, a list of keys to include, or `{"include": [...]}` /

@@ -52,7 +52,7 @@ pub async fn upsert(
 ) -> ApiResult {
     let t = Instant::now();
     let col = collection(&s, &name)?;
-    let points = upsert_points(&parse_body(&body)?)?;
+    let points = upsert_points(parse_body(&body)?)?;
     let deadline = params
         .timeout
         .map(|secs| t + Duration::from_secs(secs).saturating_sub(HELD_BACK_MARGIN));

@@ -394,6 +394,21 @@ async fn mistakes_get_qdrants_status_codes_and_error_envelopes() {
         )
         .await;
     assert!(m.contains("filter"), "{m}");
+    // Bounds the index enforces are the client's mistake too, not the server's.
+    for body in [
+        json!({"vector": vec4(1), "limit": 1_000_000}),
+        json!({"vector": vec4(1), "limit": 5, "params": {"hnsw_ef": 100_000_000}}),
+    ] {
+        let m = api
+            .err(
+                "POST",
+                "/collections/c/points/search",
+                body,
+                StatusCode::BAD_REQUEST,
+            )
+            .await;
+        assert!(m.contains("between"), "{m}");
+    }
     let m = api
         .err(
             "PUT",

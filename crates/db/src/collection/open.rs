@@ -144,6 +144,7 @@ impl Collection {
                     SyncMode::Interval(Duration::from_millis(interval_ms))
                 }
             },
+            segment_bytes: crate::wal_file_bytes(),
             ..WalOptions::default()
         };
         let mut replayed = 0u64;
@@ -154,7 +155,7 @@ impl Collection {
             manifest.checkpoint_op + 1,
             &mut |op, body| {
                 let operation = Operation::decode(body).map_err(|e| format!("op {op}: {e}"))?;
-                state.apply(op, &operation);
+                state.apply(op, operation);
                 replayed += 1;
                 Ok(())
             },

@@ -170,7 +170,11 @@ impl Inner {
                 .collect()
         };
         let mut out = Vec::with_capacity(queries.len() / dim);
-        for chunk in queries.chunks(BATCH_CHUNK * dim) {
+        let metric = self.config.metric;
+        for raw in queries.chunks(BATCH_CHUNK * dim) {
+            // Each query is prepared for the metric once, for every segment.
+            let mut chunk = raw.to_vec();
+            chunk.chunks_exact_mut(dim).for_each(|q| metric.prepare(q));
             // Sealed segments first: queue their graph searches, then do the DRAM work.
             let mut started = Vec::new();
             for query in chunk.chunks_exact(dim) {
@@ -184,14 +188,12 @@ impl Inner {
                 }
                 started.push(per_query);
             }
-            for (query, per_query) in chunk.chunks_exact(dim).zip(started) {
-                let mut prepared = query.to_vec();
-                self.config.metric.prepare(&mut prepared);
+            for (prepared, per_query) in chunk.chunks_exact(dim).zip(started) {
                 let mut found: Vec<Found> = Vec::new();
                 for (segment, s) in &segments {
                     let Segment::Growing(g) = s else { continue };
                     let g = g.read().unwrap_or_else(|e| e.into_inner());
-                    for h in g.search(&prepared, wanted, search_list, filter.as_deref()) {
+                    for h in g.search(prepared, wanted, search_list, filter.as_deref()) {
                         found.push(Found::new(
                             *segment,
                             h,
@@ -201,7 +203,7 @@ impl Inner {
                     }
                 }
                 for (segment, sealed, search) in per_query {
-                    for h in sealed.finish_search(query, search)? {
+                    for h in sealed.finish_search(prepared, search)? {
                         found.push(Found::new(
                             segment,
                             h,

@@ -92,7 +92,7 @@ impl State {
     /// Applies operation `op`. Points whose tracked version is already `op` or later are
     /// left alone, which makes replaying the log over a newer state harmless. Returns true
     /// when the active segment passed the seal threshold and was frozen.
-    pub fn apply(&mut self, op: u64, operation: &Operation) -> bool {
+    pub fn apply(&mut self, op: u64, operation: Operation) -> bool {
         match operation {
             Operation::Upsert(points) => {
                 // One hold of the active segment's lock for the whole operation: taken per
@@ -111,10 +111,10 @@ impl State {
             }
             Operation::Delete(ids) => {
                 for id in ids {
-                    if let Some(loc) = self.tracker.get(id) {
+                    if let Some(loc) = self.tracker.get(&id) {
                         if loc.version < op {
                             self.delete_at(loc);
-                            self.tracker.remove(id);
+                            self.tracker.remove(&id);
                         }
                     }
                 }
@@ -124,7 +124,7 @@ impl State {
     }
 
     /// Writes `p` into the active segment, whose write guard is `active`.
-    fn upsert(&mut self, op: u64, p: &PointRecord, active: &mut Growing) {
+    fn upsert(&mut self, op: u64, p: PointRecord, active: &mut Growing) {
         if let Some(old) = self.tracker.get(&p.id) {
             // Equal versions: the id appears twice in one operation; the later copy wins,
             // as if the points were written one after the other.
@@ -137,9 +137,10 @@ impl State {
                 self.delete_at(old);
             }
         }
+        let id = p.id;
         let offset = active.push(p, op);
         self.tracker.insert(
-            p.id,
+            id,
             Loc {
                 segment: self.active,
                 offset,

@@ -7,6 +7,7 @@ use diskvec_vector::check_vectors;
 use super::{lock, Collection, Inner};
 use crate::filter::Filter;
 use crate::ops::{Operation, PointRecord};
+use crate::wal::RecordBuf;
 use crate::{DbError, Payload, PointId, Result};
 
 /// Points one write may carry (VectorDBBench writes 100 at a time; a bulk import a few
@@ -61,27 +62,39 @@ impl Inner {
     /// An upsert adds vectors to the growing segment, so it waits for room (until
     /// `deadline`, if any: then it is refused unwritten); a delete adds none and never waits.
     fn write(&self, operation: Operation, deadline: Option<Instant>) -> Result<u64> {
-        let body = operation.encode();
+        let record = self.encode(&operation)?;
         if let Operation::Upsert(points) = &operation {
             self.pace(points.len(), deadline);
             self.wait_for_room(deadline)?;
         }
         let guard = lock(&self.writer);
-        self.log_and_apply(guard, &operation, &body)
+        self.log_and_apply(guard, operation, record)
     }
 
-    /// Logs `operation` (encoded as `body`) and applies it while `guard` holds the writer
-    /// lock, then releases it and returns once the write is durable. A caller that read the
-    /// state to make `operation` holds the same guard from that read on, so no other write
-    /// lands in between.
+    /// The log record of `operation`, refused (nothing written) if a payload's JSON is over
+    /// the collection's limit: it is measured as it is written into the record.
+    fn encode(&self, operation: &Operation) -> Result<RecordBuf> {
+        let max = self.config.max_payload_bytes;
+        RecordBuf::encode(|out| operation.encode_into(out, max)).map_err(|e| {
+            DbError::InvalidInput(format!(
+                "point {}: payload is {} bytes; at most {max}",
+                e.id, e.bytes
+            ))
+        })
+    }
+
+    /// Logs `operation` (encoded as `record`) and applies it (its points move into the
+    /// growing segment) while `guard` holds the writer lock, then releases it and returns
+    /// once the write is durable. A caller that read the state to make `operation` holds the
+    /// same guard from that read on, so no other write lands in between.
     fn log_and_apply(
         &self,
         guard: std::sync::MutexGuard<'_, ()>,
-        operation: &Operation,
-        body: &[u8],
+        operation: Operation,
+        record: RecordBuf,
     ) -> Result<u64> {
         self.check_writable()?;
-        let op = self.wal.append_nowait(body)?;
+        let op = self.wal.append_record(record)?;
         let froze = self
             .state
             .write()
@@ -160,16 +173,9 @@ impl Inner {
         }
     }
 
-    /// Refuses a payload over the size limit or nested deeper than `MAX_PAYLOAD_DEPTH`
-    /// (the log's JSON reader would refuse it on replay).
+    /// Refuses a payload nested deeper than `MAX_PAYLOAD_DEPTH` (the log's JSON reader
+    /// would refuse it on replay). Its size is checked as it is encoded (`encode`).
     fn check_payload(&self, id: PointId, payload: &Payload) -> Result<()> {
-        let size = serde_json::to_vec(payload).map_or(usize::MAX, |j| j.len());
-        if size > self.config.max_payload_bytes {
-            return Err(DbError::InvalidInput(format!(
-                "point {id}: payload is {size} bytes; at most {}",
-                self.config.max_payload_bytes
-            )));
-        }
         let depth = payload.values().map(json_depth).max().unwrap_or(0) + 1;
         if depth > MAX_PAYLOAD_DEPTH {
             return Err(DbError::InvalidInput(format!(
@@ -268,6 +274,9 @@ impl Inner {
         self.wait_for_room(None)?;
         let guard = lock(&self.writer);
         let records = self.records(ids, true, true)?;
+        // Tests hold the update here, between its read and its write, while an upsert of
+        // the same point is sent.
+        crate::delay_point("payload:read");
         if let Some(missing) = ids.iter().find(|id| !records.iter().any(|r| r.id == **id)) {
             return Err(DbError::PointNotFound(*missing));
         }
@@ -288,8 +297,8 @@ impl Inner {
         // The vectors are stored ones, already prepared: preparing twice would move them
         // by rounding.
         let operation = Operation::Upsert(points);
-        let body = operation.encode();
-        self.log_and_apply(guard, &operation, &body)
+        let record = self.encode(&operation)?;
+        self.log_and_apply(guard, operation, record)
     }
 }
 

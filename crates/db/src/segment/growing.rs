@@ -144,7 +144,8 @@ impl Growing {
     }
 
     /// Appends a point (its vector already prepared); returns its offset.
-    pub fn push(&mut self, point: &PointRecord, version: u64) -> u32 {
+    /// Appends `point` (its payload moved in, its vector copied into the segment's rows).
+    pub fn push(&mut self, point: PointRecord, version: u64) -> u32 {
         let offset = self.ids.len() as u32;
         self.settle_unshared();
         match Arc::get_mut(&mut self.vectors) {
@@ -154,7 +155,7 @@ impl Growing {
         self.ids.push(point.id);
         self.versions.push(version);
         self.index.insert(offset, &point.payload);
-        Arc::make_mut(&mut self.payloads).push(point.payload.clone());
+        Arc::make_mut(&mut self.payloads).push(point.payload);
         offset
     }
 
@@ -300,11 +301,11 @@ mod tests {
         let config = CollectionConfig::new(4, Metric::L2);
         let mut g = Growing::new(&config, &[]);
         for i in 0..10 {
-            g.push(&record(i), i);
+            g.push(record(i), i);
         }
         let linker = g.linker().expect("ten rows to link");
         for i in 10..15 {
-            g.push(&record(i), i);
+            g.push(record(i), i);
         }
         assert_eq!(g.pending.len(), 5 * 4, "the indexer held the rows");
         linker.link_next();
@@ -333,7 +334,7 @@ mod tests {
         let linker = g.linker();
         assert!(linker.is_none());
         let held = Arc::clone(&g.vectors);
-        g.push(&record(15), 15);
+        g.push(record(15), 15);
         g.settle();
         assert_eq!(g.shared_vectors().len(), 16 * 4);
         assert_eq!(held.len(), 15 * 4);

@@ -383,6 +383,9 @@ impl Sealed {
     /// This half plans, answers what needs no graph at once, and queues a graph search on
     /// the segment's search threads, so one caller can keep many queries (and segments) in
     /// flight before waiting in `finish_search`.
+    ///
+    /// `query` is prepared for the collection's metric (`Metric::prepare`), once for every
+    /// segment a request searches, as `finish_search` takes it too.
     pub fn start_search(
         self: &Arc<Self>,
         query: &[f32],
@@ -432,6 +435,7 @@ impl Sealed {
             k,
             search_list: list,
             queries_per_thread: 1,
+            query_prepared: true,
             ..Default::default()
         };
         let graph = match self.service() {
@@ -520,7 +524,7 @@ impl Sealed {
     ) -> Result<Vec<SegmentHit>> {
         let approx = self
             .index
-            .approximate_distances(query, &node_ids(offsets))?;
+            .approximate_distances_prepared(query, &node_ids(offsets))?;
         let ranked: Vec<SegmentHit> = offsets
             .iter()
             .zip(approx)
@@ -534,15 +538,13 @@ impl Sealed {
     }
 
     /// Exact k closest among `offsets`, reading their vectors.
-    fn exact(&self, query: &[f32], offsets: &[u32], k: usize) -> Result<Vec<SegmentHit>> {
-        let mut q = query.to_vec();
-        self.metric.prepare(&mut q);
+    fn exact(&self, q: &[f32], offsets: &[u32], k: usize) -> Result<Vec<SegmentHit>> {
         let ids = node_ids(offsets);
         let mut hits = Vec::with_capacity(offsets.len());
         self.index.fetch_vectors(&ids, |pos, v| {
             hits.push(SegmentHit {
                 offset: offsets[pos],
-                distance: self.metric.distance(&q, v),
+                distance: self.metric.distance(q, v),
             })
         })?;
         Ok(closest(hits, k))

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use crate::storage::{create_dir_all_durable, Storage};
 use record::Encoded;
+pub use record::RecordBuf;
 use sync::{lock, SyncState};
 use writer::Writer;
 
@@ -206,15 +207,13 @@ impl Shared {
         }
     }
 
-    fn append_nowait(&self, body: &[u8]) -> Result<u64, WalError> {
+    fn append_nowait(&self, record: RecordBuf) -> Result<u64, WalError> {
         let max = self.options.max_record_bytes;
-        if body.len() > max as usize {
-            return Err(WalError::RecordTooLarge {
-                len: body.len(),
-                max,
-            });
+        let len = record.body().len();
+        if len > max as usize {
+            return Err(WalError::RecordTooLarge { len, max });
         }
-        let mut rec = Encoded::new(body);
+        let mut rec = Encoded::from_record(record);
         let mut w = lock(&self.writer);
         self.check_poison()?;
         match w.write(&mut rec, &self.syncs) {
@@ -365,7 +364,7 @@ impl Wal {
     /// Appends a record and returns its op; in [`SyncMode::Always`] it is durable when this
     /// returns. A body over [`WalOptions::max_record_bytes`] is refused with nothing written.
     pub fn append(&self, body: &[u8]) -> Result<u64, WalError> {
-        let op = self.shared.append_nowait(body)?;
+        let op = self.append_nowait(body)?;
         if self.shared.options.sync == SyncMode::Always {
             self.shared.wait_durable(op)?;
         }
@@ -376,7 +375,16 @@ impl Wal {
     /// This lets a caller apply the op to memory under its own lock, release the lock and
     /// then wait, so that group commit can gather the writers queued behind that lock.
     pub fn append_nowait(&self, body: &[u8]) -> Result<u64, WalError> {
-        self.shared.append_nowait(body)
+        self.append_record(RecordBuf::encode(|buf| {
+            buf.extend_from_slice(body);
+            Ok::<(), WalError>(())
+        })?)
+    }
+
+    /// `append_nowait` of a body encoded in place: the bytes go to the file without being
+    /// copied again.
+    pub fn append_record(&self, record: RecordBuf) -> Result<u64, WalError> {
+        self.shared.append_nowait(record)
     }
 
     /// Returns once `op` (and every op before it) is durable, syncing if needed.

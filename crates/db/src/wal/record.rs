@@ -67,17 +67,42 @@ pub(super) struct Encoded {
     body_crc: u32,
 }
 
+/// A record's body built in place behind room for its header, so that the body a caller
+/// encodes is not copied again into the record ([`super::Wal::append_record`]).
+#[derive(Debug)]
+pub struct RecordBuf(Vec<u8>);
+
+impl RecordBuf {
+    /// Encodes a body with `fill`, which may only append to the buffer it is given.
+    pub fn encode<E>(fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>) -> Result<Self, E> {
+        let mut buf = vec![0u8; RECORD_HEADER_LEN];
+        fill(&mut buf)?;
+        Ok(Self(buf))
+    }
+
+    /// The body's bytes.
+    pub fn body(&self) -> &[u8] {
+        &self.0[RECORD_HEADER_LEN..]
+    }
+}
+
 impl Encoded {
     /// `body.len()` must fit in u32 (the caller checked it against max_record_bytes).
+    #[cfg(test)]
     pub fn new(body: &[u8]) -> Self {
         let mut buf = Vec::with_capacity(RECORD_HEADER_LEN + body.len());
-        buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&[0u8; 12]);
+        buf.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
         buf.extend_from_slice(body);
-        Encoded {
-            buf,
-            body_crc: crc32c::crc32c(body),
-        }
+        Self::from_record(RecordBuf(buf))
+    }
+
+    /// The record around a body built in place (its length must fit in u32).
+    pub fn from_record(record: RecordBuf) -> Self {
+        let mut buf = record.0;
+        let body_len = buf.len() - RECORD_HEADER_LEN;
+        buf[..4].copy_from_slice(&(body_len as u32).to_le_bytes());
+        let body_crc = crc32c::crc32c(&buf[RECORD_HEADER_LEN..]);
+        Encoded { buf, body_crc }
     }
 
     pub fn seal(&mut self, op: u64) {

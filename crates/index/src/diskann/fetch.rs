@@ -46,9 +46,15 @@ impl DiskIndex {
     /// many candidates cheaply so that only the best need their full vectors read. An id
     /// the index does not hold is an error.
     pub fn approximate_distances(&self, query: &[f32], ids: &[i64]) -> Result<Vec<f32>> {
-        self.check_queries(query, query.len())?;
         let mut q = query.to_vec();
         self.header.metric.prepare(&mut q);
+        self.approximate_distances_prepared(&q, ids)
+    }
+
+    /// [`Self::approximate_distances`] of a query already prepared for the index's metric
+    /// (`Metric::prepare`), as a database searching many segments prepares it once.
+    pub fn approximate_distances_prepared(&self, q: &[f32], ids: &[i64]) -> Result<Vec<f32>> {
+        self.check_queries(q, q.len())?;
         let nodes = ids.iter().map(|&id| {
             self.node_of(id)
                 .ok_or_else(|| IndexError::InvalidArgument(format!("id {id} is not in this index")))
@@ -56,7 +62,7 @@ impl DiskIndex {
         match (self.sq4_walk(), &self.meta.pq) {
             (Some(nav), _) => {
                 let mut sq = Sq4Query::default();
-                nav.sq.query_into(&q, self.header.metric, &mut sq);
+                nav.sq.query_into(q, self.header.metric, &mut sq);
                 nodes
                     .map(|node| {
                         let (code, norm) = Navigation::split(nav.record(node?));
@@ -65,7 +71,7 @@ impl DiskIndex {
                     .collect()
             }
             (None, Some(pq)) => {
-                let table = pq.table(&q);
+                let table = pq.table(q);
                 let m = pq.code_bytes();
                 nodes
                     .map(|node| {

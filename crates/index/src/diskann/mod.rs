@@ -38,6 +38,7 @@ mod source;
 mod summed_file;
 mod verify;
 
+pub use crate::SearchResult;
 pub use budget::{available_memory, mib, BuildPlan, BuildShape, MemoryBudget, AUTO_SHARE};
 pub use build::{build, build_from, BuildParams, BuildReport, GraphPrecision, SHARD_CAPACITY_VAR};
 pub use codebook::Codebook;
@@ -54,7 +55,7 @@ pub use nav::{
     NAV_VERSION,
 };
 pub use resume::CHECKPOINT_DIR;
-pub use search::{Accept, BatchStats, SearchParams, SearchResult, DEFAULT_RERANK_SIGMAS};
+pub use search::{Accept, BatchStats, SearchParams, DEFAULT_RERANK_SIGMAS};
 pub use service::{PendingSearch, SearchService};
 pub use source::{SliceSource, VectorSource};
 pub use verify::verify;

@@ -20,6 +20,7 @@ use super::node_cache::NodeCache;
 use super::query_buffers::{BandEntry, QueryBuffers};
 use super::DiskIndex;
 use crate::limits;
+use crate::SearchResult;
 use crate::{IndexError, Result};
 
 /// Parameters of a search.
@@ -54,6 +55,10 @@ pub struct SearchParams {
     /// those reads; the ids that come back are almost always the same (the recheck's k-th
     /// distance and the final order can differ). Ignored without navigation.
     pub exact_distances: bool,
+    /// The query is already prepared for the index's metric (`Metric::prepare`: unit
+    /// length for cosine), as a database that searches one query over many segments
+    /// prepares it once; false prepares a copy.
+    pub query_prepared: bool,
 }
 
 /// Measured (docs/benchmarks.md): on the 1M synthetic set 1.0 capped recall@10 at 0.991
@@ -112,6 +117,7 @@ impl Default for SearchParams {
             entry_set: true,
             rerank_sigmas: DEFAULT_RERANK_SIGMAS,
             exact_distances: true,
+            query_prepared: false,
         }
     }
 }
@@ -120,22 +126,6 @@ impl Default for SearchParams {
 /// (a deleted point, or one a filter excludes, is a good stepping stone to its neighbours);
 /// they are only kept out of the answer.
 pub type Accept = Arc<dyn Fn(i64) -> bool + Send + Sync>;
-
-/// One query's answer and what it cost.
-#[derive(Clone, Debug, Default)]
-pub struct SearchResult {
-    /// External ids, closest first.
-    pub ids: Vec<i64>,
-    pub distances: Vec<f32>,
-    /// Node reads sent to the device.
-    pub reads: u32,
-    /// Nodes found in the DRAM cache instead.
-    pub cache_hits: u32,
-    /// Nodes expanded (with navigation: re-ranked) from a sector fetched for another node.
-    pub free_expansions: u32,
-    /// From the moment the query started to its answer.
-    pub latency_us: f64,
-}
 
 /// Totals of a batch.
 #[derive(Clone, Debug)]
@@ -377,7 +367,9 @@ impl DiskIndex {
         params: SearchParams,
         accept: Option<Accept>,
     ) -> Query {
-        self.header.metric.prepare(&mut vector);
+        if !params.query_prepared {
+            self.header.metric.prepare(&mut vector);
+        }
         let mut b = self.buffers.take(params.search_list);
         if let Some(nav) = &self.nav {
             nav.sq.query_into(&vector, self.header.metric, &mut b.sq);
@@ -692,7 +684,7 @@ impl DiskIndex {
     /// Handles one finished read (the volume has checked its sectors): expands the node,
     /// and expands for free any node sharing its sector that the query wants next. With
     /// navigation it only re-ranks: the node, and band members sharing its sector.
-    fn land(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) {
+    fn read_done(&self, q: &mut Query, id: u32, data: &[u8], scratch: &mut Scratch) {
         let mut record_buf = std::mem::take(&mut scratch.record);
         if self.nav.is_some() {
             for mate in self.layout.sector_mates(id, self.len()) {
@@ -861,7 +853,7 @@ impl DiskIndex {
                     Some(q) => {
                         q.in_flight -= 1;
                         match d.result {
-                            Ok(()) if q.failed.is_none() => self.land(
+                            Ok(()) if q.failed.is_none() => self.read_done(
                                 q,
                                 id,
                                 &engine.buffer(d.slot)[..self.layout.read_bytes()],

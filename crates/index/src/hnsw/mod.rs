@@ -9,7 +9,7 @@ mod search;
 
 pub use build::HnswParams;
 pub use growing::{GrowingHnsw, Insertion};
-pub use search::{HnswResult, HnswScratch};
+pub use search::HnswScratch;
 
 use diskvec_vector::Metric;
 

@@ -7,7 +7,7 @@ use diskvec_vector::{check_vectors, Metric, Rows};
 use super::fetch_ahead::{distances_in_order, fetch_head};
 use super::links::Links;
 use super::HnswIndex;
-use crate::{limits, IndexError, Result};
+use crate::{limits, IndexError, Result, SearchResult};
 
 /// Memory one searching thread reuses; see `HnswIndex::scratch`.
 pub struct HnswScratch(BestFirst);
@@ -97,14 +97,6 @@ pub(crate) fn search_layer(
     search.found().collect()
 }
 
-/// One query's answer.
-#[derive(Clone, Debug, Default)]
-pub struct HnswResult {
-    pub ids: Vec<i64>,
-    pub distances: Vec<f32>,
-    pub latency_us: f64,
-}
-
 impl HnswIndex {
     /// Greedy walk from `from` through levels `high` down to `low` (inclusive): at each
     /// level, move to a closer neighbour while there is one. Returns the node and distance.
@@ -137,7 +129,7 @@ impl HnswIndex {
         (ep, ep_dist)
     }
 
-    fn search_one(&self, raw: &[f32], k: usize, ef: usize, search: &mut BestFirst) -> HnswResult {
+    fn search_one(&self, raw: &[f32], k: usize, ef: usize, search: &mut BestFirst) -> SearchResult {
         let start = Instant::now();
         let mut q = raw.to_vec();
         self.metric.prepare(&mut q);
@@ -145,10 +137,11 @@ impl HnswIndex {
         let (ep, ep_dist) = self.descend(&q, (self.entry, start_dist), self.top_level, 1);
         let found = search_layer(self, &q, &[(ep_dist, ep)], ef.max(k), 0, search);
         let top: Vec<_> = found.into_iter().take(k).collect();
-        HnswResult {
+        SearchResult {
             ids: top.iter().map(|&(_, i)| self.ids[i as usize]).collect(),
             distances: top.iter().map(|&(d, _)| d).collect(),
             latency_us: start.elapsed().as_secs_f64() * 1e6,
+            ..SearchResult::default()
         }
     }
 
@@ -159,12 +152,12 @@ impl HnswIndex {
         k: usize,
         ef: usize,
         threads: usize,
-    ) -> Result<(Vec<HnswResult>, f64)> {
+    ) -> Result<(Vec<SearchResult>, f64)> {
         self.check_queries(queries.data(), queries.dim(), k, ef)?;
         limits::THREADS.check(threads)?;
         let next = AtomicUsize::new(0);
         let start = Instant::now();
-        let parts: Vec<Vec<(usize, HnswResult)>> = std::thread::scope(|s| {
+        let parts: Vec<Vec<(usize, SearchResult)>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads.clamp(1, queries.len().max(1)))
                 .map(|_| {
                     s.spawn(|| {
@@ -189,7 +182,7 @@ impl HnswIndex {
                 .collect()
         });
         let seconds = start.elapsed().as_secs_f64();
-        let mut results = vec![HnswResult::default(); queries.len()];
+        let mut results = vec![SearchResult::default(); queries.len()];
         for (i, r) in parts.into_iter().flatten() {
             results[i] = r;
         }
@@ -222,7 +215,7 @@ impl HnswIndex {
         k: usize,
         ef: usize,
         scratch: &mut HnswScratch,
-    ) -> Result<HnswResult> {
+    ) -> Result<SearchResult> {
         self.check_queries(query, query.len(), k, ef)?;
         if scratch.0.visited.room() < self.len() {
             return Err(IndexError::InvalidArgument(
@@ -233,7 +226,7 @@ impl HnswIndex {
     }
 
     /// Searches one query.
-    pub fn search(&self, query: &[f32], k: usize, ef: usize) -> Result<HnswResult> {
+    pub fn search(&self, query: &[f32], k: usize, ef: usize) -> Result<SearchResult> {
         self.search_with(query, k, ef, &mut self.scratch())
     }
 }
