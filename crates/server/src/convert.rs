@@ -336,6 +336,14 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         .get("size")
         .and_then(Value::as_u64)
         .ok_or_else(|| ApiError::bad_request("vectors.size must be a positive integer"))?;
+    if size == 0 || size > diskvec_db::MAX_DIM as u64 {
+        // Qdrant's wording, which its clients and REST suite check.
+        return Err(ApiError::bad_request(format!(
+            "Validation error in JSON body: [vectors.size: value {size} invalid, must be from 1 \
+             to {}]",
+            diskvec_db::MAX_DIM
+        )));
+    }
     let distance = vectors
         .get("distance")
         .and_then(Value::as_str)

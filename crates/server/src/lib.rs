@@ -79,7 +79,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(root))
         .route("/healthz", get(health))
         .route("/livez", get(health))
-        .route("/readyz", get(health))
+        .route("/readyz", get(ready))
         .route("/collections", get(collections::list))
         .route(
             c,
@@ -140,17 +140,25 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Qdrant's answer, key for key (clients and Qdrant's REST suite check them): the title
+/// Qdrant gives, the Qdrant version whose API this speaks, and the commit diskvec was built
+/// from. diskvec's own version is in `/telemetry`.
 async fn root() -> Response {
     axum::Json(json!({
-        "title": "diskvec - disk-native vector database (Qdrant REST API)",
+        "title": "qdrant - vector search engine",
         "version": QDRANT_COMPATIBLE_VERSION,
-        "diskvec_version": env!("CARGO_PKG_VERSION"),
+        "commit": env!("DISKVEC_COMMIT"),
     }))
     .into_response()
 }
 
 async fn health() -> &'static str {
     "healthz check passed"
+}
+
+/// Every collection opens before the server listens, so a listening server is ready.
+async fn ready() -> &'static str {
+    "all shards are ready"
 }
 
 async fn prometheus(State(s): State<AppState>) -> Result<Response, ApiError> {

@@ -96,6 +96,22 @@ async fn the_common_path_answers_in_qdrants_shapes() {
         root["version"].as_str().unwrap().starts_with("1."),
         "{root}"
     );
+    // Qdrant's keys, exactly: clients and Qdrant's own REST suite check them.
+    let keys: Vec<&String> = root.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["commit", "title", "version"], "{root}");
+    let commit = root["commit"].as_str().unwrap();
+    assert!(
+        commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{root}"
+    );
+    for (route, text) in [
+        ("/healthz", "healthz check passed"),
+        ("/livez", "healthz check passed"),
+        ("/readyz", "all shards are ready"),
+    ] {
+        let (status, body) = api.raw("GET", route, vec![], None).await;
+        assert_eq!((status, body), (StatusCode::OK, json!(text)), "{route}");
+    }
 
     let create = json!({"vectors": {"size": 4, "distance": "Cosine"},
                         "optimizers_config": {"indexing_threshold": 20000}});
@@ -418,13 +434,25 @@ async fn mistakes_get_qdrants_status_codes_and_error_envelopes() {
         )
         .await;
     assert!(m.contains("Manhattan"), "{m}");
-    api.err(
-        "PUT",
-        "/collections/d",
-        json!({"vectors": {"size": 0, "distance": "Cosine"}}),
-        StatusCode::BAD_REQUEST,
-    )
-    .await;
+    for size in [0, diskvec_db::MAX_DIM + 1] {
+        let m = api
+            .err(
+                "PUT",
+                "/collections/d",
+                json!({"vectors": {"size": size, "distance": "Cosine"}}),
+                StatusCode::BAD_REQUEST,
+            )
+            .await;
+        // Qdrant's wording, word for word.
+        assert_eq!(
+            m,
+            format!(
+                "Validation error in JSON body: [vectors.size: value {size} invalid, must be \
+                 from 1 to {}]",
+                diskvec_db::MAX_DIM
+            )
+        );
+    }
     api.err("GET", "/no/such/route", json!(null), StatusCode::NOT_FOUND)
         .await;
     // Larger than the body limit: 413.
