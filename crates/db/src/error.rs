@@ -45,8 +45,9 @@ impl From<diskvec_index::IndexError> for DbError {
         use diskvec_index::IndexError as E;
         match e {
             // A limit or search list past its bound, a wrong dimension, NaN: the caller's
-            // mistake, whichever layer found it (over HTTP, a 400, not a 500).
-            E::InvalidArgument(_) | E::InvalidVectors(_) | E::DimensionMismatch { .. } => {
+            // mistake, whichever layer found it (over HTTP, a 400, not a 500). Other invalid
+            // arguments of the index (a build already running, too little disk) are not.
+            E::OutOfRange(_) | E::InvalidVectors(_) | E::DimensionMismatch { .. } => {
                 DbError::InvalidInput(e.to_string())
             }
             other => DbError::Index(other),

@@ -44,13 +44,13 @@ pub(crate) fn injected_failure(step: &str) -> Result<()> {
 }
 
 /// Bytes of log after which a collection's WAL starts a new file (older files go once a
-/// manifest covers them): 16 MiB, or `DISKVEC_WAL_FILE_BYTES`, which crash tests set small
-/// so that their few writes rotate and remove log files too.
+/// manifest covers them): 16 MiB, or `DISKVEC_WAL_FILE_BYTES` (at least 256), which crash
+/// tests set small so that their few writes rotate and remove log files too.
 pub(crate) fn wal_file_bytes() -> u64 {
     std::env::var("DISKVEC_WAL_FILE_BYTES")
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(wal::WalOptions::default().segment_bytes)
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(wal::WalOptions::default().segment_bytes, |b| b.max(256))
 }
 
 /// Sleeps for MILLIS when `DISKVEC_DELAY` is `step=MILLIS`, so tests can hold a moment open

@@ -85,6 +85,29 @@ impl CandidateList {
         true
     }
 
+    /// Whether an entry at `distance` would enter the list: a filter need not be asked about
+    /// one that would not.
+    #[inline]
+    pub fn admits(&self, distance: f32) -> bool {
+        self.accepted < self.capacity
+            || self
+                .items
+                .last()
+                .is_some_and(|worst| distance < worst.distance)
+    }
+
+    /// Removes the entry at `pos` (a rejected one once expanded: it is neither returned nor
+    /// walked again, and a list short of accepted entries would otherwise keep every such
+    /// entry of the search).
+    pub fn remove(&mut self, pos: usize) {
+        if self.items.remove(pos).accepted {
+            self.accepted -= 1;
+        }
+        if pos < self.expanded_prefix {
+            self.expanded_prefix -= 1;
+        }
+    }
+
     /// Inserts an entry the search accepts or not, keeping `capacity` accepted entries and
     /// every rejected one closer than the last of them.
     pub fn insert_judged(&mut self, id: u32, distance: f32, accepted: bool) -> bool {
@@ -233,5 +256,15 @@ mod tests {
         assert!(l.insert_judged(8, 2.4, false));
         let answer: Vec<u32> = l.accepted().map(|c| c.id).collect();
         assert_eq!(answer, vec![6, 5]);
+        // Full: only what is closer than the last accepted entry is admitted.
+        assert!(l.admits(2.4) && !l.admits(2.5));
+        // An expanded rejected entry removed keeps the expanded prefix in step.
+        l.mark_expanded(0);
+        l.mark_expanded(1);
+        l.remove(1);
+        let ids: Vec<u32> = l.items().iter().map(|c| c.id).collect();
+        assert_eq!(ids, vec![6, 2, 8, 5]);
+        assert_eq!(l.next_unexpanded(), Some(1));
+        assert_eq!(l.accepted().count(), 2);
     }
 }

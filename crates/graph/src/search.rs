@@ -42,6 +42,7 @@ pub trait Scorer {
 pub struct VisitedSet {
     bits: Vec<u64>,
     set: Vec<u32>,
+    nodes: usize,
 }
 
 impl VisitedSet {
@@ -50,12 +51,13 @@ impl VisitedSet {
         Self {
             bits: vec![0; nodes.div_ceil(64)],
             set: Vec::new(),
+            nodes,
         }
     }
 
-    /// Nodes the set has room for (a multiple of 64).
+    /// Nodes the set has room for.
     pub fn room(&self) -> usize {
-        self.bits.len() * 64
+        self.nodes
     }
 
     /// Makes room for nodes `0..nodes` (a growing graph's set follows it).
@@ -64,12 +66,16 @@ impl VisitedSet {
         if words > self.bits.len() {
             self.bits.resize(words, 0);
         }
+        self.nodes = self.nodes.max(nodes);
     }
 
     /// Marks `id`; true if it was not marked before. An id beyond the room is never marked
     /// (a neighbour id read from storage is checked by this, not trusted).
     #[inline]
     pub fn insert(&mut self, id: u32) -> bool {
+        if id as usize >= self.nodes {
+            return false;
+        }
         let Some(word) = self.bits.get_mut(id as usize / 64) else {
             return false;
         };
@@ -131,9 +137,15 @@ impl BestFirst {
     #[inline]
     fn offer(&mut self, id: u32, distance: f32, accept: Accept) {
         match accept {
-            None => self.list.insert(id, distance),
-            Some(a) => self.list.insert_judged(id, distance, a(id)),
-        };
+            None => {
+                self.list.insert(id, distance);
+            }
+            // The filter (a payload match, say) is asked only about what would enter.
+            Some(a) if self.list.admits(distance) => {
+                self.list.insert_judged(id, distance, a(id));
+            }
+            Some(_) => {}
+        }
     }
 
     /// The expand step: scores the nodes of `neighbours` not met before and offers them to
@@ -170,9 +182,16 @@ impl BestFirst {
             self.list.mark_expanded(pos);
             let c = self.list.items()[pos];
             expanded(c);
+            // A rejected point is walked through once and then kept no longer.
+            let next = if c.accepted {
+                pos + 1
+            } else {
+                self.list.remove(pos);
+                pos
+            };
             // The next node to expand is most likely the one after this; its list is
             // fetched while this one's distances are computed.
-            if let Some(next) = self.list.items().get(pos + 1) {
+            if let Some(next) = self.list.items().get(next) {
                 graph.prefetch_list(next.id);
             }
             self.fresh.clear();
@@ -247,12 +266,12 @@ mod tests {
     #[test]
     fn visited_ids_beyond_the_room_are_refused_and_the_set_grows() {
         let mut v = VisitedSet::new(10);
-        assert_eq!(v.room(), 64);
-        assert!(v.insert(63) && !v.insert(63));
-        assert!(!v.insert(64));
+        assert_eq!(v.room(), 10);
+        assert!(v.insert(9) && !v.insert(9));
+        assert!(!v.insert(10) && !v.insert(64));
         v.grow(65);
-        assert!(v.insert(64));
+        assert!(v.insert(10) && v.insert(64));
         v.clear();
-        assert!(v.insert(63) && v.insert(64));
+        assert!(v.insert(9) && v.insert(64));
     }
 }

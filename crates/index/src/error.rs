@@ -5,6 +5,11 @@ use std::path::PathBuf;
 pub enum IndexError {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A size the caller chose (k, a search list, a degree, ...) outside its bound
+    /// (`limits.rs`): always the caller's mistake, where `InvalidArgument` can also be the
+    /// state of the index or the machine (another build running, too little disk space).
+    #[error("invalid argument: {0}")]
+    OutOfRange(String),
     #[error("invalid vectors: {0}")]
     InvalidVectors(#[from] diskvec_vector::VectorError),
     #[error("query has dimension {got}, the index has {expected}")]

@@ -44,7 +44,7 @@ impl Limit {
 
     /// The error for a value outside the range (any integer type, negative ones too).
     pub fn out_of_range(&self, got: impl std::fmt::Display) -> IndexError {
-        IndexError::InvalidArgument(format!(
+        IndexError::OutOfRange(format!(
             "{} must be between {} and {}, got {got}",
             self.name, self.min, self.max
         ))

@@ -26,6 +26,7 @@ type Single<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f32>>, u32);
 pub(crate) fn to_py(e: IndexError) -> PyErr {
     match e {
         IndexError::InvalidArgument(_)
+        | IndexError::OutOfRange(_)
         | IndexError::InvalidVectors(_)
         | IndexError::DimensionMismatch { .. } => PyValueError::new_err(e.to_string()),
         _ => PyOSError::new_err(e.to_string()),

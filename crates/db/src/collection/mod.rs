@@ -100,11 +100,12 @@ impl Inner {
             .map_err(crate::error::file_error(dir))
     }
 
-    /// Removes `dir` and what it holds, if it is there; a leftover only wastes space (the
-    /// next open removes what no manifest lists).
+    /// Removes `dir` and what it holds, if it is there, and makes the removal durable (a
+    /// crash must not bring back a build's checkpoint, which no open removes); a leftover
+    /// only wastes space.
     pub(crate) fn remove_dir(&self, dir: &std::path::Path) {
-        if dir.exists() {
-            let _ = self.storage.remove_dir_all(dir);
+        if dir.exists() && self.storage.remove_dir_all(dir).is_ok() {
+            let _ = self.storage.sync_dir(&crate::storage::parent_dir(dir));
         }
     }
 

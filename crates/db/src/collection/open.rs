@@ -90,6 +90,13 @@ impl Collection {
         let segments_dir = dir.join("segments");
         report.removed_segments =
             remove_unlisted(storage.as_ref(), &segments_dir, &manifest, &config, name);
+        remove_staged_leftovers(storage.as_ref(), dir);
+        for entry in &manifest.segments {
+            remove_staged_leftovers(
+                storage.as_ref(),
+                &segments_dir.join(format!("{:016x}", entry.id)),
+            );
+        }
         let mut segments = BTreeMap::new();
         let mut written = HashMap::new();
         for entry in &manifest.segments {
@@ -99,6 +106,7 @@ impl Collection {
                 None => roaring::RoaringBitmap::new(),
             };
             let sealed = Sealed::open(
+                &storage,
                 &seg_dir,
                 config.metric,
                 deleted,
@@ -317,6 +325,23 @@ fn track_sealed(state: &mut State) {
     for loc in stale {
         if let Some(Segment::Sealed(s)) = state.segments.get(&loc.segment) {
             s.delete(loc.offset);
+        }
+    }
+}
+
+/// Removes the temporary files of atomic replacements a crash interrupted
+/// (`.<name>.<pid>.<n>.tmp`, never renamed over anything later) from `dir`.
+fn remove_staged_leftovers(storage: &dyn Storage, dir: &Path) {
+    let Ok(names) = storage.list(dir) else {
+        return;
+    };
+    for name in names {
+        if name.starts_with('.') && name.ends_with(".tmp") {
+            let path = dir.join(&name);
+            match storage.remove_file(&path) {
+                Ok(()) => log::info!("removed {}, left by an interrupted write", path.display()),
+                Err(e) => log::warn!("could not remove {}: {e}", path.display()),
+            }
         }
     }
 }

@@ -132,6 +132,7 @@ impl Inner {
         cache: crate::segment::NodeCacheSize,
     ) -> Result<Sealed> {
         Sealed::open(
+            &self.storage,
             dir,
             self.config.metric,
             deleted,

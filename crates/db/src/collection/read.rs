@@ -9,7 +9,7 @@ use diskvec_vector::{check_vectors, Metric};
 use super::state::Loc;
 use super::{Collection, Inner};
 use crate::filter::Filter;
-use crate::segment::{Segment, SegmentHit};
+use crate::segment::{Details, FoundPoint, PendingSearch, Segment, SegmentQuery};
 use crate::{DbError, Payload, PointId, Result};
 
 /// A search: the k closest points (after skipping `offset`), optionally filtered.
@@ -73,9 +73,6 @@ pub fn score_of(metric: Metric, distance: f32) -> f32 {
     }
 }
 
-/// A point's payload and vector, each when asked for.
-type Details = (Option<Payload>, Option<Vec<f32>>);
-
 /// The segments as a read saw them, by id.
 type Snapshot = Vec<(u64, Segment)>;
 
@@ -87,17 +84,16 @@ struct Found {
 }
 
 impl Found {
-    /// A segment's hit, with the id and version stored at its offset.
-    fn new(segment: u64, hit: SegmentHit, id: PointId, versions: &[u64]) -> Self {
-        let at = hit.offset as usize;
+    /// Segment `segment`'s hit.
+    fn new(segment: u64, p: FoundPoint) -> Self {
         Self {
-            distance: hit.distance,
-            id,
-            version: versions[at],
+            distance: p.hit.distance,
+            id: p.id,
+            version: p.version,
             loc: Loc {
                 segment,
-                offset: hit.offset,
-                version: versions[at],
+                offset: p.hit.offset,
+                version: p.version,
             },
         }
     }
@@ -175,41 +171,36 @@ impl Inner {
             // Each query is prepared for the metric once, for every segment.
             let mut chunk = raw.to_vec();
             chunk.chunks_exact_mut(dim).for_each(|q| metric.prepare(q));
-            // Sealed segments first: queue their graph searches, then do the DRAM work.
+            // Every segment's search is started first (sealed ones queue their graph
+            // searches), then finished: the DRAM work overlaps the reads.
             let mut started = Vec::new();
-            for query in chunk.chunks_exact(dim) {
-                let mut per_query = Vec::new();
-                for (segment, s) in &segments {
-                    if let Segment::Sealed(sealed) = s {
-                        let search =
-                            sealed.start_search(query, wanted, search_list, filter.as_ref())?;
-                        per_query.push((*segment, Arc::clone(sealed), search));
-                    }
+            for prepared in chunk.chunks_exact(dim) {
+                let q = SegmentQuery {
+                    prepared,
+                    k: wanted,
+                    search_list,
+                    filter: filter.as_ref(),
+                };
+                let mut per_query = Vec::with_capacity(segments.len());
+                for (_, segment) in &segments {
+                    per_query.push(segment.start_search(&q)?);
                 }
                 started.push(per_query);
             }
             for (prepared, per_query) in chunk.chunks_exact(dim).zip(started) {
+                let q = SegmentQuery {
+                    prepared,
+                    k: wanted,
+                    search_list,
+                    filter: filter.as_ref(),
+                };
                 let mut found: Vec<Found> = Vec::new();
-                for (segment, s) in &segments {
-                    let Segment::Growing(g) = s else { continue };
-                    let g = g.read().unwrap_or_else(|e| e.into_inner());
-                    for h in g.search(prepared, wanted, search_list, filter.as_deref()) {
-                        found.push(Found::new(
-                            *segment,
-                            h,
-                            g.ids[h.offset as usize],
-                            &g.versions,
-                        ));
-                    }
-                }
-                for (segment, sealed, search) in per_query {
-                    for h in sealed.finish_search(prepared, search)? {
-                        found.push(Found::new(
-                            segment,
-                            h,
-                            sealed.id(h.offset),
-                            &sealed.versions,
-                        ));
+                let mut searches: Vec<_> = segments.iter().zip(per_query).collect();
+                // The exact searches in DRAM first, while the sealed ones' reads land.
+                searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(_)));
+                for ((id, segment), pending) in searches {
+                    for p in segment.finish_search(&q, pending)? {
+                        found.push(Found::new(*id, p));
                     }
                 }
                 out.push(self.rank(&segments, found, req)?);
@@ -281,36 +272,23 @@ impl Inner {
         if !with_payload && !with_vector {
             return Ok(out);
         }
-        let by_id: HashMap<u64, &Segment> = segments.iter().map(|(id, s)| (*id, s)).collect();
-        let mut sealed_reads: HashMap<u64, Vec<usize>> = HashMap::new();
+        // Per segment, the positions asked of it: one call each (a sealed segment reads
+        // every vector asked of it in one batch).
+        let mut asked: HashMap<u64, Vec<usize>> = HashMap::new();
         for (i, loc) in locs.iter().enumerate() {
-            match by_id.get(&loc.segment) {
-                Some(Segment::Growing(g)) => {
-                    let g = g.read().unwrap_or_else(|e| e.into_inner());
-                    if with_payload {
-                        out[i].0 = Some(g.payloads[loc.offset as usize].clone());
-                    }
-                    if with_vector {
-                        out[i].1 = Some(g.vector(loc.offset).to_vec());
-                    }
-                }
-                Some(Segment::Sealed(s)) => {
-                    if with_payload {
-                        out[i].0 = Some(s.payload(loc.offset).clone());
-                    }
-                    if with_vector {
-                        sealed_reads.entry(loc.segment).or_default().push(i);
-                    }
-                }
-                None => {}
-            }
+            asked.entry(loc.segment).or_default().push(i);
         }
-        for (segment, positions) in sealed_reads {
-            if let Some(Segment::Sealed(s)) = by_id.get(&segment) {
-                let offsets: Vec<u32> = positions.iter().map(|&i| locs[i].offset).collect();
-                for (&i, v) in positions.iter().zip(s.vectors(&offsets)?) {
-                    out[i].1 = Some(v);
-                }
+        for (id, segment) in segments {
+            let Some(positions) = asked.get(id) else {
+                continue;
+            };
+            let offsets: Vec<u32> = positions.iter().map(|&i| locs[i].offset).collect();
+            for (&i, d) in
+                positions
+                    .iter()
+                    .zip(segment.details(&offsets, with_payload, with_vector)?)
+            {
+                out[i] = d;
             }
         }
         Ok(out)

@@ -296,7 +296,12 @@ mod tests {
             &payloads,
         )
         .unwrap();
-        assert!(!p.with_extension("tmp").exists());
+        // Staged under a temporary name, renamed: nothing else is left in the directory.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [POINTS_FILE]);
         let got = read_points(&p).unwrap();
         assert_eq!(got.ids.len(), ids.len());
         assert!(ids.iter().enumerate().all(|(i, &id)| got.ids.get(i) == id));

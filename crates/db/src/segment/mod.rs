@@ -98,3 +98,116 @@ pub(crate) fn closest(mut hits: Vec<SegmentHit>, k: usize) -> Vec<SegmentHit> {
     hits.truncate(k);
     hits
 }
+
+/// A point's payload and vector, each when asked for.
+pub(crate) type Details = (Option<Payload>, Option<Vec<f32>>);
+
+/// One segment's search between `Segment::start_search` and `Segment::finish_search`.
+pub(crate) enum PendingSearch {
+    /// A sealed segment's, queued on its search threads (or answered at once).
+    Sealed(sealed::StartedSearch),
+    /// A growing segment's, run exactly in `finish_search`, under its lock.
+    Growing,
+}
+
+/// A segment's hit with the id and version stored at its offset.
+pub(crate) struct FoundPoint {
+    pub hit: SegmentHit,
+    pub id: PointId,
+    pub version: u64,
+}
+
+/// What a search asks of every segment: a query already prepared for the metric, the
+/// matches wanted, the graph's search list, the filter.
+pub(crate) struct SegmentQuery<'a> {
+    pub prepared: &'a [f32],
+    pub k: usize,
+    pub search_list: usize,
+    pub filter: Option<&'a Arc<Filter>>,
+}
+
+/// The read side every segment answers the same way, so the collection's searcher has one
+/// loop over its segments instead of one per kind.
+impl Segment {
+    /// Starts a search: a sealed segment queues its graph search, so that many segments'
+    /// (and many queries') reads overlap; a growing one waits for `finish_search`.
+    pub fn start_search(&self, q: &SegmentQuery) -> crate::Result<PendingSearch> {
+        Ok(match self {
+            Segment::Sealed(s) => {
+                PendingSearch::Sealed(s.start_search(q.prepared, q.k, q.search_list, q.filter)?)
+            }
+            Segment::Growing(_) => PendingSearch::Growing,
+        })
+    }
+
+    /// Finishes a search `start_search` began: its hits, closest first.
+    pub fn finish_search(
+        &self,
+        q: &SegmentQuery,
+        pending: PendingSearch,
+    ) -> crate::Result<Vec<FoundPoint>> {
+        match (self, pending) {
+            (Segment::Sealed(s), PendingSearch::Sealed(started)) => Ok(s
+                .finish_search(q.prepared, started)?
+                .into_iter()
+                .map(|hit| FoundPoint {
+                    hit,
+                    id: s.id(hit.offset),
+                    version: s.versions[hit.offset as usize],
+                })
+                .collect()),
+            (Segment::Growing(g), _) => {
+                let g = g.read().unwrap_or_else(|e| e.into_inner());
+                Ok(
+                    g.search(q.prepared, q.k, q.search_list, q.filter.map(|f| &**f))
+                        .into_iter()
+                        .map(|hit| FoundPoint {
+                            hit,
+                            id: g.ids[hit.offset as usize],
+                            version: g.versions[hit.offset as usize],
+                        })
+                        .collect(),
+                )
+            }
+            (Segment::Sealed(_), PendingSearch::Growing) => {
+                unreachable!("a sealed segment's search is started as one")
+            }
+        }
+    }
+
+    /// The payloads at `offsets`, and their vectors when asked for (a sealed segment reads
+    /// them from its nodes, all in one batch).
+    pub fn details(
+        &self,
+        offsets: &[u32],
+        with_payload: bool,
+        with_vector: bool,
+    ) -> crate::Result<Vec<Details>> {
+        match self {
+            Segment::Growing(g) => {
+                let g = g.read().unwrap_or_else(|e| e.into_inner());
+                Ok(offsets
+                    .iter()
+                    .map(|&o| {
+                        (
+                            with_payload.then(|| g.payloads[o as usize].clone()),
+                            with_vector.then(|| g.vector(o).to_vec()),
+                        )
+                    })
+                    .collect())
+            }
+            Segment::Sealed(s) => {
+                let mut vectors = if with_vector {
+                    s.vectors(offsets)?.into_iter().map(Some).collect()
+                } else {
+                    vec![None; offsets.len()]
+                };
+                Ok(offsets
+                    .iter()
+                    .zip(vectors.iter_mut())
+                    .map(|(&o, v)| (with_payload.then(|| s.payload(o).clone()), v.take()))
+                    .collect())
+            }
+        }
+    }
+}

@@ -207,6 +207,7 @@ impl Sealed {
     /// says: whether it loads its navigation file when it has one
     /// (`CollectionConfig::navigation`), and steers by its compact codes.
     pub fn open(
+        storage: &Arc<dyn crate::storage::Storage>,
         dir: &Path,
         metric: Metric,
         deleted: RoaringBitmap,
@@ -221,6 +222,7 @@ impl Sealed {
             }),
             navigation: memory.navigation,
             compact_codes: memory.compact_codes,
+            storage: Arc::clone(storage),
             ..OpenOptions::default()
         };
         let index = DiskIndex::open(dir, &options)?;

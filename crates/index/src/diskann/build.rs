@@ -613,9 +613,9 @@ pub fn build(
     )?;
     commit::commit(storage, out, &new_files, &previous, &intent)?;
     let checkpoint = params.checkpoint_dir(out);
-    if params.checkpoint.is_none() && checkpoint.exists() {
+    if params.checkpoint.is_none() {
         // The index a build in shards was interrupted on is replaced: its shards are stale.
-        let _ = storage.remove_dir_all(&checkpoint);
+        super::resume::Checkpoints::new(&checkpoint, params.storage.clone()).clear();
     }
     Ok(BuildReport {
         count: n,

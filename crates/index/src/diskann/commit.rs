@@ -320,7 +320,7 @@ pub(crate) fn remove_previous(
 /// directory does that), a crash could bring back files no record names, on path
 /// directories other indexes share, where nothing would ever remove them. A file that
 /// could not be removed keeps the record.
-fn remove_then_forget(storage: &dyn Storage, files: &[PathBuf], record: &Path) {
+pub(crate) fn remove_then_forget(storage: &dyn Storage, files: &[PathBuf], record: &Path) {
     remove_files(storage, files);
     if files.iter().any(|f| f.exists()) {
         return;

@@ -868,14 +868,14 @@ pub(crate) fn build_sharded(
         Ok(built) => built,
         Err(e) => {
             // Nothing of a failed build stays: its files (under their final or temporary
-            // names) and its intent record.
+            // names), then, once their removal is durable, its intent record.
             let mut failed: Vec<PathBuf> = generation
                 .iter()
                 .flat_map(|f| [f.clone(), f.with_extension("tmp")])
-                .chain([staged_path(out), intent.clone()])
+                .chain([staged_path(out)])
                 .collect();
             failed.retain(|f| f.exists());
-            commit::remove_files(storage, &failed);
+            commit::remove_then_forget(storage, &failed, &intent);
             return Err(e);
         }
     };

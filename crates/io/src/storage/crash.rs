@@ -452,9 +452,12 @@ impl CrashStorage {
         if st.is_dir(ino) {
             return Err(invalid(path, "is a directory"));
         }
-        let current = st.file_mut(ino).1;
+        let (durable, current) = st.file_mut(ino);
         if empty {
             current.clear();
+            // The truncation may reach the disk at any moment (a journal commit of anything
+            // else): the model keeps the worse outcome, an empty file.
+            durable.clear();
         }
         let cursor = current.len() as u64;
         Ok(Box::new(CrashFile {
