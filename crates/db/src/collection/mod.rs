@@ -104,9 +104,7 @@ impl Inner {
     /// crash must not bring back a build's checkpoint, which no open removes); a leftover
     /// only wastes space.
     pub(crate) fn remove_dir(&self, dir: &std::path::Path) {
-        if dir.exists() && self.storage.remove_dir_all(dir).is_ok() {
-            let _ = self.storage.sync_dir(&crate::storage::parent_dir(dir));
-        }
+        let _ = crate::storage::remove_dir_all_durable(self.storage.as_ref(), dir);
     }
 
     /// True once the collection is closing (its background work stopping).

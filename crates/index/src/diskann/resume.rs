@@ -14,7 +14,9 @@ use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use diskvec_io::storage::{create_dir_all_durable, write_atomic, Storage, StorageFile};
+use diskvec_io::storage::{
+    create_dir_all_durable, remove_dir_all_durable, write_atomic, Storage, StorageFile,
+};
 use diskvec_io::SpillReader;
 use twox_hash::XxHash3_64;
 
@@ -195,10 +197,7 @@ impl Checkpoints {
     /// Removes the directory, durably (a crash would otherwise bring back shard lists no
     /// build takes up until the next build in shards): the build it served has committed.
     pub fn clear(&self) {
-        if self.dir.exists() && self.storage.remove_dir_all(&self.dir).is_ok() {
-            let parent = diskvec_io::storage::parent_dir(&self.dir);
-            let _ = self.storage.sync_dir(&parent);
-        }
+        let _ = remove_dir_all_durable(self.storage.as_ref(), &self.dir);
     }
 }
 

@@ -75,7 +75,7 @@ impl<'s> SummedWriter<'s> {
     pub(crate) fn finish(mut self) -> Result<()> {
         self.flush()?;
         let temp = self.out.temp().to_path_buf();
-        let crc = self.crc.clone().finalize();
+        let crc = self.crc.finalize();
         self.out
             .file()
             .write_at(CRC_AT as u64, &crc.to_le_bytes())

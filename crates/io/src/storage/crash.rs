@@ -469,6 +469,30 @@ impl CrashStorage {
     }
 }
 
+impl CrashStorage {
+    /// Removes the file (or, with `dir`, the directory tree) at `path`. Unlinking its entry
+    /// is the one change to the model: until its parent is synced a crash brings it back
+    /// with whatever of it was durable.
+    fn unlink(&self, path: &Path, dir: bool) -> io::Result<()> {
+        let mut st = self.lock();
+        st.tick()?;
+        let ino = st.adopt(path)?;
+        match (st.is_dir(ino), dir) {
+            (true, false) => return Err(invalid(path, "is a directory")),
+            (false, true) => return Err(invalid(path, "not a directory")),
+            _ => {}
+        }
+        let (parent, name) = st.parent_of(path)?;
+        if dir {
+            fs::remove_dir_all(path)?;
+        } else {
+            fs::remove_file(path)?;
+        }
+        st.entries_mut(parent).remove(&name);
+        Ok(())
+    }
+}
+
 impl Storage for CrashStorage {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         let mut st = self.lock();
@@ -534,31 +558,11 @@ impl Storage for CrashStorage {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        let mut st = self.lock();
-        st.tick()?;
-        let ino = st.adopt(path)?;
-        if st.is_dir(ino) {
-            return Err(invalid(path, "is a directory"));
-        }
-        let (dir, name) = st.parent_of(path)?;
-        fs::remove_file(path)?;
-        st.entries_mut(dir).remove(&name);
-        Ok(())
+        self.unlink(path, false)
     }
 
     fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        let mut st = self.lock();
-        st.tick()?;
-        let ino = st.adopt(path)?;
-        if !st.is_dir(ino) {
-            return Err(invalid(path, "not a directory"));
-        }
-        let (dir, name) = st.parent_of(path)?;
-        fs::remove_dir_all(path)?;
-        // Unlinking the directory is the one change: until its parent is synced a crash
-        // brings it back with whatever of its content was durable.
-        st.entries_mut(dir).remove(&name);
-        Ok(())
+        self.unlink(path, true)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

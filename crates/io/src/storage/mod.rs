@@ -106,6 +106,16 @@ pub(crate) fn temp_name(path: &Path) -> io::Result<PathBuf> {
     )))
 }
 
+/// Removes `dir` and what it holds, if it is there, and makes the removal durable (syncs its
+/// parent), so that a crash cannot bring it back.
+pub fn remove_dir_all_durable(storage: &dyn Storage, dir: &Path) -> io::Result<()> {
+    if !storage.exists(dir) {
+        return Ok(());
+    }
+    storage.remove_dir_all(dir)?;
+    storage.sync_dir(&parent_dir(dir))
+}
+
 /// Creates `dir` and its missing parents and makes each created entry durable (syncing the
 /// parent of every directory it created), so that a directory that exists after this returns
 /// still exists after a crash.
