@@ -107,13 +107,12 @@ fn print_collection(c: &Collection) {
     let info = c.info();
     let config = &info.config;
     println!(
-        "\ncollection {:?}: {}, {} points ({} indexed), dim {}, {}",
+        "\ncollection {:?}: {}, {} points ({} indexed), {}",
         info.name,
         format!("{:?}", info.status).to_lowercase(),
         info.points,
         info.indexed_points,
-        config.dim,
-        config.metric.name()
+        config.describe_spaces()
     );
     if let Some(e) = &info.error {
         println!("  error: {e}");

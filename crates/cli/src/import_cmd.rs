@@ -223,17 +223,23 @@ pub fn open_or_create(
         return Ok((c, true));
     }
     let c = db.collection(name)?;
-    let config = c.config();
+    let Some(space) = c.config().unnamed().cloned() else {
+        bail!(
+            "collection {name:?} has no unnamed vector space ({}); import writes one vector \
+             per point into it",
+            c.config().describe_spaces()
+        );
+    };
     ensure!(
-        config.dim == dim,
+        space.dim == dim,
         "collection {name:?} holds vectors of dimension {}, the data has dimension {dim}",
-        config.dim
+        space.dim
     );
     if let Some(m) = settings.metric {
         ensure!(
-            m == config.metric,
+            m == space.metric,
             "collection {name:?} uses metric {}, not {}",
-            config.metric.name(),
+            space.metric.name(),
             m.name()
         );
     }
@@ -300,11 +306,11 @@ pub fn write_points(
                 .map(|(i, &id)| {
                     let payload = payloads.remove(&(id as u64)).unwrap_or_default();
                     with_payload += usize::from(!payload.is_empty());
-                    PointRecord {
-                        id: PointId::Num(id as u64),
-                        vector: chunk.row(first + i).to_vec(),
+                    PointRecord::new(
+                        PointId::Num(id as u64),
+                        chunk.row(first + i).to_vec(),
                         payload,
-                    }
+                    )
                 })
                 .collect();
             let at = written + first;
@@ -446,7 +452,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         let j = json!({
             "db": args.db.display().to_string(), "collection": args.collection,
-            "created": created, "dim": dim, "metric": info.config.metric.name(),
+            "created": created, "dim": dim, "spaces": info.config.describe_spaces(),
             "points": n, "with_payload": with_payload, "payload_rows_without_vector": unmatched,
             "payloads": payload_file.map(|f| f.display().to_string()),
             "seconds": seconds, "points_per_second": rate, "max_rate": args.max_rate,

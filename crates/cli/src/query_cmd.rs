@@ -101,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let vector = found
                 .into_iter()
                 .next()
-                .and_then(|r| r.vector)
+                .and_then(|r| r.vector().map(<[f32]>::to_vec))
                 .ok_or_else(|| {
                     anyhow!("collection {:?} has no point with id {id}", args.collection)
                 })?;

@@ -23,12 +23,48 @@ pub enum Durability {
     Interval { interval_ms: u64 },
 }
 
-/// Settings of one collection. `CollectionConfig::new(dim, metric)` gives the defaults.
+/// Most spaces (dense and sparse together) one collection may have.
+pub const MAX_SPACES: usize = 64;
+
+/// A dense vector space: every vector in it has `dim` numbers, ranked by `metric`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CollectionConfig {
+pub struct DenseSpace {
+    /// `""`: the unnamed space of a collection created with one vector.
+    pub name: String,
     pub dim: usize,
     #[serde(with = "metric_name")]
     pub metric: Metric,
+}
+
+/// How a sparse space weighs a query's terms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SparseModifier {
+    /// Scores are the plain dot product.
+    #[default]
+    None,
+    /// Each query term's weight is multiplied by its inverse document frequency over the
+    /// collection (Qdrant's `modifier: idf`, as BM25 weighs terms).
+    Idf,
+}
+
+/// A sparse vector space (term ids with weights), scored by dot product.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SparseSpace {
+    pub name: String,
+    #[serde(default)]
+    pub modifier: SparseModifier,
+}
+
+/// Settings of one collection. `CollectionConfig::new(dim, metric)` gives the defaults for
+/// one unnamed dense space; `with_spaces` for named and sparse ones.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CollectionConfig {
+    /// The dense spaces, in a fixed order: a space is stored by its index here.
+    pub dense: Vec<DenseSpace>,
+    /// The sparse spaces, likewise.
+    #[serde(default)]
+    pub sparse: Vec<SparseSpace>,
     /// Directories (devices or NVMe-oF namespaces) the sealed segments' nodes are striped
     /// over; empty keeps them in the collection's directory.
     pub paths: Vec<PathBuf>,
@@ -97,9 +133,21 @@ pub const IDLE_MERGE_MS: u64 = 2_000;
 
 impl CollectionConfig {
     pub fn new(dim: usize, metric: Metric) -> Self {
+        Self::with_spaces(
+            vec![DenseSpace {
+                name: String::new(),
+                dim,
+                metric,
+            }],
+            Vec::new(),
+        )
+    }
+
+    /// The defaults, with these spaces.
+    pub fn with_spaces(dense: Vec<DenseSpace>, sparse: Vec<SparseSpace>) -> Self {
         Self {
-            dim,
-            metric,
+            dense,
+            sparse,
             paths: Vec::new(),
             wal_path: None,
             durability: Durability::Sync,
@@ -124,11 +172,36 @@ impl CollectionConfig {
     /// Refuses settings no collection can work with, naming the setting.
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(DbError::InvalidInput(m));
-        if self.dim == 0 || self.dim > MAX_DIM {
+        if self.dense.is_empty() && self.sparse.is_empty() {
+            return bad("a collection needs at least one vector space, dense or sparse".into());
+        }
+        if self.dense.len() + self.sparse.len() > MAX_SPACES {
             return bad(format!(
-                "dim must be between 1 and {MAX_DIM}, got {}",
-                self.dim
+                "a collection has at most {MAX_SPACES} vector spaces, got {}",
+                self.dense.len() + self.sparse.len()
             ));
+        }
+        let mut names: Vec<&str> = self
+            .dense
+            .iter()
+            .map(|s| s.name.as_str())
+            .chain(self.sparse.iter().map(|s| s.name.as_str()))
+            .collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return bad(format!("vector space {:?} is named twice", w[0]));
+        }
+        if self.sparse.iter().any(|s| s.name.is_empty()) {
+            return bad("a sparse vector space needs a name".into());
+        }
+        for space in &self.dense {
+            if space.dim == 0 || space.dim > MAX_DIM {
+                return bad(format!(
+                    "dim must be between 1 and {MAX_DIM}, got {}{}",
+                    space.dim,
+                    space_suffix(&space.name)
+                ));
+            }
         }
         if self.seal_threshold == 0 || self.seal_threshold > u32::MAX as usize / 2 {
             return bad(format!(
@@ -186,15 +259,18 @@ impl CollectionConfig {
         diskvec_index::limits::MAX_DEGREE.check(self.max_degree)?;
         diskvec_index::limits::BUILD_LIST.check(self.build_list)?;
         diskvec_index::limits::SEARCH_LIST.check(self.search_list)?;
-        if let Some(pq) = self.pq_bytes {
-            diskvec_index::limits::pq_bytes(self.dim).check(pq)?;
+        let widest = self.dense.iter().map(|s| s.dim).max().unwrap_or(0);
+        if let (Some(pq), Some(space)) = (self.pq_bytes, self.dense.first()) {
+            let narrowest = self.dense.iter().map(|s| s.dim).min().unwrap_or(space.dim);
+            diskvec_index::limits::pq_bytes(narrowest).check(pq)?;
         }
-        if let Some(budget) = self.build_memory {
+        if let (Some(budget), Some(space)) = (self.build_memory, self.dense.first()) {
             // Every seal builds at least this many points: a budget that cannot is refused now,
-            // not at the first seal.
+            // not at the first seal. (The spaces are built one after the other; the widest
+            // needs the most.)
             let shape = self
-                .build_params(&[])
-                .shape(self.seal_threshold, self.dim)?;
+                .build_params(space, &[])
+                .shape(self.seal_threshold, widest)?;
             let smallest = shape.smallest_budget()?;
             let given = budget.resolve(shape.raw_bytes());
             if given < smallest {
@@ -203,7 +279,7 @@ impl CollectionConfig {
                      which needs at least {}",
                     mib(given),
                     self.seal_threshold,
-                    self.dim,
+                    widest,
                     mib(smallest)
                 ));
             }
@@ -211,18 +287,64 @@ impl CollectionConfig {
         Ok(())
     }
 
-    /// The DiskANN build parameters of this collection's sealed segments, whose nodes go to
-    /// `paths` (none: the segment's directory).
-    pub fn build_params(&self, paths: &[PathBuf]) -> BuildParams {
+    /// The dense space named `name`, by index.
+    pub fn dense_space(&self, name: &str) -> Option<usize> {
+        self.dense.iter().position(|s| s.name == name)
+    }
+
+    /// The sparse space named `name`, by index.
+    pub fn sparse_space(&self, name: &str) -> Option<usize> {
+        self.sparse.iter().position(|s| s.name == name)
+    }
+
+    /// The unnamed dense space (that of a collection made with one vector), if it has one.
+    pub fn unnamed(&self) -> Option<&DenseSpace> {
+        self.dense.iter().find(|s| s.name.is_empty())
+    }
+
+    /// The spaces in a few words: "dim 768, cosine" for the one unnamed space, else each
+    /// space's name and shape.
+    pub fn describe_spaces(&self) -> String {
+        if let [one] = self.dense.as_slice() {
+            if one.name.is_empty() && self.sparse.is_empty() {
+                return format!("dim {}, {}", one.dim, one.metric.name());
+            }
+        }
+        let dense = self
+            .dense
+            .iter()
+            .map(|s| format!("{:?} {}-d {}", s.name, s.dim, s.metric.name()));
+        let sparse = self.sparse.iter().map(|s| format!("{:?} sparse", s.name));
+        dense.chain(sparse).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The numbers of one point's dense vectors, all spaces together.
+    pub fn dense_numbers(&self) -> usize {
+        self.dense.iter().map(|s| s.dim).sum()
+    }
+
+    /// The DiskANN build parameters of `space`'s index in this collection's sealed
+    /// segments, whose nodes go to `paths` (none: the segment's directory).
+    pub fn build_params(&self, space: &DenseSpace, paths: &[PathBuf]) -> BuildParams {
         BuildParams {
-            metric: self.metric,
+            metric: space.metric,
             max_degree: self.max_degree,
             build_list: self.build_list,
-            pq_bytes: self.pq_bytes.map(|p| p.min(self.dim)),
+            pq_bytes: self.pq_bytes.map(|p| p.min(space.dim)),
             paths: paths.to_vec(),
             input_prepared: true,
             ..Default::default()
         }
+    }
+}
+
+/// " of vector space NAME" for a named space, nothing for the unnamed one: the tail of an
+/// error about a space.
+pub fn space_suffix(name: &str) -> String {
+    if name.is_empty() {
+        String::new()
+    } else {
+        format!(" (vector space {name:?})")
     }
 }
 

@@ -15,13 +15,17 @@ mod point;
 mod search_memory;
 mod segment;
 pub mod storage;
+mod vectors;
 pub mod wal;
 
 pub use collection::{
     Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
     SearchRequest, SegmentInfo, Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
-pub use config::{parse_metric, parse_search_memory, CollectionConfig, Durability, MAX_DIM};
+pub use config::{
+    parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability, SparseModifier,
+    SparseSpace, MAX_DIM, MAX_SPACES,
+};
 pub use db::{check_name, Database, DbOptions};
 pub use diskvec_index::diskann::MemoryBudget;
 /// The distance a collection ranks by (its `CollectionConfig::metric`).
@@ -30,6 +34,7 @@ pub use error::{DbError, Result};
 pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
+pub use vectors::{NamedVectors, SparseVector, Vector, MAX_SPARSE_ENTRIES};
 
 pub(crate) use diskvec_io::failpoint;
 

@@ -22,7 +22,10 @@ use crate::{DbError, Result};
 
 pub const MANIFEST_FILE: &str = "manifest.dvc";
 const MAGIC: &[u8; 8] = b"DVMANIFS";
-pub const MANIFEST_VERSION: u32 = 1;
+/// Version 2 lists the collection's vector spaces (`config.dense`, `config.sparse`);
+/// version 1 had one dense space as `config.dim` and `config.metric`, read as the unnamed
+/// space.
+pub const MANIFEST_VERSION: u32 = 2;
 const HEADER: usize = 24;
 
 /// One sealed segment as the manifest lists it.
@@ -88,7 +91,7 @@ impl Manifest {
             return Err(corrupt("manifest checksum mismatch".into()));
         }
         let version = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
-        if version != MANIFEST_VERSION {
+        if version != MANIFEST_VERSION && version != 1 {
             return Err(corrupt(format!(
                 "manifest version {version} is not supported (this build reads {MANIFEST_VERSION})"
             )));
@@ -100,8 +103,13 @@ impl Manifest {
                 bytes.len() - HEADER
             )));
         }
-        let manifest: Manifest = serde_json::from_slice(&bytes[HEADER..])
+        let mut body: serde_json::Value = serde_json::from_slice(&bytes[HEADER..])
             .map_err(|e| corrupt(format!("manifest body: {e}")))?;
+        if version == 1 {
+            one_space_as_dense_list(&mut body).map_err(corrupt)?;
+        }
+        let manifest: Manifest =
+            serde_json::from_value(body).map_err(|e| corrupt(format!("manifest body: {e}")))?;
         manifest
             .config
             .check()
@@ -122,6 +130,24 @@ impl Manifest {
         let path = dir.join(MANIFEST_FILE);
         write_atomic(storage, &path, &self.encode()).map_err(crate::error::file_error(&path))
     }
+}
+
+/// Rewrites a version-1 body's `config.dim` and `config.metric` as the one unnamed dense
+/// space of version 2.
+fn one_space_as_dense_list(body: &mut serde_json::Value) -> std::result::Result<(), String> {
+    let config = body
+        .get_mut("config")
+        .and_then(|c| c.as_object_mut())
+        .ok_or("manifest body has no config")?;
+    let dim = config.remove("dim").ok_or("version-1 config has no dim")?;
+    let metric = config
+        .remove("metric")
+        .ok_or("version-1 config has no metric")?;
+    config.insert(
+        "dense".into(),
+        serde_json::json!([{"name": "", "dim": dim, "metric": metric}]),
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -148,5 +174,34 @@ mod tests {
         }
         let err = Manifest::decode(&bytes[..bytes.len() - 1], p).unwrap_err();
         assert!(err.to_string().contains("manifest.dvc"), "{err}");
+    }
+
+    /// A manifest written before named spaces (version 1: `dim` and `metric` in the config)
+    /// opens as one unnamed dense space.
+    #[test]
+    fn version_one_manifests_read_as_one_unnamed_space() {
+        let m = Manifest::new(CollectionConfig::new(8, Metric::Cosine));
+        let mut body = serde_json::to_value(&m).unwrap();
+        let config = body["config"].as_object_mut().unwrap();
+        config.remove("dense");
+        config.remove("sparse");
+        config.insert("dim".into(), 8.into());
+        config.insert("metric".into(), "cosine".into());
+        let body = serde_json::to_vec(&body).unwrap();
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&[0; 4]);
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&body);
+        let crc = crc32c::crc32c(&bytes[12..]);
+        bytes[8..12].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Manifest::decode(&bytes, Path::new("m")).unwrap(), m);
+        // Version 3 is refused by name.
+        bytes[12..16].copy_from_slice(&3u32.to_le_bytes());
+        let crc = crc32c::crc32c(&bytes[12..]);
+        bytes[8..12].copy_from_slice(&crc.to_le_bytes());
+        let err = Manifest::decode(&bytes, Path::new("m")).unwrap_err();
+        assert!(err.to_string().contains("version 3"), "{err}");
     }
 }

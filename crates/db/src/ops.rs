@@ -4,24 +4,56 @@
 //! Payload updates are logged as upserts of the points' new full contents, so replay never
 //! depends on the state it starts from: it is idempotent with point versions alone.
 
+use crate::vectors::{NamedVectors, PointVectors, SparseVector, Vector};
 use crate::{Payload, PointId};
 
-/// One point as written: its id, metric-prepared vector and payload.
+/// One point as a user writes it: its id, its vectors by space name, its payload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PointRecord {
     pub id: PointId,
-    pub vector: Vec<f32>,
+    pub vectors: NamedVectors,
+    pub payload: Payload,
+}
+
+impl PointRecord {
+    /// A point with one vector, in the unnamed dense space.
+    pub fn new(id: PointId, vector: Vec<f32>, payload: Payload) -> Self {
+        Self {
+            id,
+            vectors: NamedVectors::from([(String::new(), Vector::Dense(vector))]),
+            payload,
+        }
+    }
+
+    /// Its vector in the unnamed dense space, if it has one.
+    pub fn vector(&self) -> Option<&[f32]> {
+        match self.vectors.get("") {
+            Some(Vector::Dense(v)) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// One point as the log records it and segments store it: vectors by space index,
+/// checked and prepared for their metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StoredPoint {
+    pub id: PointId,
+    pub vectors: PointVectors,
     pub payload: Payload,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Operation {
-    Upsert(Vec<PointRecord>),
+    Upsert(Vec<StoredPoint>),
     Delete(Vec<PointId>),
 }
 
-const UPSERT: u8 = 1;
+/// An upsert of points with one dense vector each (log format 1, still replayed).
+const UPSERT_ONE_VECTOR: u8 = 1;
 const DELETE: u8 = 2;
+/// An upsert of points with vectors in any of the collection's spaces.
+const UPSERT: u8 = 3;
 const ID_NUM: u8 = 0;
 const ID_UUID: u8 = 1;
 
@@ -55,11 +87,7 @@ impl Operation {
                 put_u32(out, points.len() as u32);
                 for p in points {
                     put_id(out, p.id);
-                    put_u32(out, p.vector.len() as u32);
-                    out.reserve(4 * p.vector.len());
-                    for x in &p.vector {
-                        out.extend_from_slice(&x.to_le_bytes());
-                    }
+                    put_vectors(out, &p.vectors);
                     let at = out.len();
                     put_u32(out, 0);
                     serde_json::to_writer(&mut *out, &p.payload).expect("a JSON map serializes");
@@ -86,23 +114,22 @@ impl Operation {
     pub fn decode(body: &[u8]) -> Result<Self, String> {
         let mut r = Reader { buf: body, at: 0 };
         let op = match r.u8()? {
-            UPSERT => {
+            kind @ (UPSERT | UPSERT_ONE_VECTOR) => {
                 let n = r.u32()? as usize;
                 let mut points = Vec::with_capacity(n.min(body.len() / 8));
                 for _ in 0..n {
                     let id = r.id()?;
-                    let dim = r.u32()? as usize;
-                    let bytes = r.take(dim.checked_mul(4).ok_or("dimension overflows")?)?;
-                    let vector = bytes
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                        .collect();
+                    let vectors = if kind == UPSERT {
+                        r.vectors()?
+                    } else {
+                        PointVectors::one_dense(r.floats()?)
+                    };
                     let len = r.u32()? as usize;
                     let payload = serde_json::from_slice(r.take(len)?)
                         .map_err(|e| format!("payload of point {id}: {e}"))?;
-                    points.push(PointRecord {
+                    points.push(StoredPoint {
                         id,
-                        vector,
+                        vectors,
                         payload,
                     });
                 }
@@ -127,6 +154,46 @@ impl Operation {
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_floats(out: &mut Vec<u8>, values: &[f32]) {
+    put_u32(out, values.len() as u32);
+    out.reserve(4 * values.len());
+    for x in values {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// The vectors a point has: a count and (space, values) of its dense ones, then a count
+/// and (space, indices, values) of its sparse ones. A space index fits a byte
+/// (`MAX_SPACES`).
+fn put_vectors(out: &mut Vec<u8>, v: &PointVectors) {
+    let dense = v
+        .dense
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| Some((i, d.as_ref()?)));
+    out.push(dense.clone().count() as u8);
+    for (space, values) in dense {
+        out.push(space as u8);
+        put_floats(out, values);
+    }
+    let sparse = v
+        .sparse
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i, s.as_ref()?)));
+    out.push(sparse.clone().count() as u8);
+    for (space, s) in sparse {
+        out.push(space as u8);
+        put_u32(out, s.indices.len() as u32);
+        for i in &s.indices {
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        for x in &s.values {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
 }
 
 fn put_id(out: &mut Vec<u8>, id: PointId) {
@@ -161,6 +228,41 @@ impl<'a> Reader<'a> {
     fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
+    fn words(&mut self, n: usize) -> Result<&'a [u8], String> {
+        self.take(n.checked_mul(4).ok_or("length overflows")?)
+    }
+    fn floats(&mut self) -> Result<Vec<f32>, String> {
+        let n = self.u32()? as usize;
+        Ok(self
+            .words(n)?
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect())
+    }
+    fn vectors(&mut self) -> Result<PointVectors, String> {
+        let mut v = PointVectors::default();
+        for _ in 0..self.u8()? {
+            let space = self.u8()? as usize;
+            let values = self.floats()?;
+            v.set_dense(space, values);
+        }
+        for _ in 0..self.u8()? {
+            let space = self.u8()? as usize;
+            let n = self.u32()? as usize;
+            let indices = self
+                .words(n)?
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let values = self
+                .words(n)?
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            v.set_sparse(space, SparseVector { indices, values });
+        }
+        Ok(v)
+    }
     fn id(&mut self) -> Result<PointId, String> {
         match self.u8()? {
             ID_NUM => Ok(PointId::Num(u64::from_le_bytes(
@@ -182,16 +284,30 @@ mod tests {
     #[test]
     fn operations_round_trip_and_damage_is_refused() {
         let payload = json!({"pos": "n", "chars": 12, "tags": ["a", "b"]});
+        let mut spaces = PointVectors::default();
+        spaces.set_dense(2, vec![1.0, 2.0]);
+        spaces.set_sparse(
+            1,
+            SparseVector {
+                indices: vec![3, 70_000],
+                values: vec![0.25, -1.5],
+            },
+        );
         let ops = [
             Operation::Upsert(vec![
-                PointRecord {
+                StoredPoint {
                     id: PointId::Num(7),
-                    vector: vec![0.5, -1.0, f32::MIN_POSITIVE],
+                    vectors: PointVectors::one_dense(vec![0.5, -1.0, f32::MIN_POSITIVE]),
                     payload: payload.as_object().unwrap().clone(),
                 },
-                PointRecord {
+                StoredPoint {
                     id: PointId::Uuid((u128::MAX - 3).into()),
-                    vector: vec![1.0, 2.0, 3.0],
+                    vectors: spaces,
+                    payload: Payload::new(),
+                },
+                StoredPoint {
+                    id: PointId::Num(8),
+                    vectors: PointVectors::default(),
                     payload: Payload::new(),
                 },
             ]),
@@ -211,6 +327,21 @@ mod tests {
         assert!(Operation::decode(&[9])
             .unwrap_err()
             .contains("unknown operation"));
+        // A record of log format 1 (one dense vector per point) replays as dense space 0.
+        let mut v1 = vec![UPSERT_ONE_VECTOR];
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        put_id(&mut v1, PointId::Num(5));
+        put_floats(&mut v1, &[1.0, -2.0]);
+        v1.extend_from_slice(&2u32.to_le_bytes());
+        v1.extend_from_slice(b"{}");
+        assert_eq!(
+            Operation::decode(&v1).unwrap(),
+            Operation::Upsert(vec![StoredPoint {
+                id: PointId::Num(5),
+                vectors: PointVectors::one_dense(vec![1.0, -2.0]),
+                payload: Payload::new(),
+            }])
+        );
         // A payload over the limit is named with its size; one at the limit is not.
         let big = &ops[0];
         let Operation::Upsert(points) = big else {

@@ -24,7 +24,7 @@ use diskvec_index::diskann::{available_memory, MemoryBudget};
 use serde::Serialize;
 
 use crate::collection::Inner;
-use crate::segment::{Points, Sealed};
+use crate::segment::Sealed;
 
 /// The share of the memory the database could use (what is available and what the caches
 /// hold) an automatic search budget takes. The caches give back what the builds reserve
@@ -157,14 +157,8 @@ impl Member {
             } else {
                 0
             },
-            nodes: segments
-                .iter()
-                .map(|s| s.len() as u64 * s.node_record_bytes() as u64)
-                .sum(),
-            raw: segments
-                .iter()
-                .map(|s| s.len() as u64 * config.dim as u64 * 4)
-                .sum(),
+            nodes: segments.iter().map(|s| s.all_node_bytes()).sum(),
+            raw: segments.iter().map(|s| s.raw_vector_bytes()).sum(),
             own: config.search_memory,
             all_in_dram: !config.on_disk,
             fixed: 0,
@@ -234,20 +228,20 @@ impl SearchMemory {
         let budget = self.budget(held);
         let demands: Vec<Demand> = members.iter().map(|m| m.demand.clone()).collect();
         let grants = plan(&demands, budget, self.compact_codes());
-        let mut resized: Vec<(&Arc<Sealed>, usize)> = Vec::new();
+        let mut resized: Vec<(&Arc<Sealed>, f64)> = Vec::new();
         for (m, grant) in members.iter().zip(&grants) {
             m.inner.set_search_grant(*grant);
             if m.demand.all_in_dram {
                 continue;
             }
             for s in &m.segments {
-                resized.push((s, (s.len() as f64 * grant.share) as usize));
+                resized.push((s, grant.share));
             }
         }
         // Shrink first.
-        resized.sort_by_key(|(s, records)| *records >= s.node_cache_room());
-        for (s, records) in resized {
-            if let Err(e) = s.resize_node_cache(records) {
+        resized.sort_by_key(|(s, share)| s.cache_grows_to(*share));
+        for (s, share) in resized {
+            if let Err(e) = s.resize_node_cache(share) {
                 log::warn!("node cache of {}: {e}", s.dir().display());
             }
         }

@@ -21,10 +21,9 @@ fn vector(i: u64) -> Vec<f32> {
 
 fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
     range
-        .map(|i| PointRecord {
-            id: PointId::Num(i),
-            vector: vector(i),
-            payload: json!({"i": i}).as_object().unwrap().clone(),
+        .map(|i| {
+            let payload = json!({"i": i}).as_object().unwrap().clone();
+            PointRecord::new(PointId::Num(i), vector(i), payload)
         })
         .collect()
 }
@@ -40,7 +39,7 @@ fn config() -> CollectionConfig {
 
 /// A budget that a build of `n` points can work in, but only in shards.
 fn sharding_budget(c: &CollectionConfig, n: usize) -> u64 {
-    let shape = c.build_params(&[]).shape(n, DIM).unwrap();
+    let shape = c.build_params(&c.dense[0], &[]).shape(n, DIM).unwrap();
     let smallest = shape.smallest_budget().unwrap();
     let in_memory = shape.plan(u64::MAX / 4).unwrap().in_memory_bytes;
     assert!(
@@ -119,7 +118,7 @@ fn seals_and_merges_run_in_shards_within_the_collections_build_memory() {
             let got = c.get(&[PointId::Num(i)], true, true).unwrap();
             assert_eq!(got.len(), 1, "point {i}");
             assert_eq!(got[0].payload.as_ref().unwrap()["i"], i);
-            let v = got[0].vector.as_ref().unwrap();
+            let v = got[0].vector().unwrap();
             assert!(v.iter().zip(vector(i)).all(|(a, b)| (a - b).abs() < 1e-5));
         }
         assert!(c.get(&[PointId::Num(10)], false, false).unwrap().is_empty());
@@ -208,7 +207,7 @@ fn a_merge_that_does_not_fit_leaves_seals_and_writes_going() {
     const SMALL_SEAL: usize = 4_000;
     let mut cfg = config();
     cfg.seal_threshold = SMALL_SEAL;
-    let shape = |n: usize| cfg.build_params(&[]).shape(n, DIM).unwrap();
+    let shape = |n: usize| cfg.build_params(&cfg.dense[0], &[]).shape(n, DIM).unwrap();
     let seal_budget = shape(SMALL_SEAL).smallest_budget().unwrap();
     let merge_needs = shape(8 * SMALL_SEAL).smallest_budget().unwrap();
     assert!(merge_needs > seal_budget, "{merge_needs} vs {seal_budget}");

@@ -31,11 +31,7 @@ fn payload(i: u64) -> Payload {
 
 fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
     range
-        .map(|i| PointRecord {
-            id: PointId::Num(i),
-            vector: vector(i),
-            payload: payload(i),
-        })
+        .map(|i| PointRecord::new(PointId::Num(i), vector(i), payload(i)))
         .collect()
 }
 
@@ -103,12 +99,8 @@ fn writes_are_read_back_at_once_and_after_reopening() {
             .unwrap();
         assert_eq!(c.count(None), 499);
         let uuid = PointId::parse_uuid("550e8400-e29b-41d4-a716-446655440000").unwrap();
-        c.upsert(vec![PointRecord {
-            id: uuid,
-            vector: vector(7),
-            payload: payload(7),
-        }])
-        .unwrap();
+        c.upsert(vec![PointRecord::new(uuid, vector(7), payload(7))])
+            .unwrap();
         c.set_payload(
             &[PointId::Num(5)],
             json!({"extra": true}).as_object().unwrap(),
@@ -132,7 +124,7 @@ fn writes_are_read_back_at_once_and_after_reopening() {
     assert_eq!(got[0].payload.as_ref().unwrap()["pos"], json!("v"));
     let mut want = vector(5);
     Metric::Cosine.prepare(&mut want);
-    assert_eq!(got[0].vector.as_ref().unwrap(), &want);
+    assert_eq!(got[0].vector().unwrap(), &want[..]);
     let all: Vec<u64> = (0..500).filter(|&i| i != 42).collect();
     for q in [3u64, 77, 301] {
         assert_eq!(
@@ -290,10 +282,14 @@ fn bad_input_is_refused_and_nothing_is_written() {
     let before = c.info().last_op;
     let err = |r: diskvec_db::Result<u64>| r.unwrap_err().to_string();
     let mut short = points(0..2);
-    short[1].vector.pop();
+    let mut v = short[1].vector().unwrap().to_vec();
+    v.pop();
+    short[1] = PointRecord::new(short[1].id, v, short[1].payload.clone());
     assert!(err(c.upsert(short)).contains("dimension 15"), "dimension");
     let mut nan = points(0..2);
-    nan[0].vector[3] = f32::NAN;
+    let mut v = nan[0].vector().unwrap().to_vec();
+    v[3] = f32::NAN;
+    nan[0] = PointRecord::new(nan[0].id, v, nan[0].payload.clone());
     assert!(err(c.upsert(nan)).contains("point 0"));
     let mut big = points(0..1);
     big[0]
@@ -329,7 +325,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
         assert!(db.create_collection(bad, config(10)).is_err(), "{bad:?}");
     }
     let mut zero = config(10);
-    zero.dim = 0;
+    zero.dense[0].dim = 0;
     assert!(db.create_collection("zero", zero).is_err());
     assert!(c.search(&[0.0; 3], &SearchRequest::new(10)).is_err());
     assert!(c.search(&vector(1), &SearchRequest::new(0)).is_err());
@@ -977,16 +973,12 @@ fn a_seal_of_points_the_codebook_does_not_fit_trains_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
     let mut cfg = config(SEAL as usize);
-    cfg.metric = Metric::L2;
+    cfg.dense[0].metric = Metric::L2;
     cfg.idle_merge_ms = 0;
     let c = db.create_collection("c", cfg).unwrap();
     for s in 0..3u64 {
         let batch = (s * SEAL..(s + 1) * SEAL)
-            .map(|i| PointRecord {
-                id: PointId::Num(i),
-                vector: drifting(i),
-                payload: Payload::new(),
-            })
+            .map(|i| PointRecord::new(PointId::Num(i), drifting(i), Payload::new()))
             .collect();
         c.upsert(batch).unwrap();
         let started = std::time::Instant::now();

@@ -64,10 +64,8 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
                     let ids: Vec<u64> = (first..first + BATCH).collect();
                     c.upsert(
                         ids.iter()
-                            .map(|&id| PointRecord {
-                                id: PointId::Num(id),
-                                vector: vector(id),
-                                payload: Payload::new(),
+                            .map(|&id| {
+                                PointRecord::new(PointId::Num(id), vector(id), Payload::new())
                             })
                             .collect(),
                     )

@@ -93,13 +93,10 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
                     Step::Upsert(ids, g) => c
                         .upsert(
                             ids.iter()
-                                .map(|&id| PointRecord {
-                                    id: PointId::Num(id),
-                                    vector: vector(id, *g),
-                                    payload: json!({"tag": format!("t{}", id % 3), "gen": g})
-                                        .as_object()
-                                        .unwrap()
-                                        .clone(),
+                                .map(|&id| {
+                                    let payload = json!({"tag": format!("t{}", id % 3), "gen": g});
+                                    let payload = payload.as_object().unwrap().clone();
+                                    PointRecord::new(PointId::Num(id), vector(id, *g), payload)
                                 })
                                 .collect(),
                         )
@@ -142,7 +139,7 @@ fn contents(storage: CrashStorage) -> Model {
             let PointId::Num(id) = r.id else {
                 panic!("uuid")
             };
-            (id, (r.vector.unwrap(), r.payload.unwrap()))
+            (id, (r.vector().unwrap().to_vec(), r.payload.unwrap()))
         })
         .collect()
 }

@@ -118,10 +118,8 @@ fn child(dir: &Path, from: u64) -> ! {
             Step::Upsert(ids) => c
                 .upsert(
                     ids.iter()
-                        .map(|&id| PointRecord {
-                            id: PointId::Num(id),
-                            vector: vector(id, i),
-                            payload: payload(id, i),
+                        .map(|&id| {
+                            PointRecord::new(PointId::Num(id), vector(id, i), payload(id, i))
                         })
                         .collect(),
                 )
@@ -164,7 +162,7 @@ fn contents(dir: &Path) -> Model {
             let PointId::Num(id) = r.id else {
                 panic!("uuid")
             };
-            model.insert(id, (r.vector.unwrap(), r.payload.unwrap()));
+            model.insert(id, (r.vector().unwrap().to_vec(), r.payload.unwrap()));
         }
         match next {
             Some(n) => offset = Some(n),

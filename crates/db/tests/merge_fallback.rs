@@ -43,7 +43,7 @@ fn a_failed_merge_with_frozen_segments_seals_them_first_and_merges_again() {
     for p in small_points(0..2 * SEAL as u64 + 50) {
         let mut req = SearchRequest::new(3);
         req.search_list = Some(64);
-        let hits = c.search(&p.vector, &req).unwrap();
+        let hits = c.search(p.vector().unwrap(), &req).unwrap();
         assert!(
             hits.iter().any(|h| h.id == p.id),
             "point {:?} not found by its vector",

@@ -65,7 +65,11 @@ fn a_seal_does_not_wait_for_a_merge_running_beside_it() {
     assert!(info.error.is_none(), "{info:?}");
     assert_eq!(sealed(&c), 1 + 2 + 1, "{info:?}");
     for id in [0u64, 450, 899, 950, 1099] {
-        let v = small_points(id..id + 1).remove(0).vector;
+        let v = small_points(id..id + 1)
+            .remove(0)
+            .vector()
+            .unwrap()
+            .to_vec();
         let hits = c.search(&v, &SearchRequest::new(1)).unwrap();
         assert_eq!(hits[0].id, PointId::Num(id));
     }

@@ -15,11 +15,7 @@ use diskvec_db::{Database, Payload, PointId, PointRecord};
 fn point(x: f32, tag: &str) -> PointRecord {
     let mut payload = Payload::new();
     payload.insert("tag".into(), tag.into());
-    PointRecord {
-        id: PointId::Num(1),
-        vector: vec![x, 1.0, 2.0, 3.0],
-        payload,
-    }
+    PointRecord::new(PointId::Num(1), vec![x, 1.0, 2.0, 3.0], payload)
 }
 
 /// A payload operation on point 1, run on a thread of its own.
@@ -69,7 +65,7 @@ fn an_upsert_sent_while_a_payload_update_is_held_is_not_overwritten() {
         let (records, _) = col.scroll(None, 10, None, true, true).unwrap();
         let got = &records[0];
         assert_eq!(
-            got.vector.as_ref().unwrap()[0],
+            got.vector().unwrap()[0],
             old + 1.0,
             "{name}: the update wrote back the vector the upsert replaced"
         );

@@ -13,11 +13,7 @@ use diskvec_db::{Database, Payload, PointId, PointRecord};
 fn point(round: u64) -> PointRecord {
     let mut payload = Payload::new();
     payload.insert("round".into(), round.into());
-    PointRecord {
-        id: PointId::Num(1),
-        vector: vec![round as f32, 1.0, 2.0, 3.0],
-        payload,
-    }
+    PointRecord::new(PointId::Num(1), vec![round as f32, 1.0, 2.0, 3.0], payload)
 }
 
 #[test]
@@ -48,7 +44,7 @@ fn a_payload_update_never_brings_back_the_vector_an_upsert_replaced() {
         let payload = now.payload.as_ref().unwrap();
         // Whichever came last, the upsert's vector stays: the update either ran before it
         // (and was replaced whole) or after it (and kept its vector).
-        if now.vector.as_ref().unwrap()[0] != round as f32 || payload["round"] != round {
+        if now.vector().unwrap()[0] != round as f32 || payload["round"] != round {
             lost.push(round);
         }
     }

@@ -14,13 +14,10 @@ const DIM: usize = 16;
 
 fn points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
     range
-        .map(|i| PointRecord {
-            id: PointId::Num(i),
-            vector: {
-                let mut rng = SmallRng::seed_from_u64(i);
-                (0..DIM).map(|_| rng.random_range(-1.0f32..1.0)).collect()
-            },
-            payload: Default::default(),
+        .map(|i| {
+            let mut rng = SmallRng::seed_from_u64(i);
+            let vector = (0..DIM).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            PointRecord::new(PointId::Num(i), vector, Default::default())
         })
         .collect()
 }
@@ -57,7 +54,7 @@ fn built_once(c: &Collection, points: usize) {
 }
 
 fn points_vector(i: u64) -> Vec<f32> {
-    points(i..i + 1).remove(0).vector
+    points(i..i + 1).remove(0).vector().unwrap().to_vec()
 }
 
 #[test]

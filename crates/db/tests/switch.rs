@@ -32,7 +32,7 @@ fn check_points(c: &diskvec_db::Collection, deleted: &[u64], when: &str) {
         let found = c.get(&[p.id], false, false).unwrap();
         let mut req = SearchRequest::new(10);
         req.search_list = Some(64);
-        let hits = c.search(&p.vector, &req).unwrap();
+        let hits = c.search(p.vector().unwrap(), &req).unwrap();
         if deleted.contains(&i) {
             assert!(found.is_empty(), "{when}: deleted point {i} is still there");
             assert!(

@@ -48,7 +48,9 @@ fn searches_writes_and_info_go_on_while_a_merged_segment_opens() {
         std::thread::sleep(Duration::from_millis(500));
         assert_eq!(sealed(&c), 3, "info() saw the switch done");
         let p = &small_points(7..8)[0];
-        let hits = c.search(&p.vector, &SearchRequest::new(1)).unwrap();
+        let hits = c
+            .search(p.vector().unwrap(), &SearchRequest::new(1))
+            .unwrap();
         assert_eq!(hits[0].id, PointId::Num(7));
         c.upsert(small_points(1_000..1_001)).unwrap();
         assert!(

@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 
 use diskvec_db::{
     parse_metric, Collection, CollectionConfig, Database, DbError, DbOptions, Durability, Filter,
-    Hit, MemoryBudget, Payload, PointId, PointRecord, Record, SearchRequest,
+    Hit, MemoryBudget, NamedVectors, Payload, PointId, PointRecord, Record, SearchRequest, Vector,
 };
 use diskvec_index::limits;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -120,13 +120,15 @@ fn payload_of(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Payload> {
     }
 }
 
-/// A point as a dict: id, version, and payload / vector when asked for.
+/// A point as a dict: id, version, and payload / vectors when asked for. Its vector in the
+/// unnamed space is `vector`; vectors in named spaces are under `vectors` (a dense one as
+/// an array, a sparse one as a dict of `indices` and `values`).
 fn record_dict<'py>(
     py: Python<'py>,
     id: PointId,
     version: u64,
     payload: Option<Payload>,
-    vector: Option<Vec<f32>>,
+    vectors: Option<NamedVectors>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("id", json::id_to_py(py, id)?)?;
@@ -134,8 +136,25 @@ fn record_dict<'py>(
     if let Some(p) = payload {
         d.set_item("payload", json::map_to_py(py, &p)?)?;
     }
-    if let Some(v) = vector {
-        d.set_item("vector", v.into_pyarray(py))?;
+    if let Some(mut vectors) = vectors {
+        if let Some(Vector::Dense(v)) = vectors.remove("") {
+            d.set_item("vector", v.into_pyarray(py))?;
+        }
+        if !vectors.is_empty() {
+            let named = PyDict::new(py);
+            for (name, v) in vectors {
+                match v {
+                    Vector::Dense(v) => named.set_item(name, v.into_pyarray(py))?,
+                    Vector::Sparse(s) => {
+                        let sparse = PyDict::new(py);
+                        sparse.set_item("indices", s.indices.into_pyarray(py))?;
+                        sparse.set_item("values", s.values.into_pyarray(py))?;
+                        named.set_item(name, sparse)?;
+                    }
+                }
+            }
+            d.set_item("vectors", named)?;
+        }
     }
     Ok(d)
 }
@@ -143,7 +162,7 @@ fn record_dict<'py>(
 fn records_list<'py>(py: Python<'py>, records: Vec<Record>) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for r in records {
-        list.append(record_dict(py, r.id, r.version, r.payload, r.vector)?)?;
+        list.append(record_dict(py, r.id, r.version, r.payload, r.vectors)?)?;
     }
     Ok(list)
 }
@@ -151,12 +170,17 @@ fn records_list<'py>(py: Python<'py>, records: Vec<Record>) -> PyResult<Bound<'p
 fn hits_list<'py>(py: Python<'py>, hits: Vec<Hit>) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for h in hits {
-        let d = record_dict(py, h.id, h.version, h.payload, h.vector)?;
+        let d = record_dict(py, h.id, h.version, h.payload, h.vectors)?;
         d.set_item("score", h.score)?;
         d.set_item("distance", h.distance)?;
         list.append(d)?;
     }
     Ok(list)
+}
+
+/// Numbers of a point's unnamed dense vector (the one this API writes).
+fn dense_len(p: &PointRecord) -> usize {
+    p.vector().map_or(0, <[f32]>::len)
 }
 
 /// The WAL takes records up to 64 MiB; a bigger upsert is split into parts below this.
@@ -170,26 +194,33 @@ const PART_POINTS: usize = 100_000;
 fn upsert_parts(col: &Collection, points: Vec<PointRecord>) -> diskvec_db::Result<u64> {
     let sizes: Vec<usize> = points
         .iter()
-        .map(|p| 32 + 4 * p.vector.len() + serde_json::to_vec(&p.payload).map_or(0, |j| j.len()))
+        .map(|p| 32 + 4 * dense_len(p) + serde_json::to_vec(&p.payload).map_or(0, |j| j.len()))
         .collect();
     if points.len() <= PART_POINTS && sizes.iter().sum::<usize>() <= PART_BYTES {
         return col.upsert(points);
     }
     let config = col.config();
+    let Some(space) = config.dense_space("").map(|i| &config.dense[i]) else {
+        return Err(DbError::InvalidInput(format!(
+            "collection {:?} has no unnamed vector space",
+            col.name()
+        )));
+    };
     for (p, &bytes) in points.iter().zip(&sizes) {
         let bad = |m: String| Err(DbError::InvalidInput(format!("point {}: {m}", p.id)));
-        if p.vector.len() != config.dim {
+        let vector = p.vector().unwrap_or_default();
+        if vector.len() != space.dim {
             return bad(format!(
                 "vector has dimension {}, collection {:?} has {}",
-                p.vector.len(),
+                vector.len(),
                 col.name(),
-                config.dim
+                space.dim
             ));
         }
-        if p.vector.iter().any(|x| !x.is_finite()) {
+        if vector.iter().any(|x| !x.is_finite()) {
             return bad("vector holds a non-finite value (NaN or infinity)".into());
         }
-        if bytes - 32 - 4 * p.vector.len() > config.max_payload_bytes {
+        if bytes - 32 - 4 * vector.len() > config.max_payload_bytes {
             return bad(format!(
                 "payload is over {} bytes",
                 config.max_payload_bytes
@@ -361,7 +392,7 @@ impl PyDatabase {
             c.build_list = size(limits::BUILD_LIST, v)?;
         }
         if let Some(v) = pq_bytes {
-            c.pq_bytes = Some(size(limits::pq_bytes(c.dim), v)?);
+            c.pq_bytes = Some(size(limits::pq_bytes(c.dense_numbers()), v)?);
         }
         if let Some(v) = search_list {
             c.search_list = size(limits::SEARCH_LIST, v)?;
@@ -496,10 +527,8 @@ impl PyCollection {
                 .zip(payloads)
                 .enumerate()
                 .filter(|(i, (id, _))| last[*id] == *i)
-                .map(|(i, (id, payload))| PointRecord {
-                    id: *id,
-                    vector: data[i * dim..(i + 1) * dim].to_vec(),
-                    payload,
+                .map(|(i, (id, payload))| {
+                    PointRecord::new(*id, data[i * dim..(i + 1) * dim].to_vec(), payload)
                 })
                 .collect();
             upsert_parts(col, points)
@@ -650,7 +679,7 @@ impl PyCollection {
         };
         let results = self.with(py, |col| {
             if rows > 0 {
-                col.check_query_dimension(dim)?;
+                col.check_query_dimension("", dim)?;
             }
             // One part per thread: each part's sealed-segment reads are in flight together.
             let run = || -> diskvec_db::Result<Vec<Vec<Hit>>> {
@@ -755,6 +784,7 @@ fn request(
         with_payload,
         with_vector,
         score_threshold,
+        using: String::new(),
     })
 }
 

@@ -2,8 +2,8 @@
 
 use diskvec_db::Metric;
 use diskvec_db::{
-    CollectionConfig, CollectionInfo, Durability, Filter, Hit, Payload, PointId, PointRecord,
-    Record,
+    CollectionConfig, CollectionInfo, DenseSpace, Durability, Filter, Hit, NamedVectors, Payload,
+    PointId, PointRecord, Record, SparseModifier, SparseSpace, SparseVector, Vector,
 };
 use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
@@ -82,36 +82,100 @@ pub fn metric_name(m: Metric) -> &'static str {
     }
 }
 
-/// A vector from Qdrant's forms: a list of numbers, or `{"": [...]}` (the default vector).
-pub fn vector(v: &Value, what: &str) -> Result<Vec<f32>> {
-    let list = match v {
-        Value::Array(a) => a,
-        Value::Object(m) if m.len() == 1 && m.contains_key("") => match &m[""] {
-            Value::Array(a) => a,
-            _ => {
-                return Err(ApiError::bad_request(format!(
-                    "{what} must be a list of numbers"
-                )))
-            }
-        },
-        Value::Object(_) => {
-            return Err(ApiError::bad_request(format!(
-                "{what}: named vectors are not supported; send one list of numbers"
-            )))
-        }
-        _ => {
-            return Err(ApiError::bad_request(format!(
-                "{what} must be a list of numbers"
-            )))
-        }
-    };
-    list.iter()
+/// A list of numbers.
+pub fn dense_vector(v: &Value, what: &str) -> Result<Vec<f32>> {
+    let bad = || ApiError::bad_request(format!("{what} must be a list of numbers"));
+    v.as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|x| x.as_f64().map(|f| f as f32).ok_or_else(bad))
+        .collect()
+}
+
+/// `{"indices": [...], "values": [...]}`.
+pub fn sparse_vector(v: &Value, what: &str) -> Result<SparseVector> {
+    let bad = |m: &str| ApiError::bad_request(format!("{what}: {m}"));
+    let indices = v
+        .get("indices")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("indices must be a list of unsigned integers"))?
+        .iter()
+        .map(|i| {
+            i.as_u64()
+                .and_then(|i| u32::try_from(i).ok())
+                .ok_or_else(|| bad("indices must be a list of unsigned 32-bit integers"))
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    let values = v
+        .get("values")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("values must be a list of numbers"))?
+        .iter()
         .map(|x| {
             x.as_f64()
                 .map(|f| f as f32)
-                .ok_or_else(|| ApiError::bad_request(format!("{what} must be a list of numbers")))
+                .ok_or_else(|| bad("values must be a list of numbers"))
         })
-        .collect()
+        .collect::<Result<Vec<f32>>>()?;
+    Ok(SparseVector { indices, values })
+}
+
+/// One vector of a point: a list of numbers (dense) or `{indices, values}` (sparse).
+fn one_vector(v: &Value, what: &str) -> Result<Vector> {
+    match v {
+        Value::Array(a) if a.first().is_some_and(Value::is_array) => Err(ApiError::bad_request(
+            format!("{what}: multivectors are not supported yet"),
+        )),
+        Value::Array(_) => Ok(Vector::Dense(dense_vector(v, what)?)),
+        Value::Object(m) if m.contains_key("indices") => {
+            Ok(Vector::Sparse(sparse_vector(v, what)?))
+        }
+        _ => Err(ApiError::bad_request(format!(
+            "{what} must be a list of numbers or a sparse vector {{\"indices\": [...], \
+             \"values\": [...]}}"
+        ))),
+    }
+}
+
+/// A point's vectors from Qdrant's forms: a list of numbers (the unnamed space), or an
+/// object of space name to vector (named dense and sparse spaces; `""` is the unnamed one).
+pub fn point_vectors(v: &Value, what: &str) -> Result<NamedVectors> {
+    match v {
+        Value::Object(m) if !m.contains_key("indices") => m
+            .iter()
+            .map(|(name, v)| Ok((name.clone(), one_vector(v, &format!("{what}.{name}"))?)))
+            .collect(),
+        Value::Object(_) => Err(ApiError::bad_request(format!(
+            "{what}: a sparse vector needs the name of its space ({{\"name\": {{\"indices\": \
+             ...}}}})"
+        ))),
+        _ => Ok(NamedVectors::from([(String::new(), one_vector(v, what)?)])),
+    }
+}
+
+/// A point's vectors as Qdrant writes them: one list when the point has only a vector in
+/// the unnamed dense space, else an object of space name to vector.
+pub struct VectorsOut(pub NamedVectors);
+
+impl Serialize for VectorsOut {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if self.0.len() == 1 {
+            if let Some(Vector::Dense(v)) = self.0.get("") {
+                return v.serialize(s);
+            }
+        }
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, v) in &self.0 {
+            match v {
+                Vector::Dense(d) => map.serialize_entry(name, d)?,
+                Vector::Sparse(sp) => {
+                    map.serialize_entry(name, &json!({"indices": sp.indices, "values": sp.values}))?
+                }
+            }
+        }
+        map.end()
+    }
 }
 
 pub fn payload(v: Option<&Value>) -> Result<Payload> {
@@ -149,10 +213,10 @@ pub fn upsert_points(mut body: Value) -> Result<Vec<PointRecord>> {
                 let v = p.get("vector").ok_or_else(|| {
                     ApiError::bad_request(format!("points[{i}]: vector is missing"))
                 })?;
-                let vector = vector(v, &format!("points[{i}].vector"))?;
+                let vectors = point_vectors(v, &format!("points[{i}].vector"))?;
                 Ok(PointRecord {
                     id,
-                    vector,
+                    vectors,
                     payload: owned_payload(p.get_mut("payload").map(Value::take))?,
                 })
             })
@@ -162,22 +226,7 @@ pub fn upsert_points(mut body: Value) -> Result<Vec<PointRecord>> {
         .get_mut("batch")
         .ok_or_else(|| ApiError::bad_request("expected `points` or `batch`"))?;
     let ids = point_ids(batch.get("ids"), "batch.ids")?;
-    let vectors = batch
-        .get("vectors")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ApiError::bad_request("batch.vectors must be a list of vectors"))?;
-    if vectors.len() != ids.len() {
-        return Err(ApiError::bad_request(format!(
-            "batch has {} ids and {} vectors",
-            ids.len(),
-            vectors.len()
-        )));
-    }
-    let vectors = vectors
-        .iter()
-        .enumerate()
-        .map(|(i, v)| vector(v, &format!("batch.vectors[{i}]")))
-        .collect::<Result<Vec<_>>>()?;
+    let vectors = batch_vectors(batch.get("vectors"), ids.len())?;
     let payloads = match batch.get_mut("payloads").map(Value::take) {
         None | Some(Value::Null) => vec![Value::Null; ids.len()],
         Some(Value::Array(a)) if a.len() == ids.len() => a,
@@ -190,14 +239,57 @@ pub fn upsert_points(mut body: Value) -> Result<Vec<PointRecord>> {
     ids.into_iter()
         .zip(vectors)
         .zip(payloads)
-        .map(|((id, vector), p)| {
+        .map(|((id, vectors), p)| {
             Ok(PointRecord {
                 id,
-                vector,
+                vectors,
                 payload: owned_payload(Some(p))?,
             })
         })
         .collect()
+}
+
+/// A batch's vectors, one set per id: a list of vectors (the unnamed space), or an object
+/// of space name to a list of vectors.
+fn batch_vectors(v: Option<&Value>, ids: usize) -> Result<Vec<NamedVectors>> {
+    let count = |n: usize, what: &str| {
+        if n == ids {
+            Ok(())
+        } else {
+            Err(ApiError::bad_request(format!(
+                "batch has {ids} ids and {n} {what}"
+            )))
+        }
+    };
+    match v {
+        Some(Value::Array(list)) => {
+            count(list.len(), "vectors")?;
+            list.iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let what = format!("batch.vectors[{i}]");
+                    Ok(NamedVectors::from([(String::new(), one_vector(v, &what)?)]))
+                })
+                .collect()
+        }
+        Some(Value::Object(by_name)) => {
+            let mut out = vec![NamedVectors::new(); ids];
+            for (name, list) in by_name {
+                let list = list.as_array().ok_or_else(|| {
+                    ApiError::bad_request(format!("batch.vectors.{name} must be a list"))
+                })?;
+                count(list.len(), &format!("vectors of {name:?}"))?;
+                for (i, v) in list.iter().enumerate() {
+                    let what = format!("batch.vectors.{name}[{i}]");
+                    out[i].insert(name.clone(), one_vector(v, &what)?);
+                }
+            }
+            Ok(out)
+        }
+        _ => Err(ApiError::bad_request(
+            "batch.vectors must be a list of vectors or an object of named lists",
+        )),
+    }
 }
 
 /// A payload taken out of a request body (moved, not copied).
@@ -264,11 +356,41 @@ impl PayloadSelector {
     }
 }
 
-pub fn with_vector(v: Option<&Value>) -> Result<bool> {
+/// `with_vector`: true/false, or a list of space names to include.
+#[derive(Clone)]
+pub enum VectorSelector {
+    None,
+    All,
+    Names(Vec<String>),
+}
+
+pub fn with_vector(v: Option<&Value>) -> Result<VectorSelector> {
     match v {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(ApiError::bad_request("with_vector must be true or false")),
+        None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(VectorSelector::None),
+        Some(Value::Bool(true)) => Ok(VectorSelector::All),
+        Some(a @ Value::Array(_)) => Ok(VectorSelector::Names(string_list(
+            a,
+            "with_vector: expected true, false or a list of vector names",
+        )?)),
+        Some(_) => Err(ApiError::bad_request(
+            "with_vector: expected true, false or a list of vector names",
+        )),
+    }
+}
+
+impl VectorSelector {
+    pub fn wanted(&self) -> bool {
+        !matches!(self, VectorSelector::None)
+    }
+
+    pub fn apply(&self, v: Option<NamedVectors>) -> Option<VectorsOut> {
+        match (self, v) {
+            (VectorSelector::None, _) | (_, None) => None,
+            (VectorSelector::All, Some(v)) => Some(VectorsOut(v)),
+            (VectorSelector::Names(names), Some(v)) => Some(VectorsOut(
+                v.into_iter().filter(|(k, _)| names.contains(k)).collect(),
+            )),
+        }
     }
 }
 
@@ -292,7 +414,7 @@ pub struct ScoredPoint {
     version: u64,
     score: f32,
     payload: Option<Payload>,
-    vector: Option<Vec<f32>>,
+    vector: Option<VectorsOut>,
 }
 
 /// Qdrant's `Record`: a point as retrieve and scroll return it.
@@ -300,64 +422,42 @@ pub struct ScoredPoint {
 pub struct PointOut {
     id: IdOut,
     payload: Option<Payload>,
-    vector: Option<Vec<f32>>,
+    vector: Option<VectorsOut>,
 }
 
-pub fn hit(h: Hit, sel: &PayloadSelector) -> ScoredPoint {
+pub fn hit(h: Hit, sel: &PayloadSelector, vectors: &VectorSelector) -> ScoredPoint {
     ScoredPoint {
         id: IdOut(h.id),
         version: h.version,
         score: h.score,
         payload: sel.apply(h.payload),
-        vector: h.vector,
+        vector: vectors.apply(h.vectors),
     }
 }
 
-pub fn record(r: Record, sel: &PayloadSelector) -> PointOut {
+pub fn record(r: Record, sel: &PayloadSelector, vectors: &VectorSelector) -> PointOut {
     PointOut {
         id: IdOut(r.id),
         payload: sel.apply(r.payload),
-        vector: r.vector,
+        vector: vectors.apply(r.vectors),
     }
 }
 
 /// A collection's configuration from a create request: Qdrant's fields, plus ours under
 /// `diskvec` (storage paths, WAL path, durability, DiskANN build and search settings).
 pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
-    let vectors = body.get("vectors").ok_or_else(|| {
-        ApiError::bad_request("vectors is missing: {\"size\": N, \"distance\": ...}")
-    })?;
-    if vectors.get("size").is_none() && vectors.is_object() {
-        return Err(ApiError::bad_request(
-            "named vectors are not supported: give vectors as {\"size\": N, \"distance\": ...}",
-        ));
-    }
-    let size = vectors
-        .get("size")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| ApiError::bad_request("vectors.size must be a positive integer"))?;
-    if size == 0 || size > diskvec_db::MAX_DIM as u64 {
-        // Qdrant's wording, which its clients and REST suite check.
-        return Err(ApiError::bad_request(format!(
-            "Validation error in JSON body: [vectors.size: value {size} invalid, must be from 1 \
-             to {}]",
-            diskvec_db::MAX_DIM
-        )));
-    }
-    let distance = vectors
-        .get("distance")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::bad_request("vectors.distance is missing"))?;
-    let mut c = CollectionConfig::new(size as usize, metric(distance)?);
+    let mut c = CollectionConfig::with_spaces(dense_spaces(body)?, sparse_spaces(body)?);
     // Qdrant keeps vectors in RAM unless `on_disk: true`; diskvec keeps them on disk unless
-    // told `on_disk: false` (in `vectors` or `hnsw_config`), which caches every node in DRAM.
-    for (place, field) in [
-        ("vectors.on_disk", vectors.get("on_disk")),
-        (
-            "hnsw_config.on_disk",
-            body.get("hnsw_config").and_then(|h| h.get("on_disk")),
-        ),
-    ] {
+    // told `on_disk: false` (in a vector space or `hnsw_config`), which caches every node in
+    // DRAM.
+    let mut on_disk_fields = vec![(
+        "hnsw_config.on_disk".to_string(),
+        body.get("hnsw_config").and_then(|h| h.get("on_disk")),
+    )];
+    for (name, space) in space_bodies(body.get("vectors")) {
+        on_disk_fields.push((format!("{name}on_disk"), space.get("on_disk")));
+    }
+    for (place, field) in on_disk_fields {
         match field {
             None | Some(Value::Null) => {}
             Some(Value::Bool(false)) => c.on_disk = false,
@@ -381,7 +481,7 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         // Qdrant counts this threshold in KB of vectors; a segment seals past it. Segments
         // below MIN_SEAL_POINTS are scanned anyway, so smaller ones would only add builds.
         if kb > 0 {
-            c.seal_threshold = (kb * 1024 / (4 * c.dim.max(1))).max(MIN_SEAL_POINTS);
+            c.seal_threshold = (kb * 1024 / (4 * c.dense_numbers().max(1))).max(MIN_SEAL_POINTS);
         }
     }
     if let Some(d) = body.get("diskvec") {
@@ -468,6 +568,129 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
     Ok(c)
 }
 
+/// The dense spaces' bodies of a `vectors` field with the prefix of their error messages:
+/// the one unnamed space (`{"size": ..}`), or each named one.
+fn space_bodies(vectors: Option<&Value>) -> Vec<(String, &Value)> {
+    match vectors {
+        Some(v) if v.get("size").is_some() => vec![("vectors.".to_string(), v)],
+        Some(Value::Object(named)) => named
+            .iter()
+            .map(|(name, v)| (format!("vectors.{name}."), v))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The dense spaces of a create request: `vectors` as one unnamed space (`{"size": N,
+/// "distance": ...}`) or as an object of named ones (possibly empty, with sparse ones).
+fn dense_spaces(body: &Value) -> Result<Vec<DenseSpace>> {
+    let vectors = body.get("vectors");
+    if matches!(vectors, None | Some(Value::Null)) && body.get("sparse_vectors").is_none() {
+        return Err(ApiError::bad_request(
+            "vectors is missing: {\"size\": N, \"distance\": ...}",
+        ));
+    }
+    let unnamed = vectors.is_some_and(|v| v.get("size").is_some());
+    if !unnamed && !matches!(vectors, None | Some(Value::Null) | Some(Value::Object(_))) {
+        return Err(ApiError::bad_request(
+            "vectors must be {\"size\": N, \"distance\": ...} or an object of named spaces",
+        ));
+    }
+    space_bodies(vectors)
+        .into_iter()
+        .map(|(prefix, v)| {
+            let size = v.get("size").and_then(Value::as_u64).ok_or_else(|| {
+                ApiError::bad_request(format!("{prefix}size must be a positive integer"))
+            })?;
+            if size == 0 || size > diskvec_db::MAX_DIM as u64 {
+                // Qdrant's wording, which its clients and REST suite check.
+                return Err(ApiError::bad_request(format!(
+                    "Validation error in JSON body: [{prefix}size: value {size} invalid, must \
+                     be from 1 to {}]",
+                    diskvec_db::MAX_DIM
+                )));
+            }
+            if v.get("multivector_config").is_some_and(|m| !m.is_null()) {
+                return Err(ApiError::bad_request(format!(
+                    "{prefix}multivector_config: multivectors are not supported yet"
+                )));
+            }
+            let distance = v
+                .get("distance")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ApiError::bad_request(format!("{prefix}distance is missing")))?;
+            let name = if unnamed {
+                String::new()
+            } else {
+                prefix["vectors.".len()..prefix.len() - 1].to_string()
+            };
+            Ok(DenseSpace {
+                name,
+                dim: size as usize,
+                metric: metric(distance)?,
+            })
+        })
+        .collect()
+}
+
+/// The sparse spaces of a create request: `sparse_vectors` as an object of name to
+/// `{"modifier": "idf" | "none", "index": {...}}`.
+fn sparse_spaces(body: &Value) -> Result<Vec<SparseSpace>> {
+    let named = match body.get("sparse_vectors") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(named)) => named,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "sparse_vectors must be an object of named sparse spaces",
+            ))
+        }
+    };
+    named
+        .iter()
+        .map(|(name, v)| {
+            let modifier = match v.get("modifier") {
+                None | Some(Value::Null) => SparseModifier::None,
+                Some(Value::String(m)) if m.eq_ignore_ascii_case("none") => SparseModifier::None,
+                Some(Value::String(m)) if m.eq_ignore_ascii_case("idf") => SparseModifier::Idf,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "sparse_vectors.{name}.modifier must be \"idf\" or \"none\", got {other}"
+                    )))
+                }
+            };
+            Ok(SparseSpace {
+                name: name.clone(),
+                modifier,
+            })
+        })
+        .collect()
+}
+
+/// `vectors` of a collection's info: the unnamed space's parameters, or an object of the
+/// named ones'.
+fn vectors_info(c: &CollectionConfig) -> Value {
+    let params = |s: &DenseSpace| json!({"size": s.dim, "distance": metric_name(s.metric), "on_disk": c.on_disk});
+    match c.dense.as_slice() {
+        [one] if one.name.is_empty() => params(one),
+        spaces => Value::Object(spaces.iter().map(|s| (s.name.clone(), params(s))).collect()),
+    }
+}
+
+fn sparse_vectors_info(c: &CollectionConfig) -> Value {
+    Value::Object(
+        c.sparse
+            .iter()
+            .map(|s| {
+                let params = match s.modifier {
+                    SparseModifier::Idf => json!({"modifier": "idf"}),
+                    SparseModifier::None => json!({}),
+                };
+                (s.name.clone(), params)
+            })
+            .collect(),
+    )
+}
+
 /// Smallest seal threshold `indexing_threshold` maps to, in points.
 pub const MIN_SEAL_POINTS: usize = 1_000;
 
@@ -505,7 +728,8 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
         "segments_count": info.segments.len(),
         "config": {
             "params": {
-                "vectors": {"size": c.dim, "distance": metric_name(c.metric), "on_disk": c.on_disk},
+                "vectors": vectors_info(c),
+                "sparse_vectors": sparse_vectors_info(c),
                 "shard_number": 1,
                 "replication_factor": 1,
                 "write_consistency_factor": 1,
@@ -519,7 +743,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
                 "deleted_threshold": c.vacuum_threshold,
                 "vacuum_min_vector_number": 1000,
                 "default_segment_number": 0,
-                "indexing_threshold": c.seal_threshold * 4 * c.dim / 1024,
+                "indexing_threshold": c.seal_threshold * 4 * c.dense_numbers() / 1024,
                 "flush_interval_sec": 5,
             },
             "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},

@@ -5,14 +5,14 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use diskvec_db::{Collection, PointId, SearchRequest};
+use diskvec_db::{Collection, PointId, SearchRequest, SparseVector};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::convert::{
-    filter, hit, opt_positive, opt_uint, parse_body, payload, payload_selector, point_id,
-    point_ids, record, string_list, upsert_points, vector, with_vector, IdOut, PayloadSelector,
-    PointOut, ScoredPoint,
+    dense_vector, filter, hit, opt_positive, opt_uint, parse_body, payload, payload_selector,
+    point_id, point_ids, record, sparse_vector, string_list, upsert_points, with_vector, IdOut,
+    PayloadSelector, PointOut, ScoredPoint, VectorSelector,
 };
 use crate::envelope::{ok, ApiError, ApiResult};
 use crate::{blocking, AppState};
@@ -198,9 +198,12 @@ pub async fn retrieve(
     let ids = point_ids(body.get("ids"), "ids")?;
     let sel = payload_selector(body.get("with_payload"), true)?;
     let vectors = with_vector(body.get("with_vector"))?;
-    let wanted = sel.wanted();
-    let records = blocking(move || Ok(col.get(&ids, wanted, vectors)?)).await?;
-    let out: Vec<PointOut> = records.into_iter().map(|r| record(r, &sel)).collect();
+    let (wanted, with_vectors) = (sel.wanted(), vectors.wanted());
+    let records = blocking(move || Ok(col.get(&ids, wanted, with_vectors)?)).await?;
+    let out: Vec<PointOut> = records
+        .into_iter()
+        .map(|r| record(r, &sel, &vectors))
+        .collect();
     Ok(ok(out, t))
 }
 
@@ -216,7 +219,10 @@ pub async fn get_one(
     };
     let mut records = blocking(move || Ok(col.get(&[id], true, true)?)).await?;
     match records.pop() {
-        Some(r) => Ok(ok(record(r, &PayloadSelector::All), t)),
+        Some(r) => Ok(ok(
+            record(r, &PayloadSelector::All, &VectorSelector::All),
+            t,
+        )),
         None => Err(ApiError::not_found(format!(
             "No point with id {} found",
             id
@@ -236,10 +242,13 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
     };
     let sel = payload_selector(body.get("with_payload"), true)?;
     let vectors = with_vector(body.get("with_vector"))?;
-    let wanted = sel.wanted();
+    let (wanted, with_vectors) = (sel.wanted(), vectors.wanted());
     let (records, next) =
-        blocking(move || Ok(col.scroll(f.as_ref(), limit, offset, wanted, vectors)?)).await?;
-    let points: Vec<PointOut> = records.into_iter().map(|r| record(r, &sel)).collect();
+        blocking(move || Ok(col.scroll(f.as_ref(), limit, offset, wanted, with_vectors)?)).await?;
+    let points: Vec<PointOut> = records
+        .into_iter()
+        .map(|r| record(r, &sel, &vectors))
+        .collect();
     Ok(ok(
         ScrollPage {
             points,
@@ -270,26 +279,62 @@ struct ScrollPage {
     next_page_offset: Option<IdOut>,
 }
 
+/// A query vector of a search or query request.
+enum QueryVector {
+    Dense(Vec<f32>),
+    Sparse(SparseVector),
+}
+
 /// A search as Qdrant's `search` and `query` bodies describe it.
 struct ParsedSearch {
-    vector: Vec<f32>,
+    vector: QueryVector,
     req: SearchRequest,
     payload: PayloadSelector,
+    vectors: VectorSelector,
+}
+
+/// A query vector in one of Qdrant's forms, with the space it names (if it does):
+/// `[...]`, `{"indices", "values"}`, `{"name": .., "vector": ..}` (search) or
+/// `{"nearest": ..}` (query).
+fn query_vector(v: &Value, what: &str) -> Result<(QueryVector, Option<String>), ApiError> {
+    match v {
+        Value::Array(_) => Ok((QueryVector::Dense(dense_vector(v, what)?), None)),
+        Value::Object(m) if m.contains_key("indices") => {
+            Ok((QueryVector::Sparse(sparse_vector(v, what)?), None))
+        }
+        Value::Object(m) if m.contains_key("nearest") => query_vector(&m["nearest"], what),
+        Value::Object(m) if m.contains_key("vector") => {
+            let (q, _) = query_vector(&m["vector"], what)?;
+            let name = match m.get("name") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(n)) => Some(n.clone()),
+                Some(_) => {
+                    return Err(ApiError::bad_request(format!(
+                        "{what}.name must be a string"
+                    )))
+                }
+            };
+            Ok((q, name))
+        }
+        _ => Err(ApiError::bad_request(format!(
+            "{what} must be a list of numbers, a sparse vector or {{\"name\": .., \"vector\": ..}}"
+        ))),
+    }
 }
 
 fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearch, ApiError> {
     let raw = body
         .get(vector_key)
         .ok_or_else(|| ApiError::bad_request(format!("{vector_key} is missing")))?;
-    // `{"vector": [...]}` (named form, default name), `{"nearest": [...]}` (query API).
-    let raw = match raw {
-        Value::Object(m) if m.contains_key("nearest") => &m["nearest"],
-        Value::Object(m) if m.contains_key("vector") => &m["vector"],
-        other => other,
-    };
-    let v = vector(raw, vector_key)?;
+    let (vector, named) = query_vector(raw, vector_key)?;
     let limit = opt_positive(body.get("limit").or_else(|| body.get("top")), "limit")?.unwrap_or(10);
     let mut req = SearchRequest::new(limit);
+    req.using = match (named, body.get("using")) {
+        (Some(name), _) => name,
+        (None, None | Some(Value::Null)) => String::new(),
+        (None, Some(Value::String(u))) => u.clone(),
+        (None, Some(_)) => return Err(ApiError::bad_request("using must be a vector name")),
+    };
     req.filter = filter(body.get("filter"))?;
     req.offset = opt_uint(body.get("offset"), "offset")?.unwrap_or(0);
     // hnsw_ef is the candidate list of Qdrant's graph search: our search list.
@@ -305,11 +350,13 @@ fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearch, ApiError
     };
     let payload = payload_selector(body.get("with_payload"), false)?;
     req.with_payload = payload.wanted();
-    req.with_vector = with_vector(body.get("with_vector"))?;
+    let vectors = with_vector(body.get("with_vector"))?;
+    req.with_vector = vectors.wanted();
     Ok(ParsedSearch {
-        vector: v,
+        vector,
         req,
         payload,
+        vectors,
     })
 }
 
@@ -323,8 +370,14 @@ async fn run_searches(
         searches
             .into_iter()
             .map(|p| {
-                let hits = col.search(&p.vector, &p.req)?;
-                Ok(hits.into_iter().map(|h| hit(h, &p.payload)).collect())
+                let hits = match p.vector {
+                    QueryVector::Dense(v) => col.search(&v, &p.req)?,
+                    QueryVector::Sparse(v) => col.search_sparse(v, &p.req)?,
+                };
+                Ok(hits
+                    .into_iter()
+                    .map(|h| hit(h, &p.payload, &p.vectors))
+                    .collect())
             })
             .collect()
     })

@@ -86,7 +86,7 @@ pub(crate) struct Inner {
     search_grant: Mutex<crate::search_memory::Grant>,
     /// The PQ codebook seals encode with (the last merge's, or the first seal's since
     /// open): the PQ phase, most of it training, was a third of a small build.
-    codebook: Mutex<Option<Arc<diskvec_index::diskann::Codebook>>>,
+    codebooks: Mutex<Vec<Option<Arc<diskvec_index::diskann::Codebook>>>>,
 }
 
 impl Inner {
@@ -193,10 +193,35 @@ impl Inner {
         if diskvec_index::Progress::cancelled(&progress) {
             return Err(diskvec_index::IndexError::Cancelled.into());
         }
+        // The spaces are built one after the other: memory for the largest of them.
+        let largest = self
+            .config
+            .dense
+            .iter()
+            .zip(&input.dense)
+            .max_by_key(|(space, input)| input.offsets.len() * space.dim);
+        let Some((space, space_input)) = largest.filter(|(_, i)| !i.offsets.is_empty()) else {
+            // Only sparse vectors: no index to build.
+            return crate::segment::seal(
+                &self.storage,
+                input,
+                dir,
+                &self.config,
+                paths,
+                crate::segment::SealBuild {
+                    budget: 0,
+                    priority: crate::background::BuildPriority::Seal,
+                    codebooks: Vec::new(),
+                    checkpoint: self.checkpoint_dir(lane, kind),
+                },
+                &progress,
+            )
+            .map(|_| ());
+        };
         let shape = self
             .config
-            .build_params(&[])
-            .shape(input.len(), self.config.dim)?;
+            .build_params(space, &[])
+            .shape(space_input.offsets.len(), space.dim)?;
         // A merge leaves room for a seal beside it: writers may be waiting for that one.
         let leave = match lane {
             task::Lane::Seal => 0,
@@ -219,9 +244,9 @@ impl Inner {
         };
         let seal = kind == "seal";
         let given = if seal {
-            lock(&self.codebook).clone()
+            lock(&self.codebooks).clone()
         } else {
-            None
+            Vec::new()
         };
         let built = crate::segment::seal(
             &self.storage,
@@ -232,17 +257,23 @@ impl Inner {
             crate::segment::SealBuild {
                 budget: grant.plan.budget,
                 priority,
-                codebook: given,
+                codebooks: given,
                 checkpoint: self.checkpoint_dir(lane, kind),
             },
             &progress,
         );
-        if let Ok(report) = &built {
-            self.task.set_built(lane, report);
-            // The next seals encode with the codebook this build made (or kept): a new one
+        if let Ok(reports) = &built {
+            if let Some(report) = reports.iter().flatten().next() {
+                self.task.set_built(lane, report);
+            }
+            // The next seals encode with the codebooks this build made (or kept): a new one
             // when the rows no longer fitted the old.
-            if let Some(used) = &report.codebook {
-                *lock(&self.codebook) = Some(Arc::clone(used));
+            let mut codebooks = lock(&self.codebooks);
+            codebooks.resize(reports.len(), None);
+            for (kept, report) in codebooks.iter_mut().zip(reports) {
+                if let Some(used) = report.as_ref().and_then(|r| r.codebook.as_ref()) {
+                    *kept = Some(Arc::clone(used));
+                }
             }
         }
         let built = built.map(|_| ());
@@ -282,9 +313,12 @@ impl Inner {
     /// What a seal of `seal_threshold` points needs to build in memory (0 when it cannot be
     /// planned): what a merge leaves free of the build memory for the seals beside it.
     fn seal_memory(&self) -> u64 {
+        let Some(widest) = self.config.dense.iter().max_by_key(|s| s.dim) else {
+            return 0;
+        };
         self.config
-            .build_params(&[])
-            .shape(self.config.seal_threshold, self.config.dim)
+            .build_params(widest, &[])
+            .shape(self.config.seal_threshold, widest.dim)
             .ok()
             .and_then(|shape| shape.plan(u64::MAX / 4).ok())
             .map_or(0, |plan| plan.in_memory_bytes)

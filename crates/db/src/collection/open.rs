@@ -108,7 +108,7 @@ impl Collection {
             let sealed = Sealed::open(
                 &storage,
                 &seg_dir,
-                config.metric,
+                &config,
                 deleted,
                 &fields,
                 super::node_cache_size(&config, grant),
@@ -201,7 +201,7 @@ impl Collection {
                 .unwrap_or_default()
         );
         let retired_io = super::storage_io::zero_io(&config, dir);
-        let config_seal_bytes = config.seal_threshold * config.dim * 4;
+        let config_seal_bytes = config.seal_threshold * config.dense_numbers() * 4;
         let inner = Arc::new(Inner {
             name: name.to_string(),
             dir: dir.to_path_buf(),
@@ -225,7 +225,7 @@ impl Collection {
             search: Arc::clone(&search),
             search_grant: Mutex::new(grant),
             optimize_waiters: Default::default(),
-            codebook: Default::default(),
+            codebooks: Default::default(),
             pacer: Mutex::new(super::pacer::Pacer::new()),
             frozen_limit: super::write::frozen_limit(
                 config_seal_bytes,
@@ -386,7 +386,12 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
     let manifest = Manifest::read(storage, dir)?;
     let config = &manifest.config;
     let points: u64 = manifest.segments.iter().map(|s| s.points as u64).sum();
-    let record = diskvec_index::diskann::NodeLayout::new(config.dim, config.max_degree).node_bytes;
+    // Every point counted in every dense space: an upper bound when some lack a vector.
+    let record: usize = config
+        .dense
+        .iter()
+        .map(|s| diskvec_index::diskann::NodeLayout::new(s.dim, config.max_degree).node_bytes)
+        .sum();
     let segment_dirs: Vec<PathBuf> = manifest
         .segments
         .iter()
@@ -402,22 +407,27 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
     // against a 35 MB file; at twice, a search process in a 586 MiB cgroup was OOM-killed
     // opening a 1M x 768 segment).
     let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
-    let compact_saving = segment_dirs
+    let index_dirs: Vec<PathBuf> = segment_dirs.iter().flat_map(|d| index_dirs(d)).collect();
+    let compact_saving = index_dirs
         .iter()
         .map(|d| diskvec_index::diskann::compact_saving(d))
         .sum();
-    let fixed = segment_dirs
+    let fixed = index_dirs
         .iter()
-        .map(|d| {
-            size(d.join(diskvec_index::diskann::META_FILE))
-                + 3 * size(d.join(crate::segment::POINTS_FILE))
-        })
-        .sum();
+        .map(|d| size(d.join(diskvec_index::diskann::META_FILE)))
+        .sum::<u64>()
+        + segment_dirs
+            .iter()
+            .map(|d| {
+                3 * size(d.join(crate::segment::POINTS_FILE))
+                    + size(d.join(crate::segment::SPACES_FILE))
+            })
+            .sum::<u64>();
     Ok(Demand {
         navigation_held: 0,
         navigation,
         nodes: points * record as u64,
-        raw: points * config.dim as u64 * 4,
+        raw: points * config.dense_numbers() as u64 * 4,
         own: config.search_memory,
         all_in_dram: !config.on_disk,
         fixed,
@@ -425,13 +435,27 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
     })
 }
 
-/// Bytes of the navigation files in a sealed segment's directory (about what loading them
+/// The directories of a sealed segment's dense indexes: its own (space 0) and each
+/// `dense.<i>/` in it.
+fn index_dirs(segment_dir: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![segment_dir.to_path_buf()];
+    dirs.extend(
+        std::fs::read_dir(segment_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("dense."))
+            .map(|e| e.path()),
+    );
+    dirs
+}
+
+/// Bytes of the navigation files of a sealed segment's indexes (about what loading them
 /// takes in DRAM).
 pub(crate) fn navigation_file_bytes(segment_dir: &Path) -> u64 {
-    std::fs::read_dir(segment_dir)
-        .into_iter()
-        .flatten()
-        .flatten()
+    index_dirs(segment_dir)
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
         .filter(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             name.starts_with("nav.") && name.ends_with(".dvr")

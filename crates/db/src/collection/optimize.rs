@@ -134,7 +134,7 @@ impl Inner {
         Sealed::open(
             &self.storage,
             dir,
-            self.config.metric,
+            &self.config,
             deleted,
             fields,
             cache,

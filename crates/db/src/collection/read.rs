@@ -8,8 +8,10 @@ use diskvec_vector::{check_vectors, Metric};
 
 use super::state::Loc;
 use super::{Collection, Inner};
+use crate::config::SparseModifier;
 use crate::filter::Filter;
-use crate::segment::{Details, FoundPoint, PendingSearch, Segment, SegmentQuery};
+use crate::segment::{Details, FoundPoint, PendingSearch, Segment, SegmentQuery, SpaceQuery};
+use crate::vectors::{NamedVectors, PointVectors, SparseVector, Vector};
 use crate::{DbError, Payload, PointId, Result};
 
 /// A search: the k closest points (after skipping `offset`), optionally filtered.
@@ -25,6 +27,8 @@ pub struct SearchRequest {
     pub with_vector: bool,
     /// Only results scoring at least this (at most, for l2, whose score is a distance).
     pub score_threshold: Option<f32>,
+    /// The vector space searched, by name (`""`: the unnamed one).
+    pub using: String,
 }
 
 impl SearchRequest {
@@ -37,6 +41,7 @@ impl SearchRequest {
             with_payload: false,
             with_vector: false,
             score_threshold: None,
+            using: String::new(),
         }
     }
 }
@@ -51,7 +56,8 @@ pub struct Hit {
     pub distance: f32,
     pub version: u64,
     pub payload: Option<Payload>,
-    pub vector: Option<Vec<f32>>,
+    /// Its vectors by space, when asked for.
+    pub vectors: Option<NamedVectors>,
 }
 
 /// A stored point.
@@ -60,8 +66,30 @@ pub struct Record {
     pub id: PointId,
     pub version: u64,
     pub payload: Option<Payload>,
-    /// As stored: unit length for cosine collections.
-    pub vector: Option<Vec<f32>>,
+    /// Its vectors by space, when asked for, as stored: unit length in cosine spaces.
+    pub vectors: Option<NamedVectors>,
+}
+
+/// The vector in the unnamed dense space among `vectors`, if any.
+fn unnamed(vectors: &Option<NamedVectors>) -> Option<&[f32]> {
+    match vectors.as_ref()?.get("") {
+        Some(Vector::Dense(v)) => Some(v),
+        _ => None,
+    }
+}
+
+impl Hit {
+    /// Its vector in the unnamed dense space, when vectors were asked for.
+    pub fn vector(&self) -> Option<&[f32]> {
+        unnamed(&self.vectors)
+    }
+}
+
+impl Record {
+    /// Its vector in the unnamed dense space, when vectors were asked for.
+    pub fn vector(&self) -> Option<&[f32]> {
+        unnamed(&self.vectors)
+    }
 }
 
 /// The user-facing score of a distance.
@@ -71,6 +99,13 @@ pub fn score_of(metric: Metric, distance: f32) -> f32 {
         Metric::InnerProduct => -distance,
         Metric::L2 => distance.max(0.0).sqrt(),
     }
+}
+
+/// Qdrant's inverse document frequency of a term held by `df` of `points` points:
+/// ln(1 + (N - df + 0.5) / (df + 0.5)).
+pub(crate) fn idf(points: u64, df: u64) -> f32 {
+    let (n, df) = (points as f64, df as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32
 }
 
 /// The segments as a read saw them, by id.
@@ -104,37 +139,98 @@ impl Found {
 const BATCH_CHUNK: usize = 256;
 
 impl Inner {
-    pub(crate) fn check_query_dimension(&self, dim: usize) -> Result<()> {
-        if dim != self.config.dim {
+    /// The dense space `name` names, by index, or a clear refusal.
+    pub(crate) fn dense_space(&self, name: &str) -> Result<usize> {
+        self.config.dense_space(name).ok_or_else(|| {
+            let kind = if self.config.sparse_space(name).is_some() {
+                "is a sparse space, searched with a sparse vector"
+            } else {
+                "is not a vector space of it"
+            };
+            DbError::InvalidInput(format!(
+                "vector space {name:?} {kind} (collection {:?})",
+                self.name
+            ))
+        })
+    }
+
+    /// The sparse space `name` names, by index, or a clear refusal.
+    pub(crate) fn sparse_space(&self, name: &str) -> Result<usize> {
+        self.config.sparse_space(name).ok_or_else(|| {
+            let kind = if self.config.dense_space(name).is_some() {
+                "is a dense space, searched with a dense vector"
+            } else {
+                "is not a sparse vector space of it"
+            };
+            DbError::InvalidInput(format!(
+                "vector space {name:?} {kind} (collection {:?})",
+                self.name
+            ))
+        })
+    }
+
+    pub(crate) fn check_query_dimension(&self, space: &str, dim: usize) -> Result<()> {
+        let want = self.config.dense[self.dense_space(space)?].dim;
+        if dim != want {
             return Err(DbError::InvalidInput(format!(
-                "query has dimension {dim}, collection {:?} has {}",
-                self.name, self.config.dim
+                "query has dimension {dim}, collection {:?} has {want}{}",
+                self.name,
+                crate::config::space_suffix(space)
             )));
         }
         Ok(())
     }
 
     pub(crate) fn search(&self, query: &[f32], req: &SearchRequest) -> Result<Vec<Hit>> {
-        self.check_query_dimension(query.len())?;
+        self.check_query_dimension(&req.using, query.len())?;
         let mut all = self.search_batch(query, req)?;
         Ok(all.pop().unwrap_or_default())
     }
 
-    /// Searches every row of `queries` (row-major, the collection's dimension) with `req`.
-    /// The sealed segments' graph searches of a chunk of queries are all queued before any
-    /// is waited for, so their reads overlap on the segments' search threads.
+    /// Checks a request's page bounds and search list; returns the matches to find
+    /// (`offset + k`) and the search list.
+    fn check_request(&self, req: &SearchRequest) -> Result<(usize, usize)> {
+        let wanted = req.k.saturating_add(req.offset);
+        limits::K.check(req.k)?;
+        if wanted > limits::K.max {
+            return Err(DbError::InvalidInput(format!(
+                "offset + limit must be at most {}, got {wanted}",
+                limits::K.max
+            )));
+        }
+        let search_list = req.search_list.unwrap_or(self.config.search_list);
+        limits::SEARCH_LIST.check(search_list)?;
+        Ok((wanted, search_list))
+    }
+
+    /// The segments as of now.
+    fn snapshot(&self) -> Snapshot {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        state
+            .segments
+            .iter()
+            .map(|(&id, s)| (id, s.clone()))
+            .collect()
+    }
+
+    /// Searches every row of `queries` (row-major, the dimension of the dense space
+    /// `req.using`) with `req`. The sealed segments' graph searches of a chunk of queries
+    /// are all queued before any is waited for, so their reads overlap on the segments'
+    /// search threads.
     pub(crate) fn search_batch(
         &self,
         queries: &[f32],
         req: &SearchRequest,
     ) -> Result<Vec<Vec<Hit>>> {
-        let dim = self.config.dim;
+        let space = self.dense_space(&req.using)?;
+        let dim = self.config.dense[space].dim;
         if !queries.len().is_multiple_of(dim) {
             return Err(DbError::InvalidInput(format!(
                 "queries hold {} numbers, not a whole number of rows of dimension {dim} \
-                 (collection {:?})",
+                 (collection {:?}{})",
                 queries.len(),
-                self.name
+                self.name,
+                crate::config::space_suffix(&req.using)
             )));
         }
         for (row, query) in queries.chunks_exact(dim).enumerate() {
@@ -146,41 +242,26 @@ impl Inner {
                 })
             })?;
         }
-        let wanted = req.k.saturating_add(req.offset);
-        limits::K.check(req.k)?;
-        if wanted > limits::K.max {
-            return Err(DbError::InvalidInput(format!(
-                "offset + limit must be at most {}, got {wanted}",
-                limits::K.max
-            )));
-        }
-        let search_list = req.search_list.unwrap_or(self.config.search_list);
-        limits::SEARCH_LIST.check(search_list)?;
+        let (wanted, search_list) = self.check_request(req)?;
         let filter = req.filter.clone().map(Arc::new);
-        let segments: Snapshot = {
-            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-            state
-                .segments
-                .iter()
-                .map(|(&id, s)| (id, s.clone()))
-                .collect()
-        };
+        let segments = self.snapshot();
         let mut out = Vec::with_capacity(queries.len() / dim);
-        let metric = self.config.metric;
+        let metric = self.config.dense[space].metric;
         for raw in queries.chunks(BATCH_CHUNK * dim) {
             // Each query is prepared for the metric once, for every segment.
             let mut chunk = raw.to_vec();
             chunk.chunks_exact_mut(dim).for_each(|q| metric.prepare(q));
+            let query = |prepared| SegmentQuery {
+                query: SpaceQuery::Dense { space, prepared },
+                k: wanted,
+                search_list,
+                filter: filter.as_ref(),
+            };
             // Every segment's search is started first (sealed ones queue their graph
             // searches), then finished: the DRAM work overlaps the reads.
             let mut started = Vec::new();
             for prepared in chunk.chunks_exact(dim) {
-                let q = SegmentQuery {
-                    prepared,
-                    k: wanted,
-                    search_list,
-                    filter: filter.as_ref(),
-                };
+                let q = query(prepared);
                 let mut per_query = Vec::with_capacity(segments.len());
                 for (_, segment) in &segments {
                     per_query.push(segment.start_search(&q)?);
@@ -188,33 +269,87 @@ impl Inner {
                 started.push(per_query);
             }
             for (prepared, per_query) in chunk.chunks_exact(dim).zip(started) {
-                let q = SegmentQuery {
-                    prepared,
-                    k: wanted,
-                    search_list,
-                    filter: filter.as_ref(),
-                };
-                let mut found: Vec<Found> = Vec::new();
-                let mut searches: Vec<_> = segments.iter().zip(per_query).collect();
-                // The exact searches in DRAM first, while the sealed ones' reads land.
-                searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(_)));
-                for ((id, segment), pending) in searches {
-                    for p in segment.finish_search(&q, pending)? {
-                        found.push(Found::new(*id, p));
-                    }
-                }
-                out.push(self.rank(&segments, found, req)?);
+                let q = query(prepared);
+                let found = self.finish(&segments, &q, per_query)?;
+                out.push(self.rank(&segments, found, req, |d| score_of(metric, d), metric)?);
             }
         }
         Ok(out)
     }
 
+    /// Every segment's hits for `q`, whose searches `per_query` started (the exact ones in
+    /// DRAM first, while the sealed ones' reads land).
+    fn finish(
+        &self,
+        segments: &Snapshot,
+        q: &SegmentQuery,
+        per_query: Vec<PendingSearch>,
+    ) -> Result<Vec<Found>> {
+        let mut found: Vec<Found> = Vec::new();
+        let mut searches: Vec<_> = segments.iter().zip(per_query).collect();
+        searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(_)));
+        for ((id, segment), pending) in searches {
+            for p in segment.finish_search(q, pending)? {
+                found.push(Found::new(*id, p));
+            }
+        }
+        Ok(found)
+    }
+
+    /// The `req.k` best points for a sparse query in the sparse space `req.using`: exact
+    /// dot products (times each term's IDF when the space asks for it) over the points
+    /// sharing a term with it.
+    pub(crate) fn search_sparse(
+        &self,
+        query: SparseVector,
+        req: &SearchRequest,
+    ) -> Result<Vec<Hit>> {
+        let space = self.sparse_space(&req.using)?;
+        let mut query = query
+            .checked()
+            .map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
+        let (wanted, search_list) = self.check_request(req)?;
+        let filter = req.filter.clone().map(Arc::new);
+        let segments = self.snapshot();
+        if self.config.sparse[space].modifier == SparseModifier::Idf {
+            let (mut points, mut per_term) = (0u64, vec![0u64; query.len()]);
+            for (_, segment) in &segments {
+                let (n, df) = segment.sparse_frequencies(space, &query.indices);
+                points += n;
+                per_term.iter_mut().zip(df).for_each(|(t, d)| *t += d);
+            }
+            for (value, df) in query.values.iter_mut().zip(per_term) {
+                *value *= idf(points, df);
+            }
+        }
+        let q = SegmentQuery {
+            query: SpaceQuery::Sparse {
+                space,
+                query: &query,
+            },
+            k: wanted,
+            search_list,
+            filter: filter.as_ref(),
+        };
+        let mut started = Vec::with_capacity(segments.len());
+        for (_, segment) in &segments {
+            started.push(segment.start_search(&q)?);
+        }
+        let found = self.finish(&segments, &q, started)?;
+        // Scores are dot products: higher is better, as for an inner product space.
+        self.rank(&segments, found, req, |d| -d, Metric::InnerProduct)
+    }
+
     /// The page `req` asks for from every segment's candidates, with its details.
+    /// `score` turns a distance into the user's score; `metric` says which way scores
+    /// improve (down for l2, up for the rest) for the score threshold.
     fn rank(
         &self,
         segments: &Snapshot,
         mut found: Vec<Found>,
         req: &SearchRequest,
+        score: impl Fn(f32) -> f32,
+        metric: Metric,
     ) -> Result<Vec<Hit>> {
         // A point being rewritten while we searched can show up in two segments: keep the
         // newer version. (A segment holds each point once, so one segment needs no check.)
@@ -228,10 +363,9 @@ impl Inner {
             found.retain(|f| newest[&f.id] == f.version);
         }
         found.sort_by(|a, b| a.distance.total_cmp(&b.distance).then(a.id.cmp(&b.id)));
-        let metric = self.config.metric;
         let mut hits = Vec::with_capacity(req.k);
         for f in found.into_iter().skip(req.offset).take(req.k) {
-            let score = score_of(metric, f.distance);
+            let score = score(f.distance);
             if let Some(t) = req.score_threshold {
                 let passes = if metric == Metric::L2 {
                     score <= t
@@ -249,15 +383,31 @@ impl Inner {
         Ok(hits
             .into_iter()
             .zip(details.drain(..))
-            .map(|((f, score), (payload, vector))| Hit {
+            .map(|((f, score), (payload, vectors))| Hit {
                 id: f.id,
                 score,
                 distance: f.distance,
                 version: f.version,
                 payload,
-                vector,
+                vectors: vectors.map(|v| self.named(v)),
             })
             .collect())
+    }
+
+    /// Stored vectors by space name.
+    pub(crate) fn named(&self, v: PointVectors) -> NamedVectors {
+        let mut out = NamedVectors::new();
+        for (space, dense) in self.config.dense.iter().zip(v.dense) {
+            if let Some(d) = dense {
+                out.insert(space.name.clone(), Vector::Dense(d));
+            }
+        }
+        for (space, sparse) in self.config.sparse.iter().zip(v.sparse) {
+            if let Some(s) = sparse {
+                out.insert(space.name.clone(), Vector::Sparse(s));
+            }
+        }
+        out
     }
 
     /// Payloads and vectors of points at `locs`, as asked.
@@ -319,11 +469,11 @@ impl Inner {
         Ok(found
             .into_iter()
             .zip(details)
-            .map(|((id, loc), (payload, vector))| Record {
+            .map(|((id, loc), (payload, vectors))| Record {
                 id,
                 version: loc.version,
                 payload,
-                vector,
+                vectors: vectors.map(|v| self.named(v)),
             })
             .collect())
     }
@@ -359,13 +509,20 @@ impl Collection {
         self.inner.search(query, req)
     }
 
-    /// Refuses a query of `dim` numbers unless that is the collection's dimension.
-    pub fn check_query_dimension(&self, dim: usize) -> Result<()> {
-        self.inner.check_query_dimension(dim)
+    /// Refuses a query of `dim` numbers unless that is the dimension of the dense space
+    /// named `space` (`""`: the unnamed one).
+    pub fn check_query_dimension(&self, space: &str, dim: usize) -> Result<()> {
+        self.inner.check_query_dimension(space, dim)
     }
 
-    /// [`search`](Self::search) for every row of `queries` (row-major, the collection's
-    /// dimension), with the sealed segments' reads of many queries in flight at once.
+    /// The `req.k` best points for a sparse query in the sparse space `req.using`.
+    pub fn search_sparse(&self, query: SparseVector, req: &SearchRequest) -> Result<Vec<Hit>> {
+        self.inner.search_sparse(query, req)
+    }
+
+    /// [`search`](Self::search) for every row of `queries` (row-major, the dimension of the
+    /// space `req.using`), with the sealed segments' reads of many queries in flight at
+    /// once.
     pub fn search_batch(&self, queries: &[f32], req: &SearchRequest) -> Result<Vec<Vec<Hit>>> {
         self.inner.search_batch(queries, req)
     }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::state::{Loc, State};
 use super::task::Lane;
 use super::Inner;
-use crate::segment::{Points, SealInput, Segment, VectorPart};
+use crate::segment::{Points, SealInput, Segment, SpaceRef, VectorPart};
+use crate::vectors::SparseVector;
 use crate::Result;
 
 /// More sealed segments than this and the smallest are merged.
@@ -235,47 +236,78 @@ impl Inner {
             state.next_segment_id += 1;
             (id, segs, growing)
         };
-        // Live points as of now, with where each came from; their vectors stay where they
-        // are until the build streams them.
-        let mut points = SealInput::new(self.config.dim);
+        // Live points as of now, with where each came from; their dense vectors stay where
+        // they are until the build streams them.
+        let mut points = SealInput::new(&self.config);
         let mut origin: Vec<Loc> = Vec::new();
         let mut checkpoint = None;
-        // The live offsets of one source segment, taken with their ids, versions, payloads.
-        let mut take = |segment: u64, live: &[u32], source: &dyn Points, versions: &[u64]| {
+        // The live offsets of one source segment, taken with their ids, versions, payloads
+        // and sparse vectors; each dense space's part lists those of them with a vector in
+        // it (`part(space, offsets)`).
+        let mut take = |segment: u64,
+                        live: &[u32],
+                        source: &dyn Points,
+                        versions: &[u64],
+                        sparse: &dyn Fn(u32, usize) -> Option<SparseVector>,
+                        part: &dyn Fn(usize, Vec<u32>) -> VectorPart| {
+            let first = points.len() as u32;
             for &offset in live {
                 let at = offset as usize;
                 let (id, payload) = source.point(offset);
-                points.push_point(id, versions[at], payload);
+                points.push_point(id, versions[at], payload, |space| sparse(offset, space));
                 origin.push(Loc {
                     segment,
                     offset,
                     version: versions[at],
                 });
             }
+            for (space, input) in points.dense.iter_mut().enumerate() {
+                let (old, new): (Vec<u32>, Vec<u32>) = live
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &o)| source.has_vector(o, SpaceRef::Dense(space)))
+                    .map(|(row, &o)| (o, first + row as u32))
+                    .unzip();
+                if !old.is_empty() {
+                    input.parts.push(part(space, old));
+                    input.offsets.extend(new);
+                }
+            }
         };
-        let mut parts = Vec::new();
         for (seg_id, g) in &growing {
             let g = g.read().unwrap_or_else(|e| e.into_inner());
             checkpoint = g.frozen_at.or(checkpoint);
             let live: Vec<u32> = (0..g.len() as u32).filter(|&o| g.is_live(o)).collect();
-            take(*seg_id, &live, &*g, &g.versions);
-            parts.push(VectorPart::Frozen {
-                vectors: g.shared_vectors(),
-                offsets: Some(live),
-            });
+            take(
+                *seg_id,
+                &live,
+                &*g,
+                &g.versions,
+                &|o, space| g.sparse_vector(space, o).cloned(),
+                &|space, offsets| VectorPart::Frozen {
+                    vectors: g.dense(space).shared_vectors(),
+                    offsets: Some(offsets),
+                },
+            );
         }
         for (seg_id, s) in sources.iter().zip(&segs) {
             let deleted = s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone();
             let live: Vec<u32> = (0..s.len() as u32)
                 .filter(|o| !deleted.contains(*o))
                 .collect();
-            take(*seg_id, &live, s.as_ref(), &s.versions);
-            parts.push(VectorPart::Sealed {
-                segment: Arc::clone(s),
-                offsets: live,
-            });
+            take(
+                *seg_id,
+                &live,
+                s.as_ref(),
+                &s.versions,
+                &|o, space| s.sparse_vector(space, o).cloned(),
+                &|space, offsets| VectorPart::Sealed {
+                    segment: Arc::clone(s),
+                    space,
+                    offsets,
+                },
+            );
         }
-        points.parts = parts;
         if !sources.is_empty() && !frozen.is_empty() {
             crate::injected_failure("merge:with-frozen")?;
         }

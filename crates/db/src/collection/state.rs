@@ -10,7 +10,7 @@ use crate::config::CollectionConfig;
 use crate::segment::Points;
 
 use crate::filter::PayloadIndexKind;
-use crate::ops::{Operation, PointRecord};
+use crate::ops::{Operation, StoredPoint};
 use crate::segment::{Growing, Segment};
 use crate::Payload;
 
@@ -124,7 +124,7 @@ impl State {
     }
 
     /// Writes `p` into the active segment, whose write guard is `active`.
-    fn upsert(&mut self, op: u64, p: PointRecord, active: &mut Growing) {
+    fn upsert(&mut self, op: u64, p: StoredPoint, active: &mut Growing) {
         if let Some(old) = self.tracker.get(&p.id) {
             // Equal versions: the id appears twice in one operation; the later copy wins,
             // as if the points were written one after the other.

@@ -70,7 +70,9 @@ impl Collection {
         let state = inner.state.read().unwrap_or_else(|e| e.into_inner());
         for segment in state.segments.values() {
             if let Segment::Sealed(s) = segment {
-                add_all(&mut totals, &s.path_stats());
+                for stats in s.path_stats() {
+                    add_all(&mut totals, &stats);
+                }
             }
         }
         totals

@@ -27,7 +27,7 @@ struct Unloaded {
     changes: u64,
     /// Its read counters, added to the retired ones once the switch holds (a source opened
     /// again starts from zero and keeps counting its own).
-    io: Vec<diskvec_io::PathSnapshot>,
+    io: Vec<Vec<diskvec_io::PathSnapshot>>,
 }
 
 impl Inner {
@@ -100,7 +100,9 @@ impl Inner {
             }
         };
         for u in &unloaded {
-            self.retire_stats(&u.io);
+            for stats in &u.io {
+                self.retire_stats(stats);
+            }
         }
         if let Some(new) = &new {
             carry_over(&mut state, new_id, new, origin);

@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 use diskvec_vector::check_vectors;
 
 use super::{lock, Collection, Inner};
+use crate::config::space_suffix;
 use crate::filter::Filter;
-use crate::ops::{Operation, PointRecord};
+use crate::ops::{Operation, PointRecord, StoredPoint};
+use crate::vectors::{NamedVectors, PointVectors, Vector};
 use crate::wal::RecordBuf;
 use crate::{DbError, Payload, PointId, Result};
 
@@ -185,31 +187,107 @@ impl Inner {
         Ok(())
     }
 
-    /// Checks points and prepares their vectors for the metric; nothing is written when
-    /// any point is refused.
-    fn check_points(&self, mut points: Vec<PointRecord>) -> Result<Vec<PointRecord>> {
+    /// Checks points and prepares their vectors for their spaces' metrics; nothing is
+    /// written when any point is refused.
+    fn check_points(&self, points: Vec<PointRecord>) -> Result<Vec<StoredPoint>> {
         if points.len() > MAX_BATCH {
             return Err(DbError::InvalidInput(format!(
                 "{} points in one write; at most {MAX_BATCH}",
                 points.len()
             )));
         }
-        let dim = self.config.dim;
-        for p in &mut points {
-            if p.vector.len() != dim {
-                return Err(DbError::InvalidInput(format!(
-                    "point {}: vector has dimension {}, collection {:?} has {dim}",
-                    p.id,
-                    p.vector.len(),
-                    self.name
-                )));
+        points
+            .into_iter()
+            .map(|p| {
+                self.check_payload(p.id, &p.payload)?;
+                Ok(StoredPoint {
+                    id: p.id,
+                    vectors: self.checked_vectors(p.id, p.vectors)?,
+                    payload: p.payload,
+                })
+            })
+            .collect()
+    }
+
+    /// A point's vectors by space index, checked (each in a space of the collection, of its
+    /// dimension, finite; sparse ones sorted, without repeated indices) and prepared.
+    fn checked_vectors(&self, id: PointId, named: NamedVectors) -> Result<PointVectors> {
+        let mut out = PointVectors::default();
+        let refuse = |m: String| DbError::InvalidInput(format!("point {id}: {m}"));
+        for (name, vector) in named {
+            match vector {
+                Vector::Dense(mut v) => {
+                    let space = self
+                        .config
+                        .dense_space(&name)
+                        .ok_or_else(|| refuse(self.unknown_space(&name, "dense")))?;
+                    let s = &self.config.dense[space];
+                    if v.len() != s.dim {
+                        return Err(refuse(format!(
+                            "vector has dimension {}, collection {:?} has {}{}",
+                            v.len(),
+                            self.name,
+                            s.dim,
+                            space_suffix(&name)
+                        )));
+                    }
+                    check_vectors(&v, s.dim).map_err(|e| refuse(e.to_string()))?;
+                    s.metric.prepare(&mut v);
+                    out.set_dense(space, v);
+                }
+                Vector::Sparse(v) => {
+                    let space = self
+                        .config
+                        .sparse_space(&name)
+                        .ok_or_else(|| refuse(self.unknown_space(&name, "sparse")))?;
+                    out.set_sparse(space, v.checked().map_err(refuse)?);
+                }
             }
-            check_vectors(&p.vector, dim)
-                .map_err(|e| DbError::InvalidInput(format!("point {}: {e}", p.id)))?;
-            self.check_payload(p.id, &p.payload)?;
-            self.config.metric.prepare(&mut p.vector);
         }
-        Ok(points)
+        Ok(out)
+    }
+
+    /// Why a vector for space `name` of `kind` is refused.
+    fn unknown_space(&self, name: &str, kind: &str) -> String {
+        let other = if kind == "dense" {
+            self.config.sparse_space(name).map(|_| "sparse")
+        } else {
+            self.config.dense_space(name).map(|_| "dense")
+        };
+        match other {
+            Some(other) => format!(
+                "vector space {name:?} of collection {:?} is {other}, the vector {kind}",
+                self.name
+            ),
+            None if name.is_empty() => format!(
+                "collection {:?} has no unnamed vector space; name one of its spaces",
+                self.name
+            ),
+            None => format!(
+                "collection {:?} has no vector space named {name:?}",
+                self.name
+            ),
+        }
+    }
+
+    /// Stored vectors (already checked and prepared) by space index again.
+    fn stored(&self, named: NamedVectors) -> PointVectors {
+        let mut out = PointVectors::default();
+        for (name, vector) in named {
+            match vector {
+                Vector::Dense(v) => {
+                    if let Some(space) = self.config.dense_space(&name) {
+                        out.set_dense(space, v);
+                    }
+                }
+                Vector::Sparse(v) => {
+                    if let Some(space) = self.config.sparse_space(&name) {
+                        out.set_sparse(space, v);
+                    }
+                }
+            }
+        }
+        out
     }
 
     pub(crate) fn upsert(
@@ -285,9 +363,9 @@ impl Inner {
             let mut payload = r.payload.unwrap_or_default();
             change(&mut payload);
             self.check_payload(r.id, &payload)?;
-            points.push(PointRecord {
+            points.push(StoredPoint {
                 id: r.id,
-                vector: r.vector.unwrap_or_default(),
+                vectors: self.stored(r.vectors.unwrap_or_default()),
                 payload,
             });
         }

@@ -8,35 +8,25 @@
 //! moment its write returns. Deleting sets a bit; offsets are never reused, so a frozen
 //! segment's offsets are the sealed segment's.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use diskvec_index::hnsw::GrowingHnsw;
-use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
-use super::seal_input::{SealInput, VectorPart};
-use super::{closest, Points, SegmentHit};
+use super::dense_rows::{DenseRows, Linker};
+use super::seal_input::{SealInput, SpaceInput, VectorPart};
+use super::sparse_column::SparseColumn;
+use super::{Points, SegmentHit};
 use crate::config::CollectionConfig;
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
-use crate::ops::PointRecord;
+use crate::ops::StoredPoint;
+use crate::vectors::{PointVectors, SparseVector};
 use crate::{Payload, PointId};
 
-/// Segments up to this size are scanned: exact, and as fast as a graph walk.
-const SCAN_BELOW: usize = 1_000;
-
 pub(crate) struct Growing {
-    dim: usize,
-    metric: Metric,
-    /// Metric-prepared vectors, row-major: the first rows; `pending` holds the rest. Shared
-    /// with the indexer while it plans, and with a seal's input once frozen (no copy: a
-    /// frozen segment takes no more points).
-    vectors: Arc<Vec<f32>>,
-    /// Rows written while the indexer held `vectors`; moved into it by the first write
-    /// that finds it unshared, and at the freeze.
-    pending: Vec<f32>,
-    /// Links of the first `graph.len()` points (all among `vectors`' rows); only the
-    /// indexer extends it.
-    graph: Arc<RwLock<GrowingHnsw>>,
+    /// One per dense space of the collection.
+    dense: Vec<DenseRows>,
+    /// One per sparse space.
+    sparse: Vec<SparseColumn>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Arc<Vec<Payload>>,
@@ -62,19 +52,12 @@ impl Points for Growing {
     fn candidates(&self, filter: &Filter) -> Option<Candidates> {
         self.index.candidates(filter, self.len() as u32)
     }
-}
 
-/// Most bytes of vectors a growing segment reserves up front.
-const RESERVE_AT_MOST: usize = 256 << 20;
-
-/// Floats to reserve for a growing segment's vectors: a full segment's (`seal_threshold`
-/// rows), up to `RESERVE_AT_MOST`. Reserved address space costs no memory until written;
-/// grown by doubling instead, a segment of 20,010 rows held room for 32,768 (98 MiB at
-/// 768-d for 59 of rows), and each doubling copied all it had.
-fn reserved_floats(config: &CollectionConfig) -> usize {
-    (config.seal_threshold.saturating_add(1))
-        .saturating_mul(config.dim)
-        .min(RESERVE_AT_MOST / 4)
+    fn has_vector(&self, offset: u32, space: super::SpaceRef) -> bool {
+        match space {
+            super::SpaceRef::Dense(i) => self.dense.get(i).is_some_and(|d| d.has(offset)),
+        }
+    }
 }
 
 impl Growing {
@@ -84,16 +67,16 @@ impl Growing {
             index.add_field(field, *kind);
         }
         Self {
-            dim: config.dim,
-            metric: config.metric,
-            vectors: Arc::new(Vec::with_capacity(reserved_floats(config))),
-            pending: Vec::new(),
-            graph: Arc::new(RwLock::new(GrowingHnsw::new(
-                config.dim,
-                config.metric,
-                config.hnsw_m,
-                config.hnsw_ef_construction,
-            ))),
+            dense: config
+                .dense
+                .iter()
+                .map(|space| DenseRows::new(space, config))
+                .collect(),
+            sparse: config
+                .sparse
+                .iter()
+                .map(|_| SparseColumn::default())
+                .collect(),
             ids: Vec::new(),
             versions: Vec::new(),
             payloads: Arc::new(Vec::new()),
@@ -107,55 +90,64 @@ impl Growing {
         self.len() - self.deleted.len() as usize
     }
 
-    /// The vectors, shared (a frozen segment takes no more, so they no longer change; the
-    /// freeze settled them all into one array).
-    pub fn shared_vectors(&self) -> Arc<Vec<f32>> {
-        debug_assert!(self.pending.is_empty(), "vectors shared before settling");
-        Arc::clone(&self.vectors)
+    /// Dense space `space`'s rows.
+    pub fn dense(&self, space: usize) -> &DenseRows {
+        &self.dense[space]
     }
 
-    pub fn vector(&self, offset: u32) -> &[f32] {
-        let at = offset as usize * self.dim;
-        match at.checked_sub(self.vectors.len()) {
-            None => &self.vectors[at..at + self.dim],
-            Some(p) => &self.pending[p..p + self.dim],
+    /// The sparse vector in `space` of the point at `offset`, if it has one.
+    pub fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
+        self.sparse.get(space).and_then(|c| c.get(offset))
+    }
+
+    /// The vectors of the point at `offset`.
+    pub fn vectors(&self, offset: u32) -> PointVectors {
+        PointVectors {
+            dense: self
+                .dense
+                .iter()
+                .map(|d| d.vector(offset).map(<[f32]>::to_vec))
+                .collect(),
+            sparse: self.sparse.iter().map(|s| s.get(offset).cloned()).collect(),
         }
     }
 
-    /// Moves the pending rows into `vectors`, copying them if the indexer still holds them
-    /// (the freeze calls it once; a frozen segment's rows must be in one array).
+    /// Moves the pending rows of every space into their arrays, copying them if the indexer
+    /// still holds them (the freeze calls it once; a frozen segment's rows must be in one
+    /// array).
     pub fn settle(&mut self) {
-        if !self.pending.is_empty() {
-            Arc::make_mut(&mut self.vectors).append(&mut self.pending);
-        }
+        self.dense.iter_mut().for_each(DenseRows::settle);
     }
 
-    /// Moves the pending rows into `vectors` unless the indexer holds it (never copies);
+    /// Settles the pending rows of every space the indexer does not hold (never copies);
     /// returns whether it moved any.
     pub fn settle_unshared(&mut self) -> bool {
-        if self.pending.is_empty() {
-            return false;
+        let mut moved = false;
+        for d in &mut self.dense {
+            moved |= d.settle_unshared();
         }
-        let Some(settled) = Arc::get_mut(&mut self.vectors) else {
-            return false;
-        };
-        settled.append(&mut self.pending);
-        true
+        moved
     }
 
-    /// Appends a point (its vector already prepared); returns its offset.
-    /// Appends `point` (its payload moved in, its vector copied into the segment's rows).
-    pub fn push(&mut self, point: PointRecord, version: u64) -> u32 {
+    /// Appends `point` (its payload and vectors moved in, dense ones copied into the
+    /// spaces' rows); returns its offset.
+    pub fn push(&mut self, point: StoredPoint, version: u64) -> u32 {
         let offset = self.ids.len() as u32;
-        self.settle_unshared();
-        match Arc::get_mut(&mut self.vectors) {
-            Some(settled) if self.pending.is_empty() => settled.extend_from_slice(&point.vector),
-            _ => self.pending.extend_from_slice(&point.vector),
+        let StoredPoint {
+            id,
+            mut vectors,
+            payload,
+        } = point;
+        for (i, rows) in self.dense.iter_mut().enumerate() {
+            rows.push(vectors.dense(i));
         }
-        self.ids.push(point.id);
+        for (i, column) in self.sparse.iter_mut().enumerate() {
+            column.push(vectors.sparse.get_mut(i).and_then(Option::take));
+        }
+        self.ids.push(id);
         self.versions.push(version);
-        self.index.insert(offset, &point.payload);
-        Arc::make_mut(&mut self.payloads).push(point.payload);
+        self.index.insert(offset, &payload);
+        Arc::make_mut(&mut self.payloads).push(payload);
         offset
     }
 
@@ -165,75 +157,77 @@ impl Growing {
         }
     }
 
-    /// The k closest live points matching `filter` to a prepared query: exact for small
-    /// segments and for filters the payload index narrows to few candidates, otherwise a
-    /// graph search with list size `search_list` that only keeps matching points.
-    pub fn search(
+    /// The k closest live points matching `filter` to a prepared dense query in `space`:
+    /// exact for small segments and for filters the payload index narrows to few
+    /// candidates, otherwise a graph search with list size `search_list` that only keeps
+    /// matching points.
+    pub fn search_dense(
         &self,
+        space: usize,
         query: &[f32],
         k: usize,
         search_list: usize,
         filter: Option<&Filter>,
     ) -> Vec<SegmentHit> {
-        let metric_distance = |offset: u32| SegmentHit {
-            offset,
-            distance: self.metric.distance(query, self.vector(offset)),
-        };
-        if let Some(offsets) = self.few_candidates(filter) {
-            return closest(offsets.into_iter().map(metric_distance).collect(), k);
-        }
-        if self.len() <= SCAN_BELOW {
-            let hits = self
-                .matching(filter)
-                .into_iter()
-                .map(metric_distance)
-                .collect();
-            return closest(hits, k);
-        }
-        let graph = self.graph.read().unwrap_or_else(|e| e.into_inner());
-        let linked = graph.len() as u32;
-        let mut hits: Vec<SegmentHit> = graph
-            .search(&self.vectors, query, k, search_list.max(k), &|o| {
-                self.matches(o, filter)
-            })
-            .into_iter()
-            .map(|(distance, offset)| SegmentHit { offset, distance })
-            .collect();
-        drop(graph);
-        // Points the indexer has not linked yet are scanned.
-        hits.extend(
-            (linked..self.len() as u32)
-                .filter(|&o| self.matches(o, filter))
-                .map(metric_distance),
-        );
-        closest(hits, k)
+        let few = self.few_candidates(filter);
+        self.dense[space].search(query, k, search_list, few, &|o| self.matches(o, filter))
     }
 
-    /// Points not linked into the graph yet.
+    /// The k best live points matching `filter` for a sparse query in `space` (weights
+    /// already multiplied by any IDF).
+    pub fn search_sparse(
+        &self,
+        space: usize,
+        query: &SparseVector,
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<SegmentHit> {
+        self.sparse[space].search(query, k, &|o| self.matches(o, filter))
+    }
+
+    /// Live points with a vector in sparse space `space`, and how many hold each of `terms`.
+    pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+        self.sparse[space].frequencies(terms, &|o| self.is_live(o))
+    }
+
+    /// Rows not linked into the graphs yet (the most of any space).
     pub fn unlinked(&self) -> usize {
-        self.len() - self.graph.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.dense
+            .iter()
+            .map(DenseRows::unlinked)
+            .max()
+            .unwrap_or(0)
     }
 
-    /// What the indexer needs to link the next point, taken under the segment's lock and
-    /// used after it is released: the graph and the settled rows. `None` when every settled
-    /// row is linked (rows still pending are settled by the next write).
+    /// What the indexer needs to link the next row of a space that has one, taken under
+    /// the segment's lock and used after it is released. `None` when every settled row of
+    /// every space is linked (rows still pending are settled by the next write).
     pub fn linker(&self) -> Option<Linker> {
-        let linked = self.graph.read().unwrap_or_else(|e| e.into_inner()).len();
-        (linked * self.dim < self.vectors.len()).then(|| Linker {
-            graph: Arc::clone(&self.graph),
-            vectors: Arc::clone(&self.vectors),
-        })
+        self.dense.iter().find_map(DenseRows::linker)
     }
 
     /// The points (not deletes or indexes) to seal from, taken under a short read lock:
-    /// vectors and payloads shared, not copied.
+    /// dense rows and payloads shared, not copied.
     pub fn seal_input(&self) -> SealInput {
+        let len = self.len() as u32;
         SealInput {
-            dim: self.dim,
-            parts: vec![VectorPart::Frozen {
-                vectors: self.shared_vectors(),
-                offsets: None,
-            }],
+            dense: self
+                .dense
+                .iter()
+                .map(|rows| {
+                    let offsets: Vec<u32> = rows.present(len).collect();
+                    let all = offsets.len() == len as usize;
+                    SpaceInput {
+                        dim: rows.dim(),
+                        parts: vec![VectorPart::Frozen {
+                            vectors: rows.shared_vectors(),
+                            offsets: (!all).then(|| offsets.clone()),
+                        }],
+                        offsets,
+                    }
+                })
+                .collect(),
+            sparse: self.sparse.iter().map(|s| s.vectors().to_vec()).collect(),
             ids: self.ids.clone(),
             versions: self.versions.clone(),
             payloads: Arc::clone(&self.payloads),
@@ -241,12 +235,12 @@ impl Growing {
     }
 
     pub fn dram_bytes(&self) -> usize {
-        (self.vectors.len() + self.pending.capacity()) * 4
+        self.dense.iter().map(DenseRows::dram_bytes).sum::<usize>()
             + self
-                .graph
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .dram_bytes()
+                .sparse
+                .iter()
+                .map(SparseColumn::dram_bytes)
+                .sum::<usize>()
             + self.ids.capacity() * 24
             + self.versions.capacity() * 8
             + self
@@ -259,84 +253,76 @@ impl Growing {
     }
 }
 
-/// The indexer's handle on a growing segment: its graph and the rows the graph may link.
-pub(crate) struct Linker {
-    graph: Arc<RwLock<GrowingHnsw>>,
-    vectors: Arc<Vec<f32>>,
-}
-
-impl Linker {
-    /// Links the next unlinked point. The insertion is planned under the graph's read lock
-    /// (searches go on) and applied under its write lock, which is held only to copy link
-    /// lists. Only the indexer links, so nothing changes the graph between the two.
-    pub fn link_next(&self) {
-        let plan = {
-            let graph = self.graph.read().unwrap_or_else(|e| e.into_inner());
-            graph.plan(&self.vectors)
-        };
-        self.graph
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .apply_planned(&self.vectors, plan);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{DenseSpace, SparseSpace};
+    use diskvec_vector::Metric;
 
-    fn record(i: u64) -> PointRecord {
-        PointRecord {
-            id: PointId::Num(i),
-            vector: vec![i as f32, 1.0, 2.0, 3.0],
-            payload: Payload::new(),
-        }
-    }
-
-    /// Rows written while the indexer plans wait in `pending` and read as any other; the
-    /// next write (or the indexer) settles them once the indexer lets go, and the graph
-    /// only ever links settled rows.
+    /// Each point has any subset of the spaces; each space's search finds only points
+    /// that have a vector in it.
     #[test]
-    fn rows_written_while_the_indexer_plans_are_kept_beside_and_settled_after() {
-        let config = CollectionConfig::new(4, Metric::L2);
-        let mut g = Growing::new(&config, &[]);
-        for i in 0..10 {
-            g.push(record(i), i);
-        }
-        let linker = g.linker().expect("ten rows to link");
-        for i in 10..15 {
-            g.push(record(i), i);
-        }
-        assert_eq!(g.pending.len(), 5 * 4, "the indexer held the rows");
-        linker.link_next();
-        for i in 0..15u32 {
-            assert_eq!(g.vector(i)[0], i as f32);
-        }
-        drop(linker);
-        while let Some(linker) = g.linker() {
-            linker.link_next();
-        }
-        assert_eq!(
-            g.unlinked(),
-            5,
-            "pending rows are not linked before they settle"
+    fn points_have_any_subset_of_the_spaces() {
+        let config = CollectionConfig::with_spaces(
+            vec![
+                DenseSpace {
+                    name: "a".into(),
+                    dim: 2,
+                    metric: Metric::L2,
+                },
+                DenseSpace {
+                    name: "b".into(),
+                    dim: 3,
+                    metric: Metric::L2,
+                },
+            ],
+            vec![SparseSpace {
+                name: "s".into(),
+                modifier: Default::default(),
+            }],
         );
-        assert!(g.settle_unshared());
-        assert!(g.pending.is_empty());
-        while let Some(linker) = g.linker() {
-            linker.link_next();
+        let mut g = Growing::new(&config, &[]);
+        let mut only_b = PointVectors::default();
+        only_b.set_dense(1, vec![0.0, 0.0, 1.0]);
+        let mut only_s = PointVectors::default();
+        only_s.set_sparse(
+            0,
+            SparseVector {
+                indices: vec![4],
+                values: vec![2.0],
+            },
+        );
+        for (i, v) in [PointVectors::one_dense(vec![1.0, 0.0]), only_b, only_s]
+            .into_iter()
+            .enumerate()
+        {
+            g.push(
+                StoredPoint {
+                    id: PointId::Num(i as u64),
+                    vectors: v,
+                    payload: Payload::new(),
+                },
+                1,
+            );
         }
-        assert_eq!(g.unlinked(), 0);
-        for i in 0..15u32 {
-            assert_eq!(g.vector(i)[0], i as f32);
-        }
-        // The freeze settles even rows the indexer still holds (by copying them).
-        let linker = g.linker();
-        assert!(linker.is_none());
-        let held = Arc::clone(&g.vectors);
-        g.push(record(15), 15);
-        g.settle();
-        assert_eq!(g.shared_vectors().len(), 16 * 4);
-        assert_eq!(held.len(), 15 * 4);
+        let found = |hits: Vec<SegmentHit>| hits.iter().map(|h| h.offset).collect::<Vec<_>>();
+        assert_eq!(found(g.search_dense(0, &[0.0, 0.0], 10, 10, None)), vec![0]);
+        assert_eq!(found(g.search_dense(1, &[0.0; 3], 10, 10, None)), vec![1]);
+        let q = SparseVector {
+            indices: vec![4],
+            values: vec![1.0],
+        };
+        assert_eq!(found(g.search_sparse(0, &q, 10, None)), vec![2]);
+        assert_eq!(g.sparse_frequencies(0, &[4, 5]), (1, vec![1, 0]));
+        g.delete(2);
+        assert!(g.search_sparse(0, &q, 10, None).is_empty());
+        assert_eq!(g.sparse_frequencies(0, &[4]), (0, vec![0]));
+        let v = g.vectors(1);
+        assert!(v.dense(0).is_none() && v.dense(1).is_some() && v.sparse(0).is_none());
+        let input = g.seal_input();
+        assert_eq!(input.dense[0].offsets, vec![0]);
+        assert_eq!(input.dense[1].offsets, vec![1]);
+        assert!(input.sparse[0][2].is_some());
+        assert!(input.rows_match());
     }
 }

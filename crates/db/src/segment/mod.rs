@@ -2,22 +2,33 @@
 //! graph live on SSD as a DiskANN index. Points inside a segment are addressed by offset;
 //! the collection's id tracker maps external ids to (segment, offset).
 
+mod dense_rows;
 mod files;
 mod growing;
 mod ids;
 mod payloads;
 mod seal_input;
 mod sealed;
+mod spaces_file;
+mod sparse_column;
 
 use std::sync::{Arc, RwLock};
 
 use crate::filter::{Candidates, Filter};
+use crate::vectors::{PointVectors, SparseVector};
 use crate::{Payload, PointId};
 
 pub(crate) use files::{read_deleted, write_deleted, POINTS_FILE};
 pub(crate) use growing::Growing;
 pub(crate) use seal_input::{SealInput, VectorPart};
 pub(crate) use sealed::{seal, NodeCacheSize, SealBuild, Sealed, SearchDram, EXACT_LIMIT};
+pub(crate) use spaces_file::SPACES_FILE;
+
+/// One of a collection's vector spaces, by its index in the config's dense list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpaceRef {
+    Dense(usize),
+}
 
 /// Matches a segment found for a query: offset and distance (smaller is closer).
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +52,8 @@ pub(crate) trait Points {
     fn point(&self, offset: u32) -> (PointId, &Payload);
     /// The payload indexes' candidates for `filter` (see `PayloadIndex::candidates`).
     fn candidates(&self, filter: &Filter) -> Option<Candidates>;
+    /// Whether the point at `offset` has a vector in `space`.
+    fn has_vector(&self, offset: u32, space: SpaceRef) -> bool;
 
     fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
         self.is_live(offset)
@@ -99,8 +112,8 @@ pub(crate) fn closest(mut hits: Vec<SegmentHit>, k: usize) -> Vec<SegmentHit> {
     hits
 }
 
-/// A point's payload and vector, each when asked for.
-pub(crate) type Details = (Option<Payload>, Option<Vec<f32>>);
+/// A point's payload and vectors, each when asked for.
+pub(crate) type Details = (Option<Payload>, Option<PointVectors>);
 
 /// One segment's search between `Segment::start_search` and `Segment::finish_search`.
 pub(crate) enum PendingSearch {
@@ -117,10 +130,22 @@ pub(crate) struct FoundPoint {
     pub version: u64,
 }
 
-/// What a search asks of every segment: a query already prepared for the metric, the
-/// matches wanted, the graph's search list, the filter.
+/// A query vector in one space, as every segment is asked it.
+#[derive(Clone, Copy)]
+pub(crate) enum SpaceQuery<'a> {
+    /// Prepared for the dense space's metric.
+    Dense { space: usize, prepared: &'a [f32] },
+    /// Sorted, its weights multiplied by any IDF.
+    Sparse {
+        space: usize,
+        query: &'a SparseVector,
+    },
+}
+
+/// What a search asks of every segment: a query in one space, the matches wanted, the
+/// graph's search list, the filter.
 pub(crate) struct SegmentQuery<'a> {
-    pub prepared: &'a [f32],
+    pub query: SpaceQuery<'a>,
     pub k: usize,
     pub search_list: usize,
     pub filter: Option<&'a Arc<Filter>>,
@@ -132,11 +157,11 @@ impl Segment {
     /// Starts a search: a sealed segment queues its graph search, so that many segments'
     /// (and many queries') reads overlap; a growing one waits for `finish_search`.
     pub fn start_search(&self, q: &SegmentQuery) -> crate::Result<PendingSearch> {
-        Ok(match self {
-            Segment::Sealed(s) => {
-                PendingSearch::Sealed(s.start_search(q.prepared, q.k, q.search_list, q.filter)?)
-            }
-            Segment::Growing(_) => PendingSearch::Growing,
+        Ok(match (self, q.query) {
+            (Segment::Sealed(s), SpaceQuery::Dense { space, prepared }) => PendingSearch::Sealed(
+                s.start_search(space, prepared, q.k, q.search_list, q.filter)?,
+            ),
+            _ => PendingSearch::Growing,
         })
     }
 
@@ -146,32 +171,60 @@ impl Segment {
         q: &SegmentQuery,
         pending: PendingSearch,
     ) -> crate::Result<Vec<FoundPoint>> {
+        let filter = q.filter.map(|f| &**f);
         match (self, pending) {
-            (Segment::Sealed(s), PendingSearch::Sealed(started)) => Ok(s
-                .finish_search(q.prepared, started)?
-                .into_iter()
-                .map(|hit| FoundPoint {
-                    hit,
-                    id: s.id(hit.offset),
-                    version: s.versions[hit.offset as usize],
-                })
-                .collect()),
+            (Segment::Sealed(s), pending) => {
+                let hits = match (q.query, pending) {
+                    (SpaceQuery::Dense { prepared, .. }, PendingSearch::Sealed(started)) => {
+                        s.finish_search(prepared, started)?
+                    }
+                    (SpaceQuery::Sparse { space, query }, _) => {
+                        s.search_sparse(space, query, q.k, filter)
+                    }
+                    (SpaceQuery::Dense { .. }, PendingSearch::Growing) => {
+                        unreachable!("a sealed segment's dense search is started as one")
+                    }
+                };
+                Ok(hits
+                    .into_iter()
+                    .map(|hit| FoundPoint {
+                        hit,
+                        id: s.id(hit.offset),
+                        version: s.versions[hit.offset as usize],
+                    })
+                    .collect())
+            }
             (Segment::Growing(g), _) => {
                 let g = g.read().unwrap_or_else(|e| e.into_inner());
-                Ok(
-                    g.search(q.prepared, q.k, q.search_list, q.filter.map(|f| &**f))
-                        .into_iter()
-                        .map(|hit| FoundPoint {
-                            hit,
-                            id: g.ids[hit.offset as usize],
-                            version: g.versions[hit.offset as usize],
-                        })
-                        .collect(),
-                )
+                let hits = match q.query {
+                    SpaceQuery::Dense { space, prepared } => {
+                        g.search_dense(space, prepared, q.k, q.search_list, filter)
+                    }
+                    SpaceQuery::Sparse { space, query } => {
+                        g.search_sparse(space, query, q.k, filter)
+                    }
+                };
+                Ok(hits
+                    .into_iter()
+                    .map(|hit| FoundPoint {
+                        hit,
+                        id: g.ids[hit.offset as usize],
+                        version: g.versions[hit.offset as usize],
+                    })
+                    .collect())
             }
-            (Segment::Sealed(_), PendingSearch::Growing) => {
-                unreachable!("a sealed segment's search is started as one")
-            }
+        }
+    }
+
+    /// Live points with a vector in sparse space `space`, and how many of them hold each of
+    /// `terms` (what an IDF weighting sums over the segments).
+    pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+        match self {
+            Segment::Growing(g) => g
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .sparse_frequencies(space, terms),
+            Segment::Sealed(s) => s.sparse_frequencies(space, terms),
         }
     }
 
@@ -191,7 +244,7 @@ impl Segment {
                     .map(|&o| {
                         (
                             with_payload.then(|| g.payloads[o as usize].clone()),
-                            with_vector.then(|| g.vector(o).to_vec()),
+                            with_vector.then(|| g.vectors(o)),
                         )
                     })
                     .collect())

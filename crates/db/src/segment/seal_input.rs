@@ -9,6 +9,7 @@ use std::sync::Arc;
 use diskvec_index::diskann::VectorSource;
 
 use super::Sealed;
+use crate::vectors::SparseVector;
 use crate::{Payload, PointId};
 
 /// Rows of vectors one chunk of a seal's input holds at most (and at most 4 MiB).
@@ -22,14 +23,16 @@ pub(crate) enum VectorPart {
         vectors: Arc<Vec<f32>>,
         offsets: Option<Vec<u32>>,
     },
-    /// Nodes of a sealed segment, read from SSD.
+    /// Nodes of a sealed segment's index of dense space `space`, read from SSD.
     Sealed {
         segment: Arc<Sealed>,
+        space: usize,
         offsets: Vec<u32>,
     },
 }
 
 impl VectorPart {
+    /// The rows of a part (of a frozen segment's rows of `dim` numbers).
     fn rows(&self, dim: usize) -> usize {
         match self {
             Self::Frozen {
@@ -44,21 +47,39 @@ impl VectorPart {
     }
 }
 
+/// One dense space of a segment to build: the points that have a vector in it.
+#[derive(Default)]
+pub(crate) struct SpaceInput {
+    pub dim: usize,
+    /// Their vectors, in offset order.
+    pub parts: Vec<VectorPart>,
+    /// Their offsets in the new segment, ascending: the ids of the space's index.
+    pub offsets: Vec<u32>,
+}
+
 /// The points of a segment to build, by their new offsets.
 pub(crate) struct SealInput {
-    pub dim: usize,
-    /// The vectors, in offset order.
-    pub parts: Vec<VectorPart>,
+    /// One per dense space of the collection.
+    pub dense: Vec<SpaceInput>,
+    /// One per sparse space: each point's vector, by new offset.
+    pub sparse: Vec<Vec<Option<SparseVector>>>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Arc<Vec<Payload>>,
 }
 
 impl SealInput {
-    pub fn new(dim: usize) -> Self {
+    pub fn new(config: &crate::config::CollectionConfig) -> Self {
         Self {
-            dim,
-            parts: Vec::new(),
+            dense: config
+                .dense
+                .iter()
+                .map(|s| SpaceInput {
+                    dim: s.dim,
+                    ..Default::default()
+                })
+                .collect(),
+            sparse: vec![Vec::new(); config.sparse.len()],
             ids: Vec::new(),
             versions: Vec::new(),
             payloads: Arc::new(Vec::new()),
@@ -69,18 +90,28 @@ impl SealInput {
         self.ids.len()
     }
 
-    /// Appends a point's id, version and payload; its vector comes from the parts, whose
-    /// rows the caller keeps in step.
-    pub fn push_point(&mut self, id: PointId, version: u64, payload: &Payload) {
+    /// Appends a point's id, version, payload and sparse vectors; its dense vectors come
+    /// from the spaces' parts, which the caller keeps in step.
+    pub fn push_point(
+        &mut self,
+        id: PointId,
+        version: u64,
+        payload: &Payload,
+        sparse: impl Fn(usize) -> Option<SparseVector>,
+    ) {
         self.ids.push(id);
         self.versions.push(version);
         Arc::make_mut(&mut self.payloads).push(payload.clone());
+        for (i, column) in self.sparse.iter_mut().enumerate() {
+            column.push(sparse(i));
+        }
     }
 
-    /// The vectors, streamed for a build; the ids are the new offsets.
-    pub fn source(&self) -> SealSource<'_> {
+    /// Dense space `space`'s vectors, streamed for a build; the ids are the points' new
+    /// offsets.
+    pub fn source(&self, space: usize) -> SealSource<'_> {
         SealSource {
-            input: self,
+            space: &self.dense[space],
             part: 0,
             row_in_part: 0,
             delivered: 0,
@@ -88,9 +119,13 @@ impl SealInput {
         }
     }
 
-    /// Whether the parts hold one vector per point (a mismatch is a bug of the caller).
+    /// Whether every space's parts hold one vector per point listed for it, and every
+    /// sparse space one entry per point (a mismatch is a bug of the caller).
     pub fn rows_match(&self) -> bool {
-        self.parts.iter().map(|p| p.rows(self.dim)).sum::<usize>() == self.len()
+        self.dense.iter().all(|s| {
+            s.parts.iter().map(|p| p.rows(s.dim)).sum::<usize>() == s.offsets.len()
+                && s.offsets.last().is_none_or(|&o| (o as usize) < self.len())
+        }) && self.sparse.iter().all(|c| c.len() == self.len())
     }
 }
 
@@ -98,7 +133,7 @@ impl SealInput {
 /// from sealed segments (as new offsets; neighbours that are not carried over are left
 /// out), so that a merge builds only the edges between its sources.
 pub(crate) struct SealSource<'a> {
-    input: &'a SealInput,
+    space: &'a SpaceInput,
     part: usize,
     row_in_part: usize,
     delivered: usize,
@@ -108,11 +143,11 @@ pub(crate) struct SealSource<'a> {
 
 impl VectorSource for SealSource<'_> {
     fn dim(&self) -> usize {
-        self.input.dim
+        self.space.dim
     }
 
     fn rows(&self) -> usize {
-        self.input.len()
+        self.space.offsets.len()
     }
 
     fn seed_lists(&mut self, lists: &mut Vec<Vec<u32>>) {
@@ -124,10 +159,10 @@ impl VectorSource for SealSource<'_> {
         data.clear();
         ids.clear();
         self.seeds.clear();
-        let dim = self.input.dim;
+        let dim = self.space.dim;
         let limit = CHUNK_ROWS.min((CHUNK_BYTES / (4 * dim.max(1))).max(1));
         while ids.len() < limit {
-            let Some(part) = self.input.parts.get(self.part) else {
+            let Some(part) = self.space.parts.get(self.part) else {
                 break;
             };
             let rows = part.rows(dim);
@@ -156,14 +191,18 @@ impl VectorSource for SealSource<'_> {
                     }
                     self.seeds.resize(self.seeds.len() + take, Vec::new());
                 }
-                VectorPart::Sealed { segment, offsets } => {
+                VectorPart::Sealed {
+                    segment,
+                    space,
+                    offsets,
+                } => {
                     let read = segment
-                        .vectors_and_neighbours(&offsets[span])
+                        .vectors_and_neighbours(*space, &offsets[span])
                         .map_err(|e| {
                             format!("reading vectors of segment {}: {e}", segment.dir.display())
                         })?;
                     // The part's rows are its live offsets in increasing order, numbered
-                    // from `first` in the new segment.
+                    // from `first` among the space's rows.
                     let first = (self.delivered - self.row_in_part) as u32;
                     for (v, neighbours) in read {
                         data.extend_from_slice(&v);
@@ -177,7 +216,11 @@ impl VectorSource for SealSource<'_> {
                     }
                 }
             }
-            ids.extend((self.delivered..self.delivered + take).map(|o| o as i64));
+            ids.extend(
+                self.space.offsets[self.delivered..self.delivered + take]
+                    .iter()
+                    .map(|&o| i64::from(o)),
+            );
             self.delivered += take;
             self.row_in_part += take;
         }

@@ -1,7 +1,8 @@
-//! A sealed segment: a DiskANN index of a frozen growing segment (node i's external id is
-//! its offset), with the points' ids, versions and payloads in DRAM and a deleted bitmap.
-//! Only the bitmap changes after sealing; an update of a sealed point writes a new version
-//! into the growing segment and deletes this one.
+//! A sealed segment: a DiskANN index per dense space of a frozen growing segment (a node's
+//! external id is its point's offset; points without a vector in the space are left out of
+//! its index), the sparse spaces' vectors and the points' ids, versions and payloads in
+//! DRAM, and a deleted bitmap. Only the bitmap changes after sealing; an update of a sealed
+//! point writes a new version into the growing segment and deletes this one.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +17,12 @@ use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
 use super::files::{read_points, write_points, POINTS_FILE};
-use super::{closest, Points, SealInput, SegmentHit};
-use crate::config::CollectionConfig;
+use super::spaces_file::SpacesFile;
+use super::sparse_column::SparseColumn;
+use super::{closest, Points, SealInput, SegmentHit, SpaceRef};
+use crate::config::{CollectionConfig, DenseSpace};
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
+use crate::vectors::{PointVectors, SparseVector};
 use crate::{Payload, PointId, Result};
 
 /// A filter whose index candidates number at most this is answered exactly: the matches'
@@ -41,6 +45,7 @@ pub(crate) enum StartedSearch {
     /// Answered without the graph (a selective filter).
     Done(Vec<SegmentHit>),
     Graph {
+        space: usize,
         graph: GraphSearch,
         k: usize,
         filter: Option<Arc<Filter>>,
@@ -52,13 +57,36 @@ pub(crate) enum GraphSearch {
     Done(diskvec_index::Result<SearchResult>),
 }
 
-pub(crate) struct Sealed {
-    pub dir: PathBuf,
+/// The DiskANN index of one dense space of a sealed segment.
+struct DenseIndex {
+    dir: PathBuf,
     metric: Metric,
     index: Arc<DiskIndex>,
-    /// The segment's search threads, started at its first graph search; `Err` (e.g. no
+    /// The index's search threads, started at its first graph search; `Err` (e.g. no
     /// read engine could be set up) sends graph searches to the caller's thread instead.
     service: OnceLock<std::result::Result<SearchService, String>>,
+    counts: Counts,
+}
+
+/// Where dense space `space`'s index of the segment in `dir` lies: space 0 in the segment's
+/// directory (where the one space of a segment sealed before named spaces lies), the others
+/// in `dense.<space>/` inside it. Likewise for the segment's directories on the storage
+/// paths.
+pub(crate) fn space_dir(dir: &Path, space: usize) -> PathBuf {
+    if space == 0 {
+        dir.to_path_buf()
+    } else {
+        dir.join(format!("dense.{space}"))
+    }
+}
+
+pub(crate) struct Sealed {
+    pub dir: PathBuf,
+    /// One per dense space of the collection: `None` when no point of the segment has a
+    /// vector in it.
+    dense: Vec<Option<DenseIndex>>,
+    /// One per sparse space.
+    sparse: Vec<SparseColumn>,
     ids: super::ids::IdColumn,
     pub versions: Vec<u64>,
     payloads: super::payloads::PayloadColumn,
@@ -66,11 +94,10 @@ pub(crate) struct Sealed {
     /// Bumped at every delete; the manifest writer compares it to what it last wrote.
     pub deleted_changes: AtomicU64,
     pub payload_index: RwLock<PayloadIndex>,
-    counts: Counts,
 }
 
 /// Graph searches of one sealed segment and what they read.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct SearchCounts {
     pub searches: u64,
     pub reads: u64,
@@ -99,13 +126,16 @@ impl Counts {
 pub(crate) struct SealBuild {
     pub budget: u64,
     pub priority: crate::background::BuildPriority,
-    pub codebook: Option<Arc<diskvec_index::diskann::Codebook>>,
+    /// Per dense space, the codebook to encode with, if any.
+    pub codebooks: Vec<Option<Arc<diskvec_index::diskann::Codebook>>>,
     /// Where a build in shards keeps its finished shards (`BuildParams::checkpoint`).
     pub checkpoint: PathBuf,
 }
 
-/// Builds the DiskANN index and the points file of `input` into `dir` as `how` says;
-/// returns the build's report (with the codebook its codes were made with).
+/// Builds the DiskANN index of every dense space of `input` that has points, one after the
+/// other, then its spaces file and points file, into `dir` as `how` says; returns each
+/// space's build report (with the codebook its codes were made with), `None` for a space
+/// without points.
 pub(crate) fn seal(
     storage: &Arc<dyn crate::storage::Storage>,
     input: &SealInput,
@@ -114,7 +144,7 @@ pub(crate) fn seal(
     paths: &[PathBuf],
     how: SealBuild,
     progress: &dyn diskvec_index::Progress,
-) -> Result<diskvec_index::diskann::BuildReport> {
+) -> Result<Vec<Option<diskvec_index::diskann::BuildReport>>> {
     crate::storage::create_dir_all_durable(storage.as_ref(), dir)
         .map_err(crate::error::file_error(dir))?;
     if !input.rows_match() {
@@ -123,21 +153,46 @@ pub(crate) fn seal(
             input.len()
         )));
     }
-    let params = diskvec_index::diskann::BuildParams {
-        codebook: how.codebook,
-        checkpoint: Some(how.checkpoint),
-        storage: Arc::clone(storage),
-        ..config.build_params(paths)
+    let mut reports = Vec::with_capacity(config.dense.len());
+    for (i, space) in config.dense.iter().enumerate() {
+        if input.dense[i].offsets.is_empty() {
+            reports.push(None);
+            continue;
+        }
+        let index_dir = space_dir(dir, i);
+        crate::storage::create_dir_all_durable(storage.as_ref(), &index_dir)
+            .map_err(crate::error::file_error(&index_dir))?;
+        let space_paths: Vec<PathBuf> = paths.iter().map(|p| space_dir(p, i)).collect();
+        for p in &space_paths {
+            crate::storage::create_dir_all_durable(storage.as_ref(), p)
+                .map_err(crate::error::file_error(p))?;
+        }
+        let params = diskvec_index::diskann::BuildParams {
+            codebook: how.codebooks.get(i).cloned().flatten(),
+            checkpoint: Some(space_dir(&how.checkpoint, i)),
+            storage: Arc::clone(storage),
+            ..config.build_params(space, &space_paths)
+        };
+        let report = crate::background::run_build(how.priority, || {
+            build_from(
+                &mut input.source(i),
+                &params,
+                MemoryBudget::Bytes(how.budget),
+                &index_dir,
+                progress,
+            )
+        })?;
+        reports.push(Some(report));
+    }
+    let spaces = SpacesFile {
+        dense_present: input
+            .dense
+            .iter()
+            .map(|s| s.offsets.iter().copied().collect())
+            .collect(),
+        sparse: input.sparse.clone(),
     };
-    let report = crate::background::run_build(how.priority, || {
-        build_from(
-            &mut input.source(),
-            &params,
-            MemoryBudget::Bytes(how.budget),
-            dir,
-            progress,
-        )
-    })?;
+    spaces.write(storage.as_ref(), dir)?;
     write_points(
         storage.as_ref(),
         &dir.join(POINTS_FILE),
@@ -145,7 +200,7 @@ pub(crate) fn seal(
         &input.versions,
         &input.payloads,
     )?;
-    Ok(report)
+    Ok(reports)
 }
 
 impl Points for Sealed {
@@ -173,6 +228,14 @@ impl Points for Sealed {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .candidates(filter, self.len() as u32)
+    }
+
+    fn has_vector(&self, offset: u32, space: SpaceRef) -> bool {
+        match space {
+            SpaceRef::Dense(i) => self
+                .dense_index(i)
+                .is_some_and(|d| d.index.node_of(i64::from(offset)).is_some()),
+        }
     }
 }
 
@@ -203,49 +266,79 @@ pub struct SearchDram {
 }
 
 impl Sealed {
-    /// Opens a sealed segment holding `cache` of its node records in DRAM, as `memory`
-    /// says: whether it loads its navigation file when it has one
-    /// (`CollectionConfig::navigation`), and steers by its compact codes.
+    /// Opens a sealed segment of a collection with `config`'s spaces, holding `cache` of
+    /// its node records in DRAM, as `memory` says: whether it loads its navigation files
+    /// when it has them (`CollectionConfig::navigation`), and steers by its compact codes.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         storage: &Arc<dyn crate::storage::Storage>,
         dir: &Path,
-        metric: Metric,
+        config: &CollectionConfig,
         deleted: RoaringBitmap,
         fields: &[(String, PayloadIndexKind)],
         cache: NodeCacheSize,
         memory: SearchDram,
     ) -> Result<Self> {
-        let options = OpenOptions {
-            cache_nodes: Some(match cache {
-                NodeCacheSize::All => diskvec_index::limits::MAX_VECTORS,
-                NodeCacheSize::Share(_) => 0,
-            }),
-            navigation: memory.navigation,
-            compact_codes: memory.compact_codes,
-            storage: Arc::clone(storage),
-            ..OpenOptions::default()
-        };
-        let index = DiskIndex::open(dir, &options)?;
-        if let NodeCacheSize::Share(share) = cache {
-            if share > 0.0 {
-                index.resize_node_cache((index.len() as f64 * share) as usize)?;
-            }
-        }
         let super::files::PointsFile {
             ids,
             versions,
             payloads,
         } = read_points(&dir.join(POINTS_FILE))?;
-        if ids.len() != index.len() {
-            return Err(crate::DbError::Corrupt {
-                path: dir.to_path_buf(),
-                message: format!(
-                    "{POINTS_FILE} lists {} points, the index {}",
-                    ids.len(),
-                    index.len()
-                ),
-            });
+        let corrupt = |message: String| crate::DbError::Corrupt {
+            path: dir.to_path_buf(),
+            message,
+        };
+        // A segment sealed before named spaces has every point in dense space 0 alone.
+        let spaces = SpacesFile::read(dir)?.unwrap_or_else(|| SpacesFile {
+            dense_present: vec![(0..ids.len() as u32).collect()],
+            sparse: Vec::new(),
+        });
+        if spaces.dense_present.len() > config.dense.len()
+            || spaces.sparse.len() > config.sparse.len()
+        {
+            return Err(corrupt(format!(
+                "the segment has {} dense and {} sparse spaces, the collection {} and {}",
+                spaces.dense_present.len(),
+                spaces.sparse.len(),
+                config.dense.len(),
+                config.sparse.len()
+            )));
         }
+        if let Some(c) = spaces.sparse.iter().find(|c| c.len() != ids.len()) {
+            return Err(corrupt(format!(
+                "a sparse space lists {} points, {POINTS_FILE} {}",
+                c.len(),
+                ids.len()
+            )));
+        }
+        let mut dense = Vec::with_capacity(config.dense.len());
+        for (i, space) in config.dense.iter().enumerate() {
+            let present = spaces.dense_present.get(i);
+            match present.filter(|p| !p.is_empty()) {
+                None => dense.push(None),
+                Some(present) => {
+                    let index = Self::open_index(storage, dir, i, space, cache, memory)?;
+                    if present.len() != index.index.len() as u64
+                        || present.max().is_some_and(|m| m as usize >= ids.len())
+                    {
+                        return Err(corrupt(format!(
+                            "dense space {i} lists {} points, its index {}",
+                            present.len(),
+                            index.index.len()
+                        )));
+                    }
+                    dense.push(Some(index));
+                }
+            }
+        }
+        let mut sparse: Vec<SparseColumn> = spaces
+            .sparse
+            .into_iter()
+            .map(SparseColumn::from_vectors)
+            .collect();
+        sparse.resize_with(config.sparse.len(), || {
+            SparseColumn::from_vectors(vec![None; ids.len()])
+        });
         let mut payload_index = PayloadIndex::new();
         for (field, kind) in fields {
             payload_index.add_field(field, *kind);
@@ -257,17 +350,70 @@ impl Sealed {
         }
         Ok(Self {
             dir: dir.to_path_buf(),
-            metric,
-            index: Arc::new(index),
-            service: OnceLock::new(),
+            dense,
+            sparse,
             ids,
             versions,
             payloads,
             deleted: RwLock::new(deleted),
             deleted_changes: AtomicU64::new(0),
             payload_index: RwLock::new(payload_index),
+        })
+    }
+
+    fn open_index(
+        storage: &Arc<dyn crate::storage::Storage>,
+        dir: &Path,
+        space: usize,
+        config: &DenseSpace,
+        cache: NodeCacheSize,
+        memory: SearchDram,
+    ) -> Result<DenseIndex> {
+        let options = OpenOptions {
+            cache_nodes: Some(match cache {
+                NodeCacheSize::All => diskvec_index::limits::MAX_VECTORS,
+                NodeCacheSize::Share(_) => 0,
+            }),
+            navigation: memory.navigation,
+            compact_codes: memory.compact_codes,
+            storage: Arc::clone(storage),
+            ..OpenOptions::default()
+        };
+        let index_dir = space_dir(dir, space);
+        let index = DiskIndex::open(&index_dir, &options)?;
+        if index.metric() != config.metric || index.dim() != config.dim {
+            return Err(crate::DbError::Corrupt {
+                path: index_dir,
+                message: format!(
+                    "the index holds {}-d {} vectors, the space {}-d {}",
+                    index.dim(),
+                    index.metric().name(),
+                    config.dim,
+                    config.metric.name()
+                ),
+            });
+        }
+        if let NodeCacheSize::Share(share) = cache {
+            if share > 0.0 {
+                index.resize_node_cache((index.len() as f64 * share) as usize)?;
+            }
+        }
+        Ok(DenseIndex {
+            dir: index_dir,
+            metric: config.metric,
+            index: Arc::new(index),
+            service: OnceLock::new(),
             counts: Counts::default(),
         })
+    }
+
+    /// The indexes of the dense spaces the segment's points have vectors in.
+    fn indexes(&self) -> impl Iterator<Item = &DenseIndex> {
+        self.dense.iter().flatten()
+    }
+
+    fn dense_index(&self, space: usize) -> Option<&DenseIndex> {
+        self.dense.get(space).and_then(Option::as_ref)
     }
 
     pub fn dir(&self) -> &Path {
@@ -284,60 +430,79 @@ impl Sealed {
         self.payloads.get(offset as usize)
     }
 
-    /// Whether its walk is steered by the compact code set.
+    /// Whether its walks are steered by the compact code sets.
     pub fn uses_compact_codes(&self) -> bool {
-        self.index.uses_compact_codes()
+        self.indexes().any(|d| d.index.uses_compact_codes())
     }
 
-    /// Bytes of PQ codes it holds in DRAM (full or compact).
+    /// Bytes of PQ codes it holds in DRAM (full or compact), all spaces together.
     pub fn code_bytes_held(&self) -> usize {
-        self.index.code_bytes_held()
+        self.indexes().map(|d| d.index.code_bytes_held()).sum()
     }
 
-    /// Bytes of the segment's navigation file (what loading it would take), loaded or not.
+    /// Bytes of the segment's navigation files (what loading them would take), loaded or
+    /// not.
     pub fn navigation_file_bytes(&self) -> u64 {
         crate::collection::navigation_file_bytes(&self.dir)
     }
 
     /// Bytes of the navigation data held in DRAM (0 without it).
     pub fn navigation_bytes(&self) -> usize {
-        self.index
-            .navigation()
-            .map_or(0, diskvec_index::diskann::Navigation::dram_bytes)
+        self.indexes()
+            .filter_map(|d| d.index.navigation())
+            .map(diskvec_index::diskann::Navigation::dram_bytes)
+            .sum()
     }
 
-    pub fn node_record_bytes(&self) -> usize {
-        self.index.node_record_bytes()
+    /// Bytes of all its node records: what holding every one in DRAM takes.
+    pub fn all_node_bytes(&self) -> u64 {
+        self.indexes()
+            .map(|d| d.index.len() as u64 * d.index.node_record_bytes() as u64)
+            .sum()
+    }
+
+    /// Bytes of the dense vectors it holds, all spaces together.
+    pub fn raw_vector_bytes(&self) -> u64 {
+        self.indexes()
+            .map(|d| d.index.len() as u64 * d.index.dim() as u64 * 4)
+            .sum()
     }
 
     pub fn node_cache_bytes(&self) -> usize {
-        self.index.node_cache_bytes()
+        self.indexes().map(|d| d.index.node_cache_bytes()).sum()
     }
 
     pub fn cached_nodes(&self) -> usize {
-        self.index.cached_nodes()
+        self.indexes().map(|d| d.index.cached_nodes()).sum()
     }
 
-    /// Node records the segment's cache has room for.
-    pub fn node_cache_room(&self) -> usize {
-        self.index.node_cache_room()
+    /// Whether holding `share` of its node records grows a cache (rather than shrinks).
+    pub fn cache_grows_to(&self, share: f64) -> bool {
+        self.indexes()
+            .any(|d| (d.index.len() as f64 * share) as usize >= d.index.node_cache_room())
     }
 
-    /// Holds `records` node records in DRAM from now on (searches running keep theirs).
-    pub fn resize_node_cache(&self, records: usize) -> Result<()> {
-        self.index.resize_node_cache(records)?;
+    /// Holds `share` of each index's node records in DRAM from now on (searches running
+    /// keep theirs).
+    pub fn resize_node_cache(&self, share: f64) -> Result<()> {
+        for d in self.indexes() {
+            d.index
+                .resize_node_cache((d.index.len() as f64 * share) as usize)?;
+        }
         Ok(())
     }
 
     /// Graph searches since open, the node reads they sent and the nodes they found in
-    /// DRAM instead.
+    /// DRAM instead, all spaces together.
     pub fn search_counts(&self) -> SearchCounts {
         use std::sync::atomic::Ordering::Relaxed;
-        SearchCounts {
-            searches: self.counts.searches.load(Relaxed),
-            reads: self.counts.reads.load(Relaxed),
-            cache_hits: self.counts.cache_hits.load(Relaxed),
+        let mut total = SearchCounts::default();
+        for d in self.indexes() {
+            total.searches += d.counts.searches.load(Relaxed);
+            total.reads += d.counts.reads.load(Relaxed);
+            total.cache_hits += d.counts.cache_hits.load(Relaxed);
         }
+        total
     }
 
     pub fn deleted_count(&self) -> usize {
@@ -373,8 +538,9 @@ impl Sealed {
         }
     }
 
-    /// The k closest live points matching `filter`, by the filter's share of the segment
-    /// (from the payload indexes, or estimated on a sample of payloads):
+    /// The k closest live points matching `filter` to a dense query in `space`, by the
+    /// filter's share of the segment (from the payload indexes, or estimated on a sample
+    /// of payloads):
     /// - at most `EXACT_LIMIT` matches: exact, from their vectors (read from SSD);
     /// - up to `PQ_SCAN_SHARE` of the segment: every match ranked by its code in DRAM,
     ///   the best `search_list` re-ranked by their full vectors;
@@ -382,19 +548,24 @@ impl Sealed {
     ///   route it), its list widened by 1 / share so that about `search_list` matches are
     ///   met; if it still finds fewer than k, exact over the matches.
     ///
-    /// This half plans, answers what needs no graph at once, and queues a graph search on
-    /// the segment's search threads, so one caller can keep many queries (and segments) in
+    /// Points without a vector in the space are in no index and never found. This half
+    /// plans, answers what needs no graph at once, and queues a graph search on the
+    /// index's search threads, so one caller can keep many queries (and segments) in
     /// flight before waiting in `finish_search`.
     ///
-    /// `query` is prepared for the collection's metric (`Metric::prepare`), once for every
+    /// `query` is prepared for the space's metric (`Metric::prepare`), once for every
     /// segment a request searches, as `finish_search` takes it too.
     pub fn start_search(
         self: &Arc<Self>,
+        space: usize,
         query: &[f32],
         k: usize,
         search_list: usize,
         filter: Option<&Arc<Filter>>,
     ) -> Result<StartedSearch> {
+        let Some(dense) = self.dense_index(space) else {
+            return Ok(StartedSearch::Done(Vec::new()));
+        };
         let len = self.len().max(1);
         let mut share = 1.0;
         if let Some(f) = filter.map(|f| f.as_ref()) {
@@ -412,13 +583,14 @@ impl Sealed {
                     (share <= PQ_SCAN_SHARE).then(|| self.matching(Some(f)))
                 }
             };
-            if let Some(offsets) = planned {
+            if let Some(mut offsets) = planned {
                 share = offsets.len() as f64 / len as f64;
+                offsets.retain(|&o| dense.index.node_of(i64::from(o)).is_some());
                 if offsets.len() <= EXACT_LIMIT as usize {
-                    return Ok(StartedSearch::Done(self.exact(query, &offsets, k)?));
+                    return Ok(StartedSearch::Done(dense.exact(query, &offsets, k)?));
                 }
                 if share <= PQ_SCAN_SHARE {
-                    return Ok(StartedSearch::Done(self.pq_scan(
+                    return Ok(StartedSearch::Done(dense.pq_scan(
                         query,
                         &offsets,
                         k,
@@ -430,7 +602,7 @@ impl Sealed {
         let me = Arc::clone(self);
         let predicate = filter.cloned();
         let accept: Accept = Arc::new(move |id| me.matches(id as u32, predicate.as_deref()));
-        let cap = limits::SEARCH_LIST.max.min(self.len().max(k));
+        let cap = limits::SEARCH_LIST.max.min(dense.index.len().max(k));
         let widened = (search_list.max(k) as f64 / share.max(1e-3)).ceil() as usize;
         let list = widened.min(cap).max(k);
         let params = SearchParams {
@@ -440,11 +612,12 @@ impl Sealed {
             query_prepared: true,
             ..Default::default()
         };
-        let graph = match self.service() {
+        let graph = match dense.service() {
             Some(service) => GraphSearch::Queued(service.submit(query, &params, Some(accept))?),
-            None => GraphSearch::Done(self.index.search_where(query, &params, Some(accept))),
+            None => GraphSearch::Done(dense.index.search_where(query, &params, Some(accept))),
         };
         Ok(StartedSearch::Graph {
+            space,
             graph,
             k,
             filter: filter.cloned(),
@@ -453,19 +626,28 @@ impl Sealed {
 
     /// Waits for a search `start_search` queued and completes it.
     pub fn finish_search(&self, query: &[f32], started: StartedSearch) -> Result<Vec<SegmentHit>> {
-        let (graph, k, filter) = match started {
+        let (space, graph, k, filter) = match started {
             StartedSearch::Done(hits) => return Ok(hits),
-            StartedSearch::Graph { graph, k, filter } => (graph, k, filter),
+            StartedSearch::Graph {
+                space,
+                graph,
+                k,
+                filter,
+            } => (space, graph, k, filter),
         };
+        let dense = self
+            .dense_index(space)
+            .expect("a graph search is started on an index");
         let found = match graph {
             GraphSearch::Queued(pending) => pending.wait()?,
             GraphSearch::Done(result) => result?,
         };
-        self.counts.add(&found);
+        dense.counts.add(&found);
         if found.ids.len() < k && filter.is_some() {
             // The graph could not reach k matches: the filter is narrower than it looked.
-            let offsets = self.matching(filter.as_deref());
-            return self.exact(query, &offsets, k);
+            let mut offsets = self.matching(filter.as_deref());
+            offsets.retain(|&o| dense.index.node_of(i64::from(o)).is_some());
+            return dense.exact(query, &offsets, k);
         }
         Ok(found
             .ids
@@ -478,8 +660,151 @@ impl Sealed {
             .collect())
     }
 
-    /// The segment's search threads, started on first use (a segment that is never
-    /// searched costs no threads).
+    /// The sparse vector in `space` of the point at `offset`, if it has one.
+    pub fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
+        self.sparse.get(space).and_then(|c| c.get(offset))
+    }
+
+    /// The k best live points matching `filter` for a sparse query in `space` (weights
+    /// already multiplied by any IDF).
+    pub fn search_sparse(
+        &self,
+        space: usize,
+        query: &SparseVector,
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<SegmentHit> {
+        self.sparse.get(space).map_or_else(Vec::new, |c| {
+            c.search(query, k, &|o| self.matches(o, filter))
+        })
+    }
+
+    /// Live points with a vector in sparse space `space`, and how many hold each of `terms`.
+    pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+        self.sparse
+            .get(space)
+            .map_or((0, vec![0; terms.len()]), |c| {
+                c.frequencies(terms, &|o| self.is_live(o))
+            })
+    }
+
+    /// The share of live points matching `filter`, from `SHARE_SAMPLE` evenly spaced
+    /// offsets (exact for segments that small).
+    fn sampled_share(&self, filter: &Filter) -> f64 {
+        let len = self.len();
+        let step = (len / SHARE_SAMPLE).max(1);
+        let (mut seen, mut matched) = (0usize, 0usize);
+        for offset in (0..len).step_by(step) {
+            seen += 1;
+            matched += usize::from(self.matches(offset as u32, Some(filter)));
+        }
+        // One match more than seen, so a sample that met none still plans for a few.
+        (matched as f64 + 1.0) / (seen as f64 + 1.0)
+    }
+
+    /// The vectors of the points at `offsets`, in that order (dense ones read from the
+    /// indexes, all of each space's in one batch).
+    pub fn vectors(&self, offsets: &[u32]) -> Result<Vec<PointVectors>> {
+        let mut out: Vec<PointVectors> = offsets
+            .iter()
+            .map(|&o| PointVectors {
+                dense: vec![None; self.dense.len()],
+                sparse: self.sparse.iter().map(|c| c.get(o).cloned()).collect(),
+            })
+            .collect();
+        for (space, dense) in self.dense.iter().enumerate() {
+            let Some(dense) = dense else { continue };
+            let (positions, ids): (Vec<usize>, Vec<i64>) = offsets
+                .iter()
+                .enumerate()
+                .filter(|(_, &o)| dense.index.node_of(i64::from(o)).is_some())
+                .map(|(pos, &o)| (pos, i64::from(o)))
+                .unzip();
+            dense.index.fetch_vectors(&ids, |at, v| {
+                out[positions[at]].dense[space] = Some(v.to_vec());
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// The vectors at `offsets` in dense space `space` (all of them must have one), with
+    /// each one's out-neighbours in that space's graph (as offsets), read together.
+    pub fn vectors_and_neighbours(
+        &self,
+        space: usize,
+        offsets: &[u32],
+    ) -> Result<Vec<(Vec<f32>, Vec<u32>)>> {
+        let Some(dense) = self.dense_index(space) else {
+            return Err(crate::DbError::Unavailable(format!(
+                "internal error: segment {} has no index of dense space {space}",
+                self.dir.display()
+            )));
+        };
+        let ids = node_ids(offsets);
+        let mut out = vec![(Vec::new(), Vec::new()); offsets.len()];
+        dense
+            .index
+            .fetch_vectors_and_neighbours(&ids, |pos, v, neighbours| {
+                out[pos] = (
+                    v.to_vec(),
+                    neighbours.filter_map(|id| u32::try_from(id).ok()).collect(),
+                )
+            })?;
+        Ok(out)
+    }
+
+    /// How the segment's searches walk its graph, for `info()`: `asked` is the
+    /// collection's setting, `held` whether the search memory holds navigation data.
+    pub fn navigation_state(&self, asked: bool, held: bool) -> String {
+        let Some(dense) = self.indexes().next() else {
+            return "none (no dense vectors)".to_string();
+        };
+        if dense.index.navigates_in_dram() {
+            "in DRAM".to_string()
+        } else if !asked {
+            "off (the collection's setting)".to_string()
+        } else if !held && self.navigation_file_bytes() > 0 {
+            "off (the search memory does not hold the navigation data)".to_string()
+        } else if let Some(off) = dense.index.navigation_stepped_aside() {
+            format!("left off by the build: {off}")
+        } else {
+            match dense.index.navigation_problem() {
+                Some(problem) => format!("none: {problem}"),
+                None => "none".to_string(),
+            }
+        }
+    }
+
+    pub fn dram_bytes(&self) -> usize {
+        self.indexes().map(|d| d.index.dram_bytes()).sum::<usize>()
+            + self
+                .sparse
+                .iter()
+                .map(SparseColumn::dram_bytes)
+                .sum::<usize>()
+            + self.ids.bytes()
+            + self.payloads.bytes()
+            + self
+                .payload_index
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .dram_bytes()
+    }
+
+    /// Each storage path's read counters since the segment was opened, one list per
+    /// space's index.
+    pub fn path_stats(&self) -> Vec<Vec<diskvec_io::PathSnapshot>> {
+        self.indexes().map(|d| d.index.path_stats()).collect()
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        self.indexes().map(|d| d.index.disk_bytes()).sum()
+    }
+}
+
+impl DenseIndex {
+    /// The index's search threads, started on first use (an index that is never searched
+    /// costs no threads).
     fn service(&self) -> Option<&SearchService> {
         let started = self.service.get_or_init(|| {
             let threads = std::thread::available_parallelism()
@@ -501,22 +826,8 @@ impl Sealed {
         started.as_ref().ok()
     }
 
-    /// The share of live points matching `filter`, from `SHARE_SAMPLE` evenly spaced
-    /// offsets (exact for segments that small).
-    fn sampled_share(&self, filter: &Filter) -> f64 {
-        let len = self.len();
-        let step = (len / SHARE_SAMPLE).max(1);
-        let (mut seen, mut matched) = (0usize, 0usize);
-        for offset in (0..len).step_by(step) {
-            seen += 1;
-            matched += usize::from(self.matches(offset as u32, Some(filter)));
-        }
-        // One match more than seen, so a sample that met none still plans for a few.
-        (matched as f64 + 1.0) / (seen as f64 + 1.0)
-    }
-
-    /// Ranks `offsets` by approximate distance (DRAM only) and re-ranks the best `rerank` by their
-    /// full vectors.
+    /// Ranks `offsets` by approximate distance (DRAM only) and re-ranks the best `rerank`
+    /// by their full vectors.
     fn pq_scan(
         &self,
         query: &[f32],
@@ -539,7 +850,7 @@ impl Sealed {
         self.exact(query, &best, k)
     }
 
-    /// Exact k closest among `offsets`, reading their vectors.
+    /// Exact k closest among `offsets` (all in the index), reading their vectors.
     fn exact(&self, q: &[f32], offsets: &[u32], k: usize) -> Result<Vec<SegmentHit>> {
         let ids = node_ids(offsets);
         let mut hits = Vec::with_capacity(offsets.len());
@@ -550,69 +861,6 @@ impl Sealed {
             })
         })?;
         Ok(closest(hits, k))
-    }
-
-    /// Stored (metric-prepared) vectors of `offsets`, in that order.
-    pub fn vectors(&self, offsets: &[u32]) -> Result<Vec<Vec<f32>>> {
-        let ids = node_ids(offsets);
-        let mut out = vec![Vec::new(); offsets.len()];
-        self.index
-            .fetch_vectors(&ids, |pos, v| out[pos] = v.to_vec())?;
-        Ok(out)
-    }
-
-    /// The vectors at `offsets`, with each one's out-neighbours in this segment's graph
-    /// (as offsets), read together.
-    pub fn vectors_and_neighbours(&self, offsets: &[u32]) -> Result<Vec<(Vec<f32>, Vec<u32>)>> {
-        let ids = node_ids(offsets);
-        let mut out = vec![(Vec::new(), Vec::new()); offsets.len()];
-        self.index
-            .fetch_vectors_and_neighbours(&ids, |pos, v, neighbours| {
-                out[pos] = (
-                    v.to_vec(),
-                    neighbours.filter_map(|id| u32::try_from(id).ok()).collect(),
-                )
-            })?;
-        Ok(out)
-    }
-
-    /// How the segment's searches walk its graph, for `info()`: `asked` is the
-    /// collection's setting, `held` whether the search memory holds navigation data.
-    pub fn navigation_state(&self, asked: bool, held: bool) -> String {
-        if self.index.navigates_in_dram() {
-            "in DRAM".to_string()
-        } else if !asked {
-            "off (the collection's setting)".to_string()
-        } else if !held && self.navigation_file_bytes() > 0 {
-            "off (the search memory does not hold the navigation data)".to_string()
-        } else if let Some(off) = self.index.navigation_stepped_aside() {
-            format!("left off by the build: {off}")
-        } else {
-            match self.index.navigation_problem() {
-                Some(problem) => format!("none: {problem}"),
-                None => "none".to_string(),
-            }
-        }
-    }
-
-    pub fn dram_bytes(&self) -> usize {
-        self.index.dram_bytes()
-            + self.ids.bytes()
-            + self.payloads.bytes()
-            + self
-                .payload_index
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .dram_bytes()
-    }
-
-    /// Each storage path's read counters since the segment was opened.
-    pub fn path_stats(&self) -> Vec<diskvec_io::PathSnapshot> {
-        self.index.path_stats()
-    }
-
-    pub fn disk_bytes(&self) -> u64 {
-        self.index.disk_bytes()
     }
 }
 

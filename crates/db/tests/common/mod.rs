@@ -22,10 +22,12 @@ pub fn clustered_vector(i: u64, dim: usize, centres: u64) -> Vec<f32> {
 /// The points of `range` with their `clustered_vector`s and no payload.
 pub fn clustered_points(range: std::ops::Range<u64>, dim: usize, centres: u64) -> Vec<PointRecord> {
     range
-        .map(|i| PointRecord {
-            id: PointId::Num(i),
-            vector: clustered_vector(i, dim, centres),
-            payload: Default::default(),
+        .map(|i| {
+            PointRecord::new(
+                PointId::Num(i),
+                clustered_vector(i, dim, centres),
+                Default::default(),
+            )
         })
         .collect()
 }
@@ -33,10 +35,12 @@ pub fn clustered_points(range: std::ops::Range<u64>, dim: usize, centres: u64) -
 /// Points of 4 dimensions, no payload, each vector distinct and found by itself.
 pub fn small_points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
     range
-        .map(|i| PointRecord {
-            id: PointId::Num(i),
-            vector: vec![i as f32, 1.0, (i % 7) as f32, 2.0],
-            payload: Default::default(),
+        .map(|i| {
+            PointRecord::new(
+                PointId::Num(i),
+                vec![i as f32, 1.0, (i % 7) as f32, 2.0],
+                Default::default(),
+            )
         })
         .collect()
 }

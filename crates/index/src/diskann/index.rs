@@ -257,6 +257,11 @@ impl DiskIndex {
         self.header.dim as usize
     }
 
+    /// The distance the index ranks by.
+    pub fn metric(&self) -> diskvec_vector::Metric {
+        self.header.metric
+    }
+
     /// Node records held in DRAM: the cached prefix, the entry nodes beyond it and the
     /// records the searches' reads brought in.
     pub fn cached_nodes(&self) -> usize {
