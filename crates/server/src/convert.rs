@@ -153,6 +153,20 @@ pub fn point_vectors(v: &Value, what: &str) -> Result<NamedVectors> {
     }
 }
 
+/// A sparse vector as Qdrant writes it; its values as the f32 they are (through a JSON tree
+/// they would print as the f64 nearest, 0.10000000149011612 for 0.1).
+struct SparseOut<'a>(&'a SparseVector);
+
+impl Serialize for SparseOut<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("indices", &self.0.indices)?;
+        map.serialize_entry("values", &self.0.values)?;
+        map.end()
+    }
+}
+
 /// A point's vectors as Qdrant writes them: one list when the point has only a vector in
 /// the unnamed dense space, else an object of space name to vector.
 pub struct VectorsOut(pub NamedVectors);
@@ -169,9 +183,7 @@ impl Serialize for VectorsOut {
         for (name, v) in &self.0 {
             match v {
                 Vector::Dense(d) => map.serialize_entry(name, d)?,
-                Vector::Sparse(sp) => {
-                    map.serialize_entry(name, &json!({"indices": sp.indices, "values": sp.values}))?
-                }
+                Vector::Sparse(sp) => map.serialize_entry(name, &SparseOut(sp))?,
             }
         }
         map.end()

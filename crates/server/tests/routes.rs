@@ -1,88 +1,11 @@
 //! The routes through the router (no socket): Qdrant's shapes, envelopes and status codes.
 
-use std::sync::Arc;
+mod common;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use diskvec_db::Database;
-use diskvec_server::{router, AppState, Keys};
+use axum::http::StatusCode;
+use common::Api;
+use diskvec_server::Keys;
 use serde_json::{json, Value};
-use tower::ServiceExt;
-
-struct Api {
-    app: axum::Router,
-    _dir: tempfile::TempDir,
-}
-
-impl Api {
-    fn new(keys: Keys) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Arc::new(Database::open(dir.path()).unwrap());
-        Self {
-            app: router(AppState::new(db, keys)),
-            _dir: dir,
-        }
-    }
-
-    async fn raw(
-        &self,
-        method: &str,
-        uri: &str,
-        body: Vec<u8>,
-        key: Option<&str>,
-    ) -> (StatusCode, Value) {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("content-type", "application/json");
-        if let Some(k) = key {
-            req = req.header("api-key", k);
-        }
-        let res = self
-            .app
-            .clone()
-            .oneshot(req.body(Body::from(body)).unwrap())
-            .await
-            .unwrap();
-        let status = res.status();
-        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let v = serde_json::from_slice(&bytes)
-            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
-        (status, v)
-    }
-
-    async fn call(&self, method: &str, uri: &str, body: Value) -> (StatusCode, Value) {
-        self.raw(method, uri, serde_json::to_vec(&body).unwrap(), None)
-            .await
-    }
-
-    /// A successful call's result, checking the envelope.
-    async fn ok(&self, method: &str, uri: &str, body: Value) -> Value {
-        let (status, v) = self.call(method, uri, body).await;
-        assert_eq!(status, StatusCode::OK, "{method} {uri}: {v}");
-        assert_eq!(v["status"], "ok", "{v}");
-        assert!(v["time"].as_f64().is_some(), "{v}");
-        v["result"].clone()
-    }
-
-    /// Creates collection `name`: 4 dimensions, dot product.
-    async fn create_dot4(&self, name: &str) {
-        let body = json!({"vectors": {"size": 4, "distance": "Dot"}});
-        self.ok("PUT", &format!("/collections/{name}"), body).await;
-    }
-
-    /// A failing call's message, checking the status and the error envelope.
-    async fn err(&self, method: &str, uri: &str, body: Value, want: StatusCode) -> String {
-        let (status, v) = self.call(method, uri, body).await;
-        assert_eq!(status, want, "{method} {uri}: {v}");
-        v["status"]["error"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no error envelope: {v}"))
-            .to_string()
-    }
-}
 
 fn vec4(i: u64) -> Vec<f32> {
     vec![1.0, i as f32, (i % 3) as f32, 0.5]

@@ -1,0 +1,202 @@
+//! Named, optional and sparse vectors over Qdrant's REST shapes: what Qdrant's own suite
+//! taught us (its fixtures create an unnamed dense space beside a sparse one, or several
+//! named spaces, and upsert points that have only some of them).
+
+mod common;
+
+use axum::http::StatusCode;
+use common::Api;
+use diskvec_server::Keys;
+use serde_json::{json, Value};
+
+fn ids(result: &Value) -> Vec<u64> {
+    let list = result.get("points").unwrap_or(result);
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_unnamed_dense_space_beside_a_sparse_one() {
+    let api = Api::new(Keys::default());
+    let body = json!({
+        "vectors": {"size": 4, "distance": "Dot"},
+        "sparse_vectors": {"sparse-text": {}},
+    });
+    api.ok("PUT", "/collections/c", body).await;
+    let info = api.ok("GET", "/collections/c", json!({})).await;
+    let params = &info["config"]["params"];
+    assert_eq!(params["vectors"]["size"], 4, "{params}");
+    assert_eq!(params["sparse_vectors"], json!({"sparse-text": {}}));
+    let points = json!({"points": [
+        {"id": 1, "vector": [0.05, 0.61, 0.76, 0.74], "payload": {"city": "Berlin"}},
+        {"id": 2, "vector": [0.19, 0.81, 0.75, 0.11]},
+        {"id": 9, "vector": {"sparse-text": {"indices": [66, 12], "values": [0.5, 0.5]}}},
+        {"id": 10, "vector": {"sparse-text": {"indices": [3, 1, 2], "values": [0.3, 0.1, 0.2]}}},
+    ]});
+    api.ok("PUT", "/collections/c/points?wait=true", points)
+        .await;
+    // A point with only the unnamed dense vector reads back as a list; one with a sparse
+    // vector as an object of named vectors, sorted by index.
+    let got = api
+        .ok(
+            "POST",
+            "/collections/c/points",
+            json!({"ids": [1, 10], "with_vector": true}),
+        )
+        .await;
+    assert!(got[0]["vector"].is_array(), "{got}");
+    assert_eq!(
+        got[1]["vector"],
+        json!({"sparse-text": {"indices": [1, 2, 3], "values": [0.1, 0.2, 0.3]}}),
+        "{got}"
+    );
+    // Dense search finds only points with a dense vector.
+    let hits = api
+        .ok(
+            "POST",
+            "/collections/c/points/search",
+            json!({"vector": [0.2, 0.1, 0.9, 0.7], "limit": 10}),
+        )
+        .await;
+    assert_eq!(ids(&hits), vec![1, 2]);
+    // Sparse search by name, in both request forms: dot products over shared terms.
+    let by_name = json!({
+        "vector": {"name": "sparse-text", "vector": {"indices": [1, 12], "values": [1.0, 2.0]}},
+        "limit": 10,
+    });
+    let hits = api
+        .ok("POST", "/collections/c/points/search", by_name)
+        .await;
+    assert_eq!(ids(&hits), vec![9, 10]);
+    assert!(
+        (hits[0]["score"].as_f64().unwrap() - 1.0).abs() < 1e-6,
+        "{hits}"
+    );
+    assert!(
+        (hits[1]["score"].as_f64().unwrap() - 0.1).abs() < 1e-6,
+        "{hits}"
+    );
+    let query = json!({
+        "query": {"indices": [2], "values": [1.0]}, "using": "sparse-text", "with_vector": true,
+    });
+    let found = api.ok("POST", "/collections/c/points/query", query).await;
+    assert_eq!(ids(&found), vec![10]);
+    assert!(found["points"][0]["vector"]["sparse-text"].is_object());
+    // Mistakes name the space.
+    let e = api
+        .err(
+            "PUT",
+            "/collections/c/points",
+            json!({"points": [{"id": 3, "vector": {"dense": [1.0]}}]}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("no vector space named \"dense\""), "{e}");
+    let e = api
+        .err(
+            "POST",
+            "/collections/c/points/query",
+            json!({"query": [1.0, 2.0, 3.0, 4.0], "using": "sparse-text"}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("sparse space"), "{e}");
+    let e = api
+        .err(
+            "PUT",
+            "/collections/c/points",
+            json!({"points": [{"id": 3, "vector": {"sparse-text": {"indices": [1, 1], "values": [1, 2]}}}]}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("repeats index 1"), "{e}");
+}
+
+#[tokio::test]
+async fn named_dense_spaces_with_optional_vectors() {
+    let api = Api::new(Keys::default());
+    let body = json!({
+        "vectors": {
+            "image": {"size": 4, "distance": "Dot"},
+            "text": {"size": 8, "distance": "Cosine"},
+        },
+        "sparse_vectors": {"sparse-image": {}, "sparse-text": {"modifier": "idf"}},
+    });
+    api.ok("PUT", "/collections/m", body).await;
+    let info = api.ok("GET", "/collections/m", json!({})).await;
+    let params = &info["config"]["params"];
+    assert_eq!(params["vectors"]["text"]["size"], 8, "{params}");
+    assert_eq!(params["vectors"]["image"]["distance"], "Dot", "{params}");
+    assert_eq!(params["sparse_vectors"]["sparse-text"]["modifier"], "idf");
+    let points = json!({"points": [
+        {"id": 1, "vector": {"image": [0.05, 0.61, 0.76, 0.74], "text": [1, 0, 0, 0, 0, 0, 0, 0]}},
+        {"id": 2, "vector": {"image": [0.19, 0.81, 0.75, 0.11]}},
+        {"id": 3, "vector": {"text": [0, 3, 4, 0, 0, 0, 0, 0]}},
+        {"id": 4, "vector": {}},
+    ]});
+    api.ok("PUT", "/collections/m/points?wait=true", points)
+        .await;
+    // The batch form, with vectors by name.
+    let batch = json!({"batch": {
+        "ids": [5, 6],
+        "vectors": {"image": [[1, 1, 1, 1], [0, 0, 0, 1]]},
+    }});
+    api.ok("PUT", "/collections/m/points?wait=true", batch)
+        .await;
+    let count = api
+        .ok("POST", "/collections/m/points/count", json!({}))
+        .await;
+    assert_eq!(count["count"], 6);
+    let search = |name: &str, vector: Value| json!({"vector": {"name": name, "vector": vector}, "limit": 10, "with_vector": [name]});
+    let hits = api
+        .ok(
+            "POST",
+            "/collections/m/points/search",
+            search("text", json!([0, 1, 0, 0, 0, 0, 0, 0])),
+        )
+        .await;
+    assert_eq!(ids(&hits), vec![3, 1]);
+    // Cosine: stored at unit length, scored as the cosine.
+    assert!(
+        (hits[0]["score"].as_f64().unwrap() - 0.6).abs() < 1e-5,
+        "{hits}"
+    );
+    assert_eq!(
+        hits[0]["vector"]["text"][1].as_f64().unwrap(),
+        0.6,
+        "{hits}"
+    );
+    assert!(
+        hits[0]["vector"].get("image").is_none(),
+        "only the vectors asked for"
+    );
+    let hits = api
+        .ok(
+            "POST",
+            "/collections/m/points/query",
+            json!({"query": [1, 1, 1, 1], "using": "image", "limit": 10}),
+        )
+        .await;
+    assert_eq!(ids(&hits), vec![5, 1, 2, 6]);
+    let e = api
+        .err(
+            "POST",
+            "/collections/m/points/search",
+            json!({"vector": [1, 1, 1, 1], "limit": 3}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("\"\" is not a vector space"), "{e}");
+    let e = api
+        .err(
+            "PUT",
+            "/collections/m/points",
+            json!({"points": [{"id": 7, "vector": {"image": [1, 2, 3]}}]}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("vector space \"image\""), "{e}");
+}
