@@ -57,10 +57,10 @@ fn vectors(i: u64, g: u64) -> NamedVectors {
     if i % 30 == 29 {
         return v;
     }
-    if i % 3 != 0 {
+    if !i.is_multiple_of(3) {
         v.insert("a".into(), Vector::Dense(clustered_vector(i + g, 4, 5)));
     }
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         v.insert("b".into(), Vector::Dense(clustered_vector(i + 7 * g, 6, 3)));
     }
     if i % 5 != 1 {
@@ -72,7 +72,7 @@ fn vectors(i: u64, g: u64) -> NamedVectors {
         ];
         v.insert("s".into(), Vector::Sparse(sparse(&terms)));
     }
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         v.insert("t".into(), Vector::Sparse(sparse(&[((i % 6) as u32, 1.0)])));
     }
     v
