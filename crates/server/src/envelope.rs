@@ -42,6 +42,14 @@ impl ApiError {
         }
     }
 
+    /// A body that parses but breaks a rule of the schema: Qdrant's 422 and wording.
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            message: format!("Validation error in JSON body: [{}]", message.into()),
+        }
+    }
+
     pub fn not_found(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::NOT_FOUND,
@@ -60,9 +68,15 @@ impl From<DbError> for ApiError {
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = match &e {
-            // Qdrant's wording, which clients and people recognise.
-            DbError::UnknownCollection(name) => format!("Collection `{name}` doesn't exist!"),
-            DbError::CollectionExists(name) => format!("Collection `{name}` already exists!"),
+            // Qdrant's wording and prefixes, which clients and people recognise.
+            DbError::UnknownCollection(name) => {
+                format!("Not found: Collection `{name}` doesn't exist!")
+            }
+            DbError::CollectionExists(name) => {
+                format!("Wrong input: Collection `{name}` already exists!")
+            }
+            DbError::PointNotFound(id) => format!("Not found: No point with id {id} found"),
+            DbError::InvalidInput(m) => format!("Wrong input: {m}"),
             other => other.to_string(),
         };
         Self { status, message }

@@ -100,6 +100,11 @@ pub fn router(state: AppState) -> Router {
         )
         .route(&format!("{c}/points/{{id}}"), get(points::get_one))
         .route(&format!("{c}/points/delete"), post(points::delete))
+        .route(&format!("{c}/points/vectors"), put(points::update_vectors))
+        .route(
+            &format!("{c}/points/vectors/delete"),
+            post(points::delete_vectors),
+        )
         .route(
             &format!("{c}/points/payload"),
             post(points::set_payload).put(points::overwrite_payload),
@@ -132,6 +137,7 @@ pub fn router(state: AppState) -> Router {
             metrics::track,
         ))
         .fallback(not_found)
+        .method_not_allowed_fallback(not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authorize,
@@ -221,6 +227,14 @@ async fn deadline(req: Request, next: Next) -> Response {
 
 async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
+}
+
+/// A route asked with a method it does not take: an error in the envelope clients parse.
+async fn not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError {
+        status: axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        message: format!("{method} is not allowed on {}", uri.path()),
+    }
 }
 
 /// Checks the API key: 401 without one, 403 for a write with the read-only key.

@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use crate::convert::{
     dense_vector, filter, hit, opt_positive, opt_uint, parse_body, payload, payload_selector,
-    point_id, point_ids, record, sparse_vector, string_list, upsert_points, with_vector, IdOut,
-    PayloadSelector, PointOut, ScoredPoint, VectorSelector,
+    point_id, point_ids, point_vectors, record, sparse_vector, string_list, upsert_points,
+    with_vector, IdOut, PayloadSelector, PointOut, ScoredPoint, VectorSelector,
 };
 use crate::envelope::{ok, ApiError, ApiResult};
 use crate::{blocking, AppState};
@@ -187,6 +187,62 @@ pub async fn clear_payload(
     .await
 }
 
+/// `PUT points/vectors`: `{"points": [{"id", "vector": {name: vector}}]}` sets those
+/// vectors of existing points, keeping their others and their payloads.
+pub async fn update_vectors(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let body = parse_body(&body)?;
+    let list = body
+        .get("points")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::bad_request("points must be a list of {id, vector}"))?;
+    let mut points = Vec::with_capacity(list.len());
+    for (i, p) in list.iter().enumerate() {
+        let id = point_id(
+            p.get("id")
+                .ok_or_else(|| ApiError::bad_request(format!("points[{i}]: id is missing")))?,
+        )?;
+        let what = format!("points[{i}].vector");
+        let vectors = point_vectors(
+            p.get("vector")
+                .ok_or_else(|| ApiError::bad_request(format!("{what} is missing")))?,
+            &what,
+        )?;
+        if vectors.is_empty() {
+            return Err(ApiError::validation(format!(
+                "{what}: must specify vectors to update for point"
+            )));
+        }
+        points.push((id, vectors));
+    }
+    let op = blocking(move || Ok(col.update_vectors(points)?)).await?;
+    Ok(update_result(op, &params, t))
+}
+
+/// `POST points/vectors/delete`: `{"points": [ids] | "filter": .., "vector": [names]}`
+/// removes those vectors of the points.
+pub async fn delete_vectors(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<WriteParams>,
+    body: Bytes,
+) -> ApiResult {
+    payload_write(s, name, params, body, |col, ids, body| {
+        let names = string_list(
+            body.get("vector").unwrap_or(&Value::Null),
+            "vector must be a list of vector names",
+        )?;
+        Ok(col.delete_vectors(ids, &names)?)
+    })
+    .await
+}
+
 pub async fn retrieve(
     State(s): State<AppState>,
     Path(name): Path<String>,
@@ -197,7 +253,7 @@ pub async fn retrieve(
     let body = parse_body(&body)?;
     let ids = point_ids(body.get("ids"), "ids")?;
     let sel = payload_selector(body.get("with_payload"), true)?;
-    let vectors = with_vector(body.get("with_vector"))?;
+    let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     let (wanted, with_vectors) = (sel.wanted(), vectors.wanted());
     let records = blocking(move || Ok(col.get(&ids, wanted, with_vectors)?)).await?;
     let out: Vec<PointOut> = records
@@ -241,7 +297,7 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
         Some(v) => Some(point_id(v)?),
     };
     let sel = payload_selector(body.get("with_payload"), true)?;
-    let vectors = with_vector(body.get("with_vector"))?;
+    let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     let (wanted, with_vectors) = (sel.wanted(), vectors.wanted());
     let (records, next) =
         blocking(move || Ok(col.scroll(f.as_ref(), limit, offset, wanted, with_vectors)?)).await?;
@@ -350,7 +406,7 @@ fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearch, ApiError
     };
     let payload = payload_selector(body.get("with_payload"), false)?;
     req.with_payload = payload.wanted();
-    let vectors = with_vector(body.get("with_vector"))?;
+    let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     req.with_vector = vectors.wanted();
     Ok(ParsedSearch {
         vector,

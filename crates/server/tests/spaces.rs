@@ -200,3 +200,108 @@ async fn named_dense_spaces_with_optional_vectors() {
         .await;
     assert!(e.contains("vector space \"image\""), "{e}");
 }
+
+#[tokio::test]
+async fn vectors_of_a_point_are_set_and_removed_one_space_at_a_time() {
+    let api = Api::new(Keys::default());
+    let body = json!({
+        "vectors": {"image": {"size": 2, "distance": "Dot"}, "text": {"size": 3, "distance": "Dot"}},
+        "sparse_vectors": {"words": {}},
+    });
+    api.ok("PUT", "/collections/v", body).await;
+    let points = json!({"points": [
+        {"id": 1, "vector": {"image": [1, 2], "text": [1, 2, 3]}, "payload": {"city": "Berlin"}},
+        {"id": 2, "vector": {}},
+    ]});
+    api.ok("PUT", "/collections/v/points?wait=true", points)
+        .await;
+    let uri = |id: u64| format!("/collections/v/points/{id}");
+    // Set: the spaces named change, the others and the payload stay; a point listed twice
+    // takes both changes in order.
+    let update = json!({"points": [
+        {"id": 2, "vector": {"text": [0.5, 0.5, 0.5]}},
+        {"id": 2, "vector": {"words": {"indices": [7], "values": [1.5]}}},
+        {"id": 1, "vector": {"image": [9, 9]}},
+        {"id": 1, "vector": {"image": [3, 4]}},
+    ]});
+    api.ok("PUT", "/collections/v/points/vectors?wait=true", update)
+        .await;
+    let one = api.ok("GET", &uri(1), json!({})).await;
+    assert_eq!(one["vector"]["image"], json!([3.0, 4.0]), "{one}");
+    assert_eq!(one["vector"]["text"], json!([1.0, 2.0, 3.0]), "{one}");
+    assert_eq!(one["payload"]["city"], "Berlin");
+    let two = api.ok("GET", &uri(2), json!({})).await;
+    assert_eq!(two["vector"]["text"], json!([0.5, 0.5, 0.5]), "{two}");
+    assert_eq!(two["vector"]["words"]["indices"], json!([7]), "{two}");
+    // Remove: by ids or by filter; removing again is no error.
+    for _ in 0..2 {
+        let delete = json!({"points": [1, 2], "vector": ["text"]});
+        api.ok(
+            "POST",
+            "/collections/v/points/vectors/delete?wait=true",
+            delete,
+        )
+        .await;
+    }
+    assert!(api.ok("GET", &uri(1), json!({})).await["vector"]
+        .get("text")
+        .is_none());
+    let delete = json!({"filter": {}, "vector": ["words", "image"]});
+    api.ok(
+        "POST",
+        "/collections/v/points/vectors/delete?wait=true",
+        delete,
+    )
+    .await;
+    assert_eq!(api.ok("GET", &uri(1), json!({})).await["vector"], json!({}));
+    assert_eq!(api.ok("GET", &uri(2), json!({})).await["vector"], json!({}));
+    let search = json!({"query": [1, 1], "using": "image"});
+    let found = api.ok("POST", "/collections/v/points/query", search).await;
+    assert_eq!(
+        found["points"],
+        json!([]),
+        "no point has an image vector now"
+    );
+    // Mistakes, in Qdrant's statuses and words.
+    let unknown = json!({"points": [{"id": 42, "vector": {"image": [1, 1]}}]});
+    let e = api
+        .err(
+            "PUT",
+            "/collections/v/points/vectors",
+            unknown,
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert_eq!(e, "Not found: No point with id 42 found");
+    let empty = json!({"points": [{"id": 1, "vector": {}}]});
+    let e = api
+        .err(
+            "PUT",
+            "/collections/v/points/vectors",
+            empty,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+    assert!(
+        e.starts_with("Validation error in JSON body: [points[0].vector"),
+        "{e}"
+    );
+    let e = api
+        .err(
+            "POST",
+            "/collections/v/points/vectors/delete",
+            json!({"points": [1], "vector": ["a"]}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert_eq!(e, "Wrong input: Not existing vector name error: a");
+    let e = api
+        .err(
+            "DELETE",
+            "/collections/v/points/vectors",
+            json!({}),
+            StatusCode::METHOD_NOT_ALLOWED,
+        )
+        .await;
+    assert!(e.contains("DELETE"), "{e}");
+}

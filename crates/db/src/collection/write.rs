@@ -331,52 +331,133 @@ impl Inner {
         Ok((last, n))
     }
 
-    /// Rewrites the payloads of `ids` with `change` and logs the points' new full contents
-    /// (vector included), so replay needs no earlier state. Unknown ids are an error and
-    /// nothing is written. The points are read and the update logged in one turn of the
-    /// writer lock: an upsert between the two would otherwise be overwritten with the
-    /// vector it replaced.
+    /// Rewrites the payloads of `ids` with `change` (see `update_points`).
     pub(crate) fn update_payloads(
         &self,
         ids: &[PointId],
         change: &dyn Fn(&mut Payload),
     ) -> Result<u64> {
+        self.update_points(ids, &|p| {
+            change(&mut p.payload);
+            self.check_payload(p.id, &p.payload)
+        })
+    }
+
+    /// Rewrites the points `ids` (each once, however often it is listed) with `change` and
+    /// logs their new full contents, so replay needs no earlier state. Unknown ids are an
+    /// error and nothing is written; so is a change that fails. The points are read and the
+    /// update logged in one turn of the writer lock: an upsert between the two would
+    /// otherwise be overwritten with what it replaced.
+    pub(crate) fn update_points(
+        &self,
+        ids: &[PointId],
+        change: &dyn Fn(&mut StoredPoint) -> Result<()>,
+    ) -> Result<u64> {
         if ids.len() > MAX_BATCH {
             return Err(DbError::InvalidInput(format!(
-                "{} ids in one payload update; at most {MAX_BATCH}",
+                "{} ids in one update; at most {MAX_BATCH}",
                 ids.len()
             )));
         }
+        let mut unique = ids.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
         // It rewrites whole points: it waits its turn as an upsert of as many would.
-        self.pace(ids.len(), None);
+        self.pace(unique.len(), None);
         self.wait_for_room(None)?;
         let guard = lock(&self.writer);
-        let records = self.records(ids, true, true)?;
+        let records = self.records(&unique, true, true)?;
         // Tests hold the update here, between its read and its write, while an upsert of
         // the same point is sent.
         crate::delay_point("payload:read");
-        if let Some(missing) = ids.iter().find(|id| !records.iter().any(|r| r.id == **id)) {
+        if let Some(missing) = unique
+            .iter()
+            .find(|id| !records.iter().any(|r| r.id == **id))
+        {
             return Err(DbError::PointNotFound(*missing));
         }
         let mut points = Vec::with_capacity(records.len());
         for r in records {
-            let mut payload = r.payload.unwrap_or_default();
-            change(&mut payload);
-            self.check_payload(r.id, &payload)?;
-            points.push(StoredPoint {
+            // The vectors are stored ones, already prepared: preparing twice would move
+            // them by rounding.
+            let mut p = StoredPoint {
                 id: r.id,
                 vectors: self.stored(r.vectors.unwrap_or_default()),
-                payload,
-            });
+                payload: r.payload.unwrap_or_default(),
+            };
+            change(&mut p)?;
+            points.push(p);
         }
         if points.is_empty() {
             return Ok(self.wal.last_op());
         }
-        // The vectors are stored ones, already prepared: preparing twice would move them
-        // by rounding.
         let operation = Operation::Upsert(points);
         let record = self.encode(&operation)?;
         self.log_and_apply(guard, operation, record)
+    }
+
+    /// Sets the vectors given of existing points (in the spaces named; their other vectors
+    /// and payloads are kept). A point listed several times takes its changes in order.
+    pub(crate) fn update_vectors(&self, points: Vec<(PointId, NamedVectors)>) -> Result<u64> {
+        let mut checked = Vec::with_capacity(points.len());
+        for (id, named) in points {
+            if named.is_empty() {
+                return Err(DbError::InvalidInput(format!(
+                    "point {id}: no vector to update"
+                )));
+            }
+            checked.push((id, self.checked_vectors(id, named)?));
+        }
+        let ids: Vec<PointId> = checked.iter().map(|(id, _)| *id).collect();
+        self.update_points(&ids, &|p| {
+            for (_, given) in checked.iter().filter(|(id, _)| *id == p.id) {
+                for (space, v) in given.dense.iter().enumerate() {
+                    if let Some(v) = v {
+                        p.vectors.set_dense(space, v.clone());
+                    }
+                }
+                for (space, v) in given.sparse.iter().enumerate() {
+                    if let Some(v) = v {
+                        p.vectors.set_sparse(space, v.clone());
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes the vectors of `ids` in the spaces `names` (a point without one there is
+    /// left as it is).
+    pub(crate) fn delete_vectors(&self, ids: &[PointId], names: &[String]) -> Result<u64> {
+        let mut dense = Vec::new();
+        let mut sparse = Vec::new();
+        for name in names {
+            match (
+                self.config.dense_space(name),
+                self.config.sparse_space(name),
+            ) {
+                (Some(i), _) => dense.push(i),
+                (_, Some(i)) => sparse.push(i),
+                _ => {
+                    return Err(DbError::InvalidInput(format!(
+                        "Not existing vector name error: {name}"
+                    )))
+                }
+            }
+        }
+        self.update_points(ids, &|p| {
+            for &i in &dense {
+                if let Some(v) = p.vectors.dense.get_mut(i) {
+                    *v = None;
+                }
+            }
+            for &i in &sparse {
+                if let Some(v) = p.vectors.sparse.get_mut(i) {
+                    *v = None;
+                }
+            }
+            Ok(())
+        })
     }
 }
 
@@ -430,6 +511,18 @@ impl Collection {
     /// Empties the payloads of `ids`.
     pub fn clear_payload(&self, ids: &[PointId]) -> Result<u64> {
         self.inner.update_payloads(ids, &|p| p.clear())
+    }
+
+    /// Sets the vectors given of existing points, in the spaces named (their other vectors
+    /// and their payloads are kept); a point listed twice takes both changes, in order. An
+    /// unknown id is refused (`DbError::PointNotFound`) and nothing is written.
+    pub fn update_vectors(&self, points: Vec<(PointId, NamedVectors)>) -> Result<u64> {
+        self.inner.update_vectors(points)
+    }
+
+    /// Removes the vectors of `ids` in the spaces `names`; an unknown space is refused.
+    pub fn delete_vectors(&self, ids: &[PointId], names: &[String]) -> Result<u64> {
+        self.inner.delete_vectors(ids, names)
     }
 }
 
