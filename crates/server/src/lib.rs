@@ -10,6 +10,7 @@ mod convert;
 mod envelope;
 mod metrics;
 mod points;
+mod writes;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -96,26 +97,27 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             &format!("{c}/points"),
-            put(points::upsert).post(points::retrieve),
+            put(writes::upsert).post(points::retrieve),
         )
         .route(&format!("{c}/points/{{id}}"), get(points::get_one))
-        .route(&format!("{c}/points/delete"), post(points::delete))
-        .route(&format!("{c}/points/vectors"), put(points::update_vectors))
+        .route(&format!("{c}/points/delete"), post(writes::delete))
+        .route(&format!("{c}/points/batch"), post(writes::batch))
+        .route(&format!("{c}/points/vectors"), put(writes::update_vectors))
         .route(
             &format!("{c}/points/vectors/delete"),
-            post(points::delete_vectors),
+            post(writes::delete_vectors),
         )
         .route(
             &format!("{c}/points/payload"),
-            post(points::set_payload).put(points::overwrite_payload),
+            post(writes::set_payload).put(writes::overwrite_payload),
         )
         .route(
             &format!("{c}/points/payload/delete"),
-            post(points::delete_payload),
+            post(writes::delete_payload),
         )
         .route(
             &format!("{c}/points/payload/clear"),
-            post(points::clear_payload),
+            post(writes::clear_payload),
         )
         .route(&format!("{c}/points/scroll"), post(points::scroll))
         .route(&format!("{c}/points/count"), post(points::count))
