@@ -181,6 +181,10 @@ impl CollectionConfig {
                 self.dense.len() + self.sparse.len()
             ));
         }
+        // Qdrant's wording for these two, which its clients and REST suite check.
+        if self.sparse.iter().any(|s| s.name.is_empty()) {
+            return bad("Sparse vector name cannot be empty".into());
+        }
         let mut names: Vec<&str> = self
             .dense
             .iter()
@@ -189,10 +193,10 @@ impl CollectionConfig {
             .collect();
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            return bad(format!("vector space {:?} is named twice", w[0]));
-        }
-        if self.sparse.iter().any(|s| s.name.is_empty()) {
-            return bad("a sparse vector space needs a name".into());
+            return bad(format!(
+                "Dense and sparse vector names must be unique - duplicate found with '{}'",
+                w[0]
+            ));
         }
         for space in &self.dense {
             if space.dim == 0 || space.dim > MAX_DIM {

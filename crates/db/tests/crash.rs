@@ -1,15 +1,19 @@
 //! Power loss at every point of a workload: every file the database writes (its log,
 //! manifests, and, through `optimize`, sealed segments: points files, deleted bitmaps, the
-//! DiskANN index's meta.dvm, navigation file and node stripes on two storage paths) goes
-//! through a storage that forgets whatever was not fsynced (file data and directory
-//! entries), and after each crash the reopened collection must hold every acknowledged
-//! write.
+//! DiskANN indexes' meta.dvm, navigation files and node stripes on two storage paths, one
+//! index per dense space, and the spaces file with the sparse vectors) goes through a
+//! storage that forgets whatever was not fsynced (file data and directory entries), and
+//! after each crash the reopened collection must hold every acknowledged write, every
+//! vector in every space.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use diskvec_db::storage::CrashStorage;
-use diskvec_db::{CollectionConfig, Database, Payload, PointId, PointRecord};
+use diskvec_db::{
+    CollectionConfig, Database, DenseSpace, NamedVectors, Payload, PointId, PointRecord,
+    SparseSpace, SparseVector, Vector,
+};
 use diskvec_vector::Metric;
 use serde_json::json;
 
@@ -42,13 +46,29 @@ fn workload() -> Vec<Step> {
     steps
 }
 
-fn vector(id: u64, generation: u32) -> Vec<f32> {
-    (0..DIM)
-        .map(|d| id as f32 * 0.5 + d as f32 + generation as f32 * 100.0)
-        .collect()
+/// A point's vectors: always one in the unnamed space, in a second dense space for even
+/// ids, a sparse one for ids divisible by three.
+fn vectors(id: u64, generation: u32) -> NamedVectors {
+    let dense = |dim: usize| {
+        (0..dim)
+            .map(|d| id as f32 * 0.5 + d as f32 + generation as f32 * 100.0)
+            .collect()
+    };
+    let mut v = NamedVectors::from([(String::new(), Vector::Dense(dense(DIM)))]);
+    if id.is_multiple_of(2) {
+        v.insert("b".into(), Vector::Dense(dense(3)));
+    }
+    if id.is_multiple_of(3) {
+        let s = SparseVector {
+            indices: vec![id as u32, 1_000 + generation],
+            values: vec![0.5, generation as f32],
+        };
+        v.insert("s".into(), Vector::Sparse(s));
+    }
+    v
 }
 
-type Model = BTreeMap<u64, (Vec<f32>, Payload)>;
+type Model = BTreeMap<u64, (NamedVectors, Payload)>;
 
 fn apply(model: &mut Model, step: &Step) {
     match step {
@@ -56,7 +76,7 @@ fn apply(model: &mut Model, step: &Step) {
         Step::Upsert(ids, g) => {
             for &id in ids {
                 let p = json!({"tag": format!("t{}", id % 3), "gen": g});
-                model.insert(id, (vector(id, *g), p.as_object().unwrap().clone()));
+                model.insert(id, (vectors(id, *g), p.as_object().unwrap().clone()));
             }
         }
         Step::Delete(ids) => ids.iter().for_each(|id| {
@@ -82,7 +102,19 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
     for step in steps {
         let ok = match step {
             Step::Create => {
-                let mut c = CollectionConfig::new(DIM, Metric::L2);
+                let dense = |name: &str, dim| DenseSpace {
+                    name: name.into(),
+                    dim,
+                    metric: Metric::L2,
+                };
+                let sparse = SparseSpace {
+                    name: "s".into(),
+                    modifier: Default::default(),
+                };
+                let mut c = CollectionConfig::with_spaces(
+                    vec![dense("", DIM), dense("b", 3)],
+                    vec![sparse],
+                );
                 c.seal_threshold = 1_000_000;
                 c.paths = vec![storage.root().join("p0"), storage.root().join("p1")];
                 db.create_collection("c", c).is_ok()
@@ -96,7 +128,11 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
                                 .map(|&id| {
                                     let payload = json!({"tag": format!("t{}", id % 3), "gen": g});
                                     let payload = payload.as_object().unwrap().clone();
-                                    PointRecord::new(PointId::Num(id), vector(id, *g), payload)
+                                    PointRecord {
+                                        id: PointId::Num(id),
+                                        vectors: vectors(id, *g),
+                                        payload,
+                                    }
                                 })
                                 .collect(),
                         )
@@ -139,7 +175,7 @@ fn contents(storage: CrashStorage) -> Model {
             let PointId::Num(id) = r.id else {
                 panic!("uuid")
             };
-            (id, (r.vector().unwrap().to_vec(), r.payload.unwrap()))
+            (id, (r.vectors.unwrap(), r.payload.unwrap()))
         })
         .collect()
 }

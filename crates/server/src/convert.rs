@@ -117,6 +117,19 @@ pub fn sparse_vector(v: &Value, what: &str) -> Result<SparseVector> {
                 .ok_or_else(|| bad("values must be a list of numbers"))
         })
         .collect::<Result<Vec<f32>>>()?;
+    // Qdrant's validation wording (its suite checks it), 422 as Qdrant answers.
+    if values.len() != indices.len() {
+        return Err(ApiError::validation(format!(
+            "{what}.values: Validation error: must be the same length as indices [{{}}]"
+        )));
+    }
+    let mut sorted = indices.clone();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ApiError::validation(format!(
+            "{what}.indices: Validation error: must be unique [{{}}]"
+        )));
+    }
     Ok(SparseVector { indices, values })
 }
 
@@ -141,9 +154,10 @@ fn one_vector(v: &Value, what: &str) -> Result<Vector> {
 /// object of space name to vector (named dense and sparse spaces; `""` is the unnamed one).
 pub fn point_vectors(v: &Value, what: &str) -> Result<NamedVectors> {
     match v {
+        // A named vector's path as Qdrant's validation writes it (`?` for the name).
         Value::Object(m) if !m.contains_key("indices") => m
             .iter()
-            .map(|(name, v)| Ok((name.clone(), one_vector(v, &format!("{what}.{name}"))?)))
+            .map(|(name, v)| Ok((name.clone(), one_vector(v, &format!("{what}.?"))?)))
             .collect(),
         Value::Object(_) => Err(ApiError::bad_request(format!(
             "{what}: a sparse vector needs the name of its space ({{\"name\": {{\"indices\": \

@@ -104,15 +104,46 @@ async fn an_unnamed_dense_space_beside_a_sparse_one() {
         )
         .await;
     assert!(e.contains("sparse space"), "{e}");
+    // Malformed sparse vectors fail validation in Qdrant's words and status.
+    for (sparse, want) in [
+        (
+            json!({"indices": [1, 1], "values": [1, 2]}),
+            "points[0].vector.?.indices: Validation error: must be unique",
+        ),
+        (
+            json!({"indices": [1, 2], "values": [1]}),
+            "points[0].vector.?.values: Validation error: must be the same length as indices",
+        ),
+    ] {
+        let e = api
+            .err(
+                "PUT",
+                "/collections/c/points",
+                json!({"points": [{"id": 3, "vector": {"sparse-text": sparse}}]}),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await;
+        assert!(e.starts_with("Validation error in JSON body: ["), "{e}");
+        assert!(e.contains(want), "{e}");
+    }
+    // Space names: unique across kinds, sparse ones not empty.
+    let twice = json!({
+        "vectors": {"image": {"size": 2, "distance": "Dot"}},
+        "sparse_vectors": {"image": {}},
+    });
+    let e = api
+        .err("PUT", "/collections/d", twice, StatusCode::BAD_REQUEST)
+        .await;
+    assert!(e.contains("duplicate found with 'image'"), "{e}");
     let e = api
         .err(
             "PUT",
-            "/collections/c/points",
-            json!({"points": [{"id": 3, "vector": {"sparse-text": {"indices": [1, 1], "values": [1, 2]}}}]}),
+            "/collections/d",
+            json!({"sparse_vectors": {"": {}}}),
             StatusCode::BAD_REQUEST,
         )
         .await;
-    assert!(e.contains("repeats index 1"), "{e}");
+    assert!(e.contains("Sparse vector name cannot be empty"), "{e}");
 }
 
 #[tokio::test]
