@@ -24,6 +24,7 @@ use pyo3::types::{PyDict, PyList};
 use rayon::prelude::*;
 
 use crate::json;
+use crate::spaces;
 use crate::{contiguous, pool, size, value_err};
 
 /// The database behind a handle; `None` once closed.
@@ -334,13 +335,14 @@ impl PyDatabase {
 
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
                         vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
-                        on_disk, idle_merge_ms, navigation, build_memory, search_memory))]
+                        on_disk, idle_merge_ms, navigation, build_memory, search_memory,
+                        dense_spaces, sparse_spaces))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
         py: Python<'_>,
         name: String,
-        dim: i128,
+        dim: Option<i128>,
         metric: &str,
         paths: Vec<PathBuf>,
         wal_path: Option<PathBuf>,
@@ -358,9 +360,26 @@ impl PyDatabase {
         navigation: bool,
         build_memory: Option<&str>,
         search_memory: Option<&str>,
+        dense_spaces: Option<Vec<(String, i128, String)>>,
+        sparse_spaces: Option<Vec<(String, String)>>,
     ) -> PyResult<PyCollection> {
-        let metric = parse_metric(metric).map_err(db_err)?;
-        let mut c = CollectionConfig::new(setting("dim", dim)?, metric);
+        let mut c = match (dim, dense_spaces, sparse_spaces) {
+            (Some(dim), None, None) => {
+                CollectionConfig::new(setting("dim", dim)?, parse_metric(metric).map_err(db_err)?)
+            }
+            (None, dense, sparse) if dense.is_some() || sparse.is_some() => {
+                CollectionConfig::with_spaces(
+                    spaces::dense_spaces(dense.unwrap_or_default())?,
+                    spaces::sparse_spaces(sparse.unwrap_or_default())?,
+                )
+            }
+            (None, _, _) => return Err(value_err("give dim, or vectors and/or sparse_vectors")),
+            (Some(_), _, _) => {
+                return Err(value_err(
+                    "give dim (one unnamed vector) or vectors (named ones), not both",
+                ))
+            }
+        };
         c.paths = paths;
         c.wal_path = wal_path;
         c.durability = match (durability, interval_ms) {
@@ -535,6 +554,82 @@ impl PyCollection {
         })
     }
 
+    /// `upsert` with each point's vectors as a dict of space name to vector.
+    #[pyo3(signature = (ids, vectors, payloads))]
+    fn upsert_named(
+        &self,
+        py: Python<'_>,
+        ids: Vec<Bound<'_, PyAny>>,
+        vectors: Vec<Bound<'_, PyAny>>,
+        payloads: Option<Vec<Bound<'_, PyAny>>>,
+    ) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        if vectors.len() != ids.len() {
+            return Err(value_err(format!(
+                "{} ids but {} vector dicts",
+                ids.len(),
+                vectors.len()
+            )));
+        }
+        let payloads = match payloads {
+            None => vec![Payload::new(); ids.len()],
+            Some(p) if p.len() != ids.len() => {
+                return Err(value_err(format!(
+                    "{} ids but {} payloads",
+                    ids.len(),
+                    p.len()
+                )))
+            }
+            Some(p) => p
+                .iter()
+                .zip(&ids)
+                .map(|(p, id)| payload_of(p, &format!("point {id}: payload")))
+                .collect::<PyResult<_>>()?,
+        };
+        let mut points = Vec::with_capacity(ids.len());
+        for ((id, v), payload) in ids.iter().zip(&vectors).zip(payloads) {
+            let vectors = spaces::named_of(v, &format!("point {id}: vectors"))?;
+            points.push(PointRecord {
+                id: *id,
+                vectors,
+                payload,
+            });
+        }
+        self.with(py, |col| col.upsert(points))
+    }
+
+    fn update_vectors(
+        &self,
+        py: Python<'_>,
+        ids: Vec<Bound<'_, PyAny>>,
+        vectors: Vec<Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        if vectors.len() != ids.len() {
+            return Err(value_err(format!(
+                "{} ids but {} vector dicts",
+                ids.len(),
+                vectors.len()
+            )));
+        }
+        let points = ids
+            .iter()
+            .zip(&vectors)
+            .map(|(id, v)| Ok((*id, spaces::named_of(v, &format!("point {id}: vectors"))?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.with(py, |col| col.update_vectors(points))
+    }
+
+    fn delete_vectors(
+        &self,
+        py: Python<'_>,
+        ids: Vec<Bound<'_, PyAny>>,
+        names: Vec<String>,
+    ) -> PyResult<u64> {
+        let ids = ids_of(&ids)?;
+        self.with(py, |col| col.delete_vectors(&ids, &names))
+    }
+
     fn delete(&self, py: Python<'_>, ids: Vec<Bound<'_, PyAny>>) -> PyResult<u64> {
         let ids = ids_of(&ids)?;
         self.with(py, |col| {
@@ -616,7 +711,7 @@ impl PyCollection {
         records_list(py, records)
     }
 
-    #[pyo3(signature = (query, k, filter, search_list, offset, with_payload, with_vector, score_threshold))]
+    #[pyo3(signature = (query, k, filter, search_list, offset, with_payload, with_vector, score_threshold, using))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -629,8 +724,9 @@ impl PyCollection {
         with_payload: bool,
         with_vector: bool,
         score_threshold: Option<f32>,
+        using: String,
     ) -> PyResult<Bound<'py, PyList>> {
-        let req = request(
+        let mut req = request(
             k,
             filter.as_ref(),
             search_list,
@@ -639,6 +735,7 @@ impl PyCollection {
             with_vector,
             score_threshold,
         )?;
+        req.using = using;
         let q = query
             .as_slice()
             .map_err(|_| value_err("query must be contiguous"))?;
@@ -646,7 +743,38 @@ impl PyCollection {
         hits_list(py, hits)
     }
 
-    #[pyo3(signature = (queries, k, filter, search_list, offset, with_payload, with_vector, score_threshold, threads))]
+    /// `search` with a sparse query (a dict of `indices` and `values`) in sparse space
+    /// `using`.
+    #[pyo3(signature = (query, k, filter, offset, with_payload, with_vector, score_threshold, using))]
+    #[allow(clippy::too_many_arguments)]
+    fn search_sparse<'py>(
+        &self,
+        py: Python<'py>,
+        query: Bound<'py, PyDict>,
+        k: i128,
+        filter: Option<Bound<'py, PyAny>>,
+        offset: i128,
+        with_payload: bool,
+        with_vector: bool,
+        score_threshold: Option<f32>,
+        using: String,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut req = request(
+            k,
+            filter.as_ref(),
+            None,
+            offset,
+            with_payload,
+            with_vector,
+            score_threshold,
+        )?;
+        req.using = using;
+        let query = spaces::sparse_of(&query, "query")?;
+        let hits = self.with(py, |col| col.search_sparse(query, &req))?;
+        hits_list(py, hits)
+    }
+
+    #[pyo3(signature = (queries, k, filter, search_list, offset, with_payload, with_vector, score_threshold, threads, using))]
     #[allow(clippy::too_many_arguments)]
     fn search_batch<'py>(
         &self,
@@ -660,8 +788,9 @@ impl PyCollection {
         with_vector: bool,
         score_threshold: Option<f32>,
         threads: Option<i128>,
+        using: String,
     ) -> PyResult<Bound<'py, PyList>> {
-        let req = request(
+        let mut req = request(
             k,
             filter.as_ref(),
             search_list,
@@ -670,6 +799,7 @@ impl PyCollection {
             with_vector,
             score_threshold,
         )?;
+        req.using = using;
         let workers = threads.map(|t| pool(Some(t))).transpose()?;
         let (rows, dim) = (queries.shape()[0], queries.shape()[1]);
         let data = if rows == 0 {
@@ -679,7 +809,7 @@ impl PyCollection {
         };
         let results = self.with(py, |col| {
             if rows > 0 {
-                col.check_query_dimension("", dim)?;
+                col.check_query_dimension(&req.using, dim)?;
             }
             // One part per thread: each part's sealed-segment reads are in flight together.
             let run = || -> diskvec_db::Result<Vec<Vec<Hit>>> {

@@ -3,6 +3,7 @@
 
 mod db;
 mod json;
+mod spaces;
 
 use std::path::PathBuf;
 

@@ -87,6 +87,27 @@ def _opt_budget(name: str, value, zero: bool = False) -> Optional[str]:
     return str(int(value))
 
 
+def _named_rows(vectors: dict, n: int) -> List[dict]:
+    """Per-space columns ({name: one entry per point}) as one dict per point of the vectors
+    it has (None entries left out)."""
+    rows: List[dict] = [{} for _ in range(n)]
+    for name, column in vectors.items():
+        if isinstance(column, np.ndarray) and column.ndim == 2:
+            column = np.ascontiguousarray(column, dtype=np.float32)
+        elif isinstance(column, (str, bytes, dict)) or not hasattr(column, "__len__"):
+            raise ValueError(f"vectors[{name!r}] must hold one entry per point")
+        if len(column) != n:
+            raise ValueError(f"{n} ids but {len(column)} entries in vectors[{name!r}]")
+        for row, v in zip(rows, column):
+            if v is None:
+                continue
+            if isinstance(v, dict):
+                row[str(name)] = v
+            else:
+                row[str(name)] = np.asarray(v, dtype=np.float32).tolist()
+    return rows
+
+
 class Database:
     """An open database directory. Use `diskvec.open(path)`.
 
@@ -113,7 +134,9 @@ class Database:
         """Whether `close()` was called."""
         return self._inner.closed
 
-    def create_collection(self, name: str, *, dim: int, metric: str = "cosine",
+    def create_collection(self, name: str, *, dim: Optional[int] = None, metric: str = "cosine",
+                          vectors: Optional[Dict[str, dict]] = None,
+                          sparse_vectors: Optional[Dict[str, dict]] = None,
                           paths: Optional[Sequence[Union[str, os.PathLike]]] = None,
                           wal_path: Union[str, os.PathLike, None] = None, durability: str = "sync",
                           interval_ms: Optional[int] = None, seal_threshold: Optional[int] = None,
@@ -127,7 +150,11 @@ class Database:
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
-        - dim: vector dimension (1 to 65536); metric: "cosine", "l2" or "ip".
+        - dim: vector dimension (1 to 65536); metric: "cosine", "l2" or "ip": one unnamed
+          vector per point. Or, instead, named spaces:
+          vectors={"text": {"dim": 384, "metric": "cosine"}, "image": {"dim": 512}} (dense;
+          metric defaults to `metric`) and/or sparse_vectors={"words": {"modifier": "idf"}}
+          (modifier "none" by default). A point may have a vector in any of them.
         - paths: directories (e.g. NVMe namespaces) that sealed segments' nodes are striped
           over; default: inside the database directory. wal_path: where the write-ahead log
           lives; default: inside the database directory. Relative paths are made absolute.
@@ -162,8 +189,13 @@ class Database:
           search reads nothing from the SSD. `info()["search_memory"]` shows what it holds,
           reads per search and the cache hit rate.
         """
+        dense_spaces = None if vectors is None else [
+            (str(n), _int(f"vectors[{n!r}]['dim']", (v or {}).get("dim")), str((v or {}).get("metric", metric)))
+            for n, v in vectors.items()]
+        sparse_spaces = None if sparse_vectors is None else [
+            (str(n), str((v or {}).get("modifier", "none"))) for n, v in sparse_vectors.items()]
         native = self._inner.create_collection(
-            name, _int("dim", dim), metric, [_path(p) for p in (paths or [])],
+            name, _opt_int("dim", dim), metric, [_path(p) for p in (paths or [])],
             None if wal_path is None else _path(wal_path), durability, _opt_int("interval_ms", interval_ms),
             _opt_int("seal_threshold", seal_threshold),
             None if vacuum_threshold is None else float(vacuum_threshold), _opt_int("max_degree", max_degree),
@@ -171,7 +203,7 @@ class Database:
             _opt_int("max_payload_bytes", max_payload_bytes), bool(on_disk),
             _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation),
             _opt_budget("build_memory", build_memory),
-            _opt_budget("search_memory", search_memory, zero=True))
+            _opt_budget("search_memory", search_memory, zero=True), dense_spaces, sparse_spaces)
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":
@@ -253,23 +285,44 @@ class Collection:
         """Inserts or replaces points; returns the operation number (the points' version).
 
         ids: a list or 1-D array of non-negative ints and/or UUID strings. vectors: array-like
-        of shape (len(ids), dim), converted to float32. payloads: None, or one dict (or None)
+        of shape (len(ids), dim), converted to float32 (the unnamed space); or, for named
+        spaces, a dict of space name to one entry per point: a 2-D array for a dense space, or
+        a list whose items are a vector, a sparse vector {"indices": [...], "values": [...]},
+        or None (the point has no vector in that space). payloads: None, or one dict (or None)
         per point. An id given twice keeps its last vector and payload. Nothing is written when
         any point is refused (ValueError naming it). Very large batches (over 32 MiB or 100,000
         points) are written as several operations; the last one's number is returned.
         """
         ids = _ids(ids)
+        if payloads is not None:
+            if isinstance(payloads, dict):
+                raise ValueError("payloads must be a list with one dict per point")
+            payloads = list(payloads)
+        if isinstance(vectors, dict):
+            return self._inner.upsert_named(ids, _named_rows(vectors, len(ids)), payloads)
         v = np.ascontiguousarray(vectors, dtype=np.float32)
         if v.ndim != 2:
             if v.size == 0 and not ids:
                 v = v.reshape(0, 0)
             else:
                 raise ValueError(f"vectors must be a 2-D array (n, dim), got shape {v.shape}")
-        if payloads is not None:
-            if isinstance(payloads, dict):
-                raise ValueError("payloads must be a list with one dict per point")
-            payloads = list(payloads)
         return self._inner.upsert(ids, v, payloads)
+
+    def update_vectors(self, ids, vectors: Dict[str, object]) -> int:
+        """Sets the vectors given of existing points (named spaces, as in `upsert`'s dict
+        form), keeping their other vectors and their payloads; KeyError (nothing written) if
+        an id is not there. Returns the operation number."""
+        ids = _ids(ids)
+        if not isinstance(vectors, dict):
+            raise ValueError("vectors must be a dict of space name to vectors")
+        return self._inner.update_vectors(ids, _named_rows(vectors, len(ids)))
+
+    def delete_vectors(self, ids, names: Sequence[str]) -> int:
+        """Removes the vectors of `ids` in the spaces `names` (their other vectors and their
+        payloads stay); ValueError for a space the collection does not have."""
+        if isinstance(names, str):
+            names = [names]
+        return self._inner.delete_vectors(_ids(ids), [str(n) for n in names])
 
     def delete(self, ids=None, *, filter: Optional[Filter] = None) -> int:
         """Deletes points, by id or by filter (exactly one of the two).
@@ -321,7 +374,7 @@ class Collection:
 
     def search(self, query, k: int = 10, filter: Optional[Filter] = None, search_list: Optional[int] = None,
                offset: int = 0, with_payload: bool = True, with_vectors: bool = False,
-               score_threshold: Optional[float] = None) -> List[dict]:
+               score_threshold: Optional[float] = None, using: str = "") -> List[dict]:
         """The `k` points closest to `query` (1-D, the collection's dim), closest first.
 
         - filter: Qdrant filter dict; only matching points are returned.
@@ -329,20 +382,30 @@ class Collection:
           accurate and slower. Default: the collection's (100).
         - offset: results to skip first (pagination); offset + k is at most 10000.
         - score_threshold: only results scoring at least this (at most, for l2).
-        Each hit is {"id", "version", "score", "distance", "payload"?, "vector"?}: score is
-        Qdrant's (cosine similarity, dot product, or Euclidean distance for l2); distance is
-        diskvec's, smaller is closer (1 - cosine, -dot, squared Euclidean).
+        - using: the vector space searched ("": the unnamed one). A sparse query
+          {"indices": [...], "values": [...]} searches a sparse space: exact dot products
+          (times each term's IDF where the space's modifier is "idf").
+        Each hit is {"id", "version", "score", "distance", "payload"?, "vector"?,
+        "vectors"?}: score is Qdrant's (cosine similarity, dot product, or Euclidean distance
+        for l2); distance is diskvec's, smaller is closer (1 - cosine, -dot, squared
+        Euclidean). "vector" is the unnamed space's, "vectors" the named ones'.
         """
+        if isinstance(query, dict):
+            return self._inner.search_sparse(query, _int("k", k), filter, _int("offset", offset),
+                                             bool(with_payload), bool(with_vectors),
+                                             None if score_threshold is None else float(score_threshold),
+                                             str(using))
         q = np.ascontiguousarray(query, dtype=np.float32)
         if q.ndim != 1:
             raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
         return self._inner.search(q, _int("k", k), filter, _opt_int("search_list", search_list),
                                   _int("offset", offset), bool(with_payload), bool(with_vectors),
-                                  None if score_threshold is None else float(score_threshold))
+                                  None if score_threshold is None else float(score_threshold), str(using))
 
     def search_batch(self, queries, k: int = 10, filter: Optional[Filter] = None, search_list: Optional[int] = None,
                      offset: int = 0, with_payload: bool = True, with_vectors: bool = False,
-                     score_threshold: Optional[float] = None, threads: Optional[int] = None) -> List[List[dict]]:
+                     score_threshold: Optional[float] = None, threads: Optional[int] = None,
+                     using: str = "") -> List[List[dict]]:
         """`search` for every row of `queries` (n, dim); returns one list of hits per query.
         The rows are split over `threads` threads (default: one per core), and each thread
         queues the SSD searches of its rows on every sealed segment's search threads before
@@ -354,7 +417,7 @@ class Collection:
         return self._inner.search_batch(q, _int("k", k), filter, _opt_int("search_list", search_list),
                                         _int("offset", offset), bool(with_payload), bool(with_vectors),
                                         None if score_threshold is None else float(score_threshold),
-                                        _opt_int("threads", threads))
+                                        _opt_int("threads", threads), str(using))
 
     def scroll(self, filter: Optional[Filter] = None, limit: int = 100, offset: Optional[PointId] = None,
                with_payload: bool = True, with_vectors: bool = False) -> Tuple[List[dict], Optional[PointId]]:
@@ -389,13 +452,20 @@ class Collection:
         seal, vacuum or merge running: kind, points, phase, done, total, seconds,
         memory_budget it was granted, estimated_peak of its plan, shards: 1 in memory,
         seeded: points of a merge that kept their sealed segment's graph lists; the
-        seal when a merge runs beside it), tasks (every build running, alike), last_task (the last one that ended, alike) and indexing_paused."""
+        seal when a merge runs beside it), tasks (every build running, alike), last_task (the last one that ended, alike) and indexing_paused.
+        config["dense"] and config["sparse"] list the vector spaces ({"name", "dim", "metric"}
+        and {"name", "modifier"}); a collection of one unnamed vector also has config["dim"]
+        and config["metric"]."""
         info = self._inner.info()
         info["payload_indexes"] = dict(info["payload_indexes"])
         config = info["config"]
         durability = config["durability"]
         if isinstance(durability, dict):
             config["durability"], config["interval_ms"] = "interval", durability["interval"]["interval_ms"]
+        # config["dense"] lists the dense spaces and config["sparse"] the sparse ones; a
+        # collection of one unnamed vector also shows its dim and metric at the top.
+        if len(config["dense"]) == 1 and config["dense"][0]["name"] == "" and not config["sparse"]:
+            config["dim"], config["metric"] = config["dense"][0]["dim"], config["dense"][0]["metric"]
         return info
 
     def recovery(self) -> dict:

@@ -1,0 +1,95 @@
+"""Named and sparse vector spaces from Python: one model of a collection with the server's.
+Points hold any subset of the spaces; each space is searched on its own, through a seal and
+a reopen, and checked against numpy brute force."""
+import numpy as np
+import pytest
+
+import diskvec
+
+
+@pytest.fixture
+def db(tmp_path):
+    with diskvec.open(tmp_path / "db") as db:
+        yield db
+
+
+def create(db):
+    return db.create_collection(
+        "s", vectors={"text": {"dim": 8, "metric": "cosine"}, "image": {"dim": 4, "metric": "l2"}},
+        sparse_vectors={"words": {"modifier": "idf"}}, seal_threshold=1000)
+
+
+def columns(n, seed):
+    rng = np.random.default_rng(seed)
+    text = rng.normal(size=(n, 8)).astype(np.float32)
+    image = [rng.normal(size=4).astype(np.float32) if i % 3 else None for i in range(n)]
+    words = [{"indices": [i % 7, 10 + i % 5], "values": [1.0, 0.5]} if i % 2 == 0 else None
+             for i in range(n)]
+    return text, image, words
+
+
+def test_named_spaces_through_a_seal_and_a_reopen(tmp_path):
+    n = 1500
+    text, image, words = columns(n, 1)
+    with diskvec.open(tmp_path / "db") as db:
+        col = create(db)
+        col.upsert(range(n), {"text": text, "image": image, "words": words})
+        col.optimize()
+    with diskvec.open(tmp_path / "db") as db:
+        col = db.collection("s")
+        assert len(col) == n
+        q = np.random.default_rng(9).normal(size=8).astype(np.float32)
+        hits = col.search(q, k=5, using="text", search_list=200)
+        unit = text / np.linalg.norm(text, axis=1, keepdims=True)
+        want = np.argsort(-(unit @ (q / np.linalg.norm(q))), kind="stable")[:5]
+        assert [h["id"] for h in hits] == want.tolist()
+        # Only points with an image vector are found in that space.
+        hits = col.search(np.zeros(4, np.float32), k=50, using="image")
+        assert hits and all(h["id"] % 3 for h in hits)
+        # Sparse: exact dot products times IDF, over points sharing a term.
+        hits = col.search({"indices": [3], "values": [2.0]}, k=500, using="words")
+        holders = [i for i in range(0, n, 2) if i % 7 == 3]
+        assert sorted(h["id"] for h in hits) == holders
+        with_words = (n + 1) // 2
+        idf = np.log(1 + (with_words - len(holders) + 0.5) / (len(holders) + 0.5))
+        assert hits[0]["score"] == pytest.approx(2.0 * idf, rel=1e-5)
+        got = col.get([0, 1], with_vectors=True)
+        assert set(got[0]["vectors"]) == {"text", "words"}
+        assert list(got[0]["vectors"]["words"]["indices"]) == [0, 10]
+        assert set(got[1]["vectors"]) == {"text", "image"}
+        assert "vector" not in got[0], "no unnamed space"
+
+
+def test_vectors_are_set_and_removed_one_space_at_a_time(db):
+    col = create(db)
+    text, image, words = columns(3, 2)
+    col.upsert([1, 2, 3], {"text": text, "image": image, "words": words}, [{"a": 1}, None, None])
+    col.update_vectors([1], {"image": [[1, 2, 3, 4]]})
+    col.delete_vectors([1, 2], ["text"])
+    one = col.get([1], with_vectors=True)[0]
+    assert set(one["vectors"]) == {"image", "words"}
+    assert one["vectors"]["image"].tolist() == [1, 2, 3, 4]
+    assert one["payload"] == {"a": 1}
+    with pytest.raises(ValueError, match="Not existing vector name error: nope"):
+        col.delete_vectors([1], ["nope"])
+    with pytest.raises(KeyError):
+        col.update_vectors([42], {"image": [[1, 2, 3, 4]]})
+
+
+def test_mistakes_name_the_space(db):
+    col = create(db)
+    with pytest.raises(ValueError, match="no vector space named \"photo\""):
+        col.upsert([1], {"photo": [[1.0, 2.0]]})
+    with pytest.raises(ValueError, match="dimension 3"):
+        col.upsert([1], {"image": [[1.0, 2.0, 3.0]]})
+    with pytest.raises(ValueError, match="repeats index 4"):
+        col.upsert([1], {"words": [{"indices": [4, 4], "values": [1.0, 1.0]}]})
+    with pytest.raises(ValueError, match="sparse space"):
+        col.search(np.zeros(4, np.float32), using="words")
+    with pytest.raises(ValueError, match="dense space"):
+        col.search({"indices": [1], "values": [1.0]}, using="image")
+    with pytest.raises(ValueError, match="not both"):
+        db.create_collection("x", dim=4, vectors={"a": {"dim": 4}})
+    with pytest.raises(ValueError, match="give dim"):
+        db.create_collection("x")
+    assert len(col) == 0
