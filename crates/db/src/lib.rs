@@ -12,6 +12,7 @@ pub mod filter;
 mod manifest;
 mod ops;
 mod point;
+pub mod query;
 mod search_memory;
 mod segment;
 pub mod storage;
@@ -31,6 +32,8 @@ pub use diskvec_index::diskann::MemoryBudget;
 /// The distance a collection ranks by (its `CollectionConfig::metric`).
 pub use diskvec_vector::Metric;
 pub use error::{DbError, Result};
+/// Most results one search, query or scroll page returns (offset included).
+pub const MAX_RESULTS: usize = diskvec_index::limits::K.max;
 pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};

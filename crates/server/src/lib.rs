@@ -10,6 +10,7 @@ mod convert;
 mod envelope;
 mod metrics;
 mod points;
+mod query;
 mod writes;
 
 use std::sync::Arc;
@@ -126,11 +127,8 @@ pub fn router(state: AppState) -> Router {
             &format!("{c}/points/search/batch"),
             post(points::search_batch),
         )
-        .route(&format!("{c}/points/query"), post(points::query))
-        .route(
-            &format!("{c}/points/query/batch"),
-            post(points::query_batch),
-        )
+        .route(&format!("{c}/points/query"), post(query::query_one))
+        .route(&format!("{c}/points/query/batch"), post(query::query_batch))
         .route("/metrics", get(prometheus))
         .route("/telemetry", get(telemetry))
         .route_layer(axum::middleware::from_fn(deadline))

@@ -100,12 +100,6 @@ pub async fn count(State(s): State<AppState>, Path(name): Path<String>, body: By
     Ok(ok(json!({"count": n}), t))
 }
 
-/// `points/query`'s answer.
-#[derive(Serialize)]
-struct QueryAnswer {
-    points: Vec<ScoredPoint>,
-}
-
 /// `points/scroll`'s answer.
 #[derive(Serialize)]
 struct ScrollPage {
@@ -242,28 +236,5 @@ pub async fn search_batch(
     let t = Instant::now();
     let searches = searches_of(&parse_body(&body)?, "vector")?;
     let out = run_searches(&s, &name, searches).await?;
-    Ok(ok(out, t))
-}
-
-pub async fn query(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
-    let t = Instant::now();
-    let parsed = parse_search(&parse_body(&body)?, "query")?;
-    let mut out = run_searches(&s, &name, vec![parsed]).await?;
-    let points = out.pop().unwrap_or_default();
-    Ok(ok(QueryAnswer { points }, t))
-}
-
-pub async fn query_batch(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-    body: Bytes,
-) -> ApiResult {
-    let t = Instant::now();
-    let searches = searches_of(&parse_body(&body)?, "query")?;
-    let out = run_searches(&s, &name, searches).await?;
-    let out: Vec<QueryAnswer> = out
-        .into_iter()
-        .map(|points| QueryAnswer { points })
-        .collect();
     Ok(ok(out, t))
 }

@@ -103,7 +103,7 @@ async fn an_unnamed_dense_space_beside_a_sparse_one() {
             StatusCode::BAD_REQUEST,
         )
         .await;
-    assert!(e.contains("sparse space"), "{e}");
+    assert!(e.contains("is sparse"), "{e}");
     // Malformed sparse vectors fail validation in Qdrant's words and status.
     for (sparse, want) in [
         (

@@ -11,6 +11,7 @@ mod info;
 mod open;
 mod optimize;
 mod pacer;
+mod query;
 mod read;
 mod rebuild;
 mod state;

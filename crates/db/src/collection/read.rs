@@ -296,6 +296,18 @@ impl Inner {
         Ok(found)
     }
 
+    /// Live points with a vector in sparse space `space`, and how many hold each of
+    /// `terms`, over every segment: what an IDF weighting is computed from.
+    pub(crate) fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+        let (mut points, mut per_term) = (0u64, vec![0u64; terms.len()]);
+        for (_, segment) in &self.snapshot() {
+            let (n, df) = segment.sparse_frequencies(space, terms);
+            points += n;
+            per_term.iter_mut().zip(df).for_each(|(t, d)| *t += d);
+        }
+        (points, per_term)
+    }
+
     /// The `req.k` best points for a sparse query in the sparse space `req.using`: exact
     /// dot products (times each term's IDF when the space asks for it) over the points
     /// sharing a term with it.
@@ -310,18 +322,13 @@ impl Inner {
             .map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
         let (wanted, search_list) = self.check_request(req)?;
         let filter = req.filter.clone().map(Arc::new);
-        let segments = self.snapshot();
         if self.config.sparse[space].modifier == SparseModifier::Idf {
-            let (mut points, mut per_term) = (0u64, vec![0u64; query.len()]);
-            for (_, segment) in &segments {
-                let (n, df) = segment.sparse_frequencies(space, &query.indices);
-                points += n;
-                per_term.iter_mut().zip(df).for_each(|(t, d)| *t += d);
-            }
+            let (points, per_term) = self.sparse_frequencies(space, &query.indices);
             for (value, df) in query.values.iter_mut().zip(per_term) {
                 *value *= idf(points, df);
             }
         }
+        let segments = self.snapshot();
         let q = SegmentQuery {
             query: SpaceQuery::Sparse {
                 space,

@@ -28,6 +28,8 @@ mod model;
 mod parse;
 mod path;
 
+pub(crate) use path::KeyPath;
+
 pub use index::{Candidates, PayloadIndex, PayloadIndexKind};
 pub use model::Filter;
 

@@ -1,0 +1,700 @@
+//! Runs a query tree over a collection. A leaf with a nearest query uses the segments'
+//! indexes (graph or exact, as a search would); every other leaf scores the matching
+//! points that have a vector in its space one by one (exact, a scan), and an inner node
+//! re-scores or fuses its prefetches' candidates.
+
+use std::collections::HashSet;
+
+use diskvec_index::limits;
+use diskvec_vector::{check_vectors, Metric};
+use rand::seq::SliceRandom;
+
+use super::{Collection, Hit, Inner, SearchRequest};
+use crate::config::SparseModifier;
+use crate::filter::Filter;
+use crate::query::score;
+use crate::query::{Fusion, Query, QueryRequest, RecommendStrategy, VectorInput};
+use crate::vectors::{SparseVector, Vector};
+use crate::{DbError, PointId, Result};
+
+/// A node's answer: points with scores, best first. `ascending`: lower scores are better
+/// (a nearest search in a Euclidean space, whose score is the distance).
+struct Ranked {
+    points: Vec<(PointId, f32)>,
+    ascending: bool,
+}
+
+impl Ranked {
+    fn descending(points: Vec<(PointId, f32)>) -> Self {
+        Self {
+            points,
+            ascending: false,
+        }
+    }
+
+    /// Best first (ties by id), at most `limit`, and only those passing `threshold`.
+    fn finish(mut self, limit: usize, threshold: Option<f32>) -> Self {
+        let asc = self.ascending;
+        self.points.sort_by(|a, b| {
+            let by_score = if asc {
+                a.1.total_cmp(&b.1)
+            } else {
+                b.1.total_cmp(&a.1)
+            };
+            by_score.then(a.0.cmp(&b.0))
+        });
+        if let Some(t) = threshold {
+            self.points
+                .retain(|p| if asc { p.1 <= t } else { p.1 >= t });
+        }
+        self.points.truncate(limit);
+        self
+    }
+}
+
+/// A space a node compares in.
+#[derive(Clone, Copy)]
+enum Space {
+    Dense { metric: Metric, dim: usize },
+    Sparse { index: usize, idf: bool },
+}
+
+/// A query vector resolved and prepared for its space.
+enum Prepared {
+    Dense(Vec<f32>),
+    Sparse(SparseVector),
+}
+
+/// Points the examples of a query name: left out of its results.
+type Examples = HashSet<PointId>;
+
+impl Inner {
+    /// Runs `req` (the top node): its page, with payloads and vectors as asked.
+    pub(crate) fn query(
+        &self,
+        req: &QueryRequest,
+        with_payload: bool,
+        with_vector: bool,
+    ) -> Result<Vec<Hit>> {
+        let ranked = self.run_node(req, true)?;
+        let page: Vec<(PointId, f32)> = ranked.points.into_iter().skip(req.offset).collect();
+        let ids: Vec<PointId> = page.iter().map(|p| p.0).collect();
+        let records = self.records(&ids, with_payload, with_vector)?;
+        // A point deleted since it was scored is left out.
+        let mut by_id: std::collections::HashMap<PointId, _> =
+            records.into_iter().map(|r| (r.id, r)).collect();
+        Ok(page
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let r = by_id.remove(&id)?;
+                Some(Hit {
+                    id,
+                    score,
+                    distance: if ranked.ascending { score } else { -score },
+                    version: r.version,
+                    payload: r.payload,
+                    vectors: r.vectors,
+                })
+            })
+            .collect())
+    }
+
+    fn run_node(&self, req: &QueryRequest, top: bool) -> Result<Ranked> {
+        limits::K.check(req.limit.max(1))?;
+        let want = req.limit.saturating_add(if top { req.offset } else { 0 });
+        if req.score_threshold.is_some() {
+            match &req.query {
+                None => {
+                    return Err(DbError::InvalidInput(
+                        "A query is needed to use the score_threshold. Can't have \
+                         score_threshold without defining a query."
+                            .into(),
+                    ))
+                }
+                Some(Query::OrderBy { .. }) => {
+                    return Err(DbError::InvalidInput(
+                        "Can't use score_threshold with an order_by query.".into(),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let filter = req.filter.as_ref();
+        let ranked = if req.prefetch.is_empty() {
+            match &req.query {
+                None => Ranked::descending(
+                    self.matching_ids(filter, None, want)
+                        .into_iter()
+                        .map(|id| (id, 0.0))
+                        .collect(),
+                ),
+                Some(Query::Fusion(_)) => {
+                    return Err(DbError::InvalidInput(
+                        "a fusion query merges prefetches: give it some".into(),
+                    ))
+                }
+                Some(Query::Nearest(v)) => self.nearest(req, v, want)?,
+                Some(Query::OrderBy { key, descending }) => {
+                    self.order_by(key, *descending, None, filter)?
+                }
+                Some(Query::Sample) => {
+                    let mut ids = self.matching_ids(filter, None, usize::MAX);
+                    ids.shuffle(&mut rand::rng());
+                    Ranked::descending(ids.into_iter().map(|id| (id, 0.0)).collect())
+                }
+                Some(q) => self.rescore(req, q, None)?,
+            }
+        } else {
+            let lists = req
+                .prefetch
+                .iter()
+                .map(|p| self.run_node(p, false))
+                .collect::<Result<Vec<Ranked>>>()?;
+            match &req.query {
+                None => {
+                    return Err(DbError::InvalidInput(
+                        "A query is needed to merge the prefetches. Can't have prefetches \
+                         without defining a query."
+                            .into(),
+                    ))
+                }
+                Some(Query::Fusion(Fusion::Rrf { k, weights })) => {
+                    let ids: Vec<Vec<PointId>> = lists
+                        .iter()
+                        .map(|l| l.points.iter().map(|p| p.0).collect())
+                        .collect();
+                    Ranked::descending(
+                        self.only_matching(score::rrf(&ids, *k, weights.as_deref()), filter),
+                    )
+                }
+                Some(Query::Fusion(Fusion::Dbsf)) => {
+                    // Scores that improve downwards are negated so that higher is better.
+                    let scored: Vec<Vec<(PointId, f32)>> = lists
+                        .iter()
+                        .map(|l| {
+                            let sign = if l.ascending { -1.0 } else { 1.0 };
+                            l.points.iter().map(|&(id, s)| (id, sign * s)).collect()
+                        })
+                        .collect();
+                    Ranked::descending(self.only_matching(score::dbsf(&scored), filter))
+                }
+                Some(Query::OrderBy { key, descending }) => {
+                    let candidates = union(&lists);
+                    self.order_by(key, *descending, Some(&candidates), filter)?
+                }
+                Some(Query::Sample) => {
+                    let mut ids = union(&lists);
+                    ids.shuffle(&mut rand::rng());
+                    Ranked::descending(
+                        self.only_matching(ids.into_iter().map(|id| (id, 0.0)).collect(), filter),
+                    )
+                }
+                Some(q) => self.rescore(req, q, Some(union(&lists)))?,
+            }
+        };
+        Ok(ranked.finish(want, req.score_threshold))
+    }
+
+    /// `points` that match `filter` (all without one), in their order.
+    fn only_matching(
+        &self,
+        points: Vec<(PointId, f32)>,
+        filter: Option<&Filter>,
+    ) -> Vec<(PointId, f32)> {
+        let Some(f) = filter else { return points };
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        points
+            .into_iter()
+            .filter(|(id, _)| {
+                state
+                    .tracker
+                    .get(id)
+                    .is_some_and(|loc| f.matches(*id, Some(&state.payload(loc))))
+            })
+            .collect()
+    }
+
+    fn space(&self, using: &str) -> Result<Space> {
+        if let Some(index) = self.config.dense_space(using) {
+            let s = &self.config.dense[index];
+            return Ok(Space::Dense {
+                metric: s.metric,
+                dim: s.dim,
+            });
+        }
+        match self.config.sparse_space(using) {
+            Some(index) => Ok(Space::Sparse {
+                index,
+                idf: self.config.sparse[index].modifier == SparseModifier::Idf,
+            }),
+            None => Err(DbError::InvalidInput(format!(
+                "Not existing vector name error: {using}"
+            ))),
+        }
+    }
+
+    /// A query vector in `space`: given (checked, prepared) or a stored point's (noted in
+    /// `examples`).
+    fn prepare(
+        &self,
+        v: &VectorInput,
+        space: Space,
+        using: &str,
+        examples: &mut Examples,
+    ) -> Result<Prepared> {
+        let given = match v {
+            VectorInput::Point(id) => {
+                examples.insert(*id);
+                let record = self.records(&[*id], false, true)?;
+                let vectors = record
+                    .into_iter()
+                    .next()
+                    .ok_or(DbError::PointNotFound(*id))?
+                    .vectors
+                    .unwrap_or_default();
+                return match vectors.get(using) {
+                    Some(Vector::Dense(d)) => Ok(Prepared::Dense(d.clone())),
+                    Some(Vector::Sparse(s)) => Ok(Prepared::Sparse(s.clone())),
+                    None => Err(DbError::InvalidInput(format!(
+                        "point {id} has no vector in space {using:?}"
+                    ))),
+                };
+            }
+            VectorInput::Dense(d) => Vector::Dense(d.clone()),
+            VectorInput::Sparse(s) => Vector::Sparse(s.clone()),
+        };
+        match (given, space) {
+            (Vector::Dense(mut d), Space::Dense { metric, dim, .. }) => {
+                if d.len() != dim {
+                    return Err(DbError::InvalidInput(format!(
+                        "query has dimension {}, vector space {using:?} has {dim}",
+                        d.len()
+                    )));
+                }
+                check_vectors(&d, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
+                metric.prepare(&mut d);
+                Ok(Prepared::Dense(d))
+            }
+            (Vector::Sparse(s), Space::Sparse { .. }) => {
+                Ok(Prepared::Sparse(s.checked().map_err(|e| {
+                    DbError::InvalidInput(format!("query: {e}"))
+                })?))
+            }
+            (Vector::Dense(_), Space::Sparse { .. }) => Err(DbError::InvalidInput(format!(
+                "vector space {using:?} is sparse: query it with a sparse vector"
+            ))),
+            (Vector::Sparse(_), Space::Dense { .. }) => Err(DbError::InvalidInput(format!(
+                "vector space {using:?} is dense: query it with a dense vector"
+            ))),
+        }
+    }
+
+    /// A nearest search through the indexes, leaving out a point the query vector came from.
+    fn nearest(&self, req: &QueryRequest, v: &VectorInput, want: usize) -> Result<Ranked> {
+        let space = self.space(&req.using)?;
+        let mut examples = Examples::new();
+        let query = self.prepare(v, space, &req.using, &mut examples)?;
+        let mut search = SearchRequest::new(want.saturating_add(examples.len()).max(1));
+        search.filter = req.filter.clone();
+        search.search_list = req.search_list;
+        search.using = req.using.clone();
+        search.k = search.k.min(limits::K.max);
+        let hits = match query {
+            // Stored vectors are prepared already; preparing again is harmless (unit length
+            // stays unit length, other metrics do nothing).
+            Prepared::Dense(d) => self.search(&d, &search)?,
+            Prepared::Sparse(s) => self.search_sparse(s, &search)?,
+        };
+        let ascending = matches!(
+            space,
+            Space::Dense {
+                metric: Metric::L2,
+                ..
+            }
+        );
+        Ok(Ranked {
+            points: hits
+                .into_iter()
+                .filter(|h| !examples.contains(&h.id))
+                .map(|h| (h.id, h.score))
+                .collect(),
+            ascending,
+        })
+    }
+
+    /// Scores `candidates` (every matching point with a vector in the space, when `None`)
+    /// with `query`, exactly.
+    fn rescore(
+        &self,
+        req: &QueryRequest,
+        query: &Query,
+        candidates: Option<Vec<PointId>>,
+    ) -> Result<Ranked> {
+        let space = self.space(&req.using)?;
+        let using = req.using.as_str();
+        let mut examples = Examples::new();
+        let mut prepare = |v: &VectorInput| self.prepare(v, space, using, &mut examples);
+        let scorer: Scorer = match query {
+            Query::Nearest(v) => Scorer::Nearest(prepare(v)?),
+            Query::Recommend {
+                positive,
+                negative,
+                strategy,
+            } => {
+                if positive.is_empty() && negative.is_empty() {
+                    return Err(DbError::InvalidInput(
+                        "a recommendation needs at least one example".into(),
+                    ));
+                }
+                let pos = positive
+                    .iter()
+                    .map(&mut prepare)
+                    .collect::<Result<Vec<_>>>()?;
+                let neg = negative
+                    .iter()
+                    .map(&mut prepare)
+                    .collect::<Result<Vec<_>>>()?;
+                match strategy {
+                    RecommendStrategy::AverageVector => {
+                        Scorer::Nearest(Prepared::Dense(average_target(&pos, &neg, using)?))
+                    }
+                    RecommendStrategy::BestScore => Scorer::BestScore(pos, neg),
+                    RecommendStrategy::SumScores => Scorer::SumScores(pos, neg),
+                }
+            }
+            Query::Discover { target, context } => {
+                let target = prepare(target)?;
+                let pairs = context
+                    .iter()
+                    .map(|(p, n)| Ok((prepare(p)?, prepare(n)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                Scorer::Discover(target, pairs)
+            }
+            Query::Context(context) => Scorer::Context(
+                context
+                    .iter()
+                    .map(|(p, n)| Ok((prepare(p)?, prepare(n)?)))
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            Query::OrderBy { .. } | Query::Fusion(_) | Query::Sample => {
+                unreachable!("run_node handles these")
+            }
+        };
+        // A recommendation by average vector is a nearest search: through the indexes
+        // when nothing was prefetched.
+        if let (Scorer::Nearest(Prepared::Dense(target)), None, Query::Recommend { .. }) =
+            (&scorer, &candidates, query)
+        {
+            let mut search = SearchRequest::new(req.limit.max(1).saturating_add(examples.len()));
+            search.k = search.k.min(limits::K.max);
+            search.filter = req.filter.clone();
+            search.search_list = req.search_list;
+            search.using = req.using.clone();
+            let hits = self.search(target, &search)?;
+            let ascending = matches!(
+                space,
+                Space::Dense {
+                    metric: Metric::L2,
+                    ..
+                }
+            );
+            return Ok(Ranked {
+                points: hits
+                    .into_iter()
+                    .filter(|h| !examples.contains(&h.id))
+                    .map(|h| (h.id, h.score))
+                    .collect(),
+                ascending,
+            });
+        }
+        let ids = match candidates {
+            Some(ids) => self
+                .only_matching(
+                    ids.into_iter().map(|id| (id, 0.0)).collect(),
+                    req.filter.as_ref(),
+                )
+                .into_iter()
+                .map(|p| p.0)
+                .collect(),
+            None => self.matching_ids(req.filter.as_ref(), None, usize::MAX),
+        };
+        let idf = self.idf_weights(space, &scorer)?;
+        let mut points = Vec::new();
+        for chunk in ids.chunks(1024) {
+            for r in self.records(chunk, false, true)? {
+                if examples.contains(&r.id) {
+                    continue;
+                }
+                let Some(v) = r.vectors.as_ref().and_then(|v| v.get(using)) else {
+                    continue;
+                };
+                let sim = |q: &Prepared| similarity(space, q, v, idf.as_deref());
+                let s = match &scorer {
+                    Scorer::Nearest(q) => match space {
+                        Space::Dense {
+                            metric: Metric::L2, ..
+                        } => -sim(q),
+                        _ => sim(q),
+                    },
+                    Scorer::BestScore(p, n) => score::best_score(
+                        &p.iter().map(sim).collect::<Vec<_>>(),
+                        &n.iter().map(sim).collect::<Vec<_>>(),
+                    ),
+                    Scorer::SumScores(p, n) => score::sum_scores(
+                        &p.iter().map(sim).collect::<Vec<_>>(),
+                        &n.iter().map(sim).collect::<Vec<_>>(),
+                    ),
+                    Scorer::Discover(t, pairs) => score::discover(
+                        sim(t),
+                        &pairs
+                            .iter()
+                            .map(|(p, n)| (sim(p), sim(n)))
+                            .collect::<Vec<_>>(),
+                    ),
+                    Scorer::Context(pairs) => score::context(
+                        &pairs
+                            .iter()
+                            .map(|(p, n)| (sim(p), sim(n)))
+                            .collect::<Vec<_>>(),
+                    ),
+                };
+                points.push((r.id, s));
+            }
+        }
+        let ascending = matches!(
+            (&scorer, space),
+            (
+                Scorer::Nearest(_),
+                Space::Dense {
+                    metric: Metric::L2,
+                    ..
+                }
+            )
+        );
+        Ok(Ranked { points, ascending })
+    }
+
+    /// IDF weights of a sparse space's query terms (by term), when the space asks for them.
+    fn idf_weights(&self, space: Space, scorer: &Scorer) -> Result<Option<Vec<(u32, f32)>>> {
+        let Space::Sparse { index, idf: true } = space else {
+            return Ok(None);
+        };
+        let mut terms: Vec<u32> = scorer
+            .vectors()
+            .into_iter()
+            .filter_map(|p| match p {
+                Prepared::Sparse(s) => Some(s.indices.clone()),
+                Prepared::Dense(_) => None,
+            })
+            .flatten()
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        let (points, df) = self.sparse_frequencies(index, &terms);
+        Ok(Some(
+            terms
+                .into_iter()
+                .zip(df)
+                .map(|(t, d)| (t, super::read::idf(points, d)))
+                .collect(),
+        ))
+    }
+
+    /// Points ordered by the payload value at `key` (numbers by value, then strings); points
+    /// without one are left out. Among `candidates` when given.
+    fn order_by(
+        &self,
+        key: &str,
+        descending: bool,
+        candidates: Option<&[PointId]>,
+        filter: Option<&Filter>,
+    ) -> Result<Ranked> {
+        let ids = match candidates {
+            Some(c) => self
+                .only_matching(c.iter().map(|&id| (id, 0.0)).collect(), filter)
+                .into_iter()
+                .map(|p| p.0)
+                .collect(),
+            None => self.matching_ids(filter, None, usize::MAX),
+        };
+        let path = crate::filter::KeyPath::parse(key)
+            .map_err(|e| DbError::InvalidInput(format!("order_by: {e}")))?;
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut keyed: Vec<(OrderKey, PointId)> = ids
+            .into_iter()
+            .filter_map(|id| {
+                let loc = state.tracker.get(&id)?;
+                let payload = state.payload(loc);
+                let mut smallest: Option<OrderKey> = None;
+                path.any_value(&payload, &mut |v| {
+                    let items = match v {
+                        serde_json::Value::Array(a) => a.iter().collect(),
+                        v => vec![v],
+                    };
+                    for key in items.into_iter().filter_map(OrderKey::of) {
+                        if smallest.as_ref().is_none_or(|s| key < *s) {
+                            smallest = Some(key);
+                        }
+                    }
+                    false
+                });
+                Some((smallest?, id))
+            })
+            .collect();
+        drop(state);
+        keyed.sort_by(|a, b| {
+            let by_value = a.0.cmp(&b.0);
+            if descending {
+                by_value.reverse()
+            } else {
+                by_value
+            }
+            .then(a.1.cmp(&b.1))
+        });
+        // Kept in this order by `finish`: equal scores keep their places only by id, so
+        // the position is the score.
+        let n = keyed.len() as f32;
+        Ok(Ranked::descending(
+            keyed
+                .into_iter()
+                .enumerate()
+                .map(|(i, (_, id))| (id, n - i as f32))
+                .collect(),
+        ))
+    }
+}
+
+/// What a re-scoring node computes per point.
+enum Scorer {
+    Nearest(Prepared),
+    BestScore(Vec<Prepared>, Vec<Prepared>),
+    SumScores(Vec<Prepared>, Vec<Prepared>),
+    Discover(Prepared, Vec<(Prepared, Prepared)>),
+    Context(Vec<(Prepared, Prepared)>),
+}
+
+impl Scorer {
+    fn vectors(&self) -> Vec<&Prepared> {
+        match self {
+            Scorer::Nearest(q) => vec![q],
+            Scorer::BestScore(p, n) | Scorer::SumScores(p, n) => p.iter().chain(n).collect(),
+            Scorer::Discover(t, pairs) => std::iter::once(t)
+                .chain(pairs.iter().flat_map(|(p, n)| [p, n]))
+                .collect(),
+            Scorer::Context(pairs) => pairs.iter().flat_map(|(p, n)| [p, n]).collect(),
+        }
+    }
+}
+
+/// A payload value as an order-by key: numbers before strings.
+#[derive(PartialEq, PartialOrd)]
+enum OrderKey {
+    Number(f64),
+    Text(String),
+}
+
+impl Eq for OrderKey {}
+
+impl Ord for OrderKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (OrderKey::Number(a), OrderKey::Number(b)) => a.total_cmp(b),
+            (OrderKey::Text(a), OrderKey::Text(b)) => a.cmp(b),
+            (OrderKey::Number(_), OrderKey::Text(_)) => std::cmp::Ordering::Less,
+            (OrderKey::Text(_), OrderKey::Number(_)) => std::cmp::Ordering::Greater,
+        }
+    }
+}
+
+impl OrderKey {
+    fn of(v: &serde_json::Value) -> Option<Self> {
+        match v {
+            serde_json::Value::Number(n) => n.as_f64().map(OrderKey::Number),
+            serde_json::Value::String(s) => Some(OrderKey::Text(s.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// The points of several lists, each once, in first-seen order.
+fn union(lists: &[Ranked]) -> Vec<PointId> {
+    let mut seen = HashSet::new();
+    lists
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .filter(|id| seen.insert(*id))
+        .collect()
+}
+
+/// avg(positive) + (avg(positive) - avg(negative)) (avg(positive) without negatives).
+fn average_target(pos: &[Prepared], neg: &[Prepared], using: &str) -> Result<Vec<f32>> {
+    let dense = |list: &[Prepared]| -> Result<Vec<Vec<f32>>> {
+        list.iter()
+            .map(|p| match p {
+                Prepared::Dense(d) => Ok(d.clone()),
+                Prepared::Sparse(_) => Err(DbError::InvalidInput(format!(
+                    "the average_vector strategy needs a dense space; {using:?} is sparse \
+                     (use best_score)"
+                ))),
+            })
+            .collect()
+    };
+    let (pos, neg) = (dense(pos)?, dense(neg)?);
+    let avg = |list: &[Vec<f32>]| -> Option<Vec<f32>> {
+        let first = list.first()?;
+        let mut sum = vec![0.0f32; first.len()];
+        for v in list {
+            sum.iter_mut().zip(v).for_each(|(s, x)| *s += x);
+        }
+        Some(sum.into_iter().map(|s| s / list.len() as f32).collect())
+    };
+    match (avg(&pos), avg(&neg)) {
+        (Some(p), None) => Ok(p),
+        (Some(p), Some(n)) => Ok(p.iter().zip(&n).map(|(a, b)| a + a - b).collect()),
+        (None, Some(n)) => Ok(n.into_iter().map(|x| -x).collect()),
+        (None, None) => Err(DbError::InvalidInput(
+            "a recommendation needs at least one example".into(),
+        )),
+    }
+}
+
+/// "Higher is closer" similarity of a query vector and a stored one: cosine similarity or
+/// dot product, the negated Euclidean distance, or a sparse dot product (each query term
+/// times its IDF when given).
+fn similarity(space: Space, q: &Prepared, v: &Vector, idf: Option<&[(u32, f32)]>) -> f32 {
+    match (space, q, v) {
+        (Space::Dense { metric, .. }, Prepared::Dense(q), Vector::Dense(v)) => match metric {
+            Metric::L2 => -Metric::L2.distance(q, v).max(0.0).sqrt(),
+            m => -m.distance(q, v) + if m == Metric::Cosine { 1.0 } else { 0.0 },
+        },
+        (Space::Sparse { .. }, Prepared::Sparse(q), Vector::Sparse(v)) => q
+            .entries()
+            .filter_map(|(term, w)| {
+                let at = v.indices.binary_search(&term).ok()?;
+                let weight = idf
+                    .and_then(|idf| {
+                        idf.binary_search_by_key(&term, |p| p.0)
+                            .ok()
+                            .map(|i| idf[i].1)
+                    })
+                    .unwrap_or(1.0);
+                Some(w * weight * v.values[at])
+            })
+            .sum(),
+        _ => f32::NEG_INFINITY,
+    }
+}
+
+impl Collection {
+    /// Runs a universal query (Qdrant's `points/query`): prefetches, fusion, recommend,
+    /// discover, context, order-by and sample, by vector or by point id. Returns the top
+    /// node's page with payloads and vectors as asked.
+    pub fn query(
+        &self,
+        req: &QueryRequest,
+        with_payload: bool,
+        with_vector: bool,
+    ) -> Result<Vec<Hit>> {
+        self.inner.query(req, with_payload, with_vector)
+    }
+}

@@ -1,0 +1,107 @@
+//! The universal query (Qdrant's `points/query`): a tree of requests whose leaves search
+//! one vector space (or list points) and whose inner nodes re-score or fuse what their
+//! prefetches found. `search`, recommend, discover and context are all one of its nodes;
+//! `collection/query.rs` runs the tree, `score.rs` holds the scoring rules.
+
+pub(crate) mod score;
+
+use crate::filter::Filter;
+use crate::vectors::SparseVector;
+use crate::PointId;
+
+/// A vector a query compares points with: given, or the stored vector of a point (in the
+/// space the query searches), which then is left out of the results.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VectorInput {
+    Dense(Vec<f32>),
+    Sparse(SparseVector),
+    Point(PointId),
+}
+
+/// How a recommendation turns its examples into scores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RecommendStrategy {
+    /// One search for avg(positive) + (avg(positive) - avg(negative)).
+    #[default]
+    AverageVector,
+    /// Each point scored by its best example: sigmoid(best positive similarity) when that
+    /// beats the best negative one, else -sigmoid(best negative similarity).
+    BestScore,
+    /// Each point scored by the sum of its similarities to the positives minus the sum to
+    /// the negatives.
+    SumScores,
+}
+
+/// How a node merges its prefetches' results.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fusion {
+    /// Reciprocal rank fusion: a point scores the sum over lists of
+    /// 1 / ((rank + 1) / weight + k - 1) (rank from 0; weight 1 unless given).
+    Rrf { k: usize, weights: Option<Vec<f32>> },
+    /// Distribution-based score fusion: each list's scores normalized by its mean +- 3
+    /// standard deviations, then summed per point.
+    Dbsf,
+}
+
+/// What a node of a query does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Query {
+    /// The closest points to a vector.
+    Nearest(VectorInput),
+    Recommend {
+        positive: Vec<VectorInput>,
+        negative: Vec<VectorInput>,
+        strategy: RecommendStrategy,
+    },
+    /// Points near `target` within the region the context pairs mark out: a point scores
+    /// the number of pairs it is on the positive side of (minus those it is not), plus
+    /// sigmoid(similarity to the target).
+    Discover {
+        target: VectorInput,
+        context: Vec<(VectorInput, VectorInput)>,
+    },
+    /// Points on the positive side of every pair: a point scores the sum over pairs of
+    /// min(0, sigmoid(similarity to positive) - sigmoid(similarity to negative)).
+    Context(Vec<(VectorInput, VectorInput)>),
+    /// Points ordered by a payload value (numbers, or strings in their order).
+    OrderBy {
+        key: String,
+        descending: bool,
+    },
+    Fusion(Fusion),
+    /// Matching points in random order.
+    Sample,
+}
+
+/// One node of a query: its prefetches (run first; their results are this node's
+/// candidates), what it does, the space it compares in, a filter, and its page.
+#[derive(Clone, Debug)]
+pub struct QueryRequest {
+    pub prefetch: Vec<QueryRequest>,
+    /// `None`: the points in id order (no prefetch), or an error (with prefetches).
+    pub query: Option<Query>,
+    /// The vector space compared in (`""`: the unnamed one).
+    pub using: String,
+    pub filter: Option<Filter>,
+    pub limit: usize,
+    /// Results skipped first (the top node's only).
+    pub offset: usize,
+    pub score_threshold: Option<f32>,
+    /// Search list of graph searches; `None`: the collection's.
+    pub search_list: Option<usize>,
+}
+
+impl QueryRequest {
+    pub fn new(query: Option<Query>, limit: usize) -> Self {
+        Self {
+            prefetch: Vec::new(),
+            query,
+            using: String::new(),
+            filter: None,
+            limit,
+            offset: 0,
+            score_threshold: None,
+            search_list: None,
+        }
+    }
+}

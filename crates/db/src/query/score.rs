@@ -1,0 +1,131 @@
+//! Scoring rules of the query kinds that are not a plain nearest search, and of fusion.
+//! Similarities here are "higher is closer" (cosine similarity, dot product, or negated
+//! Euclidean distance), the scale Qdrant's rules are written for.
+
+use std::collections::HashMap;
+
+use crate::PointId;
+
+/// x / (1 + |x|) moved to (0, 1): 0.5 at 0, 0.75 at 1.
+pub fn sigmoid(x: f32) -> f32 {
+    0.5 * (x / (1.0 + x.abs()) + 1.0)
+}
+
+/// A recommendation's best-score rule.
+pub fn best_score(positive: &[f32], negative: &[f32]) -> f32 {
+    let best = |s: &[f32]| s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let (p, n) = (best(positive), best(negative));
+    if p > n {
+        sigmoid(p)
+    } else {
+        -sigmoid(n)
+    }
+}
+
+/// A recommendation's sum-of-scores rule.
+pub fn sum_scores(positive: &[f32], negative: &[f32]) -> f32 {
+    positive.iter().sum::<f32>() - negative.iter().sum::<f32>()
+}
+
+/// A context query's score: the summed loss over (positive, negative) similarities.
+pub fn context(pairs: &[(f32, f32)]) -> f32 {
+    pairs
+        .iter()
+        .map(|&(p, n)| (sigmoid(p) - sigmoid(n) - f32::EPSILON).min(0.0))
+        .sum()
+}
+
+/// A discovery query's score: +1 per pair the point is closer to the positive of, -1 per
+/// pair closer to the negative, plus sigmoid(similarity to the target).
+pub fn discover(target: f32, pairs: &[(f32, f32)]) -> f32 {
+    let rank: i32 = pairs
+        .iter()
+        .map(|&(p, n)| match p.total_cmp(&n) {
+            std::cmp::Ordering::Greater => 1,
+            std::cmp::Ordering::Less => -1,
+            std::cmp::Ordering::Equal => 0,
+        })
+        .sum();
+    rank as f32 + sigmoid(target)
+}
+
+/// Reciprocal rank fusion of ranked lists (best first): each point scores the sum over
+/// lists of 1 / ((rank + 1) / weight + k - 1); best first, ties by id.
+pub fn rrf(lists: &[Vec<PointId>], k: usize, weights: Option<&[f32]>) -> Vec<(PointId, f32)> {
+    let mut scores: HashMap<PointId, f32> = HashMap::new();
+    for (i, list) in lists.iter().enumerate() {
+        let weight = weights.and_then(|w| w.get(i).copied()).unwrap_or(1.0);
+        for (rank, id) in list.iter().enumerate() {
+            let s = if weight > 0.0 {
+                1.0 / ((rank as f32 + 1.0) / weight + k as f32 - 1.0)
+            } else {
+                0.0
+            };
+            *scores.entry(*id).or_insert(0.0) += s;
+        }
+    }
+    ranked(scores)
+}
+
+/// Distribution-based score fusion of scored lists (higher better): each list's scores
+/// mapped from [mean - 3 sd, mean + 3 sd] to [0, 1], summed per point.
+pub fn dbsf(lists: &[Vec<(PointId, f32)>]) -> Vec<(PointId, f32)> {
+    let mut scores: HashMap<PointId, f32> = HashMap::new();
+    for list in lists.iter().filter(|l| !l.is_empty()) {
+        let n = list.len() as f64;
+        let mean = list.iter().map(|p| f64::from(p.1)).sum::<f64>() / n;
+        let variance = if list.len() > 1 {
+            list.iter()
+                .map(|p| (f64::from(p.1) - mean).powi(2))
+                .sum::<f64>()
+                / (n - 1.0)
+        } else {
+            0.0
+        };
+        let sd = variance.sqrt();
+        let (low, high) = (mean - 3.0 * sd, mean + 3.0 * sd);
+        for &(id, s) in list {
+            let normalized = if high > low {
+                (f64::from(s) - low) / (high - low)
+            } else {
+                0.5
+            };
+            *scores.entry(id).or_insert(0.0) += normalized as f32;
+        }
+    }
+    ranked(scores)
+}
+
+fn ranked(scores: HashMap<PointId, f32>) -> Vec<(PointId, f32)> {
+    let mut out: Vec<(PointId, f32)> = scores.into_iter().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_score_as_qdrant_documents_them() {
+        assert_eq!(sigmoid(0.0), 0.5);
+        assert_eq!(sigmoid(1.0), 0.75);
+        assert_eq!(best_score(&[42.0], &[4.0]), sigmoid(42.0));
+        assert_eq!(best_score(&[4.0], &[42.0]), -sigmoid(42.0));
+        assert_eq!(best_score(&[-42.0], &[-84.0]), sigmoid(-42.0));
+        assert_eq!(context(&[]), 0.0);
+        assert!((context(&[(0.0, 1.0)]) + 0.25).abs() < 1e-6);
+        assert_eq!(context(&[(1.0, 0.0)]), 0.0);
+        assert_eq!(discover(0.0, &[(10.0, 4.0), (4.0, 2.0)]), 2.5);
+        assert_eq!(discover(0.0, &[(10.0, 4.0), (4.0, 10.0)]), 0.5);
+        let id = PointId::Num;
+        let fused = rrf(&[vec![id(1), id(2)], vec![id(2), id(3)]], 2, None);
+        assert_eq!(fused[0], (id(2), 0.5 + 1.0));
+        assert_eq!(fused[1], (id(1), 1.0));
+        assert_eq!(fused[2], (id(3), 0.5));
+        let weighted = rrf(&[vec![id(1)], vec![id(2)]], 2, Some(&[1.0, 0.0]));
+        assert_eq!(weighted, vec![(id(1), 1.0), (id(2), 0.0)]);
+        let d = dbsf(&[vec![(id(1), 3.0), (id(2), 1.0)], vec![(id(2), 5.0)]]);
+        assert_eq!(d[0].0, id(2));
+    }
+}

@@ -1,0 +1,322 @@
+//! `points/query` and `points/query/batch`: Qdrant's universal query, parsed into the
+//! database's query tree (`diskvec_db::query`) and run by its executor.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use diskvec_db::query::{Fusion, Query, QueryRequest, RecommendStrategy, VectorInput};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::convert::{
+    dense_vector, filter, hit, opt_uint, parse_body, payload_selector, point_id, sparse_vector,
+    with_vector, PayloadSelector, ScoredPoint, VectorSelector,
+};
+use crate::envelope::{ok, ApiError, ApiResult};
+use crate::points::collection;
+use crate::{blocking, AppState};
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+/// Results a query or prefetch gives without a `limit`.
+const DEFAULT_LIMIT: usize = 10;
+/// Qdrant's constant of reciprocal rank fusion.
+const RRF_K: usize = 2;
+
+/// `points/query`'s answer.
+#[derive(Serialize)]
+struct QueryAnswer {
+    points: Vec<ScoredPoint>,
+}
+
+/// A top-level query with what its answer shows.
+struct Parsed {
+    request: QueryRequest,
+    payload: PayloadSelector,
+    vectors: VectorSelector,
+}
+
+/// A vector of a query: a list of numbers, a sparse vector, or a point id.
+fn vector_input(v: &Value, what: &str) -> Result<VectorInput> {
+    match v {
+        Value::Array(a) if a.first().is_some_and(Value::is_array) => Err(ApiError::bad_request(
+            format!("{what}: multivectors are not supported yet"),
+        )),
+        Value::Array(_) => Ok(VectorInput::Dense(dense_vector(v, what)?)),
+        Value::Object(m) if m.contains_key("indices") => {
+            Ok(VectorInput::Sparse(sparse_vector(v, what)?))
+        }
+        Value::Number(_) | Value::String(_) => Ok(VectorInput::Point(point_id(v)?)),
+        _ => Err(ApiError::bad_request(format!(
+            "{what} must be a vector, a sparse vector or a point id"
+        ))),
+    }
+}
+
+fn vector_list(v: Option<&Value>, what: &str) -> Result<Vec<VectorInput>> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| vector_input(v, &format!("{what}[{i}]")))
+            .collect(),
+        Some(_) => Err(ApiError::bad_request(format!("{what} must be a list"))),
+    }
+}
+
+/// Context pairs: `[{"positive", "negative"}, ...]` or one such object.
+fn pairs(v: &Value, what: &str) -> Result<Vec<(VectorInput, VectorInput)>> {
+    let one = |p: &Value, at: &str| -> Result<(VectorInput, VectorInput)> {
+        let side = |key: &str| {
+            p.get(key)
+                .ok_or_else(|| ApiError::bad_request(format!("{at}.{key} is missing")))
+                .and_then(|v| vector_input(v, &format!("{at}.{key}")))
+        };
+        Ok((side("positive")?, side("negative")?))
+    };
+    match v {
+        Value::Array(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| one(p, &format!("{what}[{i}]")))
+            .collect(),
+        Value::Object(_) => Ok(vec![one(v, what)?]),
+        Value::Null => Ok(Vec::new()),
+        _ => Err(ApiError::bad_request(format!(
+            "{what} must be a list of {{positive, negative}} pairs"
+        ))),
+    }
+}
+
+/// Qdrant's `QueryInterface`.
+fn query(v: &Value) -> Result<Query> {
+    let Value::Object(m) = v else {
+        return Ok(Query::Nearest(vector_input(v, "query")?));
+    };
+    if m.contains_key("indices") {
+        return Ok(Query::Nearest(vector_input(v, "query")?));
+    }
+    let (kind, body) = match (m.len(), m.iter().next()) {
+        (1, Some(entry)) => entry,
+        _ => {
+            return Err(ApiError::bad_request(
+                "query must name one kind: nearest, recommend, discover, context, order_by, \
+                 fusion, rrf or sample",
+            ))
+        }
+    };
+    Ok(match kind.as_str() {
+        "nearest" => Query::Nearest(vector_input(body, "query.nearest")?),
+        "recommend" => Query::Recommend {
+            positive: vector_list(body.get("positive"), "query.recommend.positive")?,
+            negative: vector_list(body.get("negative"), "query.recommend.negative")?,
+            strategy: match body.get("strategy").and_then(Value::as_str) {
+                None | Some("average_vector") => RecommendStrategy::AverageVector,
+                Some("best_score") => RecommendStrategy::BestScore,
+                Some("sum_scores") => RecommendStrategy::SumScores,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "query.recommend.strategy {other:?} is not one of average_vector, \
+                         best_score, sum_scores"
+                    )))
+                }
+            },
+        },
+        "discover" => Query::Discover {
+            target: vector_input(
+                body.get("target")
+                    .ok_or_else(|| ApiError::bad_request("query.discover.target is missing"))?,
+                "query.discover.target",
+            )?,
+            context: pairs(
+                body.get("context").unwrap_or(&Value::Null),
+                "query.discover.context",
+            )?,
+        },
+        "context" => Query::Context(pairs(body, "query.context")?),
+        "order_by" => {
+            let (key, direction) = match body {
+                Value::String(key) => (key.clone(), None),
+                Value::Object(o) => (
+                    o.get("key")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| ApiError::bad_request("query.order_by.key is missing"))?
+                        .to_string(),
+                    o.get("direction").and_then(Value::as_str),
+                ),
+                _ => return Err(ApiError::bad_request("query.order_by must be a key")),
+            };
+            Query::OrderBy {
+                key,
+                descending: match direction {
+                    None | Some("asc") => false,
+                    Some("desc") => true,
+                    Some(other) => {
+                        return Err(ApiError::bad_request(format!(
+                            "query.order_by.direction must be \"asc\" or \"desc\", got {other:?}"
+                        )))
+                    }
+                },
+            }
+        }
+        "fusion" => match body.as_str() {
+            Some("rrf") => Query::Fusion(Fusion::Rrf {
+                k: RRF_K,
+                weights: None,
+            }),
+            Some("dbsf") => Query::Fusion(Fusion::Dbsf),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "query.fusion must be \"rrf\" or \"dbsf\"",
+                ))
+            }
+        },
+        "rrf" => Query::Fusion(Fusion::Rrf {
+            k: opt_uint(body.get("k"), "query.rrf.k")?.unwrap_or(RRF_K),
+            weights: match body.get("weights") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(w)) => Some(
+                    w.iter()
+                        .map(|x| {
+                            x.as_f64().map(|f| f as f32).ok_or_else(|| {
+                                ApiError::bad_request("query.rrf.weights must be numbers")
+                            })
+                        })
+                        .collect::<Result<Vec<f32>>>()?,
+                ),
+                Some(_) => return Err(ApiError::bad_request("query.rrf.weights must be a list")),
+            },
+        }),
+        "sample" => match body.as_str() {
+            Some("random") => Query::Sample,
+            _ => return Err(ApiError::bad_request("query.sample must be \"random\"")),
+        },
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "query kind {other:?} is not supported"
+            )))
+        }
+    })
+}
+
+/// One node of the tree: a body with `query`, `using`, `filter`, `limit`, `params`,
+/// `score_threshold` and `prefetch` (one or a list).
+fn node(body: &Value, top: bool) -> Result<QueryRequest> {
+    if body.get("lookup_from").is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::bad_request(
+            "lookup_from (vectors from another collection) is not supported yet",
+        ));
+    }
+    let q = match body.get("query") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(query(v)?),
+    };
+    let limit = match body.get("limit") {
+        None | Some(Value::Null) => DEFAULT_LIMIT,
+        Some(v) => match v.as_u64() {
+            // Qdrant's wording; a limit past what can be returned means all of them.
+            Some(0) => {
+                return Err(ApiError::validation(
+                    "internal.limit: value 0 invalid, must be 1 or larger",
+                ))
+            }
+            Some(n) => usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .min(diskvec_db::MAX_RESULTS),
+            None => return Err(ApiError::bad_request("limit must be a positive integer")),
+        },
+    };
+    let mut req = QueryRequest::new(q, limit);
+    req.using = match body.get("using") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(u)) => u.clone(),
+        Some(_) => return Err(ApiError::bad_request("using must be a vector name")),
+    };
+    req.filter = filter(body.get("filter"))?;
+    if top {
+        req.offset = opt_uint(body.get("offset"), "offset")?.unwrap_or(0);
+    }
+    req.search_list = crate::convert::opt_positive(
+        body.get("params").and_then(|p| p.get("hnsw_ef")),
+        "params.hnsw_ef",
+    )?;
+    req.score_threshold = match body.get("score_threshold") {
+        None | Some(Value::Null) => None,
+        Some(x) => Some(
+            x.as_f64()
+                .ok_or_else(|| ApiError::bad_request("score_threshold must be a number"))?
+                as f32,
+        ),
+    };
+    req.prefetch = match body.get("prefetch") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(list)) => list.iter().map(|p| node(p, false)).collect::<Result<_>>()?,
+        Some(one @ Value::Object(_)) => vec![node(one, false)?],
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "prefetch must be an object or a list",
+            ))
+        }
+    };
+    Ok(req)
+}
+
+fn parse(body: &Value) -> Result<Parsed> {
+    let payload = payload_selector(body.get("with_payload"), false)?;
+    let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
+    Ok(Parsed {
+        request: node(body, true)?,
+        payload,
+        vectors,
+    })
+}
+
+async fn run(s: &AppState, name: &str, queries: Vec<Parsed>) -> Result<Vec<QueryAnswer>> {
+    let col = collection(s, name)?;
+    blocking(move || {
+        queries
+            .into_iter()
+            .map(|p| {
+                let hits = col.query(&p.request, p.payload.wanted(), p.vectors.wanted())?;
+                Ok(QueryAnswer {
+                    points: hits
+                        .into_iter()
+                        .map(|h| hit(h, &p.payload, &p.vectors))
+                        .collect(),
+                })
+            })
+            .collect()
+    })
+    .await
+}
+
+pub async fn query_one(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let parsed = parse(&parse_body(&body)?)?;
+    let mut out = run(&s, &name, vec![parsed]).await?;
+    Ok(ok(out.pop(), t))
+}
+
+pub async fn query_batch(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    let t = Instant::now();
+    let body = parse_body(&body)?;
+    let searches = body
+        .get("searches")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::bad_request("searches must be a list"))?
+        .iter()
+        .map(parse)
+        .collect::<Result<Vec<_>>>()?;
+    let out = run(&s, &name, searches).await?;
+    Ok(ok(out, t))
+}
