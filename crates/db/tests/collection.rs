@@ -329,7 +329,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
     assert!(db.create_collection("zero", zero).is_err());
     assert!(c.search(&[0.0; 3], &SearchRequest::new(10)).is_err());
     assert!(c.search(&vector(1), &SearchRequest::new(0)).is_err());
-    assert!(c.create_payload_index("pos", "geo").is_err());
+    assert!(c.create_payload_index("pos", "vector").is_err());
     assert!(Filter::from_json(&json!({"must": 5})).is_err());
     // A second process (here: a second open) cannot take the same database.
     assert!(Database::open(dir.path()).is_err());

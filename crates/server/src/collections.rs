@@ -91,8 +91,10 @@ pub async fn remove(State(s): State<AppState>, Path(name): Path<String>) -> ApiR
     Ok(ok(json!(existed), t))
 }
 
-/// `PUT /collections/{name}/index`: `{"field_name": ..., "field_schema": "keyword" | "integer"
-/// | {"type": ...}}`.
+/// `PUT /collections/{name}/index`: `{"field_name": ..., "field_schema": "keyword" |
+/// "integer" | "float" | "bool" | "datetime" | "uuid" | "text" | "geo" | {"type": ...}}`
+/// (keyword and integer fields are indexed; the others are recorded, their filters read the
+/// payloads).
 pub async fn create_index(
     State(s): State<AppState>,
     Path(name): Path<String>,

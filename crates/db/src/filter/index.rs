@@ -17,17 +17,50 @@ pub enum PayloadIndexKind {
     Keyword,
     /// Integer values; answers `match` `value`/`any` with integers, and `range`.
     Integer,
+    /// A field declared with one of Qdrant's other schema kinds (float, bool, datetime,
+    /// uuid, text, geo): recorded in the collection's schema and shown as declared, while
+    /// filters on it are answered from the payloads (the same results; these kinds get
+    /// index structures of their own later).
+    Declared(DeclaredKind),
 }
 
+/// Qdrant's payload schema kinds that are recorded without an index structure yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeclaredKind {
+    Float,
+    Bool,
+    Datetime,
+    Uuid,
+    Text,
+    Geo,
+}
+
+const DECLARED: [(DeclaredKind, &str); 6] = [
+    (DeclaredKind::Float, "float"),
+    (DeclaredKind::Bool, "bool"),
+    (DeclaredKind::Datetime, "datetime"),
+    (DeclaredKind::Uuid, "uuid"),
+    (DeclaredKind::Text, "text"),
+    (DeclaredKind::Geo, "geo"),
+];
+
 impl PayloadIndexKind {
-    /// Reads Qdrant's schema name: `"keyword"` or `"integer"`.
+    /// Reads Qdrant's schema name: `"keyword"`, `"integer"`, `"float"`, `"bool"`,
+    /// `"datetime"`, `"uuid"`, `"text"` or `"geo"`.
     pub fn from_name(name: &str) -> Result<Self, FilterError> {
         match name {
             "keyword" => Ok(PayloadIndexKind::Keyword),
             "integer" => Ok(PayloadIndexKind::Integer),
-            other => Err(FilterError(format!(
-                "payload index kind {other:?} is not supported; use \"keyword\" or \"integer\""
-            ))),
+            other => DECLARED
+                .iter()
+                .find(|(_, n)| *n == other)
+                .map(|(k, _)| PayloadIndexKind::Declared(*k))
+                .ok_or_else(|| {
+                    FilterError(format!(
+                        "payload index kind {other:?} is not one of keyword, integer, float, \
+                         bool, datetime, uuid, text, geo"
+                    ))
+                }),
         }
     }
 
@@ -36,6 +69,11 @@ impl PayloadIndexKind {
         match self {
             PayloadIndexKind::Keyword => "keyword",
             PayloadIndexKind::Integer => "integer",
+            PayloadIndexKind::Declared(kind) => DECLARED
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, n)| *n)
+                .expect("every declared kind has a name"),
         }
     }
 }
@@ -75,6 +113,8 @@ enum FieldValues {
         /// matches never match those, but a range may, so ranges must take them in.
         other_numbers: RoaringBitmap,
     },
+    /// No structure: every filter on it reads the payloads.
+    Declared(DeclaredKind),
 }
 
 impl PayloadIndex {
@@ -97,6 +137,7 @@ impl PayloadIndex {
                 by_value: BTreeMap::new(),
                 other_numbers: RoaringBitmap::new(),
             },
+            PayloadIndexKind::Declared(kind) => FieldValues::Declared(kind),
         };
         let path = KeyPath::parse(key).ok();
         self.fields
@@ -153,6 +194,7 @@ impl PayloadIndex {
                                     .map(|b| ENTRY + b.serialized_size())
                                     .sum::<usize>()
                         }
+                        FieldValues::Declared(_) => 0,
                     }
             })
             .sum()
@@ -171,6 +213,7 @@ impl FieldIndex {
         match self.values {
             FieldValues::Keyword(_) => PayloadIndexKind::Keyword,
             FieldValues::Integer { .. } => PayloadIndexKind::Integer,
+            FieldValues::Declared(kind) => PayloadIndexKind::Declared(kind),
         }
     }
 
@@ -326,11 +369,22 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_by_name() {
-        for k in [PayloadIndexKind::Keyword, PayloadIndexKind::Integer] {
-            assert_eq!(PayloadIndexKind::from_name(k.name()).unwrap(), k);
+        for name in [
+            "keyword", "integer", "float", "bool", "datetime", "uuid", "text", "geo",
+        ] {
+            assert_eq!(PayloadIndexKind::from_name(name).unwrap().name(), name);
         }
-        let e = PayloadIndexKind::from_name("float").unwrap_err().0;
-        assert!(e.contains("\"float\"") && e.contains("keyword"), "{e}");
+        let e = PayloadIndexKind::from_name("vector").unwrap_err().0;
+        assert!(e.contains("\"vector\"") && e.contains("keyword"), "{e}");
+        // A declared kind holds no structure: the filter reads the payloads.
+        let mut idx = PayloadIndex::new();
+        idx.add_field("price", PayloadIndexKind::from_name("float").unwrap());
+        idx.insert(0, json!({"price": 1.5}).as_object().unwrap());
+        let f = crate::filter::Filter::from_json(
+            &json!({"must": [{"key": "price", "range": {"gt": 1.0}}]}),
+        )
+        .unwrap();
+        assert!(idx.candidates(&f, 1).is_none());
         assert!(PayloadIndex::check_key("a[].b").is_ok());
         assert!(PayloadIndex::check_key("a..b").is_err());
     }

@@ -119,12 +119,14 @@ mod tests {
         assert_eq!(discover(0.0, &[(10.0, 4.0), (4.0, 2.0)]), 2.5);
         assert_eq!(discover(0.0, &[(10.0, 4.0), (4.0, 10.0)]), 0.5);
         let id = PointId::Num;
+        // k = 2: rank 0 scores 1/2, rank 1 scores 1/3.
         let fused = rrf(&[vec![id(1), id(2)], vec![id(2), id(3)]], 2, None);
-        assert_eq!(fused[0], (id(2), 0.5 + 1.0));
-        assert_eq!(fused[1], (id(1), 1.0));
-        assert_eq!(fused[2], (id(3), 0.5));
+        assert_eq!(fused[0].0, id(2));
+        assert!((fused[0].1 - (1.0 / 3.0 + 0.5)).abs() < 1e-6);
+        assert_eq!(fused[1], (id(1), 0.5));
+        assert_eq!(fused[2].0, id(3));
         let weighted = rrf(&[vec![id(1)], vec![id(2)]], 2, Some(&[1.0, 0.0]));
-        assert_eq!(weighted, vec![(id(1), 1.0), (id(2), 0.0)]);
+        assert_eq!(weighted, vec![(id(1), 0.5), (id(2), 0.0)]);
         let d = dbsf(&[vec![(id(1), 3.0), (id(2), 1.0)], vec![(id(2), 5.0)]]);
         assert_eq!(d[0].0, id(2));
     }

@@ -357,7 +357,9 @@ class Collection:
 
     def create_payload_index(self, field: str, kind: str = "keyword") -> None:
         """Indexes payload `field` ("keyword" or "integer") so that filters on it read the
-        index instead of every payload. Changes speed only, never results."""
+        index instead of every payload. Changes speed only, never results. Qdrant's other
+        kinds ("float", "bool", "datetime", "uuid", "text", "geo") are recorded in the
+        schema; filters on those fields read the payloads for now."""
         self._inner.create_payload_index(field, kind)
 
     def delete_payload_index(self, field: str) -> None:
