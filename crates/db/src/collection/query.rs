@@ -587,13 +587,24 @@ impl Scorer {
 }
 
 /// A payload value as an order-by key: numbers before strings.
-#[derive(PartialEq, PartialOrd)]
 enum OrderKey {
     Number(f64),
     Text(String),
 }
 
+impl PartialEq for OrderKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
 impl Eq for OrderKey {}
+
+impl PartialOrd for OrderKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl Ord for OrderKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
