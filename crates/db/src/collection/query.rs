@@ -18,10 +18,12 @@ use crate::vectors::{SparseVector, Vector};
 use crate::{DbError, PointId, Result};
 
 /// A node's answer: points with scores, best first. `ascending`: lower scores are better
-/// (a nearest search in a Euclidean space, whose score is the distance).
+/// (a nearest search in a Euclidean space, whose score is the distance). `ordered`: the
+/// order is the answer (an order-by, a sample) and scores are 0.
 struct Ranked {
     points: Vec<(PointId, f32)>,
     ascending: bool,
+    ordered: bool,
 }
 
 impl Ranked {
@@ -29,20 +31,32 @@ impl Ranked {
         Self {
             points,
             ascending: false,
+            ordered: false,
         }
     }
 
-    /// Best first (ties by id), at most `limit`, and only those passing `threshold`.
+    fn in_order(ids: Vec<PointId>) -> Self {
+        Self {
+            points: ids.into_iter().map(|id| (id, 0.0)).collect(),
+            ascending: false,
+            ordered: true,
+        }
+    }
+
+    /// Best first (ties by id; an ordered answer keeps its order), at most `limit`, and
+    /// only those passing `threshold`.
     fn finish(mut self, limit: usize, threshold: Option<f32>) -> Self {
         let asc = self.ascending;
-        self.points.sort_by(|a, b| {
-            let by_score = if asc {
-                a.1.total_cmp(&b.1)
-            } else {
-                b.1.total_cmp(&a.1)
-            };
-            by_score.then(a.0.cmp(&b.0))
-        });
+        if !self.ordered {
+            self.points.sort_by(|a, b| {
+                let by_score = if asc {
+                    a.1.total_cmp(&b.1)
+                } else {
+                    b.1.total_cmp(&a.1)
+                };
+                by_score.then(a.0.cmp(&b.0))
+            });
+        }
         if let Some(t) = threshold {
             self.points
                 .retain(|p| if asc { p.1 <= t } else { p.1 >= t });
@@ -140,7 +154,7 @@ impl Inner {
                 Some(Query::Sample) => {
                     let mut ids = self.matching_ids(filter, None, usize::MAX);
                     ids.shuffle(&mut rand::rng());
-                    Ranked::descending(ids.into_iter().map(|id| (id, 0.0)).collect())
+                    Ranked::in_order(ids)
                 }
                 Some(q) => self.rescore(req, q, None)?,
             }
@@ -319,6 +333,7 @@ impl Inner {
                 .map(|h| (h.id, h.score))
                 .collect(),
             ascending,
+            ordered: false,
         })
     }
 
@@ -405,6 +420,7 @@ impl Inner {
                     .map(|h| (h.id, h.score))
                     .collect(),
                 ascending,
+                ordered: false,
             });
         }
         let ids = match candidates {
@@ -471,7 +487,11 @@ impl Inner {
                 }
             )
         );
-        Ok(Ranked { points, ascending })
+        Ok(Ranked {
+            points,
+            ascending,
+            ordered: false,
+        })
     }
 
     /// IDF weights of a sparse space's query terms (by term), when the space asks for them.
@@ -551,15 +571,8 @@ impl Inner {
             }
             .then(a.1.cmp(&b.1))
         });
-        // Kept in this order by `finish`: equal scores keep their places only by id, so
-        // the position is the score.
-        let n = keyed.len() as f32;
-        Ok(Ranked::descending(
-            keyed
-                .into_iter()
-                .enumerate()
-                .map(|(i, (_, id))| (id, n - i as f32))
-                .collect(),
+        Ok(Ranked::in_order(
+            keyed.into_iter().map(|(_, id)| id).collect(),
         ))
     }
 }

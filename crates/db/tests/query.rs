@@ -1,0 +1,328 @@
+//! The universal query against brute force: prefetches re-scored, fused (RRF, DBSF) and
+//! ordered, recommendations, discovery and context by their scoring rules, hybrid dense +
+//! sparse search, and the requests that make no sense refused with Qdrant's words.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::clustered_vector;
+use diskvec_db::query::{Fusion, Query, QueryRequest, RecommendStrategy, VectorInput};
+use diskvec_db::{
+    Collection, CollectionConfig, Database, DenseSpace, Filter, NamedVectors, PointId, PointRecord,
+    SearchRequest, SparseSpace, SparseVector, Vector,
+};
+use diskvec_vector::Metric;
+use serde_json::json;
+
+const N: u64 = 300;
+
+fn collection(db: &Database) -> std::sync::Arc<Collection> {
+    let mut c = CollectionConfig::with_spaces(
+        vec![DenseSpace {
+            name: String::new(),
+            dim: 6,
+            metric: Metric::Cosine,
+        }],
+        vec![SparseSpace {
+            name: "words".into(),
+            modifier: Default::default(),
+        }],
+    );
+    c.seal_threshold = 120;
+    c.idle_merge_ms = 0;
+    let col = db.create_collection("q", c).unwrap();
+    let points = (0..N)
+        .map(|i| {
+            let mut vectors =
+                NamedVectors::from([(String::new(), Vector::Dense(clustered_vector(i, 6, 4)))]);
+            vectors.insert(
+                "words".into(),
+                Vector::Sparse(SparseVector {
+                    indices: vec![(i % 9) as u32, 20 + (i % 4) as u32],
+                    values: vec![1.0 + (i % 3) as f32, 0.5],
+                }),
+            );
+            let payload = json!({"price": (i * 37 % 101) as f64 / 10.0, "even": i % 2 == 0});
+            PointRecord {
+                id: PointId::Num(i),
+                vectors,
+                payload: payload.as_object().unwrap().clone(),
+            }
+        })
+        .collect();
+    col.upsert(points).unwrap();
+    col.optimize(true).unwrap();
+    col
+}
+
+fn ids(hits: &[diskvec_db::Hit]) -> Vec<u64> {
+    hits.iter()
+        .map(|h| match h.id {
+            PointId::Num(n) => n,
+            PointId::Uuid(_) => panic!("uuid"),
+        })
+        .collect()
+}
+
+fn nearest(v: Vec<f32>, limit: usize) -> QueryRequest {
+    let mut q = QueryRequest::new(Some(Query::Nearest(VectorInput::Dense(v))), limit);
+    q.search_list = Some(300);
+    q
+}
+
+/// Cosine similarities of every point to `q`, by id.
+fn cosines(q: &[f32]) -> HashMap<u64, f32> {
+    let unit = |v: &[f32]| {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / n).collect::<Vec<f32>>()
+    };
+    let q = unit(q);
+    (0..N)
+        .map(|i| {
+            let v = unit(&clustered_vector(i, 6, 4));
+            (i, v.iter().zip(&q).map(|(a, b)| a * b).sum())
+        })
+        .collect()
+}
+
+#[test]
+fn prefetches_are_rescored_fused_and_ordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    let (a, b) = (clustered_vector(1_001, 6, 4), clustered_vector(1_002, 6, 4));
+    // A nearest query over a prefetch of everything answers as the nearest query alone.
+    let root = col.query(&nearest(a.clone(), 10), false, false).unwrap();
+    let mut rescored = nearest(a.clone(), 10);
+    rescored.prefetch = vec![QueryRequest::new(None, 1_000)];
+    let rescored = col.query(&rescored, false, false).unwrap();
+    assert_eq!(ids(&root), ids(&rescored));
+    let exact = cosines(&a);
+    for h in &rescored {
+        let PointId::Num(id) = h.id else { panic!() };
+        assert!(
+            (h.score - exact[&id]).abs() < 1e-4,
+            "{} vs {}",
+            h.score,
+            exact[&id]
+        );
+    }
+    // RRF of two searches, as Qdrant defines it (k = 2).
+    let (ra, rb) = (
+        col.query(&nearest(a.clone(), 10), false, false).unwrap(),
+        col.query(&nearest(b.clone(), 10), false, false).unwrap(),
+    );
+    let mut want: HashMap<u64, f32> = HashMap::new();
+    for list in [&ra, &rb] {
+        for (rank, id) in ids(list).into_iter().enumerate() {
+            *want.entry(id).or_default() += 1.0 / (rank as f32 + 2.0);
+        }
+    }
+    let mut fused = QueryRequest::new(
+        Some(Query::Fusion(Fusion::Rrf {
+            k: 2,
+            weights: None,
+        })),
+        10,
+    );
+    fused.prefetch = vec![nearest(a.clone(), 10), nearest(b.clone(), 10)];
+    let got = col.query(&fused, true, false).unwrap();
+    assert_eq!(got.len(), 10);
+    for h in &got {
+        let PointId::Num(id) = h.id else { panic!() };
+        assert!((h.score - want[&id]).abs() < 1e-6, "point {id}");
+        assert!(h.payload.is_some());
+    }
+    assert!(got.windows(2).all(|w| w[0].score >= w[1].score));
+    fused.query = Some(Query::Fusion(Fusion::Dbsf));
+    assert_eq!(col.query(&fused, false, false).unwrap().len(), 10);
+    // Ordered by a payload value, ascending or descending, within a filter.
+    let even =
+        Filter::from_json(&json!({"must": [{"key": "even", "match": {"value": true}}]})).unwrap();
+    for descending in [false, true] {
+        let mut by_price = QueryRequest::new(
+            Some(Query::OrderBy {
+                key: "price".into(),
+                descending,
+            }),
+            20,
+        );
+        by_price.filter = Some(even.clone());
+        let got = col.query(&by_price, true, false).unwrap();
+        let prices: Vec<f64> = got
+            .iter()
+            .map(|h| h.payload.as_ref().unwrap()["price"].as_f64().unwrap())
+            .collect();
+        let mut sorted = prices.clone();
+        sorted.sort_by(|x, y| {
+            if descending {
+                y.total_cmp(x)
+            } else {
+                x.total_cmp(y)
+            }
+        });
+        assert_eq!(prices, sorted);
+        assert!(ids(&got).iter().all(|i| i % 2 == 0));
+    }
+    // A sample is every match, in an order that changes.
+    let sample = QueryRequest::new(Some(Query::Sample), 50);
+    let orders: Vec<Vec<u64>> = (0..4)
+        .map(|_| ids(&col.query(&sample, false, false).unwrap()))
+        .collect();
+    assert!(orders.iter().any(|o| o != &orders[0]));
+    let mut all = ids(&col
+        .query(&QueryRequest::new(Some(Query::Sample), 1_000), false, false)
+        .unwrap());
+    all.sort_unstable();
+    assert_eq!(all, (0..N).collect::<Vec<_>>());
+}
+
+#[test]
+fn examples_score_by_their_rules_and_are_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    let point = |i| VectorInput::Point(PointId::Num(i));
+    // By point id: the point itself is not among the results.
+    let by_id = col
+        .query(
+            &QueryRequest::new(Some(Query::Nearest(point(7))), 5),
+            false,
+            false,
+        )
+        .unwrap();
+    assert!(!ids(&by_id).contains(&7));
+    assert_eq!(ids(&by_id).len(), 5);
+    // Best score: brute force over every other point.
+    let sims: Vec<HashMap<u64, f32>> = [1u64, 2, 3]
+        .iter()
+        .map(|&i| cosines(&clustered_vector(i, 6, 4)))
+        .collect();
+    let sigmoid = |x: f32| 0.5 * (x / (1.0 + x.abs()) + 1.0);
+    let mut want: Vec<(f32, u64)> = (0..N)
+        .filter(|i| ![1, 2, 3].contains(i))
+        .map(|i| {
+            let p = sims[0][&i].max(sims[1][&i]);
+            let n = sims[2][&i];
+            (if p > n { sigmoid(p) } else { -sigmoid(n) }, i)
+        })
+        .collect();
+    want.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let reco = Query::Recommend {
+        positive: vec![point(1), point(2)],
+        negative: vec![point(3)],
+        strategy: RecommendStrategy::BestScore,
+    };
+    let got = col
+        .query(&QueryRequest::new(Some(reco), 10), false, false)
+        .unwrap();
+    assert_eq!(
+        ids(&got),
+        want.iter().take(10).map(|w| w.1).collect::<Vec<_>>()
+    );
+    // Average vector: a nearest search for 2 avg(positive) - avg(negative), examples out.
+    let avg = Query::Recommend {
+        positive: vec![point(1), point(2)],
+        negative: vec![point(3)],
+        strategy: RecommendStrategy::AverageVector,
+    };
+    let got = ids(&col
+        .query(&QueryRequest::new(Some(avg), 10), false, false)
+        .unwrap());
+    assert_eq!(got.len(), 10);
+    assert!(got.iter().all(|i| ![1, 2, 3].contains(i)));
+    // Context: no point can beat zero, the best of them reach it.
+    let context = Query::Context(vec![(point(1), point(3))]);
+    let got = col
+        .query(&QueryRequest::new(Some(context), 5), false, false)
+        .unwrap();
+    assert!(got.iter().all(|h| h.score <= 0.0) && got[0].score > -1e-6);
+    // Discovery: the points on the positive side of the pair rank above the others.
+    let discover = Query::Discover {
+        target: point(5),
+        context: vec![(point(1), point(3))],
+    };
+    let got = col
+        .query(&QueryRequest::new(Some(discover), 10), false, false)
+        .unwrap();
+    assert!(got.iter().all(|h| h.score >= 1.0), "{got:?}");
+}
+
+#[test]
+fn hybrid_dense_and_sparse_prefetches_fuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    let sparse = SparseVector {
+        indices: vec![4, 21],
+        values: vec![1.0, 1.0],
+    };
+    let mut words = QueryRequest::new(
+        Some(Query::Nearest(VectorInput::Sparse(sparse.clone()))),
+        20,
+    );
+    words.using = "words".into();
+    let mut hybrid = QueryRequest::new(
+        Some(Query::Fusion(Fusion::Rrf {
+            k: 2,
+            weights: None,
+        })),
+        10,
+    );
+    hybrid.prefetch = vec![nearest(clustered_vector(1_003, 6, 4), 20), words];
+    let fused = col.query(&hybrid, false, false).unwrap();
+    // The same fusion computed here from the two lists searched alone.
+    let dense_top = ids(&col
+        .query(&nearest(clustered_vector(1_003, 6, 4), 20), false, false)
+        .unwrap());
+    let mut req = SearchRequest::new(20);
+    req.using = "words".into();
+    let sparse_top = ids(&col.search_sparse(sparse, &req).unwrap());
+    let mut want: HashMap<u64, f32> = HashMap::new();
+    for list in [&dense_top, &sparse_top] {
+        for (rank, id) in list.iter().enumerate() {
+            *want.entry(*id).or_default() += 1.0 / (rank as f32 + 2.0);
+        }
+    }
+    let mut want: Vec<(u64, f32)> = want.into_iter().collect();
+    want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    assert_eq!(fused.len(), 10);
+    for (h, (id, score)) in fused.iter().zip(&want) {
+        assert_eq!(h.id, PointId::Num(*id));
+        assert!((h.score - score).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn meaningless_requests_are_refused_in_qdrants_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    let err = |q: &QueryRequest| col.query(q, false, false).unwrap_err().to_string();
+    let mut no_query = QueryRequest::new(None, 10);
+    no_query.prefetch = vec![QueryRequest::new(None, 10)];
+    assert!(err(&no_query).contains("A query is needed to merge the prefetches"));
+    let mut threshold = QueryRequest::new(None, 10);
+    threshold.score_threshold = Some(1.0);
+    assert!(err(&threshold).contains("A query is needed to use the score_threshold"));
+    let mut ordered = QueryRequest::new(
+        Some(Query::OrderBy {
+            key: "price".into(),
+            descending: false,
+        }),
+        10,
+    );
+    ordered.score_threshold = Some(1.0);
+    assert!(err(&ordered).contains("Can't use score_threshold with an order_by query"));
+    let mut unknown = nearest(vec![1.0; 6], 3);
+    unknown.using = "nope".into();
+    assert!(err(&unknown).contains("Not existing vector name error: nope"));
+    let missing = QueryRequest::new(
+        Some(Query::Nearest(VectorInput::Point(PointId::Num(12_345)))),
+        3,
+    );
+    assert!(err(&missing).contains("12345"));
+    let short = nearest(vec![1.0; 3], 3);
+    assert!(err(&short).contains("dimension 3"));
+}
