@@ -7,6 +7,10 @@ pub enum DbError {
     /// The caller's input is wrong (dimension, NaN, id type, payload size, ...).
     #[error("{0}")]
     InvalidInput(String),
+    /// The request is well formed but asks for something that makes no sense together (a
+    /// score threshold without a query, prefetches without one to merge them).
+    #[error("{0}")]
+    BadRequest(String),
     #[error("collection {0:?} does not exist")]
     UnknownCollection(String),
     #[error("collection {0:?} already exists")]

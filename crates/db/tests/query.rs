@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::clustered_vector;
-use diskvec_db::query::{Fusion, Query, QueryRequest, RecommendStrategy, VectorInput};
+use diskvec_db::query::{Fusion, OrderValue, Query, QueryRequest, RecommendStrategy, VectorInput};
 use diskvec_db::{
     Collection, CollectionConfig, Database, DenseSpace, Filter, NamedVectors, PointId, PointRecord,
     SearchRequest, SparseSpace, SparseVector, Vector,
@@ -145,6 +145,7 @@ fn prefetches_are_rescored_fused_and_ordered() {
             Some(Query::OrderBy {
                 key: "price".into(),
                 descending,
+                start_from: Some(OrderValue::Number(5.0)),
             }),
             20,
         );
@@ -310,6 +311,7 @@ fn meaningless_requests_are_refused_in_qdrants_words() {
         Some(Query::OrderBy {
             key: "price".into(),
             descending: false,
+            start_from: None,
         }),
         10,
     );

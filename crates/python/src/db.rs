@@ -42,9 +42,10 @@ impl Shared {
 /// for a name or id that is not there), what the disk did is OSError.
 fn db_err(e: DbError) -> PyErr {
     match e {
-        DbError::InvalidInput(_) | DbError::BadFilter(_) | DbError::CollectionExists(_) => {
-            PyValueError::new_err(e.to_string())
-        }
+        DbError::InvalidInput(_)
+        | DbError::BadRequest(_)
+        | DbError::BadFilter(_)
+        | DbError::CollectionExists(_) => PyValueError::new_err(e.to_string()),
         DbError::UnknownCollection(_) | DbError::PointNotFound(_) => {
             PyKeyError::new_err(e.to_string())
         }

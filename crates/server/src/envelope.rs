@@ -61,7 +61,9 @@ impl ApiError {
 impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
         let status = match &e {
-            DbError::InvalidInput(_) | DbError::BadFilter(_) => StatusCode::BAD_REQUEST,
+            DbError::InvalidInput(_) | DbError::BadRequest(_) | DbError::BadFilter(_) => {
+                StatusCode::BAD_REQUEST
+            }
             DbError::UnknownCollection(_) | DbError::PointNotFound(_) => StatusCode::NOT_FOUND,
             DbError::CollectionExists(_) => StatusCode::CONFLICT,
             DbError::Unavailable(_) | DbError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -77,6 +79,7 @@ impl From<DbError> for ApiError {
             }
             DbError::PointNotFound(id) => format!("Not found: No point with id {id} found"),
             DbError::InvalidInput(m) => format!("Wrong input: {m}"),
+            DbError::BadRequest(m) => format!("Bad request: {m}"),
             other => other.to_string(),
         };
         Self { status, message }

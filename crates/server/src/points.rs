@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
+use diskvec_db::query::QueryRequest;
 use diskvec_db::{Collection, PointId, SearchRequest, SparseVector};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -77,6 +78,36 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
     let sel = payload_selector(body.get("with_payload"), true)?;
     let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     let (wanted, with_vectors) = (sel.wanted(), vectors.wanted());
+    if let Some(order) = body.get("order_by").filter(|v| !v.is_null()) {
+        // Ordered by a payload value: pages go on from `start_from`, not from an id.
+        if offset.is_some() {
+            return Err(ApiError::bad_request(
+                "offset cannot be used with order_by: page with order_by.start_from",
+            ));
+        }
+        let mut req = QueryRequest::new(Some(crate::query::order_by(order, "order_by")?), limit);
+        req.filter = f;
+        let hits = blocking(move || Ok(col.query(&req, wanted, with_vectors)?)).await?;
+        let points: Vec<PointOut> = hits
+            .into_iter()
+            .map(|h| {
+                let r = diskvec_db::Record {
+                    id: h.id,
+                    version: h.version,
+                    payload: h.payload,
+                    vectors: h.vectors,
+                };
+                record(r, &sel, &vectors)
+            })
+            .collect();
+        return Ok(ok(
+            ScrollPage {
+                points,
+                next_page_offset: None,
+            },
+            t,
+        ));
+    }
     let (records, next) =
         blocking(move || Ok(col.scroll(f.as_ref(), limit, offset, wanted, with_vectors)?)).await?;
     let points: Vec<PointOut> = records

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use diskvec_db::query::{Fusion, Query, QueryRequest, RecommendStrategy, VectorInput};
+use diskvec_db::query::{Fusion, OrderValue, Query, QueryRequest, RecommendStrategy, VectorInput};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -136,31 +136,7 @@ fn query(v: &Value) -> Result<Query> {
             )?,
         },
         "context" => Query::Context(pairs(body, "query.context")?),
-        "order_by" => {
-            let (key, direction) = match body {
-                Value::String(key) => (key.clone(), None),
-                Value::Object(o) => (
-                    o.get("key")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| ApiError::bad_request("query.order_by.key is missing"))?
-                        .to_string(),
-                    o.get("direction").and_then(Value::as_str),
-                ),
-                _ => return Err(ApiError::bad_request("query.order_by must be a key")),
-            };
-            Query::OrderBy {
-                key,
-                descending: match direction {
-                    None | Some("asc") => false,
-                    Some("desc") => true,
-                    Some(other) => {
-                        return Err(ApiError::bad_request(format!(
-                            "query.order_by.direction must be \"asc\" or \"desc\", got {other:?}"
-                        )))
-                    }
-                },
-            }
-        }
+        "order_by" => order_by(body, "query.order_by")?,
         "fusion" => match body.as_str() {
             Some("rrf") => Query::Fusion(Fusion::Rrf {
                 k: RRF_K,
@@ -198,6 +174,41 @@ fn query(v: &Value) -> Result<Query> {
                 "query kind {other:?} is not supported"
             )))
         }
+    })
+}
+
+/// `order_by`: a key, or `{"key", "direction": "asc" | "desc", "start_from"}`.
+pub fn order_by(body: &Value, what: &str) -> Result<Query> {
+    let (key, direction, start) = match body {
+        Value::String(key) => (key.clone(), None, None),
+        Value::Object(o) => (
+            o.get("key")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ApiError::bad_request(format!("{what}.key is missing")))?
+                .to_string(),
+            o.get("direction").and_then(Value::as_str),
+            o.get("start_from").filter(|v| !v.is_null()),
+        ),
+        _ => return Err(ApiError::bad_request(format!("{what} must be a key"))),
+    };
+    let start_from = match start {
+        None => None,
+        Some(v) => Some(OrderValue::of(v).ok_or_else(|| {
+            ApiError::bad_request(format!("{what}.start_from must be a number or a date"))
+        })?),
+    };
+    Ok(Query::OrderBy {
+        key,
+        descending: match direction {
+            None | Some("asc") => false,
+            Some("desc") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "{what}.direction must be \"asc\" or \"desc\", got {other:?}"
+                )))
+            }
+        },
+        start_from,
     })
 }
 

@@ -13,7 +13,7 @@ use super::{Collection, Hit, Inner, SearchRequest};
 use crate::config::SparseModifier;
 use crate::filter::Filter;
 use crate::query::score;
-use crate::query::{Fusion, Query, QueryRequest, RecommendStrategy, VectorInput};
+use crate::query::{Fusion, OrderValue, Query, QueryRequest, RecommendStrategy, VectorInput};
 use crate::vectors::{SparseVector, Vector};
 use crate::{DbError, PointId, Result};
 
@@ -94,13 +94,14 @@ impl Inner {
         let page: Vec<(PointId, f32)> = ranked.points.into_iter().skip(req.offset).collect();
         let ids: Vec<PointId> = page.iter().map(|p| p.0).collect();
         let records = self.records(&ids, with_payload, with_vector)?;
-        // A point deleted since it was scored is left out.
-        let mut by_id: std::collections::HashMap<PointId, _> =
+        // A point deleted since it was scored is left out; one listed twice (an order by
+        // a key it has two values at) is shown twice.
+        let by_id: std::collections::HashMap<PointId, _> =
             records.into_iter().map(|r| (r.id, r)).collect();
         Ok(page
             .into_iter()
             .filter_map(|(id, score)| {
-                let r = by_id.remove(&id)?;
+                let r = by_id.get(&id)?.clone();
                 Some(Hit {
                     id,
                     score,
@@ -119,14 +120,14 @@ impl Inner {
         if req.score_threshold.is_some() {
             match &req.query {
                 None => {
-                    return Err(DbError::InvalidInput(
+                    return Err(DbError::BadRequest(
                         "A query is needed to use the score_threshold. Can't have \
                          score_threshold without defining a query."
                             .into(),
                     ))
                 }
                 Some(Query::OrderBy { .. }) => {
-                    return Err(DbError::InvalidInput(
+                    return Err(DbError::BadRequest(
                         "Can't use score_threshold with an order_by query.".into(),
                     ))
                 }
@@ -148,9 +149,11 @@ impl Inner {
                     ))
                 }
                 Some(Query::Nearest(v)) => self.nearest(req, v, want)?,
-                Some(Query::OrderBy { key, descending }) => {
-                    self.order_by(key, *descending, None, filter)?
-                }
+                Some(Query::OrderBy {
+                    key,
+                    descending,
+                    start_from,
+                }) => self.order_by(key, *descending, start_from.as_ref(), None, filter)?,
                 Some(Query::Sample) => {
                     let mut ids = self.matching_ids(filter, None, usize::MAX);
                     ids.shuffle(&mut rand::rng());
@@ -166,7 +169,7 @@ impl Inner {
                 .collect::<Result<Vec<Ranked>>>()?;
             match &req.query {
                 None => {
-                    return Err(DbError::InvalidInput(
+                    return Err(DbError::BadRequest(
                         "A query is needed to merge the prefetches. Can't have prefetches \
                          without defining a query."
                             .into(),
@@ -192,9 +195,19 @@ impl Inner {
                         .collect();
                     Ranked::descending(self.only_matching(score::dbsf(&scored), filter))
                 }
-                Some(Query::OrderBy { key, descending }) => {
+                Some(Query::OrderBy {
+                    key,
+                    descending,
+                    start_from,
+                }) => {
                     let candidates = union(&lists);
-                    self.order_by(key, *descending, Some(&candidates), filter)?
+                    self.order_by(
+                        key,
+                        *descending,
+                        start_from.as_ref(),
+                        Some(&candidates),
+                        filter,
+                    )?
                 }
                 Some(Query::Sample) => {
                     let mut ids = union(&lists);
@@ -520,12 +533,14 @@ impl Inner {
         ))
     }
 
-    /// Points ordered by the payload value at `key` (numbers by value, then strings); points
-    /// without one are left out. Among `candidates` when given.
+    /// Points ordered by the payload value at `key` (numbers by value, then strings), from
+    /// `start_from` on; a point is listed once per value it has there, and not at all
+    /// without one. Among `candidates` when given.
     fn order_by(
         &self,
         key: &str,
         descending: bool,
+        start_from: Option<&OrderValue>,
         candidates: Option<&[PointId]>,
         filter: Option<&Filter>,
     ) -> Result<Ranked> {
@@ -540,28 +555,30 @@ impl Inner {
         let path = crate::filter::KeyPath::parse(key)
             .map_err(|e| DbError::InvalidInput(format!("order_by: {e}")))?;
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let mut keyed: Vec<(OrderKey, PointId)> = ids
-            .into_iter()
-            .filter_map(|id| {
-                let loc = state.tracker.get(&id)?;
-                let payload = state.payload(loc);
-                let mut smallest: Option<OrderKey> = None;
-                path.any_value(&payload, &mut |v| {
-                    let items = match v {
-                        serde_json::Value::Array(a) => a.iter().collect(),
-                        v => vec![v],
-                    };
-                    for key in items.into_iter().filter_map(OrderKey::of) {
-                        if smallest.as_ref().is_none_or(|s| key < *s) {
-                            smallest = Some(key);
-                        }
-                    }
-                    false
-                });
-                Some((smallest?, id))
-            })
-            .collect();
+        let mut keyed: Vec<(OrderValue, PointId)> = Vec::new();
+        for id in ids {
+            let Some(loc) = state.tracker.get(&id) else {
+                continue;
+            };
+            let payload = state.payload(loc);
+            path.any_value(&payload, &mut |v| {
+                let items = match v {
+                    serde_json::Value::Array(a) => a.iter().collect(),
+                    v => vec![v],
+                };
+                keyed.extend(
+                    items
+                        .into_iter()
+                        .filter_map(OrderValue::of)
+                        .map(|k| (k, id)),
+                );
+                false
+            });
+        }
         drop(state);
+        if let Some(from) = start_from {
+            keyed.retain(|(k, _)| if descending { k <= from } else { k >= from });
+        }
         keyed.sort_by(|a, b| {
             let by_value = a.0.cmp(&b.0);
             if descending {
@@ -595,47 +612,6 @@ impl Scorer {
                 .chain(pairs.iter().flat_map(|(p, n)| [p, n]))
                 .collect(),
             Scorer::Context(pairs) => pairs.iter().flat_map(|(p, n)| [p, n]).collect(),
-        }
-    }
-}
-
-/// A payload value as an order-by key: numbers before strings.
-enum OrderKey {
-    Number(f64),
-    Text(String),
-}
-
-impl PartialEq for OrderKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-
-impl Eq for OrderKey {}
-
-impl PartialOrd for OrderKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for OrderKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        match (self, other) {
-            (OrderKey::Number(a), OrderKey::Number(b)) => a.total_cmp(b),
-            (OrderKey::Text(a), OrderKey::Text(b)) => a.cmp(b),
-            (OrderKey::Number(_), OrderKey::Text(_)) => std::cmp::Ordering::Less,
-            (OrderKey::Text(_), OrderKey::Number(_)) => std::cmp::Ordering::Greater,
-        }
-    }
-}
-
-impl OrderKey {
-    fn of(v: &serde_json::Value) -> Option<Self> {
-        match v {
-            serde_json::Value::Number(n) => n.as_f64().map(OrderKey::Number),
-            serde_json::Value::String(s) => Some(OrderKey::Text(s.clone())),
-            _ => None,
         }
     }
 }

@@ -339,6 +339,16 @@ mod tests {
         assert!(null("packaging"));
         assert!(!null("not_null"));
         assert!(null("items[].v"));
+        // The field form says the same, and `false` negates it.
+        for key in ["price", "parts", "packaging", "something_new"] {
+            let field =
+                |name: &str, flag: bool| hits(&json!({"must": [{"key": key, name: flag}]}), &p);
+            assert_eq!(field("is_empty", true), empty(key), "{key}");
+            assert_eq!(field("is_empty", false), !empty(key), "{key}");
+            assert_eq!(field("is_null", true), null(key), "{key}");
+            assert_eq!(field("is_null", false), !null(key), "{key}");
+        }
+        assert!(Filter::from_json(&json!({"must": [{"key": "a", "is_empty": 1}]})).is_err());
         // Without a payload at all, every field is empty and none is null.
         let f = filter(
             json!({"must": {"is_empty": {"key": "a"}}, "must_not": {"is_null": {"key": "a"}}}),

@@ -187,15 +187,7 @@ impl Parser {
                     return err(at, format!("geo conditions ({k:?}) are not supported"));
                 }
                 "values_count" => return err(at, "\"values_count\" is not supported"),
-                "is_empty" | "is_null" => {
-                    return err(
-                        at,
-                        format!(
-                            "{k:?} inside a field condition is not supported; \
-                             use {{\"{k}\": {{\"key\": ...}}}}"
-                        ),
-                    );
-                }
+                "is_empty" | "is_null" => {}
                 _ => return err(at, format!("unknown field condition key {k:?}")),
             }
         }
@@ -204,6 +196,28 @@ impl Parser {
             other => return err(at, format!("\"key\" must be a string, got {}", kind(other))),
         };
         let present = |name: &str| obj.get(name).filter(|v| !v.is_null());
+        // `{"key": k, "is_empty": true}`: the same as `{"is_empty": {"key": k}}`; false
+        // negates it. Likewise `is_null`.
+        for name in ["is_empty", "is_null"] {
+            let Some(flag) = present(name) else { continue };
+            only_keys(obj, &["key", name], at)?;
+            let Some(wanted) = flag.as_bool() else {
+                return err(at, format!("{name:?} must be true or false"));
+            };
+            let condition = if name == "is_null" {
+                Condition::IsNull(key)
+            } else {
+                Condition::IsEmpty(key)
+            };
+            return Ok(if wanted {
+                condition
+            } else {
+                Condition::Filter(Box::new(Filter {
+                    must_not: vec![condition],
+                    ..Filter::default()
+                }))
+            });
+        }
         let check = match (present("match"), present("range")) {
             (Some(_), Some(_)) => {
                 return err(
@@ -574,8 +588,8 @@ mod tests {
             &["values_count"],
         );
         assert_refused(
-            field(json!({"key": "a", "is_empty": true})),
-            &["is_empty", "{\"is_empty\": {\"key\""],
+            field(json!({"key": "a", "is_empty": true, "match": {"value": 1}})),
+            &["unexpected key \"match\""],
         );
         assert_refused(
             field(json!({"nested": {"key": "a", "filter": {}}})),

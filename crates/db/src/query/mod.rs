@@ -63,14 +63,61 @@ pub enum Query {
     /// Points on the positive side of every pair: a point scores the sum over pairs of
     /// min(0, sigmoid(similarity to positive) - sigmoid(similarity to negative)).
     Context(Vec<(VectorInput, VectorInput)>),
-    /// Points ordered by a payload value (numbers, or strings in their order).
+    /// Points ordered by a payload value (numbers, then strings in their order: RFC 3339
+    /// dates sort as they read), from `start_from` on. A point with several values at the
+    /// key is listed once per value.
     OrderBy {
         key: String,
         descending: bool,
+        start_from: Option<OrderValue>,
     },
     Fusion(Fusion),
     /// Matching points in random order.
     Sample,
+}
+
+/// A payload value as an order-by key: numbers before strings.
+#[derive(Clone, Debug)]
+pub enum OrderValue {
+    Number(f64),
+    Text(String),
+}
+
+impl OrderValue {
+    /// The key of a JSON value (numbers and strings have one).
+    pub fn of(v: &serde_json::Value) -> Option<Self> {
+        match v {
+            serde_json::Value::Number(n) => n.as_f64().map(OrderValue::Number),
+            serde_json::Value::String(s) => Some(OrderValue::Text(s.clone())),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for OrderValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for OrderValue {}
+
+impl PartialOrd for OrderValue {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrderValue {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (OrderValue::Number(a), OrderValue::Number(b)) => a.total_cmp(b),
+            (OrderValue::Text(a), OrderValue::Text(b)) => a.cmp(b),
+            (OrderValue::Number(_), OrderValue::Text(_)) => Ordering::Less,
+            (OrderValue::Text(_), OrderValue::Number(_)) => Ordering::Greater,
+        }
+    }
 }
 
 /// One node of a query: its prefetches (run first; their results are this node's
