@@ -65,6 +65,10 @@ pub struct CollectionConfig {
     /// The sparse spaces, likewise.
     #[serde(default)]
     pub sparse: Vec<SparseSpace>,
+    /// The multivector spaces (a point holds several vectors of `dim` numbers in one,
+    /// compared by MaxSim: each query vector's best match, summed), likewise.
+    #[serde(default)]
+    pub multi: Vec<DenseSpace>,
     /// Directories (devices or NVMe-oF namespaces) the sealed segments' nodes are striped
     /// over; empty keeps them in the collection's directory.
     pub paths: Vec<PathBuf>,
@@ -148,6 +152,7 @@ impl CollectionConfig {
         Self {
             dense,
             sparse,
+            multi: Vec::new(),
             paths: Vec::new(),
             wal_path: None,
             durability: Durability::Sync,
@@ -172,13 +177,13 @@ impl CollectionConfig {
     /// Refuses settings no collection can work with, naming the setting.
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(DbError::InvalidInput(m));
-        if self.dense.is_empty() && self.sparse.is_empty() {
+        let spaces = self.dense.len() + self.sparse.len() + self.multi.len();
+        if spaces == 0 {
             return bad("a collection needs at least one vector space, dense or sparse".into());
         }
-        if self.dense.len() + self.sparse.len() > MAX_SPACES {
+        if spaces > MAX_SPACES {
             return bad(format!(
-                "a collection has at most {MAX_SPACES} vector spaces, got {}",
-                self.dense.len() + self.sparse.len()
+                "a collection has at most {MAX_SPACES} vector spaces, got {spaces}"
             ));
         }
         // Qdrant's wording for these two, which its clients and REST suite check.
@@ -190,6 +195,7 @@ impl CollectionConfig {
             .iter()
             .map(|s| s.name.as_str())
             .chain(self.sparse.iter().map(|s| s.name.as_str()))
+            .chain(self.multi.iter().map(|s| s.name.as_str()))
             .collect();
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
@@ -198,7 +204,7 @@ impl CollectionConfig {
                 w[0]
             ));
         }
-        for space in &self.dense {
+        for space in self.dense.iter().chain(&self.multi) {
             if space.dim == 0 || space.dim > MAX_DIM {
                 return bad(format!(
                     "dim must be between 1 and {MAX_DIM}, got {}{}",
@@ -296,6 +302,11 @@ impl CollectionConfig {
         self.dense.iter().position(|s| s.name == name)
     }
 
+    /// The multivector space named `name`, by index.
+    pub fn multi_space(&self, name: &str) -> Option<usize> {
+        self.multi.iter().position(|s| s.name == name)
+    }
+
     /// The sparse space named `name`, by index.
     pub fn sparse_space(&self, name: &str) -> Option<usize> {
         self.sparse.iter().position(|s| s.name == name)
@@ -310,7 +321,7 @@ impl CollectionConfig {
     /// space's name and shape.
     pub fn describe_spaces(&self) -> String {
         if let [one] = self.dense.as_slice() {
-            if one.name.is_empty() && self.sparse.is_empty() {
+            if one.name.is_empty() && self.sparse.is_empty() && self.multi.is_empty() {
                 return format!("dim {}, {}", one.dim, one.metric.name());
             }
         }
@@ -319,7 +330,15 @@ impl CollectionConfig {
             .iter()
             .map(|s| format!("{:?} {}-d {}", s.name, s.dim, s.metric.name()));
         let sparse = self.sparse.iter().map(|s| format!("{:?} sparse", s.name));
-        dense.chain(sparse).collect::<Vec<_>>().join(", ")
+        let multi = self
+            .multi
+            .iter()
+            .map(|s| format!("{:?} {}-d {} multivector", s.name, s.dim, s.metric.name()));
+        dense
+            .chain(sparse)
+            .chain(multi)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The numbers of one point's dense vectors, all spaces together.

@@ -164,9 +164,9 @@ fn put_floats(out: &mut Vec<u8>, values: &[f32]) {
     }
 }
 
-/// The vectors a point has: a count and (space, values) of its dense ones, then a count
-/// and (space, indices, values) of its sparse ones. A space index fits a byte
-/// (`MAX_SPACES`).
+/// The vectors a point has: a count and (space, values) of its dense ones, a count and
+/// (space, indices, values) of its sparse ones, then a count and (space, values: rows back
+/// to back) of its multivectors. A space index fits a byte (`MAX_SPACES`).
 fn put_vectors(out: &mut Vec<u8>, v: &PointVectors) {
     let dense = v
         .dense
@@ -193,6 +193,16 @@ fn put_vectors(out: &mut Vec<u8>, v: &PointVectors) {
         for x in &s.values {
             out.extend_from_slice(&x.to_le_bytes());
         }
+    }
+    let multi = v
+        .multi
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| Some((i, m.as_ref()?)));
+    out.push(multi.clone().count() as u8);
+    for (space, rows) in multi {
+        out.push(space as u8);
+        put_floats(out, rows);
     }
 }
 
@@ -261,6 +271,11 @@ impl<'a> Reader<'a> {
                 .collect();
             v.set_sparse(space, SparseVector { indices, values });
         }
+        for _ in 0..self.u8()? {
+            let space = self.u8()? as usize;
+            let rows = self.floats()?;
+            v.set_multi(space, rows);
+        }
         Ok(v)
     }
     fn id(&mut self) -> Result<PointId, String> {
@@ -286,6 +301,7 @@ mod tests {
         let payload = json!({"pos": "n", "chars": 12, "tags": ["a", "b"]});
         let mut spaces = PointVectors::default();
         spaces.set_dense(2, vec![1.0, 2.0]);
+        spaces.set_multi(1, vec![1.0, 2.0, 3.0, 4.0]);
         spaces.set_sparse(
             1,
             SparseVector {

@@ -71,6 +71,9 @@ impl SparseVector {
 pub enum Vector {
     Dense(Vec<f32>),
     Sparse(SparseVector),
+    /// Several vectors of one dimension (a multivector space's, e.g. a late-interaction
+    /// model's token embeddings).
+    Multi(Vec<Vec<f32>>),
 }
 
 /// A point's vectors by space name (`""`: the unnamed dense space of a collection created
@@ -78,12 +81,14 @@ pub enum Vector {
 pub type NamedVectors = BTreeMap<String, Vector>;
 
 /// A point's vectors by space index, as stored: `dense[i]` in the config's dense space `i`
-/// (metric-prepared), `sparse[j]` in its sparse space `j` (sorted, checked). Trailing spaces
-/// the point lacks may be left out of the lists.
+/// (metric-prepared), `sparse[j]` in its sparse space `j` (sorted, checked), `multi[m]` in
+/// its multivector space `m` (rows back to back, each prepared). Trailing spaces the point
+/// lacks may be left out of the lists.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PointVectors {
     pub dense: Vec<Option<Vec<f32>>>,
     pub sparse: Vec<Option<SparseVector>>,
+    pub multi: Vec<Option<Vec<f32>>>,
 }
 
 impl PointVectors {
@@ -91,7 +96,7 @@ impl PointVectors {
     pub fn one_dense(v: Vec<f32>) -> Self {
         Self {
             dense: vec![Some(v)],
-            sparse: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -109,6 +114,13 @@ impl PointVectors {
             self.dense.resize(space + 1, None);
         }
         self.dense[space] = Some(v);
+    }
+
+    pub fn set_multi(&mut self, space: usize, rows: Vec<f32>) {
+        if self.multi.len() <= space {
+            self.multi.resize(space + 1, None);
+        }
+        self.multi[space] = Some(rows);
     }
 
     pub fn set_sparse(&mut self, space: usize, v: SparseVector) {

@@ -47,7 +47,7 @@ fn workload() -> Vec<Step> {
 }
 
 /// A point's vectors: always one in the unnamed space, in a second dense space for even
-/// ids, a sparse one for ids divisible by three.
+/// ids, a multivector for ids divisible by four, a sparse one for ids divisible by three.
 fn vectors(id: u64, generation: u32) -> NamedVectors {
     let dense = |dim: usize| {
         (0..dim)
@@ -57,6 +57,9 @@ fn vectors(id: u64, generation: u32) -> NamedVectors {
     let mut v = NamedVectors::from([(String::new(), Vector::Dense(dense(DIM)))]);
     if id.is_multiple_of(2) {
         v.insert("b".into(), Vector::Dense(dense(3)));
+    }
+    if id.is_multiple_of(4) {
+        v.insert("m".into(), Vector::Multi(vec![dense(2), dense(2)]));
     }
     if id.is_multiple_of(3) {
         let s = SparseVector {
@@ -115,6 +118,7 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
                     vec![dense("", DIM), dense("b", 3)],
                     vec![sparse],
                 );
+                c.multi = vec![dense("m", 2)];
                 c.seal_threshold = 1_000_000;
                 c.paths = vec![storage.root().join("p0"), storage.root().join("p1")];
                 db.create_collection("c", c).is_ok()

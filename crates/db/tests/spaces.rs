@@ -316,3 +316,89 @@ fn vectors_outside_the_spaces_are_refused() {
     assert_eq!(c.count(None), 1);
     assert!(c.search(&[0.0; 4], &req).unwrap().is_empty());
 }
+
+/// A multivector space: each point holds some rows, scored by MaxSim (each query row's best
+/// dot product among the point's rows, summed), in the growing segment, sealed and reopened.
+#[test]
+fn multivectors_score_by_max_sim_through_a_seal_and_a_reopen() {
+    use diskvec_db::query::{Query, QueryRequest, VectorInput};
+    let dir = tempfile::tempdir().unwrap();
+    let rows = |i: u64| -> Vec<Vec<f32>> {
+        (0..1 + i % 3)
+            .map(|r| clustered_vector(i * 10 + r, 4, 6))
+            .collect()
+    };
+    let max_sim = |q: &[Vec<f32>], doc: &[Vec<f32>]| -> f32 {
+        q.iter()
+            .map(|qr| {
+                doc.iter()
+                    .map(|d| qr.iter().zip(d).map(|(a, b)| a * b).sum::<f32>())
+                    .fold(f32::NEG_INFINITY, f32::max)
+            })
+            .sum()
+    };
+    let query = vec![clustered_vector(7_001, 4, 6), clustered_vector(7_002, 4, 6)];
+    let check = |c: &Collection, step: &str| {
+        let mut q = QueryRequest::new(Some(Query::Nearest(VectorInput::Multi(query.clone()))), 10);
+        q.using = "m".into();
+        let hits = c.query(&q, false, true).unwrap();
+        let mut want: Vec<(f32, u64)> = (0..200u64)
+            .filter(|i| i % 5 != 0)
+            .map(|i| (max_sim(&query, &rows(i)), i))
+            .collect();
+        want.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        assert_eq!(hits.len(), 10, "{step}");
+        for (h, (score, id)) in hits.iter().zip(&want) {
+            assert_eq!(h.id, PointId::Num(*id), "{step}");
+            assert!(
+                (h.score - score).abs() < 1e-3 * score.abs().max(1.0),
+                "{step}"
+            );
+            let Some(Vector::Multi(got)) = h.vectors.as_ref().unwrap().get("m") else {
+                panic!("{step}: no multivector back")
+            };
+            assert_eq!(got, &rows(*id), "{step}");
+        }
+    };
+    let mut config = CollectionConfig::with_spaces(Vec::new(), Vec::new());
+    config.multi = vec![DenseSpace {
+        name: "m".into(),
+        dim: 4,
+        metric: Metric::InnerProduct,
+    }];
+    config.seal_threshold = 80;
+    config.idle_merge_ms = 0;
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db.create_collection("multi", config).unwrap();
+        let points: Vec<PointRecord> = (0..200u64)
+            .map(|i| PointRecord {
+                id: PointId::Num(i),
+                // Every fifth point has no multivector.
+                vectors: if i % 5 == 0 {
+                    NamedVectors::new()
+                } else {
+                    NamedVectors::from([("m".to_string(), Vector::Multi(rows(i)))])
+                },
+                payload: Default::default(),
+            })
+            .collect();
+        c.upsert(points).unwrap();
+        check(&c, "growing");
+        c.optimize(true).unwrap();
+        check(&c, "sealed");
+        let bad = PointRecord {
+            id: PointId::Num(1_000),
+            vectors: NamedVectors::from([("m".to_string(), Vector::Multi(vec![vec![1.0; 3]]))]),
+            payload: Default::default(),
+        };
+        assert!(c
+            .upsert(vec![bad])
+            .unwrap_err()
+            .to_string()
+            .contains("dimension 3"));
+        db.close().unwrap();
+    }
+    let db = Database::open(dir.path()).unwrap();
+    check(&db.collection("multi").unwrap(), "reopened");
+}

@@ -153,6 +153,13 @@ fn record_dict<'py>(
                         sparse.set_item("values", s.values.into_pyarray(py))?;
                         named.set_item(name, sparse)?;
                     }
+                    Vector::Multi(rows) => {
+                        let list = PyList::empty(py);
+                        for row in rows {
+                            list.append(row.into_pyarray(py))?;
+                        }
+                        named.set_item(name, list)?;
+                    }
                 }
             }
             d.set_item("vectors", named)?;
@@ -361,7 +368,7 @@ impl PyDatabase {
         navigation: bool,
         build_memory: Option<&str>,
         search_memory: Option<&str>,
-        dense_spaces: Option<Vec<(String, i128, String)>>,
+        dense_spaces: Option<Vec<(String, i128, String, bool)>>,
         sparse_spaces: Option<Vec<(String, String)>>,
     ) -> PyResult<PyCollection> {
         let mut c = match (dim, dense_spaces, sparse_spaces) {
@@ -369,10 +376,17 @@ impl PyDatabase {
                 CollectionConfig::new(setting("dim", dim)?, parse_metric(metric).map_err(db_err)?)
             }
             (None, dense, sparse) if dense.is_some() || sparse.is_some() => {
-                CollectionConfig::with_spaces(
-                    spaces::dense_spaces(dense.unwrap_or_default())?,
+                let (multi, dense): (Vec<_>, Vec<_>) =
+                    dense.unwrap_or_default().into_iter().partition(|s| s.3);
+                let strip = |list: Vec<(String, i128, String, bool)>| {
+                    list.into_iter().map(|(n, d, m, _)| (n, d, m)).collect()
+                };
+                let mut c = CollectionConfig::with_spaces(
+                    spaces::dense_spaces(strip(dense))?,
                     spaces::sparse_spaces(sparse.unwrap_or_default())?,
-                )
+                );
+                c.multi = spaces::dense_spaces(strip(multi))?;
+                c
             }
             (None, _, _) => return Err(value_err("give dim, or vectors and/or sparse_vectors")),
             (Some(_), _, _) => {

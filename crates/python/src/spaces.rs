@@ -78,11 +78,15 @@ pub fn named_of(v: &Bound<'_, PyAny>, what: &str) -> PyResult<NamedVectors> {
         let at = format!("{what}[{name:?}]");
         let vector = match vector.cast::<PyDict>() {
             Ok(sparse) => Vector::Sparse(sparse_of(sparse, &at)?),
-            Err(_) => Vector::Dense(
-                vector
-                    .extract()
-                    .map_err(|_| value_err(format!("{at} must be a sequence of numbers")))?,
-            ),
+            Err(_) => match vector.extract::<Vec<f32>>() {
+                Ok(dense) => Vector::Dense(dense),
+                // Rows of numbers: a multivector.
+                Err(_) => Vector::Multi(vector.extract().map_err(|_| {
+                    value_err(format!(
+                        "{at} must be a sequence of numbers (or of rows of numbers)"
+                    ))
+                })?),
+            },
         };
         out.insert(name, vector);
     }

@@ -136,8 +136,11 @@ pub fn sparse_vector(v: &Value, what: &str) -> Result<SparseVector> {
 /// One vector of a point: a list of numbers (dense) or `{indices, values}` (sparse).
 fn one_vector(v: &Value, what: &str) -> Result<Vector> {
     match v {
-        Value::Array(a) if a.first().is_some_and(Value::is_array) => Err(ApiError::bad_request(
-            format!("{what}: multivectors are not supported yet"),
+        Value::Array(a) if a.first().is_some_and(Value::is_array) => Ok(Vector::Multi(
+            a.iter()
+                .enumerate()
+                .map(|(i, row)| dense_vector(row, &format!("{what}[{i}]")))
+                .collect::<Result<_>>()?,
         )),
         Value::Array(_) => Ok(Vector::Dense(dense_vector(v, what)?)),
         Value::Object(m) if m.contains_key("indices") => {
@@ -198,6 +201,7 @@ impl Serialize for VectorsOut {
             match v {
                 Vector::Dense(d) => map.serialize_entry(name, d)?,
                 Vector::Sparse(sp) => map.serialize_entry(name, &SparseOut(sp))?,
+                Vector::Multi(rows) => map.serialize_entry(name, rows)?,
             }
         }
         map.end()
@@ -472,7 +476,9 @@ pub fn record(r: Record, sel: &PayloadSelector, vectors: &VectorSelector) -> Poi
 /// A collection's configuration from a create request: Qdrant's fields, plus ours under
 /// `diskvec` (storage paths, WAL path, durability, DiskANN build and search settings).
 pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
-    let mut c = CollectionConfig::with_spaces(dense_spaces(body)?, sparse_spaces(body)?);
+    let (dense, multi) = dense_spaces(body)?;
+    let mut c = CollectionConfig::with_spaces(dense, sparse_spaces(body)?);
+    c.multi = multi;
     // Qdrant keeps vectors in RAM unless `on_disk: true`; diskvec keeps them on disk unless
     // told `on_disk: false` (in a vector space or `hnsw_config`), which caches every node in
     // DRAM.
@@ -607,9 +613,10 @@ fn space_bodies(vectors: Option<&Value>) -> Vec<(String, &Value)> {
     }
 }
 
-/// The dense spaces of a create request: `vectors` as one unnamed space (`{"size": N,
-/// "distance": ...}`) or as an object of named ones (possibly empty, with sparse ones).
-fn dense_spaces(body: &Value) -> Result<Vec<DenseSpace>> {
+/// The dense spaces of a create request, and apart the multivector ones (those with a
+/// `multivector_config`): `vectors` as one unnamed space (`{"size": N, "distance": ...}`)
+/// or as an object of named ones (possibly empty, with sparse ones).
+fn dense_spaces(body: &Value) -> Result<(Vec<DenseSpace>, Vec<DenseSpace>)> {
     let vectors = body.get("vectors");
     if matches!(vectors, None | Some(Value::Null)) && body.get("sparse_vectors").is_none() {
         return Err(ApiError::bad_request(
@@ -636,11 +643,17 @@ fn dense_spaces(body: &Value) -> Result<Vec<DenseSpace>> {
                     diskvec_db::MAX_DIM
                 )));
             }
-            if v.get("multivector_config").is_some_and(|m| !m.is_null()) {
-                return Err(ApiError::bad_request(format!(
-                    "{prefix}multivector_config: multivectors are not supported yet"
-                )));
-            }
+            let multi = match v.get("multivector_config").filter(|m| !m.is_null()) {
+                None => false,
+                Some(m) => match m.get("comparator").and_then(Value::as_str) {
+                    Some("max_sim") => true,
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "{prefix}multivector_config.comparator must be \"max_sim\""
+                        )))
+                    }
+                },
+            };
             let distance = v
                 .get("distance")
                 .and_then(Value::as_str)
@@ -650,13 +663,23 @@ fn dense_spaces(body: &Value) -> Result<Vec<DenseSpace>> {
             } else {
                 prefix["vectors.".len()..prefix.len() - 1].to_string()
             };
-            Ok(DenseSpace {
-                name,
-                dim: size as usize,
-                metric: metric(distance)?,
-            })
+            Ok((
+                DenseSpace {
+                    name,
+                    dim: size as usize,
+                    metric: metric(distance)?,
+                },
+                multi,
+            ))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()
+        .map(|spaces| {
+            let (multi, dense): (Vec<_>, Vec<_>) = spaces.into_iter().partition(|(_, m)| *m);
+            (
+                dense.into_iter().map(|(s, _)| s).collect(),
+                multi.into_iter().map(|(s, _)| s).collect(),
+            )
+        })
 }
 
 /// The sparse spaces of a create request: `sparse_vectors` as an object of name to
@@ -696,9 +719,21 @@ fn sparse_spaces(body: &Value) -> Result<Vec<SparseSpace>> {
 /// named ones'.
 fn vectors_info(c: &CollectionConfig) -> Value {
     let params = |s: &DenseSpace| json!({"size": s.dim, "distance": metric_name(s.metric), "on_disk": c.on_disk});
-    match c.dense.as_slice() {
-        [one] if one.name.is_empty() => params(one),
-        spaces => Value::Object(spaces.iter().map(|s| (s.name.clone(), params(s))).collect()),
+    let multi_params = |s: &DenseSpace| {
+        let mut p = params(s);
+        p["multivector_config"] = json!({"comparator": "max_sim"});
+        p
+    };
+    match (c.dense.as_slice(), c.multi.as_slice()) {
+        ([one], []) if one.name.is_empty() => params(one),
+        ([], [one]) if one.name.is_empty() => multi_params(one),
+        (dense, multi) => Value::Object(
+            dense
+                .iter()
+                .map(|s| (s.name.clone(), params(s)))
+                .chain(multi.iter().map(|s| (s.name.clone(), multi_params(s))))
+                .collect(),
+        ),
     }
 }
 

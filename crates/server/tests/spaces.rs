@@ -336,3 +336,53 @@ async fn vectors_of_a_point_are_set_and_removed_one_space_at_a_time() {
         .await;
     assert!(e.contains("DELETE"), "{e}");
 }
+
+#[tokio::test]
+async fn multivectors_in_qdrants_shapes() {
+    let api = Api::new(Keys::default());
+    let body = json!({"vectors": {
+        "dense": {"size": 2, "distance": "Dot"},
+        "multi": {"size": 2, "distance": "Dot", "multivector_config": {"comparator": "max_sim"}},
+    }});
+    api.ok("PUT", "/collections/mv", body).await;
+    let info = api.ok("GET", "/collections/mv", json!({})).await;
+    let vectors = &info["config"]["params"]["vectors"];
+    assert_eq!(
+        vectors["multi"]["multivector_config"]["comparator"], "max_sim",
+        "{vectors}"
+    );
+    assert!(vectors["dense"].get("multivector_config").is_none());
+    let points = json!({"points": [
+        {"id": 1, "vector": {"multi": [[1, 0], [0, 1]], "dense": [1, 1]}},
+        {"id": 2, "vector": {"multi": [[2, 2]]}},
+        {"id": 3, "vector": {"dense": [0, 1]}},
+    ]});
+    api.ok("PUT", "/collections/mv/points?wait=true", points)
+        .await;
+    // MaxSim of [[1, 0], [0, 1]]: point 1 scores 1 + 1, point 2 scores 2 + 2.
+    let query = json!({"query": [[1, 0], [0, 1]], "using": "multi", "with_vector": true});
+    let found = api.ok("POST", "/collections/mv/points/query", query).await;
+    let points = found["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{found}");
+    assert_eq!(
+        (points[0]["id"].as_u64(), points[0]["score"].as_f64()),
+        (Some(2), Some(4.0))
+    );
+    assert_eq!(
+        (points[1]["id"].as_u64(), points[1]["score"].as_f64()),
+        (Some(1), Some(2.0))
+    );
+    assert_eq!(
+        points[1]["vector"]["multi"],
+        json!([[1.0, 0.0], [0.0, 1.0]])
+    );
+    let e = api
+        .err(
+            "PUT",
+            "/collections/mv/points",
+            json!({"points": [{"id": 4, "vector": {"multi": [[1, 2, 3]]}}]}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("dimension 3"), "{e}");
+}

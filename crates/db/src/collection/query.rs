@@ -69,14 +69,27 @@ impl Ranked {
 /// A space a node compares in.
 #[derive(Clone, Copy)]
 enum Space {
-    Dense { metric: Metric, dim: usize },
-    Sparse { index: usize, idf: bool },
+    Dense {
+        metric: Metric,
+        dim: usize,
+    },
+    Sparse {
+        index: usize,
+        idf: bool,
+    },
+    Multi {
+        index: usize,
+        metric: Metric,
+        dim: usize,
+    },
 }
 
 /// A query vector resolved and prepared for its space.
 enum Prepared {
     Dense(Vec<f32>),
     Sparse(SparseVector),
+    /// Rows back to back.
+    Multi(Vec<f32>),
 }
 
 /// Points the examples of a query name: left out of its results.
@@ -249,6 +262,14 @@ impl Inner {
                 dim: s.dim,
             });
         }
+        if let Some(index) = self.config.multi_space(using) {
+            let s = &self.config.multi[index];
+            return Ok(Space::Multi {
+                index,
+                metric: s.metric,
+                dim: s.dim,
+            });
+        }
         match self.config.sparse_space(using) {
             Some(index) => Ok(Space::Sparse {
                 index,
@@ -282,6 +303,7 @@ impl Inner {
                 return match vectors.get(using) {
                     Some(Vector::Dense(d)) => Ok(Prepared::Dense(d.clone())),
                     Some(Vector::Sparse(s)) => Ok(Prepared::Sparse(s.clone())),
+                    Some(Vector::Multi(rows)) => Ok(Prepared::Multi(rows.concat())),
                     None => Err(DbError::InvalidInput(format!(
                         "point {id} has no vector in space {using:?}"
                     ))),
@@ -289,6 +311,7 @@ impl Inner {
             }
             VectorInput::Dense(d) => Vector::Dense(d.clone()),
             VectorInput::Sparse(s) => Vector::Sparse(s.clone()),
+            VectorInput::Multi(rows) => Vector::Multi(rows.clone()),
         };
         match (given, space) {
             (Vector::Dense(mut d), Space::Dense { metric, dim, .. }) => {
@@ -307,11 +330,25 @@ impl Inner {
                     DbError::InvalidInput(format!("query: {e}"))
                 })?))
             }
-            (Vector::Dense(_), Space::Sparse { .. }) => Err(DbError::InvalidInput(format!(
-                "vector space {using:?} is sparse: query it with a sparse vector"
-            ))),
-            (Vector::Sparse(_), Space::Dense { .. }) => Err(DbError::InvalidInput(format!(
-                "vector space {using:?} is dense: query it with a dense vector"
+            // One vector in a multivector space is a multivector of one row.
+            (Vector::Dense(d), Space::Multi { metric, dim, .. }) => {
+                prepare_rows(vec![d], metric, dim, using).map(Prepared::Multi)
+            }
+            (Vector::Multi(rows), Space::Multi { metric, dim, .. }) => {
+                prepare_rows(rows, metric, dim, using).map(Prepared::Multi)
+            }
+            (Vector::Dense(_) | Vector::Multi(_), Space::Sparse { .. }) => {
+                Err(DbError::InvalidInput(format!(
+                    "vector space {using:?} is sparse: query it with a sparse vector"
+                )))
+            }
+            (Vector::Sparse(_) | Vector::Multi(_), Space::Dense { .. }) => {
+                Err(DbError::InvalidInput(format!(
+                    "vector space {using:?} is dense: query it with a dense vector"
+                )))
+            }
+            (Vector::Sparse(_), Space::Multi { .. }) => Err(DbError::InvalidInput(format!(
+                "vector space {using:?} holds multivectors: query it with dense vectors"
             ))),
         }
     }
@@ -326,11 +363,15 @@ impl Inner {
         search.search_list = req.search_list;
         search.using = req.using.clone();
         search.k = search.k.min(limits::K.max);
-        let hits = match query {
+        let hits = match (query, space) {
             // Stored vectors are prepared already; preparing again is harmless (unit length
             // stays unit length, other metrics do nothing).
-            Prepared::Dense(d) => self.search(&d, &search)?,
-            Prepared::Sparse(s) => self.search_sparse(s, &search)?,
+            (Prepared::Dense(d), _) => self.search(&d, &search)?,
+            (Prepared::Sparse(s), _) => self.search_sparse(s, &search)?,
+            (Prepared::Multi(rows), Space::Multi { index, .. }) => {
+                self.search_multi(index, &rows, &search)?
+            }
+            (Prepared::Multi(_), _) => unreachable!("multivectors are prepared for multi spaces"),
         };
         let ascending = matches!(
             space,
@@ -517,7 +558,7 @@ impl Inner {
             .into_iter()
             .filter_map(|p| match p {
                 Prepared::Sparse(s) => Some(s.indices.clone()),
-                Prepared::Dense(_) => None,
+                Prepared::Dense(_) | Prepared::Multi(_) => None,
             })
             .flatten()
             .collect();
@@ -626,14 +667,37 @@ fn union(lists: &[Ranked]) -> Vec<PointId> {
         .collect()
 }
 
+/// Query rows checked (at least one, each of `dim` finite numbers) and prepared, back to
+/// back.
+fn prepare_rows(rows: Vec<Vec<f32>>, metric: Metric, dim: usize, using: &str) -> Result<Vec<f32>> {
+    if rows.is_empty() {
+        return Err(DbError::InvalidInput(
+            "query: a multivector needs a vector".into(),
+        ));
+    }
+    let mut out = Vec::with_capacity(rows.len() * dim);
+    for mut row in rows {
+        if row.len() != dim {
+            return Err(DbError::InvalidInput(format!(
+                "query has dimension {}, vector space {using:?} has {dim}",
+                row.len()
+            )));
+        }
+        check_vectors(&row, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
+        metric.prepare(&mut row);
+        out.extend_from_slice(&row);
+    }
+    Ok(out)
+}
+
 /// avg(positive) + (avg(positive) - avg(negative)) (avg(positive) without negatives).
 fn average_target(pos: &[Prepared], neg: &[Prepared], using: &str) -> Result<Vec<f32>> {
     let dense = |list: &[Prepared]| -> Result<Vec<Vec<f32>>> {
         list.iter()
             .map(|p| match p {
                 Prepared::Dense(d) => Ok(d.clone()),
-                Prepared::Sparse(_) => Err(DbError::InvalidInput(format!(
-                    "the average_vector strategy needs a dense space; {using:?} is sparse \
+                Prepared::Sparse(_) | Prepared::Multi(_) => Err(DbError::InvalidInput(format!(
+                    "the average_vector strategy needs a dense space; {using:?} is not one \
                      (use best_score)"
                 ))),
             })
@@ -667,6 +731,9 @@ fn similarity(space: Space, q: &Prepared, v: &Vector, idf: Option<&[(u32, f32)]>
             Metric::L2 => -Metric::L2.distance(q, v).max(0.0).sqrt(),
             m => -m.distance(q, v) + if m == Metric::Cosine { 1.0 } else { 0.0 },
         },
+        (Space::Multi { metric, dim, .. }, Prepared::Multi(q), Vector::Multi(rows)) => {
+            crate::segment::max_sim(metric, dim, q, &rows.concat())
+        }
         (Space::Sparse { .. }, Prepared::Sparse(q), Vector::Sparse(v)) => q
             .entries()
             .filter_map(|(term, w)| {

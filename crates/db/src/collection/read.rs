@@ -296,6 +296,31 @@ impl Inner {
         Ok(found)
     }
 
+    /// The `req.k` best points by MaxSim with `rows` (prepared rows back to back) in the
+    /// multivector space `space`.
+    pub(crate) fn search_multi(
+        &self,
+        space: usize,
+        rows: &[f32],
+        req: &SearchRequest,
+    ) -> Result<Vec<Hit>> {
+        let (wanted, search_list) = self.check_request(req)?;
+        let filter = req.filter.clone().map(Arc::new);
+        let segments = self.snapshot();
+        let q = SegmentQuery {
+            query: SpaceQuery::Multi { space, rows },
+            k: wanted,
+            search_list,
+            filter: filter.as_ref(),
+        };
+        let mut started = Vec::with_capacity(segments.len());
+        for (_, segment) in &segments {
+            started.push(segment.start_search(&q)?);
+        }
+        let found = self.finish(&segments, &q, started)?;
+        self.rank(&segments, found, req, |d| -d, Metric::InnerProduct)
+    }
+
     /// Live points with a vector in sparse space `space`, and how many hold each of
     /// `terms`, over every segment: what an IDF weighting is computed from.
     pub(crate) fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
@@ -412,6 +437,12 @@ impl Inner {
         for (space, sparse) in self.config.sparse.iter().zip(v.sparse) {
             if let Some(s) = sparse {
                 out.insert(space.name.clone(), Vector::Sparse(s));
+            }
+        }
+        for (space, multi) in self.config.multi.iter().zip(v.multi) {
+            if let Some(rows) = multi {
+                let rows = rows.chunks_exact(space.dim).map(<[f32]>::to_vec).collect();
+                out.insert(space.name.clone(), Vector::Multi(rows));
             }
         }
         out

@@ -241,20 +241,27 @@ impl Inner {
         let mut points = SealInput::new(&self.config);
         let mut origin: Vec<Loc> = Vec::new();
         let mut checkpoint = None;
-        // The live offsets of one source segment, taken with their ids, versions, payloads
-        // and sparse vectors; each dense space's part lists those of them with a vector in
+        // The live offsets of one source segment, taken with their ids, versions, payloads,
+        // sparse vectors and multivectors; each dense space's part lists those of them with a vector in
         // it (`part(space, offsets)`).
         let mut take = |segment: u64,
                         live: &[u32],
                         source: &dyn Points,
                         versions: &[u64],
                         sparse: &dyn Fn(u32, usize) -> Option<SparseVector>,
+                        multi: &dyn Fn(u32, usize) -> Option<Vec<f32>>,
                         part: &dyn Fn(usize, Vec<u32>) -> VectorPart| {
             let first = points.len() as u32;
             for &offset in live {
                 let at = offset as usize;
                 let (id, payload) = source.point(offset);
-                points.push_point(id, versions[at], payload, |space| sparse(offset, space));
+                points.push_point(
+                    id,
+                    versions[at],
+                    payload,
+                    |space| sparse(offset, space),
+                    |space| multi(offset, space),
+                );
                 origin.push(Loc {
                     segment,
                     offset,
@@ -284,6 +291,7 @@ impl Inner {
                 &*g,
                 &g.versions,
                 &|o, space| g.sparse_vector(space, o).cloned(),
+                &|o, space| g.multi_vector(space, o).map(<[f32]>::to_vec),
                 &|space, offsets| VectorPart::Frozen {
                     vectors: g.dense(space).shared_vectors(),
                     offsets: Some(offsets),
@@ -301,6 +309,7 @@ impl Inner {
                 s.as_ref(),
                 &s.versions,
                 &|o, space| s.sparse_vector(space, o).cloned(),
+                &|o, space| s.multi_vector(space, o).map(<[f32]>::to_vec),
                 &|space, offsets| VectorPart::Sealed {
                     segment: Arc::clone(s),
                     space,

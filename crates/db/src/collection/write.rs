@@ -242,18 +242,63 @@ impl Inner {
                         .ok_or_else(|| refuse(self.unknown_space(&name, "sparse")))?;
                     out.set_sparse(space, v.checked().map_err(refuse)?);
                 }
+                Vector::Multi(rows) => {
+                    let space = self
+                        .config
+                        .multi_space(&name)
+                        .ok_or_else(|| refuse(self.unknown_space(&name, "multi")))?;
+                    let s = &self.config.multi[space];
+                    out.set_multi(space, self.checked_rows(&name, s, rows).map_err(refuse)?);
+                }
             }
         }
         Ok(out)
     }
 
-    /// Why a vector for space `name` of `kind` is refused.
+    /// A multivector's rows, each of the space's dimension and finite (at least one),
+    /// prepared for its metric and laid back to back.
+    fn checked_rows(
+        &self,
+        name: &str,
+        space: &crate::config::DenseSpace,
+        rows: Vec<Vec<f32>>,
+    ) -> std::result::Result<Vec<f32>, String> {
+        if rows.is_empty() {
+            return Err(format!(
+                "a multivector needs at least one vector{}",
+                space_suffix(name)
+            ));
+        }
+        let mut out = Vec::with_capacity(rows.len() * space.dim);
+        for mut row in rows {
+            if row.len() != space.dim {
+                return Err(format!(
+                    "vector has dimension {}, collection {:?} has {}{}",
+                    row.len(),
+                    self.name,
+                    space.dim,
+                    space_suffix(name)
+                ));
+            }
+            check_vectors(&row, space.dim).map_err(|e| e.to_string())?;
+            space.metric.prepare(&mut row);
+            out.extend_from_slice(&row);
+        }
+        Ok(out)
+    }
+
+    /// Why a vector for space `name` of `kind` ("dense", "sparse" or "multi") is refused.
     fn unknown_space(&self, name: &str, kind: &str) -> String {
-        let other = if kind == "dense" {
-            self.config.sparse_space(name).map(|_| "sparse")
-        } else {
-            self.config.dense_space(name).map(|_| "dense")
-        };
+        let c = &self.config;
+        let other = [
+            ("dense", c.dense_space(name)),
+            ("sparse", c.sparse_space(name)),
+            ("multi", c.multi_space(name)),
+        ]
+        .into_iter()
+        .find(|(k, at)| *k != kind && at.is_some())
+        .map(|(k, _)| if k == "multi" { "multivector" } else { k });
+        let kind = if kind == "multi" { "multivector" } else { kind };
         match other {
             Some(other) => format!(
                 "vector space {name:?} of collection {:?} is {other}, the vector {kind}",
@@ -283,6 +328,11 @@ impl Inner {
                 Vector::Sparse(v) => {
                     if let Some(space) = self.config.sparse_space(&name) {
                         out.set_sparse(space, v);
+                    }
+                }
+                Vector::Multi(rows) => {
+                    if let Some(space) = self.config.multi_space(&name) {
+                        out.set_multi(space, rows.concat());
                     }
                 }
             }

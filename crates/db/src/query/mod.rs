@@ -15,6 +15,8 @@ use crate::PointId;
 pub enum VectorInput {
     Dense(Vec<f32>),
     Sparse(SparseVector),
+    /// Several vectors, for a multivector space.
+    Multi(Vec<Vec<f32>>),
     Point(PointId),
 }
 

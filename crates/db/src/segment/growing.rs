@@ -13,6 +13,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use super::dense_rows::{DenseRows, Linker};
+use super::multi_column::MultiColumn;
 use super::seal_input::{SealInput, SpaceInput, VectorPart};
 use super::sparse_column::SparseColumn;
 use super::{Points, SegmentHit};
@@ -27,6 +28,8 @@ pub(crate) struct Growing {
     dense: Vec<DenseRows>,
     /// One per sparse space.
     sparse: Vec<SparseColumn>,
+    /// One per multivector space.
+    multi: Vec<MultiColumn>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Arc<Vec<Payload>>,
@@ -77,6 +80,7 @@ impl Growing {
                 .iter()
                 .map(|_| SparseColumn::default())
                 .collect(),
+            multi: config.multi.iter().map(MultiColumn::new).collect(),
             ids: Vec::new(),
             versions: Vec::new(),
             payloads: Arc::new(Vec::new()),
@@ -109,7 +113,29 @@ impl Growing {
                 .map(|d| d.vector(offset).map(<[f32]>::to_vec))
                 .collect(),
             sparse: self.sparse.iter().map(|s| s.get(offset).cloned()).collect(),
+            multi: self
+                .multi
+                .iter()
+                .map(|m| m.get(offset).map(<[f32]>::to_vec))
+                .collect(),
         }
+    }
+
+    /// The multivector in `space` of the point at `offset`, if it has one.
+    pub fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
+        self.multi.get(space).and_then(|c| c.get(offset))
+    }
+
+    /// The k best live points matching `filter` by MaxSim with `query` (prepared rows) in
+    /// multivector space `space`.
+    pub fn search_multi(
+        &self,
+        space: usize,
+        query: &[f32],
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<SegmentHit> {
+        self.multi[space].search(query, k, &|o| self.matches(o, filter))
     }
 
     /// Moves the pending rows of every space into their arrays, copying them if the indexer
@@ -143,6 +169,9 @@ impl Growing {
         }
         for (i, column) in self.sparse.iter_mut().enumerate() {
             column.push(vectors.sparse.get_mut(i).and_then(Option::take));
+        }
+        for (i, column) in self.multi.iter_mut().enumerate() {
+            column.push(vectors.multi.get_mut(i).and_then(Option::take));
         }
         self.ids.push(id);
         self.versions.push(version);
@@ -228,6 +257,7 @@ impl Growing {
                 })
                 .collect(),
             sparse: self.sparse.iter().map(|s| s.vectors().to_vec()).collect(),
+            multi: self.multi.iter().map(|m| m.vectors().to_vec()).collect(),
             ids: self.ids.clone(),
             versions: self.versions.clone(),
             payloads: Arc::clone(&self.payloads),
@@ -240,6 +270,11 @@ impl Growing {
                 .sparse
                 .iter()
                 .map(SparseColumn::dram_bytes)
+                .sum::<usize>()
+            + self
+                .multi
+                .iter()
+                .map(MultiColumn::dram_bytes)
                 .sum::<usize>()
             + self.ids.capacity() * 24
             + self.versions.capacity() * 8

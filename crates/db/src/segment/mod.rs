@@ -6,6 +6,7 @@ mod dense_rows;
 mod files;
 mod growing;
 mod ids;
+mod multi_column;
 mod payloads;
 mod seal_input;
 mod sealed;
@@ -20,6 +21,7 @@ use crate::{Payload, PointId};
 
 pub(crate) use files::{read_deleted, write_deleted, POINTS_FILE};
 pub(crate) use growing::Growing;
+pub(crate) use multi_column::max_sim;
 pub(crate) use seal_input::{SealInput, VectorPart};
 pub(crate) use sealed::{seal, NodeCacheSize, SealBuild, Sealed, SearchDram, EXACT_LIMIT};
 pub(crate) use spaces_file::SPACES_FILE;
@@ -140,6 +142,8 @@ pub(crate) enum SpaceQuery<'a> {
         space: usize,
         query: &'a SparseVector,
     },
+    /// Rows back to back, each prepared for the space's metric.
+    Multi { space: usize, rows: &'a [f32] },
 }
 
 /// What a search asks of every segment: a query in one space, the matches wanted, the
@@ -181,6 +185,9 @@ impl Segment {
                     (SpaceQuery::Sparse { space, query }, _) => {
                         s.search_sparse(space, query, q.k, filter)
                     }
+                    (SpaceQuery::Multi { space, rows }, _) => {
+                        s.search_multi(space, rows, q.k, filter)
+                    }
                     (SpaceQuery::Dense { .. }, PendingSearch::Growing) => {
                         unreachable!("a sealed segment's dense search is started as one")
                     }
@@ -203,6 +210,7 @@ impl Segment {
                     SpaceQuery::Sparse { space, query } => {
                         g.search_sparse(space, query, q.k, filter)
                     }
+                    SpaceQuery::Multi { space, rows } => g.search_multi(space, rows, q.k, filter),
                 };
                 Ok(hits
                     .into_iter()

@@ -63,6 +63,8 @@ pub(crate) struct SealInput {
     pub dense: Vec<SpaceInput>,
     /// One per sparse space: each point's vector, by new offset.
     pub sparse: Vec<Vec<Option<SparseVector>>>,
+    /// One per multivector space: each point's rows, by new offset.
+    pub multi: Vec<Vec<Option<Vec<f32>>>>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Arc<Vec<Payload>>,
@@ -80,6 +82,7 @@ impl SealInput {
                 })
                 .collect(),
             sparse: vec![Vec::new(); config.sparse.len()],
+            multi: vec![Vec::new(); config.multi.len()],
             ids: Vec::new(),
             versions: Vec::new(),
             payloads: Arc::new(Vec::new()),
@@ -90,20 +93,24 @@ impl SealInput {
         self.ids.len()
     }
 
-    /// Appends a point's id, version, payload and sparse vectors; its dense vectors come
-    /// from the spaces' parts, which the caller keeps in step.
+    /// Appends a point's id, version, payload, sparse vectors and multivectors; its dense
+    /// vectors come from the spaces' parts, which the caller keeps in step.
     pub fn push_point(
         &mut self,
         id: PointId,
         version: u64,
         payload: &Payload,
         sparse: impl Fn(usize) -> Option<SparseVector>,
+        multi: impl Fn(usize) -> Option<Vec<f32>>,
     ) {
         self.ids.push(id);
         self.versions.push(version);
         Arc::make_mut(&mut self.payloads).push(payload.clone());
         for (i, column) in self.sparse.iter_mut().enumerate() {
             column.push(sparse(i));
+        }
+        for (i, column) in self.multi.iter_mut().enumerate() {
+            column.push(multi(i));
         }
     }
 
@@ -126,6 +133,7 @@ impl SealInput {
             s.parts.iter().map(|p| p.rows(s.dim)).sum::<usize>() == s.offsets.len()
                 && s.offsets.last().is_none_or(|&o| (o as usize) < self.len())
         }) && self.sparse.iter().all(|c| c.len() == self.len())
+            && self.multi.iter().all(|c| c.len() == self.len())
     }
 }
 

@@ -17,6 +17,7 @@ use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
 use super::files::{read_points, write_points, POINTS_FILE};
+use super::multi_column::MultiColumn;
 use super::spaces_file::SpacesFile;
 use super::sparse_column::SparseColumn;
 use super::{closest, Points, SealInput, SegmentHit, SpaceRef};
@@ -87,6 +88,8 @@ pub(crate) struct Sealed {
     dense: Vec<Option<DenseIndex>>,
     /// One per sparse space.
     sparse: Vec<SparseColumn>,
+    /// One per multivector space.
+    multi: Vec<MultiColumn>,
     ids: super::ids::IdColumn,
     pub versions: Vec<u64>,
     payloads: super::payloads::PayloadColumn,
@@ -191,6 +194,7 @@ pub(crate) fn seal(
             .map(|s| s.offsets.iter().copied().collect())
             .collect(),
         sparse: input.sparse.clone(),
+        multi: input.multi.clone(),
     };
     spaces.write(storage.as_ref(), dir)?;
     write_points(
@@ -291,25 +295,43 @@ impl Sealed {
         // A segment sealed before named spaces has every point in dense space 0 alone.
         let spaces = SpacesFile::read(dir)?.unwrap_or_else(|| SpacesFile {
             dense_present: vec![(0..ids.len() as u32).collect()],
-            sparse: Vec::new(),
+            ..SpacesFile::default()
         });
         if spaces.dense_present.len() > config.dense.len()
             || spaces.sparse.len() > config.sparse.len()
+            || spaces.multi.len() > config.multi.len()
         {
             return Err(corrupt(format!(
-                "the segment has {} dense and {} sparse spaces, the collection {} and {}",
+                "the segment has {} dense, {} sparse and {} multivector spaces, the \
+                 collection {}, {} and {}",
                 spaces.dense_present.len(),
                 spaces.sparse.len(),
+                spaces.multi.len(),
                 config.dense.len(),
-                config.sparse.len()
+                config.sparse.len(),
+                config.multi.len()
             )));
         }
-        if let Some(c) = spaces.sparse.iter().find(|c| c.len() != ids.len()) {
+        let listed = spaces
+            .sparse
+            .iter()
+            .map(Vec::len)
+            .chain(spaces.multi.iter().map(Vec::len));
+        if let Some(n) = listed.into_iter().find(|&n| n != ids.len()) {
             return Err(corrupt(format!(
-                "a sparse space lists {} points, {POINTS_FILE} {}",
-                c.len(),
+                "a space lists {n} points, {POINTS_FILE} {}",
                 ids.len()
             )));
+        }
+        for (space, column) in config.multi.iter().zip(&spaces.multi) {
+            if let Some(rows) = column.iter().flatten().find(|r| r.len() % space.dim != 0) {
+                return Err(corrupt(format!(
+                    "a multivector of {} numbers in space {:?} of dimension {}",
+                    rows.len(),
+                    space.name,
+                    space.dim
+                )));
+            }
         }
         let mut dense = Vec::with_capacity(config.dense.len());
         for (i, space) in config.dense.iter().enumerate() {
@@ -330,6 +352,15 @@ impl Sealed {
                     dense.push(Some(index));
                 }
             }
+        }
+        let mut multi: Vec<MultiColumn> = config
+            .multi
+            .iter()
+            .zip(spaces.multi)
+            .map(|(space, rows)| MultiColumn::from_vectors(space, rows))
+            .collect();
+        for space in &config.multi[multi.len()..] {
+            multi.push(MultiColumn::from_vectors(space, vec![None; ids.len()]));
         }
         let mut sparse: Vec<SparseColumn> = spaces
             .sparse
@@ -352,6 +383,7 @@ impl Sealed {
             dir: dir.to_path_buf(),
             dense,
             sparse,
+            multi,
             ids,
             versions,
             payloads,
@@ -665,6 +697,25 @@ impl Sealed {
         self.sparse.get(space).and_then(|c| c.get(offset))
     }
 
+    /// The multivector in `space` of the point at `offset`, if it has one.
+    pub fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
+        self.multi.get(space).and_then(|c| c.get(offset))
+    }
+
+    /// The k best live points matching `filter` by MaxSim with `query` (prepared rows) in
+    /// multivector space `space`.
+    pub fn search_multi(
+        &self,
+        space: usize,
+        query: &[f32],
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<SegmentHit> {
+        self.multi.get(space).map_or_else(Vec::new, |c| {
+            c.search(query, k, &|o| self.matches(o, filter))
+        })
+    }
+
     /// The k best live points matching `filter` for a sparse query in `space` (weights
     /// already multiplied by any IDF).
     pub fn search_sparse(
@@ -710,6 +761,11 @@ impl Sealed {
             .map(|&o| PointVectors {
                 dense: vec![None; self.dense.len()],
                 sparse: self.sparse.iter().map(|c| c.get(o).cloned()).collect(),
+                multi: self
+                    .multi
+                    .iter()
+                    .map(|c| c.get(o).map(<[f32]>::to_vec))
+                    .collect(),
             })
             .collect();
         for (space, dense) in self.dense.iter().enumerate() {
@@ -781,6 +837,11 @@ impl Sealed {
                 .sparse
                 .iter()
                 .map(SparseColumn::dram_bytes)
+                .sum::<usize>()
+            + self
+                .multi
+                .iter()
+                .map(MultiColumn::dram_bytes)
                 .sum::<usize>()
             + self.ids.bytes()
             + self.payloads.bytes()

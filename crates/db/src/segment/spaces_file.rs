@@ -14,6 +14,11 @@
 //! |        |        |        |         entries x index u32, entries x value f32,  |
 //! |        |        |        |         bytes u64 LE, roaring bitmap of the offsets|
 //! |        |        |        |         with a vector (an empty one included)      |
+//! |        |        |        | multivector spaces u32 LE                          |
+//! |        |        |        |   each: points u64 LE, (points+1) x number end u64,|
+//! |        |        |        |         numbers x f32 (rows back to back), bytes   |
+//! |        |        |        |         u64 LE, roaring bitmap of the offsets with |
+//! |        |        |        |         one                                        |
 //! +--------+--------+--------+----------------------------------------------------+
 //! ```
 
@@ -37,6 +42,8 @@ pub(crate) struct SpacesFile {
     pub dense_present: Vec<RoaringBitmap>,
     /// Per sparse space, each offset's vector.
     pub sparse: Vec<Vec<Option<SparseVector>>>,
+    /// Per multivector space, each offset's rows.
+    pub multi: Vec<Vec<Option<Vec<f32>>>>,
 }
 
 fn corrupt(path: &Path, message: impl Into<String>) -> DbError {
@@ -82,6 +89,28 @@ impl SpacesFile {
             }
             for v in column.iter().flatten() {
                 for x in &v.values {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+            let present: RoaringBitmap = column
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_some())
+                .map(|(o, _)| o as u32)
+                .collect();
+            put_bitmap(&mut out, &present);
+        }
+        out.extend_from_slice(&(self.multi.len() as u32).to_le_bytes());
+        for column in &self.multi {
+            put_u64(&mut out, column.len() as u64);
+            let mut end = 0u64;
+            put_u64(&mut out, 0);
+            for v in column {
+                end += v.as_ref().map_or(0, |v| v.len() as u64);
+                put_u64(&mut out, end);
+            }
+            for v in column.iter().flatten() {
+                for x in v {
                     out.extend_from_slice(&x.to_le_bytes());
                 }
             }
@@ -161,6 +190,25 @@ impl SpacesFile {
                 .collect();
             file.sparse.push(column);
         }
+        for _ in 0..r.u32()? {
+            let (ends, numbers) = r.ends(path)?;
+            let values: Vec<f32> = r
+                .take(4 * numbers)?
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let present = r.bitmap()?;
+            file.multi.push(
+                ends.windows(2)
+                    .enumerate()
+                    .map(|(o, w)| {
+                        let span = w[0] as usize..w[1] as usize;
+                        (present.contains(o as u32) || !span.is_empty())
+                            .then(|| values[span].to_vec())
+                    })
+                    .collect(),
+            );
+        }
         if !r.bytes.is_empty() {
             return Err(corrupt(
                 path,
@@ -208,6 +256,26 @@ impl<'a> Cursor<'a> {
     fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
+    /// A points count, its (count + 1) ascending entry ends from 0, and the entries they
+    /// cover.
+    fn ends(&mut self, path: &Path) -> Result<(Vec<u64>, usize)> {
+        let points = usize::try_from(self.u64()?)
+            .ok()
+            .filter(|&p| p <= self.bytes.len() / 8)
+            .ok_or_else(|| corrupt(path, "point count past the file's end"))?;
+        let ends = (0..=points)
+            .map(|_| self.u64())
+            .collect::<Result<Vec<u64>>>()?;
+        if ends[0] != 0 || ends.windows(2).any(|w| w[0] > w[1]) {
+            return Err(corrupt(path, "entry offsets do not ascend"));
+        }
+        let entries = usize::try_from(ends[points])
+            .ok()
+            .filter(|&e| e <= self.bytes.len() / 4)
+            .ok_or_else(|| corrupt(path, "entries past the file's end"))?;
+        Ok((ends, entries))
+    }
+
     fn bitmap(&mut self) -> Result<RoaringBitmap> {
         let len = usize::try_from(self.u64()?).unwrap_or(usize::MAX);
         let body = self.take(len)?;
@@ -231,6 +299,7 @@ mod tests {
                 None,
                 Some(SparseVector::default()),
             ]],
+            multi: vec![vec![None, Some(vec![1.0, 2.0, 3.0, 4.0]), None]],
         };
         let bytes = file.encode();
         let p = Path::new(SPACES_FILE);

@@ -104,7 +104,7 @@ def _named_rows(vectors: dict, n: int) -> List[dict]:
             if isinstance(v, dict):
                 row[str(name)] = v
             else:
-                row[str(name)] = np.asarray(v, dtype=np.float32).tolist()
+                row[str(name)] = np.asarray(v, dtype=np.float32).tolist()  # a row, or rows
     return rows
 
 
@@ -153,7 +153,8 @@ class Database:
         - dim: vector dimension (1 to 65536); metric: "cosine", "l2" or "ip": one unnamed
           vector per point. Or, instead, named spaces:
           vectors={"text": {"dim": 384, "metric": "cosine"}, "image": {"dim": 512}} (dense;
-          metric defaults to `metric`) and/or sparse_vectors={"words": {"modifier": "idf"}}
+          metric defaults to `metric`; "multivector": True makes a space of several vectors per
+          point, scored by MaxSim) and/or sparse_vectors={"words": {"modifier": "idf"}}
           (modifier "none" by default). A point may have a vector in any of them.
         - paths: directories (e.g. NVMe namespaces) that sealed segments' nodes are striped
           over; default: inside the database directory. wal_path: where the write-ahead log
@@ -190,7 +191,8 @@ class Database:
           reads per search and the cache hit rate.
         """
         dense_spaces = None if vectors is None else [
-            (str(n), _int(f"vectors[{n!r}]['dim']", (v or {}).get("dim")), str((v or {}).get("metric", metric)))
+            (str(n), _int(f"vectors[{n!r}]['dim']", (v or {}).get("dim")), str((v or {}).get("metric", metric)),
+             bool((v or {}).get("multivector", False)))
             for n, v in vectors.items()]
         sparse_spaces = None if sparse_vectors is None else [
             (str(n), str((v or {}).get("modifier", "none"))) for n, v in sparse_vectors.items()]
