@@ -333,6 +333,7 @@ fn owned_payload(v: Option<Value>) -> Result<Payload> {
 
 /// `with_payload`: true/false, a list of keys to include, or `{"include": [...]}` /
 /// `{"exclude": [...]}`. Returns whether to fetch payloads and how to trim them.
+#[derive(Clone)]
 pub enum PayloadSelector {
     None,
     All,

@@ -8,6 +8,7 @@
 mod collections;
 mod convert;
 mod envelope;
+mod groups;
 mod metrics;
 mod points;
 mod query;
@@ -128,6 +129,14 @@ pub fn router(state: AppState) -> Router {
             post(points::search_batch),
         )
         .route(&format!("{c}/points/query"), post(query::query_one))
+        .route(
+            &format!("{c}/points/query/groups"),
+            post(groups::query_groups),
+        )
+        .route(
+            &format!("{c}/points/search/groups"),
+            post(groups::search_groups),
+        )
         .route(&format!("{c}/points/query/batch"), post(query::query_batch))
         .route("/metrics", get(prometheus))
         .route("/telemetry", get(telemetry))

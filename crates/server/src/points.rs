@@ -144,10 +144,10 @@ enum QueryVector {
     Sparse(SparseVector),
 }
 
-/// A search as Qdrant's `search` and `query` bodies describe it.
-struct ParsedSearch {
+/// A search as Qdrant's `search` bodies describe it.
+pub(crate) struct ParsedSearch {
     vector: QueryVector,
-    req: SearchRequest,
+    pub(crate) req: SearchRequest,
     payload: PayloadSelector,
     vectors: VectorSelector,
 }
@@ -181,7 +181,7 @@ fn query_vector(v: &Value, what: &str) -> Result<(QueryVector, Option<String>), 
     }
 }
 
-fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearch, ApiError> {
+pub(crate) fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearch, ApiError> {
     let raw = body
         .get(vector_key)
         .ok_or_else(|| ApiError::bad_request(format!("{vector_key} is missing")))?;
@@ -229,18 +229,26 @@ async fn run_searches(
         searches
             .into_iter()
             .map(|p| {
-                let hits = match p.vector {
-                    QueryVector::Dense(v) => col.search(&v, &p.req)?,
-                    QueryVector::Sparse(v) => col.search_sparse(v, &p.req)?,
-                };
-                Ok(hits
+                let (payload, vectors) = (p.payload.clone(), p.vectors.clone());
+                Ok(run_search(&col, p)?
                     .into_iter()
-                    .map(|h| hit(h, &p.payload, &p.vectors))
+                    .map(|h| hit(h, &payload, &vectors))
                     .collect())
             })
             .collect()
     })
     .await
+}
+
+/// Runs one parsed search.
+pub(crate) fn run_search(
+    col: &Collection,
+    p: ParsedSearch,
+) -> Result<Vec<diskvec_db::Hit>, ApiError> {
+    Ok(match p.vector {
+        QueryVector::Dense(v) => col.search(&v, &p.req)?,
+        QueryVector::Sparse(v) => col.search_sparse(v, &p.req)?,
+    })
 }
 
 fn searches_of(body: &Value, vector_key: &str) -> Result<Vec<ParsedSearch>, ApiError> {

@@ -277,6 +277,11 @@ fn node(body: &Value, top: bool) -> Result<QueryRequest> {
     Ok(req)
 }
 
+/// The top node of a query body.
+pub fn parse_node(body: &Value) -> Result<QueryRequest> {
+    node(body, true)
+}
+
 fn parse(body: &Value) -> Result<Parsed> {
     let payload = payload_selector(body.get("with_payload"), false)?;
     let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;

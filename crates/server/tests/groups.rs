@@ -1,0 +1,71 @@
+//! `points/query/groups` and `points/search/groups`: hits grouped by a payload value, with
+//! the group's point looked up in another collection.
+
+mod common;
+
+use common::Api;
+use diskvec_server::Keys;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn hits_group_by_a_payload_value_and_groups_look_up_their_point() {
+    let api = Api::new(Keys::default());
+    api.create_dot4("chunks").await;
+    api.create_dot4("docs").await;
+    // Ten documents of four chunks each; chunk c of doc d points along its own axis.
+    let points: Vec<Value> = (0..40u64)
+        .map(|i| {
+            let (doc, chunk) = (i / 4, i % 4);
+            let mut v = vec![0.0; 4];
+            v[chunk as usize] = 1.0 + doc as f64 / 100.0;
+            json!({"id": i, "vector": v, "payload": {"doc": doc, "tags": ["all", format!("d{doc}")]}})
+        })
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/chunks/points?wait=true",
+        json!({"points": points}),
+    )
+    .await;
+    let docs: Vec<Value> = (0..10u64)
+        .map(|d| json!({"id": d, "vector": [1, 1, 1, 1], "payload": {"title": format!("doc {d}")}}))
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/docs/points?wait=true",
+        json!({"points": docs}),
+    )
+    .await;
+    let body = json!({
+        "query": [1, 0, 0, 0], "group_by": "doc", "limit": 3, "group_size": 2,
+        "with_payload": true, "with_lookup": {"collection": "docs", "with_payload": true},
+    });
+    let groups = api
+        .ok("POST", "/collections/chunks/points/query/groups", body)
+        .await;
+    let groups = groups["groups"].as_array().unwrap();
+    // The best hits are the chunk-0 ones of the highest docs: 9, 8, 7.
+    let ids: Vec<u64> = groups.iter().map(|g| g["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, vec![9, 8, 7]);
+    for g in groups {
+        let hits = g["hits"].as_array().unwrap();
+        assert_eq!(hits.len(), 2, "{g}");
+        assert!(hits.iter().all(|h| h["payload"]["doc"] == g["id"]), "{g}");
+        assert_eq!(g["lookup"]["id"], g["id"]);
+        assert_eq!(g["lookup"]["payload"]["title"], format!("doc {}", g["id"]));
+    }
+    // An array value puts a hit in each of its groups; a key no point has, no groups.
+    let body = json!({"vector": [1, 0, 0, 0], "group_by": "tags", "limit": 2, "group_size": 4});
+    let groups = api
+        .ok("POST", "/collections/chunks/points/search/groups", body)
+        .await;
+    let groups = groups["groups"].as_array().unwrap();
+    assert_eq!(groups[0]["id"], "all");
+    assert_eq!(groups[0]["hits"].as_array().unwrap().len(), 4);
+    assert_eq!(groups[1]["id"], "d9");
+    let body = json!({"query": [1, 0, 0, 0], "group_by": "nothing"});
+    let groups = api
+        .ok("POST", "/collections/chunks/points/query/groups", body)
+        .await;
+    assert_eq!(groups["groups"], json!([]));
+}
