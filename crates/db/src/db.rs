@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! <db>/.lock                              held (flock) by the process that has it open
+//! <db>/aliases.dvc                        collection aliases (aliases.rs)
 //! <db>/collections/<name>/manifest.dvc    settings, sealed segments, checkpoint
 //! <db>/collections/<name>/wal/            the write-ahead log (or under wal_path/<name>)
 //! <db>/collections/<name>/segments/<id>/  a sealed segment: DiskANN index, points, deletes
@@ -15,6 +16,7 @@ use std::sync::{Arc, RwLock};
 
 use diskvec_index::diskann::MemoryBudget;
 
+use crate::aliases::{AliasAction, AliasMap};
 use crate::build_memory::BuildMemory;
 use crate::collection::Collection;
 use crate::config::CollectionConfig;
@@ -32,6 +34,8 @@ pub struct Database {
     /// The DRAM every collection's searches share (node caches, navigation data).
     search: Arc<SearchMemory>,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
+    /// Other names of collections; taken after `collections` when both are.
+    aliases: RwLock<AliasMap>,
     /// Held for the database's lifetime so a second process cannot open it.
     _lock: Option<File>,
 }
@@ -180,12 +184,17 @@ impl Database {
         }
         search.set_ready();
         search.rebalance();
+        // An alias of a collection dropped by a process that died before it rewrote the
+        // aliases is forgotten (the next change of the aliases writes them without it).
+        let mut aliases = crate::aliases::read(dir)?;
+        aliases.retain(|_, c| collections.contains_key(c));
         Ok(Self {
             dir: dir.to_path_buf(),
             storage,
             builds,
             search,
             collections: RwLock::new(collections),
+            aliases: RwLock::new(aliases),
             _lock: lock,
         })
     }
@@ -222,6 +231,12 @@ impl Database {
         if all.contains_key(name) {
             return Err(DbError::CollectionExists(name.to_string()));
         }
+        if self.alias_map().contains_key(name) {
+            return Err(DbError::InvalidInput(format!(
+                "Can't create collection with name {name}. Alias with the same name already \
+                 exists"
+            )));
+        }
         let dir = self.collection_dir(name);
         let c = Arc::new(Collection::create(
             name,
@@ -237,13 +252,39 @@ impl Database {
         Ok(c)
     }
 
+    /// The collection `name`, or the one the alias `name` names.
     pub fn collection(&self, name: &str) -> Result<Arc<Collection>> {
-        self.collections
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        let all = self.collections.read().unwrap_or_else(|e| e.into_inner());
+        let target = match all.get(name) {
+            Some(c) => return Ok(Arc::clone(c)),
+            None => self.alias_map().get(name).cloned(),
+        };
+        target
+            .and_then(|t| all.get(&t).cloned())
             .ok_or_else(|| DbError::UnknownCollection(name.to_string()))
+    }
+
+    fn alias_map(&self) -> std::sync::RwLockReadGuard<'_, AliasMap> {
+        self.aliases.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every alias, as (alias, collection), by alias.
+    pub fn aliases(&self) -> Vec<(String, String)> {
+        self.alias_map()
+            .iter()
+            .map(|(a, c)| (a.clone(), c.clone()))
+            .collect()
+    }
+
+    /// Applies `actions` in order, all or none, and keeps the result durably (one atomic
+    /// replacement of `aliases.dvc`).
+    pub fn update_aliases(&self, actions: &[AliasAction]) -> Result<()> {
+        let all = self.collections.read().unwrap_or_else(|e| e.into_inner());
+        let mut aliases = self.aliases.write().unwrap_or_else(|e| e.into_inner());
+        let next = crate::aliases::apply(&aliases, actions, &|n| all.contains_key(n))?;
+        crate::aliases::write(self.storage.as_ref(), &self.dir, &next)?;
+        *aliases = next;
+        Ok(())
     }
 
     pub fn collection_names(&self) -> Vec<String> {
@@ -261,6 +302,19 @@ impl Database {
         let c = all
             .remove(name)
             .ok_or_else(|| DbError::UnknownCollection(name.to_string()))?;
+        // Its aliases go with it.
+        {
+            let mut aliases = self.aliases.write().unwrap_or_else(|e| e.into_inner());
+            if aliases.values().any(|c| c == name) {
+                let mut next = aliases.clone();
+                next.retain(|_, c| c != name);
+                if let Err(e) = crate::aliases::write(self.storage.as_ref(), &self.dir, &next) {
+                    all.insert(name.to_string(), c);
+                    return Err(e);
+                }
+                *aliases = next;
+            }
+        }
         c.close()?;
         let config = c.config().clone();
         drop(c);

@@ -2,6 +2,7 @@
 //! they serve searches, log every write ahead to a checksummed log, keep fresh points in a
 //! growing in-memory segment and seal them into DiskANN segments on the storage paths.
 
+mod aliases;
 mod background;
 mod build_memory;
 mod collection;
@@ -19,6 +20,7 @@ pub mod storage;
 mod vectors;
 pub mod wal;
 
+pub use aliases::AliasAction;
 pub use collection::{
     Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
     SearchRequest, SegmentInfo, Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,

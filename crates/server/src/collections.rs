@@ -130,3 +130,72 @@ pub async fn delete_index(
     blocking(move || Ok(col.delete_payload_index(&field)?)).await?;
     Ok(ok(json!({"operation_id": 0, "status": "completed"}), t))
 }
+
+/// `POST /collections/aliases`: `{"actions": [{"create_alias": {"alias_name",
+/// "collection_name"}}, {"delete_alias": {"alias_name"}}, {"rename_alias":
+/// {"old_alias_name", "new_alias_name"}}]}`, applied all or none.
+pub async fn update_aliases(State(s): State<AppState>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let body = parse_body(&body)?;
+    let list = body
+        .get("actions")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::bad_request("actions must be a list"))?;
+    let field = |v: &Value, at: &str, key: &str| -> Result<String, ApiError> {
+        v.get(key)
+            .and_then(Value::as_str)
+            .map(String::from)
+            .ok_or_else(|| ApiError::bad_request(format!("{at}.{key} must be a name")))
+    };
+    let mut actions = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let at = format!("actions[{i}]");
+        let action = if let Some(c) = a.get("create_alias") {
+            diskvec_db::AliasAction::Create {
+                alias: field(c, &at, "alias_name")?,
+                collection: field(c, &at, "collection_name")?,
+            }
+        } else if let Some(d) = a.get("delete_alias") {
+            diskvec_db::AliasAction::Delete {
+                alias: field(d, &at, "alias_name")?,
+            }
+        } else if let Some(r) = a.get("rename_alias") {
+            diskvec_db::AliasAction::Rename {
+                from: field(r, &at, "old_alias_name")?,
+                to: field(r, &at, "new_alias_name")?,
+            }
+        } else {
+            return Err(ApiError::bad_request(format!(
+                "{at} must be create_alias, delete_alias or rename_alias"
+            )));
+        };
+        actions.push(action);
+    }
+    blocking(move || Ok(s.db.update_aliases(&actions)?)).await?;
+    Ok(ok(json!(true), t))
+}
+
+fn alias_list(aliases: impl Iterator<Item = (String, String)>) -> Value {
+    let list: Vec<Value> = aliases
+        .map(|(a, c)| json!({"alias_name": a, "collection_name": c}))
+        .collect();
+    json!({"aliases": list})
+}
+
+/// `GET /aliases`.
+pub async fn list_aliases(State(s): State<AppState>) -> ApiResult {
+    let t = Instant::now();
+    Ok(ok(alias_list(s.db.aliases().into_iter()), t))
+}
+
+/// `GET /collections/{name}/aliases`.
+pub async fn collection_aliases(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    let t = Instant::now();
+    let col = s.db.collection(&name)?;
+    let target = col.name().to_string();
+    let mine =
+        s.db.aliases()
+            .into_iter()
+            .filter(move |(_, c)| *c == target);
+    Ok(ok(alias_list(mine), t))
+}

@@ -84,6 +84,8 @@ pub fn router(state: AppState) -> Router {
         .route("/livez", get(health))
         .route("/readyz", get(ready))
         .route("/collections", get(collections::list))
+        .route("/collections/aliases", post(collections::update_aliases))
+        .route("/aliases", get(collections::list_aliases))
         .route(
             c,
             put(collections::create)
@@ -92,6 +94,10 @@ pub fn router(state: AppState) -> Router {
                 .patch(collections::update),
         )
         .route(&format!("{c}/exists"), get(collections::exists))
+        .route(
+            &format!("{c}/aliases"),
+            get(collections::collection_aliases),
+        )
         .route(&format!("{c}/index"), put(collections::create_index))
         .route(
             &format!("{c}/index/{{field}}"),
