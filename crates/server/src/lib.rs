@@ -145,6 +145,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route(&format!("{c}/points/query/batch"), post(query::query_batch))
         .route("/metrics", get(prometheus))
+        .route("/issues", get(issues).delete(clear_issues))
         .route("/telemetry", get(telemetry))
         .route_layer(axum::middleware::from_fn(deadline))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -171,6 +172,17 @@ async fn root() -> Response {
         "commit": env!("DISKVEC_COMMIT"),
     }))
     .into_response()
+}
+
+/// `GET /issues`: Qdrant's list of performance issues it noticed; diskvec reports its
+/// problems in `info()` and `/metrics` instead, so the list is empty.
+async fn issues() -> Response {
+    crate::envelope::ok(json!({"issues": []}), std::time::Instant::now())
+}
+
+/// `DELETE /issues`: nothing to clear.
+async fn clear_issues() -> Response {
+    crate::envelope::ok(json!(true), std::time::Instant::now())
 }
 
 async fn health() -> &'static str {

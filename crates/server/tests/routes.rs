@@ -725,3 +725,13 @@ async fn search_memory_is_a_collection_setting_and_bad_ones_are_refused() {
         assert!(msg.contains(says), "{bad}: {msg}");
     }
 }
+
+#[tokio::test]
+async fn issues_are_an_empty_list_in_qdrants_envelope() {
+    let api = Api::new(Keys::default());
+    assert_eq!(
+        api.ok("GET", "/issues", json!({})).await,
+        json!({"issues": []})
+    );
+    assert_eq!(api.ok("DELETE", "/issues", json!({})).await, json!(true));
+}
