@@ -34,6 +34,36 @@ pub struct DenseSpace {
     pub dim: usize,
     #[serde(with = "metric_name")]
     pub metric: Metric,
+    /// This space's own HNSW settings for its growing segments' graphs, where they differ
+    /// from the collection's.
+    #[serde(default, skip_serializing_if = "SpaceHnsw::is_default")]
+    pub hnsw: SpaceHnsw,
+}
+
+impl DenseSpace {
+    pub fn new(name: &str, dim: usize, metric: Metric) -> Self {
+        Self {
+            name: name.to_string(),
+            dim,
+            metric,
+            hnsw: SpaceHnsw::default(),
+        }
+    }
+}
+
+/// A space's HNSW settings (Qdrant's per-vector `hnsw_config`); `None`: the collection's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpaceHnsw {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub m: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ef_construct: Option<usize>,
+}
+
+impl SpaceHnsw {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// How a sparse space weighs a query's terms.
@@ -137,14 +167,7 @@ pub const IDLE_MERGE_MS: u64 = 2_000;
 
 impl CollectionConfig {
     pub fn new(dim: usize, metric: Metric) -> Self {
-        Self::with_spaces(
-            vec![DenseSpace {
-                name: String::new(),
-                dim,
-                metric,
-            }],
-            Vec::new(),
-        )
+        Self::with_spaces(vec![DenseSpace::new("", dim, metric)], Vec::new())
     }
 
     /// The defaults, with these spaces.
@@ -205,6 +228,12 @@ impl CollectionConfig {
             ));
         }
         for space in self.dense.iter().chain(&self.multi) {
+            if let Some(m) = space.hnsw.m {
+                diskvec_index::limits::HNSW_M.check(m)?;
+            }
+            if let Some(ef) = space.hnsw.ef_construct {
+                diskvec_index::limits::EF_CONSTRUCTION.check(ef)?;
+            }
             if space.dim == 0 || space.dim > MAX_DIM {
                 return bad(format!(
                     "dim must be between 1 and {MAX_DIM}, got {}{}",

@@ -105,11 +105,7 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
     for step in steps {
         let ok = match step {
             Step::Create => {
-                let dense = |name: &str, dim| DenseSpace {
-                    name: name.into(),
-                    dim,
-                    metric: Metric::L2,
-                };
+                let dense = |name: &str, dim| DenseSpace::new(name, dim, Metric::L2);
                 let sparse = SparseSpace {
                     name: "s".into(),
                     modifier: Default::default(),

@@ -19,11 +19,7 @@ const N: u64 = 300;
 
 fn collection(db: &Database) -> std::sync::Arc<Collection> {
     let mut c = CollectionConfig::with_spaces(
-        vec![DenseSpace {
-            name: String::new(),
-            dim: 6,
-            metric: Metric::Cosine,
-        }],
+        vec![DenseSpace::new("", 6, Metric::Cosine)],
         vec![SparseSpace {
             name: "words".into(),
             modifier: Default::default(),

@@ -19,11 +19,7 @@ use diskvec_vector::Metric;
 const POINTS: u64 = 420;
 
 fn config() -> CollectionConfig {
-    let dense = |name: &str, dim, metric| DenseSpace {
-        name: name.into(),
-        dim,
-        metric,
-    };
+    let dense = |name: &str, dim, metric| DenseSpace::new(name, dim, metric);
     let sparse = |name: &str, modifier| SparseSpace {
         name: name.into(),
         modifier,
@@ -361,11 +357,7 @@ fn multivectors_score_by_max_sim_through_a_seal_and_a_reopen() {
         }
     };
     let mut config = CollectionConfig::with_spaces(Vec::new(), Vec::new());
-    config.multi = vec![DenseSpace {
-        name: "m".into(),
-        dim: 4,
-        metric: Metric::InnerProduct,
-    }];
+    config.multi = vec![DenseSpace::new("m", 4, Metric::InnerProduct)];
     config.seal_threshold = 80;
     config.idle_merge_ms = 0;
     {

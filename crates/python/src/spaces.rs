@@ -15,16 +15,14 @@ pub fn dense_spaces(spaces: Vec<(String, i128, String)>) -> PyResult<Vec<DenseSp
     spaces
         .into_iter()
         .map(|(name, dim, metric)| {
-            Ok(DenseSpace {
-                dim: usize::try_from(dim).map_err(|_| {
-                    value_err(format!(
-                        "vector space {name:?}: dim must be positive, got {dim}"
-                    ))
-                })?,
-                metric: parse_metric(&metric)
-                    .map_err(|e| value_err(format!("vector space {name:?}: {e}")))?,
-                name,
-            })
+            let dim = usize::try_from(dim).map_err(|_| {
+                value_err(format!(
+                    "vector space {name:?}: dim must be positive, got {dim}"
+                ))
+            })?;
+            let metric = parse_metric(&metric)
+                .map_err(|e| value_err(format!("vector space {name:?}: {e}")))?;
+            Ok(DenseSpace::new(&name, dim, metric))
         })
         .collect()
 }

@@ -664,14 +664,15 @@ fn dense_spaces(body: &Value) -> Result<(Vec<DenseSpace>, Vec<DenseSpace>)> {
             } else {
                 prefix["vectors.".len()..prefix.len() - 1].to_string()
             };
-            Ok((
-                DenseSpace {
-                    name,
-                    dim: size as usize,
-                    metric: metric(distance)?,
-                },
-                multi,
-            ))
+            let mut space = DenseSpace::new(&name, size as usize, metric(distance)?);
+            if let Some(h) = v.get("hnsw_config").filter(|h| !h.is_null()) {
+                space.hnsw.m = opt_uint(h.get("m"), &format!("{prefix}hnsw_config.m"))?;
+                space.hnsw.ef_construct = opt_uint(
+                    h.get("ef_construct"),
+                    &format!("{prefix}hnsw_config.ef_construct"),
+                )?;
+            }
+            Ok((space, multi))
         })
         .collect::<Result<Vec<_>>>()
         .map(|spaces| {

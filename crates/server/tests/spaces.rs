@@ -151,7 +151,7 @@ async fn named_dense_spaces_with_optional_vectors() {
     let api = Api::new(Keys::default());
     let body = json!({
         "vectors": {
-            "image": {"size": 4, "distance": "Dot"},
+            "image": {"size": 4, "distance": "Dot", "hnsw_config": {"m": 20}},
             "text": {"size": 8, "distance": "Cosine"},
         },
         "sparse_vectors": {"sparse-image": {}, "sparse-text": {"modifier": "idf"}},
@@ -161,6 +161,9 @@ async fn named_dense_spaces_with_optional_vectors() {
     let params = &info["config"]["params"];
     assert_eq!(params["vectors"]["text"]["size"], 8, "{params}");
     assert_eq!(params["vectors"]["image"]["distance"], "Dot", "{params}");
+    // A space's own HNSW settings are kept and shown as given; others show none.
+    assert_eq!(params["vectors"]["image"]["hnsw_config"], json!({"m": 20}));
+    assert!(params["vectors"]["text"].get("hnsw_config").is_none());
     assert_eq!(params["sparse_vectors"]["sparse-text"]["modifier"], "idf");
     let points = json!({"points": [
         {"id": 1, "vector": {"image": [0.05, 0.61, 0.76, 0.74], "text": [1, 0, 0, 0, 0, 0, 0, 0]}},

@@ -51,8 +51,11 @@ impl DenseRows {
             graph: Arc::new(RwLock::new(GrowingHnsw::new(
                 space.dim,
                 space.metric,
-                config.hnsw_m,
-                config.hnsw_ef_construction,
+                space.hnsw.m.unwrap_or(config.hnsw_m),
+                space
+                    .hnsw
+                    .ef_construct
+                    .unwrap_or(config.hnsw_ef_construction),
             ))),
             absent: RoaringBitmap::new(),
         }

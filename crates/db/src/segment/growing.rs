@@ -300,16 +300,8 @@ mod tests {
     fn points_have_any_subset_of_the_spaces() {
         let config = CollectionConfig::with_spaces(
             vec![
-                DenseSpace {
-                    name: "a".into(),
-                    dim: 2,
-                    metric: Metric::L2,
-                },
-                DenseSpace {
-                    name: "b".into(),
-                    dim: 3,
-                    metric: Metric::L2,
-                },
+                DenseSpace::new("a", 2, Metric::L2),
+                DenseSpace::new("b", 3, Metric::L2),
             ],
             vec![SparseSpace {
                 name: "s".into(),

@@ -95,11 +95,7 @@ mod tests {
             3.0
         );
         assert_eq!(max_sim(Metric::L2, 2, &[1.0, 0.0], &doc), 0.0);
-        let space = DenseSpace {
-            name: "m".into(),
-            dim: 2,
-            metric: Metric::InnerProduct,
-        };
+        let space = DenseSpace::new("m", 2, Metric::InnerProduct);
         let c =
             MultiColumn::from_vectors(&space, vec![Some(doc.to_vec()), None, Some(vec![5.0, 5.0])]);
         let hits = c.search(&[1.0, 0.0], 10, &|_| true);
