@@ -720,7 +720,14 @@ fn sparse_spaces(body: &Value) -> Result<Vec<SparseSpace>> {
 /// `vectors` of a collection's info: the unnamed space's parameters, or an object of the
 /// named ones'.
 fn vectors_info(c: &CollectionConfig) -> Value {
-    let params = |s: &DenseSpace| json!({"size": s.dim, "distance": metric_name(s.metric), "on_disk": c.on_disk});
+    let params = |s: &DenseSpace| {
+        let mut p = json!({"size": s.dim, "distance": metric_name(s.metric)});
+        p["on_disk"] = json!(c.on_disk);
+        if !s.hnsw.is_default() {
+            p["hnsw_config"] = serde_json::to_value(s.hnsw).unwrap_or_default();
+        }
+        p
+    };
     let multi_params = |s: &DenseSpace| {
         let mut p = params(s);
         p["multivector_config"] = json!({"comparator": "max_sim"});
