@@ -390,6 +390,12 @@ impl CollectionConfig {
     }
 }
 
+/// Qdrant's words for a vector of the wrong length (its clients and REST suite look for
+/// them), followed by where: `context` (e.g. " (point 7, vector space \"text\")").
+pub fn dimension_error(want: usize, got: usize, context: &str) -> String {
+    format!("Vector dimension error: expected dim: {want}, got {got}{context}")
+}
+
 /// " of vector space NAME" for a named space, nothing for the unnamed one: the tail of an
 /// error about a space.
 pub fn space_suffix(name: &str) -> String {

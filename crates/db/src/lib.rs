@@ -26,8 +26,8 @@ pub use collection::{
     SearchRequest, SegmentInfo, Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
 pub use config::{
-    parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability, SparseModifier,
-    SparseSpace, MAX_DIM, MAX_SPACES,
+    dimension_error, parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability,
+    SparseModifier, SparseSpace, MAX_DIM, MAX_SPACES,
 };
 pub use db::{check_name, Database, DbOptions};
 pub use diskvec_index::diskann::MemoryBudget;

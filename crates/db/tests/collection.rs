@@ -285,7 +285,7 @@ fn bad_input_is_refused_and_nothing_is_written() {
     let mut v = short[1].vector().unwrap().to_vec();
     v.pop();
     short[1] = PointRecord::new(short[1].id, v, short[1].payload.clone());
-    assert!(err(c.upsert(short)).contains("dimension 15"), "dimension");
+    assert!(err(c.upsert(short)).contains("got 15"), "dimension");
     let mut nan = points(0..2);
     let mut v = nan[0].vector().unwrap().to_vec();
     v[3] = f32::NAN;

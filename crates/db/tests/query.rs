@@ -322,5 +322,5 @@ fn meaningless_requests_are_refused_in_qdrants_words() {
     );
     assert!(err(&missing).contains("12345"));
     let short = nearest(vec![1.0; 3], 3);
-    assert!(err(&short).contains("dimension 3"));
+    assert!(err(&short).contains("expected dim: 6, got 3"));
 }

@@ -283,7 +283,7 @@ fn vectors_outside_the_spaces_are_refused() {
     };
     assert!(refused("x", Vector::Dense(vec![1.0; 4])).contains("no vector space named \"x\""));
     assert!(refused("", Vector::Dense(vec![1.0; 4])).contains("no unnamed vector space"));
-    assert!(refused("a", Vector::Dense(vec![1.0; 5])).contains("dimension 5"));
+    assert!(refused("a", Vector::Dense(vec![1.0; 5])).contains("expected dim: 4, got 5"));
     assert!(refused("s", Vector::Dense(vec![1.0; 4])).contains("is sparse"));
     assert!(refused("a", Vector::Sparse(sparse(&[(1, 1.0)]))).contains("is dense"));
     assert!(refused("s", Vector::Sparse(sparse(&[(1, 1.0), (1, 2.0)]))).contains("repeats"));
@@ -388,7 +388,7 @@ fn multivectors_score_by_max_sim_through_a_seal_and_a_reopen() {
             .upsert(vec![bad])
             .unwrap_err()
             .to_string()
-            .contains("dimension 3"));
+            .contains("expected dim: 4, got 3"));
         db.close().unwrap();
     }
     let db = Database::open(dir.path()).unwrap();

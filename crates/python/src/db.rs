@@ -219,11 +219,10 @@ fn upsert_parts(col: &Collection, points: Vec<PointRecord>) -> diskvec_db::Resul
         let bad = |m: String| Err(DbError::InvalidInput(format!("point {}: {m}", p.id)));
         let vector = p.vector().unwrap_or_default();
         if vector.len() != space.dim {
-            return bad(format!(
-                "vector has dimension {}, collection {:?} has {}",
+            return bad(diskvec_db::dimension_error(
+                space.dim,
                 vector.len(),
-                col.name(),
-                space.dim
+                &format!(" (collection {:?})", col.name()),
             ));
         }
         if vector.iter().any(|x| !x.is_finite()) {

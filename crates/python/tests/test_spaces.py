@@ -80,7 +80,7 @@ def test_mistakes_name_the_space(db):
     col = create(db)
     with pytest.raises(ValueError, match="no vector space named \"photo\""):
         col.upsert([1], {"photo": [[1.0, 2.0]]})
-    with pytest.raises(ValueError, match="dimension 3"):
+    with pytest.raises(ValueError, match="expected dim: 4, got 3"):
         col.upsert([1], {"image": [[1.0, 2.0, 3.0]]})
     with pytest.raises(ValueError, match="repeats index 4"):
         col.upsert([1], {"words": [{"indices": [4, 4], "values": [1.0, 1.0]}]})

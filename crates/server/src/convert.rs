@@ -184,16 +184,18 @@ impl Serialize for SparseOut<'_> {
     }
 }
 
-/// A point's vectors as Qdrant writes them: one list when the point has only a vector in
-/// the unnamed dense space, else an object of space name to vector.
+/// A point's vectors as Qdrant writes them: one list (of numbers, or of rows) when the point
+/// has only a vector in the unnamed space, else an object of space name to vector.
 pub struct VectorsOut(pub NamedVectors);
 
 impl Serialize for VectorsOut {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         if self.0.len() == 1 {
-            if let Some(Vector::Dense(v)) = self.0.get("") {
-                return v.serialize(s);
+            match self.0.get("") {
+                Some(Vector::Dense(v)) => return v.serialize(s),
+                Some(Vector::Multi(rows)) => return rows.serialize(s),
+                _ => {}
             }
         }
         let mut map = s.serialize_map(Some(self.0.len()))?;

@@ -387,5 +387,8 @@ async fn multivectors_in_qdrants_shapes() {
             StatusCode::BAD_REQUEST,
         )
         .await;
-    assert!(e.contains("dimension 3"), "{e}");
+    assert!(
+        e.contains("Vector dimension error: expected dim: 2, got 3"),
+        "{e}"
+    );
 }

@@ -147,6 +147,11 @@ impl Inner {
                 _ => {}
             }
         }
+        if matches!(req.query, Some(Query::Fusion(_))) && !req.using.is_empty() {
+            return Err(DbError::BadRequest(
+                "Fusion queries cannot be combined with the 'using' field.".into(),
+            ));
+        }
         let filter = req.filter.as_ref();
         let ranked = if req.prefetch.is_empty() {
             match &req.query {
@@ -316,9 +321,10 @@ impl Inner {
         match (given, space) {
             (Vector::Dense(mut d), Space::Dense { metric, dim, .. }) => {
                 if d.len() != dim {
-                    return Err(DbError::InvalidInput(format!(
-                        "query has dimension {}, vector space {using:?} has {dim}",
-                        d.len()
+                    return Err(DbError::InvalidInput(crate::config::dimension_error(
+                        dim,
+                        d.len(),
+                        &format!(" (query, vector space {using:?})"),
                     )));
                 }
                 check_vectors(&d, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
@@ -678,9 +684,10 @@ fn prepare_rows(rows: Vec<Vec<f32>>, metric: Metric, dim: usize, using: &str) ->
     let mut out = Vec::with_capacity(rows.len() * dim);
     for mut row in rows {
         if row.len() != dim {
-            return Err(DbError::InvalidInput(format!(
-                "query has dimension {}, vector space {using:?} has {dim}",
-                row.len()
+            return Err(DbError::InvalidInput(crate::config::dimension_error(
+                dim,
+                row.len(),
+                &format!(" (query, vector space {using:?})"),
             )));
         }
         check_vectors(&row, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;

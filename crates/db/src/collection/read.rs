@@ -172,10 +172,14 @@ impl Inner {
     pub(crate) fn check_query_dimension(&self, space: &str, dim: usize) -> Result<()> {
         let want = self.config.dense[self.dense_space(space)?].dim;
         if dim != want {
-            return Err(DbError::InvalidInput(format!(
-                "query has dimension {dim}, collection {:?} has {want}{}",
-                self.name,
-                crate::config::space_suffix(space)
+            return Err(DbError::InvalidInput(crate::config::dimension_error(
+                want,
+                dim,
+                &format!(
+                    " (query, collection {:?}{})",
+                    self.name,
+                    crate::config::space_suffix(space)
+                ),
             )));
         }
         Ok(())

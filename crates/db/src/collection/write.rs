@@ -223,12 +223,14 @@ impl Inner {
                         .ok_or_else(|| refuse(self.unknown_space(&name, "dense")))?;
                     let s = &self.config.dense[space];
                     if v.len() != s.dim {
-                        return Err(refuse(format!(
-                            "vector has dimension {}, collection {:?} has {}{}",
-                            v.len(),
-                            self.name,
+                        return Err(DbError::InvalidInput(crate::config::dimension_error(
                             s.dim,
-                            space_suffix(&name)
+                            v.len(),
+                            &format!(
+                                " (point {id}, collection {:?}{})",
+                                self.name,
+                                space_suffix(&name)
+                            ),
                         )));
                     }
                     check_vectors(&v, s.dim).map_err(|e| refuse(e.to_string()))?;
@@ -272,12 +274,10 @@ impl Inner {
         let mut out = Vec::with_capacity(rows.len() * space.dim);
         for mut row in rows {
             if row.len() != space.dim {
-                return Err(format!(
-                    "vector has dimension {}, collection {:?} has {}{}",
-                    row.len(),
-                    self.name,
+                return Err(crate::config::dimension_error(
                     space.dim,
-                    space_suffix(name)
+                    row.len(),
+                    &format!(" (collection {:?}{})", self.name, space_suffix(name)),
                 ));
             }
             check_vectors(&row, space.dim).map_err(|e| e.to_string())?;

@@ -62,6 +62,7 @@ impl FieldCheck {
                 (MatchValue::Bool(want), Value::Bool(b)) => want == b,
                 _ => false,
             },
+            FieldCheck::Text(t) => v.as_str().is_some_and(|s| s.contains(t.as_str())),
             FieldCheck::Any(list) => list_holds(list, v) == Some(true),
             // Qdrant: null is never "other than" the list; any other value of a type the list
             // cannot hold (a bool, an object, a float against integers) is.
@@ -354,6 +355,21 @@ mod tests {
             json!({"must": {"is_empty": {"key": "a"}}, "must_not": {"is_null": {"key": "a"}}}),
         );
         assert!(f.matches(PointId::Num(0), None));
+    }
+
+    #[test]
+    fn text_matches_a_substring_of_strings() {
+        let p = json!({"title": "Moby Dick", "tags": ["whale", "sea"], "n": 5});
+        let text =
+            |key: &str, t: &str| hits(&json!({"must": {"key": key, "match": {"text": t}}}), &p);
+        assert!(text("title", "by Di"));
+        assert!(
+            !text("title", "moby"),
+            "case-sensitive, as Qdrant without a text index"
+        );
+        assert!(text("tags", "hal"));
+        assert!(!text("n", "5"), "numbers are not text");
+        assert!(!text("missing", ""));
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub(crate) enum Condition {
 #[derive(Clone, Debug)]
 pub(crate) enum FieldCheck {
     Value(MatchValue),
+    /// `match.text`: the string value holds this text (Qdrant's meaning for a field without
+    /// a full-text index; token matching on a text index comes with the text index).
+    Text(String),
     Any(ValueList),
     Except(ValueList),
     Range(Range),

@@ -295,9 +295,14 @@ fn match_check(v: &Value, at: &str) -> Result<FieldCheck, FilterError> {
         "value" => Ok(FieldCheck::Value(match_value(arg, &at)?)),
         "any" => Ok(FieldCheck::Any(value_list(arg, &at)?)),
         "except" => Ok(FieldCheck::Except(value_list(arg, &at)?)),
-        "text" | "text_any" | "phrase" => err(
+        "text" => match arg {
+            Value::String(t) => Ok(FieldCheck::Text(t.clone())),
+            other => err(&at, format!("expected a string, got {}", kind(other))),
+        },
+        "text_any" | "phrase" => err(
             &at,
-            "full-text match is not supported (no text index); use \"value\" for exact keywords",
+            "token matches need a full-text index, which is not supported yet; \"text\" \
+             matches a substring",
         ),
         _ => err(
             &at,
@@ -511,12 +516,12 @@ mod tests {
             &["except", "expected a list"],
         );
         assert_refused(
-            field(json!({"key": "a", "match": {"text": "b"}})),
-            &["full-text match is not supported"],
+            field(json!({"key": "a", "match": {"phrase": "b"}})),
+            &["full-text index"],
         );
         assert_refused(
             field(json!({"key": "a", "match": {"phrase": "b c"}})),
-            &["full-text match is not supported"],
+            &["full-text index"],
         );
         assert_refused(
             field(json!({"key": "a", "match": {"text_any": "b"}})),
