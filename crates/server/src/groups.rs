@@ -137,7 +137,7 @@ async fn answer(
     s: AppState,
     name: String,
     body: Value,
-    find: fn(&diskvec_db::Collection, &Value, bool) -> Result<Vec<Hit>>,
+    find: fn(&diskvec_db::Collection, &diskvec_db::Database, &Value, bool) -> Result<Vec<Hit>>,
 ) -> ApiResult {
     let t = Instant::now();
     let col = collection(&s, &name)?;
@@ -151,13 +151,17 @@ async fn answer(
     let payload = payload_selector(body.get("with_payload"), false)?;
     let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     let lookup = lookup(&body)?;
-    let lookup_col = match &lookup {
-        Some(l) => Some(s.db.collection(&l.collection)?),
-        None => None,
-    };
+    let lookup_col =
+        match &lookup {
+            Some(l) => Some(s.db.collection(&l.collection).map_err(|_| {
+                ApiError::not_found(format!("Collection {} not found", l.collection))
+            })?),
+            None => None,
+        };
     let with_vectors = vectors.wanted();
+    let db = std::sync::Arc::clone(&s.db);
     let groups = blocking(move || {
-        let hits = find(&col, &body, with_vectors)?;
+        let hits = find(&col, &db, &body, with_vectors)?;
         let groups = group(hits, &key, limit, size);
         let mut out = Vec::with_capacity(groups.len());
         for (id, members) in groups {
@@ -194,8 +198,8 @@ pub async fn query_groups(
     body: Bytes,
 ) -> ApiResult {
     let body = parse_body(&body)?;
-    answer(s, name, body, |col, body, with_vectors| {
-        let mut req = crate::query::parse_node(body)?;
+    answer(s, name, body, |col, db, body, with_vectors| {
+        let mut req = crate::query::parse_node(body, db)?;
         req.limit = candidates();
         req.offset = 0;
         Ok(col.query(&req, true, with_vectors)?)
@@ -209,7 +213,7 @@ pub async fn search_groups(
     body: Bytes,
 ) -> ApiResult {
     let body = parse_body(&body)?;
-    answer(s, name, body, |col, body, with_vectors| {
+    answer(s, name, body, |col, _, body, with_vectors| {
         let mut parsed = crate::points::parse_search(body, "vector")?;
         parsed.req.k = candidates();
         parsed.req.offset = 0;

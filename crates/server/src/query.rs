@@ -6,6 +6,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use diskvec_db::query::{Fusion, OrderValue, Query, QueryRequest, RecommendStrategy, VectorInput};
+use diskvec_db::{Database, Vector};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -217,16 +218,15 @@ pub fn order_by(body: &Value, what: &str) -> Result<Query> {
 
 /// One node of the tree: a body with `query`, `using`, `filter`, `limit`, `params`,
 /// `score_threshold` and `prefetch` (one or a list).
-fn node(body: &Value, top: bool) -> Result<QueryRequest> {
-    if body.get("lookup_from").is_some_and(|v| !v.is_null()) {
-        return Err(ApiError::bad_request(
-            "lookup_from (vectors from another collection) is not supported yet",
-        ));
-    }
-    let q = match body.get("query") {
+fn node(body: &Value, top: bool, db: &Database) -> Result<QueryRequest> {
+    let mut q = match body.get("query") {
         None | Some(Value::Null) => None,
         Some(v) => Some(query(v)?),
     };
+    if let (Some(lookup), Some(q)) = (body.get("lookup_from").filter(|v| !v.is_null()), &mut q) {
+        let using = body.get("using").and_then(Value::as_str).unwrap_or("");
+        look_up(q, lookup, using, db)?;
+    }
     let limit = match body.get("limit") {
         None | Some(Value::Null) => DEFAULT_LIMIT,
         Some(v) => match v.as_u64() {
@@ -266,8 +266,11 @@ fn node(body: &Value, top: bool) -> Result<QueryRequest> {
     };
     req.prefetch = match body.get("prefetch") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(list)) => list.iter().map(|p| node(p, false)).collect::<Result<_>>()?,
-        Some(one @ Value::Object(_)) => vec![node(one, false)?],
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|p| node(p, false, db))
+            .collect::<Result<_>>()?,
+        Some(one @ Value::Object(_)) => vec![node(one, false, db)?],
         Some(_) => {
             return Err(ApiError::bad_request(
                 "prefetch must be an object or a list",
@@ -277,25 +280,93 @@ fn node(body: &Value, top: bool) -> Result<QueryRequest> {
     Ok(req)
 }
 
-/// The top node of a query body.
-pub fn parse_node(body: &Value) -> Result<QueryRequest> {
-    node(body, true)
+/// The top node of a query body (point ids of a `lookup_from` resolved in `db`).
+pub fn parse_node(body: &Value, db: &Database) -> Result<QueryRequest> {
+    node(body, true, db)
 }
 
-fn parse(body: &Value) -> Result<Parsed> {
+fn parse(body: &Value, db: &Database) -> Result<Parsed> {
     let payload = payload_selector(body.get("with_payload"), false)?;
     let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     Ok(Parsed {
-        request: node(body, true)?,
+        request: node(body, true, db)?,
         payload,
         vectors,
     })
 }
 
-async fn run(s: &AppState, name: &str, queries: Vec<Parsed>) -> Result<Vec<QueryAnswer>> {
+/// Replaces the point ids of `q` by their vectors in another collection (`lookup_from`:
+/// `{"collection", "vector"}`; the vector space defaults to the node's `using`). Such points
+/// are examples from elsewhere, so they are not left out of the results.
+fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<()> {
+    let name = lookup
+        .get("collection")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("lookup_from.collection must be a name"))?;
+    let space = lookup
+        .get("vector")
+        .and_then(Value::as_str)
+        .unwrap_or(using);
+    let col = db
+        .collection(name)
+        .map_err(|_| ApiError::not_found(format!("Collection {name} not found")))?;
+    let resolve = |v: &mut VectorInput| -> Result<()> {
+        let VectorInput::Point(id) = v else {
+            return Ok(());
+        };
+        let record = col
+            .get(&[*id], false, true)?
+            .pop()
+            .ok_or_else(|| ApiError::from(diskvec_db::DbError::PointNotFound(*id)))?;
+        *v = match record.vectors.unwrap_or_default().remove(space) {
+            Some(Vector::Dense(d)) => VectorInput::Dense(d),
+            Some(Vector::Sparse(s)) => VectorInput::Sparse(s),
+            Some(Vector::Multi(m)) => VectorInput::Multi(m),
+            None => {
+                return Err(ApiError::bad_request(format!(
+                    "point {id} of collection {name:?} has no vector in space {space:?}"
+                )))
+            }
+        };
+        Ok(())
+    };
+    match q {
+        Query::Nearest(v) => resolve(v)?,
+        Query::Recommend {
+            positive, negative, ..
+        } => {
+            for v in positive.iter_mut().chain(negative.iter_mut()) {
+                resolve(v)?;
+            }
+        }
+        Query::Discover { target, context } => {
+            resolve(target)?;
+            for (p, n) in context {
+                resolve(p)?;
+                resolve(n)?;
+            }
+        }
+        Query::Context(pairs) => {
+            for (p, n) in pairs {
+                resolve(p)?;
+                resolve(n)?;
+            }
+        }
+        Query::OrderBy { .. } | Query::Fusion(_) | Query::Sample => {}
+    }
+    Ok(())
+}
+
+/// Parses every body (lookups included) and runs them, off the async threads.
+async fn run(s: &AppState, name: &str, bodies: Vec<Value>) -> Result<Vec<QueryAnswer>> {
     let col = collection(s, name)?;
+    let db = std::sync::Arc::clone(&s.db);
     blocking(move || {
-        queries
+        let parsed = bodies
+            .iter()
+            .map(|b| parse(b, &db))
+            .collect::<Result<Vec<_>>>()?;
+        parsed
             .into_iter()
             .map(|p| {
                 let hits = col.query(&p.request, p.payload.wanted(), p.vectors.wanted())?;
@@ -317,8 +388,8 @@ pub async fn query_one(
     body: Bytes,
 ) -> ApiResult {
     let t = Instant::now();
-    let parsed = parse(&parse_body(&body)?)?;
-    let mut out = run(&s, &name, vec![parsed]).await?;
+    let body = parse_body(&body)?;
+    let mut out = run(&s, &name, vec![body]).await?;
     Ok(ok(out.pop(), t))
 }
 
@@ -328,14 +399,10 @@ pub async fn query_batch(
     body: Bytes,
 ) -> ApiResult {
     let t = Instant::now();
-    let body = parse_body(&body)?;
-    let searches = body
-        .get("searches")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ApiError::bad_request("searches must be a list"))?
-        .iter()
-        .map(parse)
-        .collect::<Result<Vec<_>>>()?;
+    let mut body = parse_body(&body)?;
+    let Some(Value::Array(searches)) = body.get_mut("searches").map(Value::take) else {
+        return Err(ApiError::bad_request("searches must be a list"));
+    };
     let out = run(&s, &name, searches).await?;
     Ok(ok(out, t))
 }

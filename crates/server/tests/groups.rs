@@ -3,6 +3,7 @@
 
 mod common;
 
+use axum::http::StatusCode;
 use common::Api;
 use diskvec_server::Keys;
 use serde_json::{json, Value};
@@ -68,4 +69,67 @@ async fn hits_group_by_a_payload_value_and_groups_look_up_their_point() {
         .ok("POST", "/collections/chunks/points/query/groups", body)
         .await;
     assert_eq!(groups["groups"], json!([]));
+    let body = json!({"query": [1, 0, 0, 0], "group_by": "doc", "with_lookup": "gone"});
+    let e = api
+        .err(
+            "POST",
+            "/collections/chunks/points/query/groups",
+            body,
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(e.contains("Collection gone not found"), "{e}");
+}
+
+/// `lookup_from`: example points come from another collection, by id, and stay in the
+/// results of this one.
+#[tokio::test]
+async fn examples_are_looked_up_in_another_collection() {
+    let api = Api::new(Keys::default());
+    api.create_dot4("items").await;
+    api.create_dot4("users").await;
+    let items: Vec<Value> = (0..4u64)
+        .map(|i| {
+            let mut v = vec![0.0; 4];
+            v[i as usize] = 1.0;
+            json!({"id": i, "vector": v})
+        })
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/items/points?wait=true",
+        json!({"points": items}),
+    )
+    .await;
+    let user = json!({"points": [{"id": 2, "vector": [0, 0, 1, 0]}]});
+    api.ok("PUT", "/collections/users/points?wait=true", user)
+        .await;
+    let body = json!({"query": 2, "lookup_from": {"collection": "users"}, "limit": 1});
+    let found = api
+        .ok("POST", "/collections/items/points/query", body)
+        .await;
+    assert_eq!(
+        found["points"][0]["id"], 2,
+        "item 2 is nearest user 2's vector: {found}"
+    );
+    let body = json!({"query": 2, "lookup_from": {"collection": "nobody"}});
+    let e = api
+        .err(
+            "POST",
+            "/collections/items/points/query",
+            body,
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert!(e.contains("nobody"), "{e}");
+    let body = json!({"query": 9, "lookup_from": {"collection": "users"}});
+    let e = api
+        .err(
+            "POST",
+            "/collections/items/points/query",
+            body,
+            StatusCode::NOT_FOUND,
+        )
+        .await;
+    assert_eq!(e, "Not found: No point with id 9 found");
 }
