@@ -9,6 +9,7 @@ mod collections;
 mod convert;
 mod envelope;
 mod groups;
+mod matrix;
 mod metrics;
 mod points;
 mod query;
@@ -142,6 +143,14 @@ pub fn router(state: AppState) -> Router {
         .route(
             &format!("{c}/points/search/groups"),
             post(groups::search_groups),
+        )
+        .route(
+            &format!("{c}/points/search/matrix/pairs"),
+            post(matrix::pairs),
+        )
+        .route(
+            &format!("{c}/points/search/matrix/offsets"),
+            post(matrix::offsets),
         )
         .route(&format!("{c}/points/query/batch"), post(query::query_batch))
         .route("/metrics", get(prometheus))

@@ -133,3 +133,70 @@ async fn examples_are_looked_up_in_another_collection() {
         .await;
     assert_eq!(e, "Not found: No point with id 9 found");
 }
+
+/// The distance matrix of a sample: each point's best others, as pairs and as offsets.
+#[tokio::test]
+async fn a_sample_distance_matrix_lists_each_points_best_others() {
+    let api = Api::new(Keys::default());
+    api.create_dot4("m").await;
+    let vectors: Vec<[f32; 4]> = vec![
+        [0.05, 0.61, 0.76, 0.74],
+        [0.19, 0.81, 0.75, 0.11],
+        [0.36, 0.55, 0.47, 0.94],
+        [0.18, 0.01, 0.85, 0.80],
+    ];
+    let points: Vec<Value> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"id": i + 1, "vector": v}))
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/m/points?wait=true",
+        json!({"points": points}),
+    )
+    .await;
+    let dot = |a: usize, b: usize| -> f32 {
+        vectors[a].iter().zip(&vectors[b]).map(|(x, y)| x * y).sum()
+    };
+    let pairs = api
+        .ok(
+            "POST",
+            "/collections/m/points/search/matrix/pairs",
+            json!({"sample": 10, "limit": 2}),
+        )
+        .await;
+    let pairs = pairs["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 8);
+    for row in 0..4usize {
+        let mut others: Vec<(f32, usize)> = (0..4)
+            .filter(|&c| c != row)
+            .map(|c| (dot(row, c), c))
+            .collect();
+        others.sort_by(|x, y| y.0.total_cmp(&x.0));
+        for (k, (score, c)) in others.iter().take(2).enumerate() {
+            let p = &pairs[row * 2 + k];
+            assert_eq!(p["a"], row + 1);
+            assert_eq!(p["b"], c + 1);
+            assert!((p["score"].as_f64().unwrap() as f32 - score).abs() < 1e-6);
+        }
+    }
+    let offsets = api
+        .ok(
+            "POST",
+            "/collections/m/points/search/matrix/offsets",
+            json!({"sample": 3, "limit": 1}),
+        )
+        .await;
+    assert_eq!(offsets["ids"], json!([1, 2, 3]));
+    assert_eq!(offsets["offsets_row"], json!([0, 1, 2]));
+    let e = api
+        .err(
+            "POST",
+            "/collections/m/points/search/matrix/pairs",
+            json!({"using": "nope"}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("Not existing vector name error: nope"), "{e}");
+}
