@@ -777,6 +777,18 @@ pub fn indexing_threshold_kb(body: &Value) -> Result<Option<usize>> {
     }
 }
 
+/// Points in a graph index, as Qdrant counts its HNSW-indexed vectors: every sealed point,
+/// and the growing segments' points the indexer has linked into their HNSW graphs.
+fn indexed_vectors(info: &CollectionInfo) -> usize {
+    let linked: usize = info
+        .segments
+        .iter()
+        .filter(|s| s.kind != "sealed")
+        .map(|s| s.points.saturating_sub(s.deleted + s.unindexed))
+        .sum();
+    info.indexed_points + linked
+}
+
 /// `GET /collections/{name}` in Qdrant's shape, with diskvec's own details under `diskvec`.
 /// `indexed[i]` is the number of points that have a value for the i-th payload index's field.
 pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
@@ -796,7 +808,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
         "status": info.status.name(),
         "optimizer_status": match &info.error { None => json!("ok"), Some(e) => json!({"error": e}) },
         "points_count": info.points,
-        "indexed_vectors_count": info.indexed_points,
+        "indexed_vectors_count": indexed_vectors(info),
         "segments_count": info.segments.len(),
         "config": {
             "params": {

@@ -572,6 +572,30 @@ async fn indexing_threshold_zero_pauses_indexing_and_other_values_resume_it() {
     .await;
     let d = api.ok("GET", "/collections/d", Value::Null).await;
     assert_eq!(d["diskvec"]["config"]["seal_threshold"], 1000, "{d}");
+    // Points the indexer linked into the growing segment's HNSW graph count as indexed (as
+    // Qdrant counts HNSW-indexed vectors), before any seal.
+    let points: Vec<Value> = (0..50)
+        .map(|i| json!({"id": i, "vector": vec4(i)}))
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/d/points?wait=true",
+        json!({"points": points}),
+    )
+    .await;
+    let mut indexed = 0;
+    for _ in 0..100 {
+        let info = api.ok("GET", "/collections/d", Value::Null).await;
+        indexed = info["indexed_vectors_count"].as_u64().unwrap();
+        if indexed == 50 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        indexed, 50,
+        "the indexer links the growing segment within 5 s"
+    );
     api.ok(
         "PATCH",
         "/collections/c",
