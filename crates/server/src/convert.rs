@@ -42,6 +42,17 @@ pub fn opt_positive(v: Option<&Value>, what: &str) -> Result<Option<usize>> {
     }
 }
 
+/// `params.hnsw_ef` (the search list): a positive integer; 0 fails validation in Qdrant's
+/// words.
+pub fn search_ef(v: Option<&Value>) -> Result<Option<usize>> {
+    if v.and_then(Value::as_u64) == Some(0) {
+        return Err(ApiError::validation(
+            "params.hnsw_ef: value 0 invalid, must be 1 or larger",
+        ));
+    }
+    opt_positive(v, "params.hnsw_ef")
+}
+
 /// A list of strings; anything else is refused with `error`.
 pub fn string_list(v: &Value, error: &str) -> Result<Vec<String>> {
     v.as_array()
@@ -503,6 +514,37 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
                 )))
             }
         }
+    }
+    // Qdrant's schema bounds, checked as its validation does (422, its words).
+    for field in [
+        "shard_number",
+        "replication_factor",
+        "write_consistency_factor",
+    ] {
+        match body.get(field) {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_u64() == Some(0) => {
+                return Err(ApiError::validation(format!(
+                    "{field}: value 0 invalid, must be 1 or larger"
+                )))
+            }
+            Some(v) if v.as_u64().is_some() => {}
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "{field} must be a positive integer, got {other}"
+                )))
+            }
+        }
+    }
+    if let Some(ef) = body
+        .get("hnsw_config")
+        .and_then(|h| h.get("ef_construct"))
+        .and_then(Value::as_u64)
+        .filter(|&ef| ef < 4)
+    {
+        return Err(ApiError::validation(format!(
+            "hnsw_config.ef_construct: value {ef} invalid, must be 4 or larger"
+        )));
     }
     if let Some(h) = body.get("hnsw_config") {
         if let Some(m) = opt_uint(h.get("m"), "hnsw_config.m")? {

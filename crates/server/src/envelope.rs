@@ -44,9 +44,15 @@ impl ApiError {
 
     /// A body that parses but breaks a rule of the schema: Qdrant's 422 and wording.
     pub fn validation(message: impl Into<String>) -> Self {
+        Self::validation_in("JSON body", message)
+    }
+
+    /// A request part (`JSON body`, `query parameters`, `path parameters`) that breaks a
+    /// rule of the schema.
+    pub fn validation_in(part: &str, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            message: format!("Validation error in JSON body: [{}]", message.into()),
+            message: format!("Validation error in {part}: [{}]", message.into()),
         }
     }
 

@@ -242,6 +242,14 @@ async fn deadline(req: Request, next: Next) -> Response {
     };
     let secs = match asked.parse::<u64>() {
         Ok(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => s,
+        // Qdrant's words for a zero timeout.
+        Ok(0) => {
+            return ApiError::validation_in(
+                "query parameters",
+                "timeout: value 0 invalid, must be 1 or larger",
+            )
+            .into_response()
+        }
         _ => {
             return ApiError::bad_request(format!(
             "timeout must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, not {asked:?}"

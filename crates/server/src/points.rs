@@ -19,6 +19,12 @@ use crate::envelope::{ok, ApiError, ApiResult};
 use crate::{blocking, AppState};
 
 pub(crate) fn collection(s: &AppState, name: &str) -> Result<Arc<Collection>, ApiError> {
+    if name.len() > 255 {
+        return Err(ApiError::validation_in(
+            "path parameters",
+            "collection_name: value is too long, at most 255 bytes",
+        ));
+    }
     Ok(s.db.collection(name)?)
 }
 
@@ -198,7 +204,7 @@ pub(crate) fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearc
     req.offset = opt_uint(body.get("offset"), "offset")?.unwrap_or(0);
     // hnsw_ef is the candidate list of Qdrant's graph search: our search list.
     let ef = body.get("params").and_then(|p| p.get("hnsw_ef"));
-    req.search_list = opt_positive(ef, "params.hnsw_ef")?;
+    req.search_list = crate::convert::search_ef(ef)?;
     req.score_threshold = match body.get("score_threshold") {
         None | Some(Value::Null) => None,
         Some(x) => Some(

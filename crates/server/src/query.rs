@@ -252,10 +252,7 @@ fn node(body: &Value, top: bool, db: &Database) -> Result<QueryRequest> {
     if top {
         req.offset = opt_uint(body.get("offset"), "offset")?.unwrap_or(0);
     }
-    req.search_list = crate::convert::opt_positive(
-        body.get("params").and_then(|p| p.get("hnsw_ef")),
-        "params.hnsw_ef",
-    )?;
+    req.search_list = crate::convert::search_ef(body.get("params").and_then(|p| p.get("hnsw_ef")))?;
     req.score_threshold = match body.get("score_threshold") {
         None | Some(Value::Null) => None,
         Some(x) => Some(

@@ -457,7 +457,7 @@ async fn metrics_and_telemetry_count_what_happened() {
             "POST",
             "/collections/c/points/search?timeout=0",
             json!({"vector": vec4(1)}),
-            StatusCode::BAD_REQUEST,
+            StatusCode::UNPROCESSABLE_ENTITY,
         )
         .await;
     assert!(msg.contains("timeout"), "{msg}");
@@ -758,4 +758,76 @@ async fn issues_are_an_empty_list_in_qdrants_envelope() {
         json!({"issues": []})
     );
     assert_eq!(api.ok("DELETE", "/issues", json!({})).await, json!(true));
+}
+
+#[tokio::test]
+async fn schema_bounds_fail_validation_in_qdrants_words() {
+    let api = Api::new(Keys::default());
+    api.create_dot4("c").await;
+    let vectors = json!({"size": 4, "distance": "Dot"});
+    for (body, field) in [
+        (
+            json!({"vectors": vectors, "shard_number": 0}),
+            "shard_number",
+        ),
+        (
+            json!({"vectors": vectors, "replication_factor": 0}),
+            "replication_factor",
+        ),
+        (
+            json!({"vectors": vectors, "hnsw_config": {"ef_construct": 0}}),
+            "hnsw_config.ef_construct",
+        ),
+    ] {
+        let e = api
+            .err(
+                "PUT",
+                "/collections/v",
+                body,
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await;
+        assert!(
+            e.starts_with("Validation error") && e.contains(field),
+            "{e}"
+        );
+    }
+    let e = api
+        .err(
+            "PUT",
+            "/collections/v",
+            json!({"vectors": vectors, "shard_number": -1}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(e.contains("shard_number"), "{e}");
+    let query = json!({"query": [1, 0, 0, 0], "params": {"hnsw_ef": 0}});
+    let e = api
+        .err(
+            "POST",
+            "/collections/c/points/query",
+            query,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+    assert!(e.contains("hnsw_ef"), "{e}");
+    let e = api
+        .err(
+            "PUT",
+            "/collections/w?timeout=0",
+            json!({"vectors": vectors}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+    assert!(e.contains("timeout: value 0 invalid"), "{e}");
+    let long = "x".repeat(300);
+    let e = api
+        .err(
+            "POST",
+            &format!("/collections/{long}/points/count"),
+            json!({}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+    assert!(e.starts_with("Validation error"), "{e}");
 }
