@@ -480,9 +480,17 @@ async fn metrics_and_telemetry_count_what_happened() {
     assert_eq!(
         sample(
             &page,
+            &format!("diskvec_http_requests_total{{{search},status=\"422\"}}")
+        ),
+        Some(1.0),
+        "{page}"
+    );
+    assert_eq!(
+        sample(
+            &page,
             &format!("diskvec_http_requests_total{{{search},status=\"400\"}}")
         ),
-        Some(2.0),
+        Some(1.0),
         "{page}"
     );
     assert_eq!(
@@ -540,7 +548,8 @@ async fn metrics_and_telemetry_count_what_happened() {
     assert_eq!(t["collections"]["collections"][0]["points"], 30);
     let searches = &t["requests"]["rest"]["responses"]["POST /collections/{name}/points/search"];
     assert_eq!(searches["200"]["count"], 3, "{t}");
-    assert_eq!(searches["400"]["count"], 2, "{t}");
+    assert_eq!(searches["400"]["count"], 1, "{t}");
+    assert_eq!(searches["422"]["count"], 1, "{t}");
     assert!(searches["200"]["avg_duration_micros"].as_f64().unwrap() > 0.0);
 }
 
