@@ -144,15 +144,20 @@ pub fn sparse_vector(v: &Value, what: &str) -> Result<SparseVector> {
     Ok(SparseVector { indices, values })
 }
 
+/// A multivector: a list of rows of numbers.
+pub fn multi_rows(rows: &[Value], what: &str) -> Result<Vec<Vec<f32>>> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| dense_vector(row, &format!("{what}[{i}]")))
+        .collect()
+}
+
 /// One vector of a point: a list of numbers (dense) or `{indices, values}` (sparse).
 fn one_vector(v: &Value, what: &str) -> Result<Vector> {
     match v {
-        Value::Array(a) if a.first().is_some_and(Value::is_array) => Ok(Vector::Multi(
-            a.iter()
-                .enumerate()
-                .map(|(i, row)| dense_vector(row, &format!("{what}[{i}]")))
-                .collect::<Result<_>>()?,
-        )),
+        Value::Array(a) if a.first().is_some_and(Value::is_array) => {
+            Ok(Vector::Multi(multi_rows(a, what)?))
+        }
         Value::Array(_) => Ok(Vector::Dense(dense_vector(v, what)?)),
         Value::Object(m) if m.contains_key("indices") => {
             Ok(Vector::Sparse(sparse_vector(v, what)?))

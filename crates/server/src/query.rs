@@ -41,12 +41,9 @@ struct Parsed {
 /// A vector of a query: a list of numbers, a sparse vector, or a point id.
 fn vector_input(v: &Value, what: &str) -> Result<VectorInput> {
     match v {
-        Value::Array(a) if a.first().is_some_and(Value::is_array) => Ok(VectorInput::Multi(
-            a.iter()
-                .enumerate()
-                .map(|(i, row)| dense_vector(row, &format!("{what}[{i}]")))
-                .collect::<Result<_>>()?,
-        )),
+        Value::Array(a) if a.first().is_some_and(Value::is_array) => {
+            Ok(VectorInput::Multi(crate::convert::multi_rows(a, what)?))
+        }
         Value::Array(_) => Ok(VectorInput::Dense(dense_vector(v, what)?)),
         Value::Object(m) if m.contains_key("indices") => {
             Ok(VectorInput::Sparse(sparse_vector(v, what)?))

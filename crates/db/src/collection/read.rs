@@ -308,11 +308,17 @@ impl Inner {
         rows: &[f32],
         req: &SearchRequest,
     ) -> Result<Vec<Hit>> {
+        self.search_scored(SpaceQuery::Multi { space, rows }, req)
+    }
+
+    /// Every segment's best points for `query`, a space whose scores are "higher is
+    /// better" similarities (sparse dot products, MaxSim), ranked into `req`'s page.
+    fn search_scored(&self, query: SpaceQuery, req: &SearchRequest) -> Result<Vec<Hit>> {
         let (wanted, search_list) = self.check_request(req)?;
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
         let q = SegmentQuery {
-            query: SpaceQuery::Multi { space, rows },
+            query,
             k: wanted,
             search_list,
             filter: filter.as_ref(),
@@ -322,6 +328,7 @@ impl Inner {
             started.push(segment.start_search(&q)?);
         }
         let found = self.finish(&segments, &q, started)?;
+        // The distance is the negated score: higher is better, as for an inner product.
         self.rank(&segments, found, req, |d| -d, Metric::InnerProduct)
     }
 
@@ -349,31 +356,17 @@ impl Inner {
         let mut query = query
             .checked()
             .map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
-        let (wanted, search_list) = self.check_request(req)?;
-        let filter = req.filter.clone().map(Arc::new);
         if self.config.sparse[space].modifier == SparseModifier::Idf {
             let (points, per_term) = self.sparse_frequencies(space, &query.indices);
             for (value, df) in query.values.iter_mut().zip(per_term) {
                 *value *= idf(points, df);
             }
         }
-        let segments = self.snapshot();
-        let q = SegmentQuery {
-            query: SpaceQuery::Sparse {
-                space,
-                query: &query,
-            },
-            k: wanted,
-            search_list,
-            filter: filter.as_ref(),
+        let query = SpaceQuery::Sparse {
+            space,
+            query: &query,
         };
-        let mut started = Vec::with_capacity(segments.len());
-        for (_, segment) in &segments {
-            started.push(segment.start_search(&q)?);
-        }
-        let found = self.finish(&segments, &q, started)?;
-        // Scores are dot products: higher is better, as for an inner product space.
-        self.rank(&segments, found, req, |d| -d, Metric::InnerProduct)
+        self.search_scored(query, req)
     }
 
     /// The page `req` asks for from every segment's candidates, with its details.

@@ -12,10 +12,9 @@ use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 
+use super::columns::Columns;
 use super::dense_rows::{DenseRows, Linker};
-use super::multi_column::MultiColumn;
 use super::seal_input::{SealInput, SpaceInput, VectorPart};
-use super::sparse_column::SparseColumn;
 use super::{Points, SegmentHit};
 use crate::config::CollectionConfig;
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
@@ -26,10 +25,8 @@ use crate::{Payload, PointId};
 pub(crate) struct Growing {
     /// One per dense space of the collection.
     dense: Vec<DenseRows>,
-    /// One per sparse space.
-    sparse: Vec<SparseColumn>,
-    /// One per multivector space.
-    multi: Vec<MultiColumn>,
+    /// The sparse and multivector spaces.
+    columns: Columns,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
     pub payloads: Arc<Vec<Payload>>,
@@ -75,12 +72,7 @@ impl Growing {
                 .iter()
                 .map(|space| DenseRows::new(space, config))
                 .collect(),
-            sparse: config
-                .sparse
-                .iter()
-                .map(|_| SparseColumn::default())
-                .collect(),
-            multi: config.multi.iter().map(MultiColumn::new).collect(),
+            columns: Columns::new(config),
             ids: Vec::new(),
             versions: Vec::new(),
             payloads: Arc::new(Vec::new()),
@@ -101,29 +93,26 @@ impl Growing {
 
     /// The sparse vector in `space` of the point at `offset`, if it has one.
     pub fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
-        self.sparse.get(space).and_then(|c| c.get(offset))
+        self.columns.sparse_vector(space, offset)
     }
 
     /// The vectors of the point at `offset`.
     pub fn vectors(&self, offset: u32) -> PointVectors {
+        let (sparse, multi) = self.columns.at(offset);
         PointVectors {
             dense: self
                 .dense
                 .iter()
                 .map(|d| d.vector(offset).map(<[f32]>::to_vec))
                 .collect(),
-            sparse: self.sparse.iter().map(|s| s.get(offset).cloned()).collect(),
-            multi: self
-                .multi
-                .iter()
-                .map(|m| m.get(offset).map(<[f32]>::to_vec))
-                .collect(),
+            sparse,
+            multi,
         }
     }
 
     /// The multivector in `space` of the point at `offset`, if it has one.
     pub fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
-        self.multi.get(space).and_then(|c| c.get(offset))
+        self.columns.multi_vector(space, offset)
     }
 
     /// The k best live points matching `filter` by MaxSim with `query` (prepared rows) in
@@ -135,7 +124,8 @@ impl Growing {
         k: usize,
         filter: Option<&Filter>,
     ) -> Vec<SegmentHit> {
-        self.multi[space].search(query, k, &|o| self.matches(o, filter))
+        self.columns
+            .search_multi(space, query, k, &|o| self.matches(o, filter))
     }
 
     /// Moves the pending rows of every space into their arrays, copying them if the indexer
@@ -167,12 +157,7 @@ impl Growing {
         for (i, rows) in self.dense.iter_mut().enumerate() {
             rows.push(vectors.dense(i));
         }
-        for (i, column) in self.sparse.iter_mut().enumerate() {
-            column.push(vectors.sparse.get_mut(i).and_then(Option::take));
-        }
-        for (i, column) in self.multi.iter_mut().enumerate() {
-            column.push(vectors.multi.get_mut(i).and_then(Option::take));
-        }
+        self.columns.push(&mut vectors);
         self.ids.push(id);
         self.versions.push(version);
         self.index.insert(offset, &payload);
@@ -211,12 +196,14 @@ impl Growing {
         k: usize,
         filter: Option<&Filter>,
     ) -> Vec<SegmentHit> {
-        self.sparse[space].search(query, k, &|o| self.matches(o, filter))
+        self.columns
+            .search_sparse(space, query, k, &|o| self.matches(o, filter))
     }
 
     /// Live points with a vector in sparse space `space`, and how many hold each of `terms`.
     pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
-        self.sparse[space].frequencies(terms, &|o| self.is_live(o))
+        self.columns
+            .sparse_frequencies(space, terms, &|o| self.is_live(o))
     }
 
     /// Rows not linked into the graphs yet (the most of any space).
@@ -239,6 +226,7 @@ impl Growing {
     /// dense rows and payloads shared, not copied.
     pub fn seal_input(&self) -> SealInput {
         let len = self.len() as u32;
+        let (sparse, multi) = self.columns.all();
         SealInput {
             dense: self
                 .dense
@@ -256,8 +244,8 @@ impl Growing {
                     }
                 })
                 .collect(),
-            sparse: self.sparse.iter().map(|s| s.vectors().to_vec()).collect(),
-            multi: self.multi.iter().map(|m| m.vectors().to_vec()).collect(),
+            sparse,
+            multi,
             ids: self.ids.clone(),
             versions: self.versions.clone(),
             payloads: Arc::clone(&self.payloads),
@@ -266,16 +254,7 @@ impl Growing {
 
     pub fn dram_bytes(&self) -> usize {
         self.dense.iter().map(DenseRows::dram_bytes).sum::<usize>()
-            + self
-                .sparse
-                .iter()
-                .map(SparseColumn::dram_bytes)
-                .sum::<usize>()
-            + self
-                .multi
-                .iter()
-                .map(MultiColumn::dram_bytes)
-                .sum::<usize>()
+            + self.columns.dram_bytes()
             + self.ids.capacity() * 24
             + self.versions.capacity() * 8
             + self

@@ -2,6 +2,7 @@
 //! graph live on SSD as a DiskANN index. Points inside a segment are addressed by offset;
 //! the collection's id tracker maps external ids to (segment, offset).
 
+mod columns;
 mod dense_rows;
 mod files;
 mod growing;

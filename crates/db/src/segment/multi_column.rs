@@ -33,10 +33,6 @@ pub(crate) fn max_sim(metric: Metric, dim: usize, query: &[f32], doc: &[f32]) ->
 }
 
 impl MultiColumn {
-    pub fn new(space: &DenseSpace) -> Self {
-        Self::from_vectors(space, Vec::new())
-    }
-
     pub fn from_vectors(space: &DenseSpace, vectors: Vec<Option<Vec<f32>>>) -> Self {
         Self {
             dim: space.dim,

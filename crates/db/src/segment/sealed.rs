@@ -16,10 +16,9 @@ use diskvec_index::limits;
 use diskvec_vector::Metric;
 use roaring::RoaringBitmap;
 
+use super::columns::Columns;
 use super::files::{read_points, write_points, POINTS_FILE};
-use super::multi_column::MultiColumn;
 use super::spaces_file::SpacesFile;
-use super::sparse_column::SparseColumn;
 use super::{closest, Points, SealInput, SegmentHit, SpaceRef};
 use crate::config::{CollectionConfig, DenseSpace};
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
@@ -86,10 +85,8 @@ pub(crate) struct Sealed {
     /// One per dense space of the collection: `None` when no point of the segment has a
     /// vector in it.
     dense: Vec<Option<DenseIndex>>,
-    /// One per sparse space.
-    sparse: Vec<SparseColumn>,
-    /// One per multivector space.
-    multi: Vec<MultiColumn>,
+    /// The sparse and multivector spaces.
+    columns: Columns,
     ids: super::ids::IdColumn,
     pub versions: Vec<u64>,
     payloads: super::payloads::PayloadColumn,
@@ -353,23 +350,7 @@ impl Sealed {
                 }
             }
         }
-        let mut multi: Vec<MultiColumn> = config
-            .multi
-            .iter()
-            .zip(spaces.multi)
-            .map(|(space, rows)| MultiColumn::from_vectors(space, rows))
-            .collect();
-        for space in &config.multi[multi.len()..] {
-            multi.push(MultiColumn::from_vectors(space, vec![None; ids.len()]));
-        }
-        let mut sparse: Vec<SparseColumn> = spaces
-            .sparse
-            .into_iter()
-            .map(SparseColumn::from_vectors)
-            .collect();
-        sparse.resize_with(config.sparse.len(), || {
-            SparseColumn::from_vectors(vec![None; ids.len()])
-        });
+        let columns = Columns::stored(config, spaces.sparse, spaces.multi, ids.len());
         let mut payload_index = PayloadIndex::new();
         for (field, kind) in fields {
             payload_index.add_field(field, *kind);
@@ -382,8 +363,7 @@ impl Sealed {
         Ok(Self {
             dir: dir.to_path_buf(),
             dense,
-            sparse,
-            multi,
+            columns,
             ids,
             versions,
             payloads,
@@ -694,12 +674,12 @@ impl Sealed {
 
     /// The sparse vector in `space` of the point at `offset`, if it has one.
     pub fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
-        self.sparse.get(space).and_then(|c| c.get(offset))
+        self.columns.sparse_vector(space, offset)
     }
 
     /// The multivector in `space` of the point at `offset`, if it has one.
     pub fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
-        self.multi.get(space).and_then(|c| c.get(offset))
+        self.columns.multi_vector(space, offset)
     }
 
     /// The k best live points matching `filter` by MaxSim with `query` (prepared rows) in
@@ -711,9 +691,8 @@ impl Sealed {
         k: usize,
         filter: Option<&Filter>,
     ) -> Vec<SegmentHit> {
-        self.multi.get(space).map_or_else(Vec::new, |c| {
-            c.search(query, k, &|o| self.matches(o, filter))
-        })
+        self.columns
+            .search_multi(space, query, k, &|o| self.matches(o, filter))
     }
 
     /// The k best live points matching `filter` for a sparse query in `space` (weights
@@ -725,18 +704,14 @@ impl Sealed {
         k: usize,
         filter: Option<&Filter>,
     ) -> Vec<SegmentHit> {
-        self.sparse.get(space).map_or_else(Vec::new, |c| {
-            c.search(query, k, &|o| self.matches(o, filter))
-        })
+        self.columns
+            .search_sparse(space, query, k, &|o| self.matches(o, filter))
     }
 
     /// Live points with a vector in sparse space `space`, and how many hold each of `terms`.
     pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
-        self.sparse
-            .get(space)
-            .map_or((0, vec![0; terms.len()]), |c| {
-                c.frequencies(terms, &|o| self.is_live(o))
-            })
+        self.columns
+            .sparse_frequencies(space, terms, &|o| self.is_live(o))
     }
 
     /// The share of live points matching `filter`, from `SHARE_SAMPLE` evenly spaced
@@ -758,14 +733,13 @@ impl Sealed {
     pub fn vectors(&self, offsets: &[u32]) -> Result<Vec<PointVectors>> {
         let mut out: Vec<PointVectors> = offsets
             .iter()
-            .map(|&o| PointVectors {
-                dense: vec![None; self.dense.len()],
-                sparse: self.sparse.iter().map(|c| c.get(o).cloned()).collect(),
-                multi: self
-                    .multi
-                    .iter()
-                    .map(|c| c.get(o).map(<[f32]>::to_vec))
-                    .collect(),
+            .map(|&o| {
+                let (sparse, multi) = self.columns.at(o);
+                PointVectors {
+                    dense: vec![None; self.dense.len()],
+                    sparse,
+                    multi,
+                }
             })
             .collect();
         for (space, dense) in self.dense.iter().enumerate() {
@@ -833,16 +807,7 @@ impl Sealed {
 
     pub fn dram_bytes(&self) -> usize {
         self.indexes().map(|d| d.index.dram_bytes()).sum::<usize>()
-            + self
-                .sparse
-                .iter()
-                .map(SparseColumn::dram_bytes)
-                .sum::<usize>()
-            + self
-                .multi
-                .iter()
-                .map(MultiColumn::dram_bytes)
-                .sum::<usize>()
+            + self.columns.dram_bytes()
             + self.ids.bytes()
             + self.payloads.bytes()
             + self

@@ -63,6 +63,32 @@ fn put_bitmap(out: &mut Vec<u8>, bits: &RoaringBitmap) {
         .expect("writing to a Vec cannot fail");
 }
 
+/// One column of optional entries: the point count, each point's entry end (`len` counts
+/// an entry's units), the entries' data (`data` writes the present ones, in order), and
+/// the bitmap of the points that have one.
+fn put_column<T>(
+    out: &mut Vec<u8>,
+    column: &[Option<T>],
+    len: impl Fn(&T) -> usize,
+    data: impl FnOnce(&mut Vec<u8>, std::iter::Flatten<std::slice::Iter<'_, Option<T>>>),
+) {
+    put_u64(out, column.len() as u64);
+    let mut end = 0u64;
+    put_u64(out, 0);
+    for v in column {
+        end += v.as_ref().map_or(0, |v| len(v) as u64);
+        put_u64(out, end);
+    }
+    data(out, column.iter().flatten());
+    let present: RoaringBitmap = column
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.is_some())
+        .map(|(o, _)| o as u32)
+        .collect();
+    put_bitmap(out, &present);
+}
+
 impl SpacesFile {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -75,52 +101,27 @@ impl SpacesFile {
         }
         out.extend_from_slice(&(self.sparse.len() as u32).to_le_bytes());
         for column in &self.sparse {
-            put_u64(&mut out, column.len() as u64);
-            let mut end = 0u64;
-            put_u64(&mut out, 0);
-            for v in column {
-                end += v.as_ref().map_or(0, |v| v.len() as u64);
-                put_u64(&mut out, end);
-            }
-            for v in column.iter().flatten() {
-                for i in &v.indices {
-                    out.extend_from_slice(&i.to_le_bytes());
+            put_column(&mut out, column, SparseVector::len, |out, present| {
+                for v in present.clone() {
+                    v.indices
+                        .iter()
+                        .for_each(|i| out.extend_from_slice(&i.to_le_bytes()));
                 }
-            }
-            for v in column.iter().flatten() {
-                for x in &v.values {
-                    out.extend_from_slice(&x.to_le_bytes());
+                for v in present {
+                    v.values
+                        .iter()
+                        .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
                 }
-            }
-            let present: RoaringBitmap = column
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.is_some())
-                .map(|(o, _)| o as u32)
-                .collect();
-            put_bitmap(&mut out, &present);
+            });
         }
         out.extend_from_slice(&(self.multi.len() as u32).to_le_bytes());
         for column in &self.multi {
-            put_u64(&mut out, column.len() as u64);
-            let mut end = 0u64;
-            put_u64(&mut out, 0);
-            for v in column {
-                end += v.as_ref().map_or(0, |v| v.len() as u64);
-                put_u64(&mut out, end);
-            }
-            for v in column.iter().flatten() {
-                for x in v {
-                    out.extend_from_slice(&x.to_le_bytes());
+            put_column(&mut out, column, Vec::len, |out, present| {
+                for v in present {
+                    v.iter()
+                        .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
                 }
-            }
-            let present: RoaringBitmap = column
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.is_some())
-                .map(|(o, _)| o as u32)
-                .collect();
-            put_bitmap(&mut out, &present);
+            });
         }
         let crc = crc32c::crc32c(&out[12..]);
         out[8..12].copy_from_slice(&crc.to_le_bytes());
@@ -151,21 +152,7 @@ impl SpacesFile {
             file.dense_present.push(r.bitmap()?);
         }
         for _ in 0..r.u32()? {
-            let points = r.u64()?;
-            let points = usize::try_from(points)
-                .ok()
-                .filter(|&p| p <= r.bytes.len() / 8)
-                .ok_or_else(|| corrupt(path, "sparse point count past the file's end"))?;
-            let ends = (0..=points)
-                .map(|_| r.u64())
-                .collect::<Result<Vec<u64>>>()?;
-            if ends[0] != 0 || ends.windows(2).any(|w| w[0] > w[1]) {
-                return Err(corrupt(path, "sparse entry offsets do not ascend"));
-            }
-            let entries = usize::try_from(ends[points])
-                .ok()
-                .filter(|&e| e <= r.bytes.len() / 8)
-                .ok_or_else(|| corrupt(path, "sparse entries past the file's end"))?;
+            let (ends, entries) = r.ends(path)?;
             let indices: Vec<u32> = r
                 .take(4 * entries)?
                 .chunks_exact(4)

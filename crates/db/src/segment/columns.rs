@@ -1,0 +1,132 @@
+//! The spaces a segment keeps in DRAM column by column, growing or sealed alike: the sparse
+//! ones (vectors and postings) and the multivector ones.
+
+use super::multi_column::MultiColumn;
+use super::sparse_column::SparseColumn;
+use super::SegmentHit;
+use crate::config::CollectionConfig;
+use crate::vectors::{PointVectors, SparseVector};
+
+pub(crate) struct Columns {
+    /// One per sparse space of the collection.
+    sparse: Vec<SparseColumn>,
+    /// One per multivector space.
+    multi: Vec<MultiColumn>,
+}
+
+impl Columns {
+    /// Empty columns for `config`'s spaces.
+    pub fn new(config: &CollectionConfig) -> Self {
+        Self::stored(config, Vec::new(), Vec::new(), 0)
+    }
+
+    /// Columns of `len` points from stored vectors; a space the store has no column for
+    /// (added to the collection after it was written) holds none.
+    pub fn stored(
+        config: &CollectionConfig,
+        sparse: Vec<Vec<Option<SparseVector>>>,
+        multi: Vec<Vec<Option<Vec<f32>>>>,
+        len: usize,
+    ) -> Self {
+        let mut sparse: Vec<SparseColumn> =
+            sparse.into_iter().map(SparseColumn::from_vectors).collect();
+        sparse.resize_with(config.sparse.len(), || {
+            SparseColumn::from_vectors(vec![None; len])
+        });
+        let mut rows = multi.into_iter();
+        let multi = config
+            .multi
+            .iter()
+            .map(|space| {
+                MultiColumn::from_vectors(space, rows.next().unwrap_or_else(|| vec![None; len]))
+            })
+            .collect();
+        Self { sparse, multi }
+    }
+
+    /// Appends the next point's sparse vectors and multivectors (moved out of `vectors`).
+    pub fn push(&mut self, vectors: &mut PointVectors) {
+        for (i, column) in self.sparse.iter_mut().enumerate() {
+            column.push(vectors.sparse.get_mut(i).and_then(Option::take));
+        }
+        for (i, column) in self.multi.iter_mut().enumerate() {
+            column.push(vectors.multi.get_mut(i).and_then(Option::take));
+        }
+    }
+
+    pub fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
+        self.sparse.get(space).and_then(|c| c.get(offset))
+    }
+
+    pub fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
+        self.multi.get(space).and_then(|c| c.get(offset))
+    }
+
+    /// The sparse vectors and multivectors of the point at `offset`, by space.
+    pub fn at(&self, offset: u32) -> (Vec<Option<SparseVector>>, Vec<Option<Vec<f32>>>) {
+        (
+            self.sparse.iter().map(|c| c.get(offset).cloned()).collect(),
+            self.multi
+                .iter()
+                .map(|c| c.get(offset).map(<[f32]>::to_vec))
+                .collect(),
+        )
+    }
+
+    /// Every point's sparse vectors and multivectors, by space (what a seal writes).
+    pub fn all(&self) -> (Vec<Vec<Option<SparseVector>>>, Vec<Vec<Option<Vec<f32>>>>) {
+        (
+            self.sparse.iter().map(|c| c.vectors().to_vec()).collect(),
+            self.multi.iter().map(|c| c.vectors().to_vec()).collect(),
+        )
+    }
+
+    pub fn search_sparse(
+        &self,
+        space: usize,
+        query: &SparseVector,
+        k: usize,
+        accept: &dyn Fn(u32) -> bool,
+    ) -> Vec<SegmentHit> {
+        self.sparse
+            .get(space)
+            .map_or_else(Vec::new, |c| c.search(query, k, accept))
+    }
+
+    pub fn search_multi(
+        &self,
+        space: usize,
+        rows: &[f32],
+        k: usize,
+        accept: &dyn Fn(u32) -> bool,
+    ) -> Vec<SegmentHit> {
+        self.multi
+            .get(space)
+            .map_or_else(Vec::new, |c| c.search(rows, k, accept))
+    }
+
+    /// Points `live` takes with a vector in sparse space `space`, and how many hold each of
+    /// `terms`.
+    pub fn sparse_frequencies(
+        &self,
+        space: usize,
+        terms: &[u32],
+        live: &dyn Fn(u32) -> bool,
+    ) -> (u64, Vec<u64>) {
+        self.sparse
+            .get(space)
+            .map_or((0, vec![0; terms.len()]), |c| c.frequencies(terms, live))
+    }
+
+    pub fn dram_bytes(&self) -> usize {
+        self.sparse
+            .iter()
+            .map(SparseColumn::dram_bytes)
+            .sum::<usize>()
+            + self
+                .multi
+                .iter()
+                .map(MultiColumn::dram_bytes)
+                .sum::<usize>()
+    }
+}
