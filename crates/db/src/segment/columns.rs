@@ -7,6 +7,11 @@ use super::SegmentHit;
 use crate::config::CollectionConfig;
 use crate::vectors::{PointVectors, SparseVector};
 
+/// Every point's sparse vector of one space, by offset.
+pub(crate) type SparseVectors = Vec<Option<SparseVector>>;
+/// Every point's multivector (rows back to back) of one space, by offset.
+pub(crate) type MultiVectors = Vec<Option<Vec<f32>>>;
+
 pub(crate) struct Columns {
     /// One per sparse space of the collection.
     sparse: Vec<SparseColumn>,
@@ -24,8 +29,8 @@ impl Columns {
     /// (added to the collection after it was written) holds none.
     pub fn stored(
         config: &CollectionConfig,
-        sparse: Vec<Vec<Option<SparseVector>>>,
-        multi: Vec<Vec<Option<Vec<f32>>>>,
+        sparse: Vec<SparseVectors>,
+        multi: Vec<MultiVectors>,
         len: usize,
     ) -> Self {
         let mut sparse: Vec<SparseColumn> =
@@ -74,7 +79,7 @@ impl Columns {
     }
 
     /// Every point's sparse vectors and multivectors, by space (what a seal writes).
-    pub fn all(&self) -> (Vec<Vec<Option<SparseVector>>>, Vec<Vec<Option<Vec<f32>>>>) {
+    pub fn all(&self) -> (Vec<SparseVectors>, Vec<MultiVectors>) {
         (
             self.sparse.iter().map(|c| c.vectors().to_vec()).collect(),
             self.multi.iter().map(|c| c.vectors().to_vec()).collect(),
