@@ -396,10 +396,10 @@ impl PayloadSelector {
             (PayloadSelector::None, _) | (_, None) => None,
             (PayloadSelector::All, Some(p)) => Some(p),
             (PayloadSelector::Include(keys), Some(p)) => {
-                Some(p.into_iter().filter(|(k, _)| keys.contains(k)).collect())
+                Some(crate::payload_paths::include(p, keys))
             }
             (PayloadSelector::Exclude(keys), Some(p)) => {
-                Some(p.into_iter().filter(|(k, _)| !keys.contains(k)).collect())
+                Some(crate::payload_paths::exclude(p, keys))
             }
         }
     }

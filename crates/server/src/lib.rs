@@ -11,6 +11,7 @@ mod envelope;
 mod groups;
 mod matrix;
 mod metrics;
+mod payload_paths;
 mod points;
 mod query;
 mod writes;
