@@ -194,46 +194,37 @@ impl Inner {
         if diskvec_index::Progress::cancelled(&progress) {
             return Err(diskvec_index::IndexError::Cancelled.into());
         }
-        // The spaces are built one after the other: memory for the largest of them.
+        // The spaces are built one after the other: memory for the largest of them (none
+        // when no point has a dense vector: nothing but the spaces file is built).
         let largest = self
             .config
             .dense
             .iter()
             .zip(&input.dense)
+            .filter(|(_, i)| !i.offsets.is_empty())
             .max_by_key(|(space, input)| input.offsets.len() * space.dim);
-        let Some((space, space_input)) = largest.filter(|(_, i)| !i.offsets.is_empty()) else {
-            // Only sparse vectors: no index to build.
-            return crate::segment::seal(
-                &self.storage,
-                input,
-                dir,
-                &self.config,
-                paths,
-                crate::segment::SealBuild {
-                    budget: 0,
-                    priority: crate::background::BuildPriority::Seal,
-                    codebooks: Vec::new(),
-                    checkpoint: self.checkpoint_dir(lane, kind),
-                },
-                &progress,
-            )
-            .map(|_| ());
+        let grant = match largest {
+            None => None,
+            Some((space, space_input)) => {
+                let shape = self
+                    .config
+                    .build_params(space, &[])
+                    .shape(space_input.offsets.len(), space.dim)?;
+                // A merge leaves room for a seal beside it: writers may be waiting for that
+                // one.
+                let leave = match lane {
+                    task::Lane::Seal => 0,
+                    task::Lane::Merge => self.seal_memory(),
+                };
+                let grant =
+                    self.builds
+                        .reserve(&shape, self.config.build_memory, leave, &|| {
+                            lock(&self.background).stop
+                        })?;
+                self.task.set_plan(lane, &grant.plan);
+                Some(grant)
+            }
         };
-        let shape = self
-            .config
-            .build_params(space, &[])
-            .shape(space_input.offsets.len(), space.dim)?;
-        // A merge leaves room for a seal beside it: writers may be waiting for that one.
-        let leave = match lane {
-            task::Lane::Seal => 0,
-            task::Lane::Merge => self.seal_memory(),
-        };
-        let grant = self
-            .builds
-            .reserve(&shape, self.config.build_memory, leave, &|| {
-                lock(&self.background).stop
-            })?;
-        self.task.set_plan(lane, &grant.plan);
         let waited_for = self
             .optimize_waiters
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -256,7 +247,7 @@ impl Inner {
             &self.config,
             paths,
             crate::segment::SealBuild {
-                budget: grant.plan.budget,
+                budget: grant.as_ref().map_or(0, |g| g.plan.budget),
                 priority,
                 codebooks: given,
                 checkpoint: self.checkpoint_dir(lane, kind),

@@ -319,17 +319,9 @@ impl Inner {
             VectorInput::Multi(rows) => Vector::Multi(rows.clone()),
         };
         match (given, space) {
-            (Vector::Dense(mut d), Space::Dense { metric, dim, .. }) => {
-                if d.len() != dim {
-                    return Err(DbError::InvalidInput(crate::config::dimension_error(
-                        dim,
-                        d.len(),
-                        &format!(" (query, vector space {using:?})"),
-                    )));
-                }
-                check_vectors(&d, dim).map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
-                metric.prepare(&mut d);
-                Ok(Prepared::Dense(d))
+            // One row, checked and prepared as a multivector's rows are.
+            (Vector::Dense(d), Space::Dense { metric, dim, .. }) => {
+                prepare_rows(vec![d], metric, dim, using).map(Prepared::Dense)
             }
             (Vector::Sparse(s), Space::Sparse { .. }) => {
                 Ok(Prepared::Sparse(s.checked().map_err(|e| {

@@ -19,7 +19,7 @@ use super::{Points, SegmentHit};
 use crate::config::CollectionConfig;
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
 use crate::ops::StoredPoint;
-use crate::vectors::{PointVectors, SparseVector};
+use crate::vectors::PointVectors;
 use crate::{Payload, PointId};
 
 pub(crate) struct Growing {
@@ -47,6 +47,10 @@ impl Points for Growing {
 
     fn point(&self, offset: u32) -> (PointId, &Payload) {
         (self.ids[offset as usize], &self.payloads[offset as usize])
+    }
+
+    fn columns(&self) -> &Columns {
+        &self.columns
     }
 
     fn candidates(&self, filter: &Filter) -> Option<Candidates> {
@@ -91,11 +95,6 @@ impl Growing {
         &self.dense[space]
     }
 
-    /// The sparse vector in `space` of the point at `offset`, if it has one.
-    pub fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
-        self.columns.sparse_vector(space, offset)
-    }
-
     /// The vectors of the point at `offset`.
     pub fn vectors(&self, offset: u32) -> PointVectors {
         let (sparse, multi) = self.columns.at(offset);
@@ -108,24 +107,6 @@ impl Growing {
             sparse,
             multi,
         }
-    }
-
-    /// The multivector in `space` of the point at `offset`, if it has one.
-    pub fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
-        self.columns.multi_vector(space, offset)
-    }
-
-    /// The k best live points matching `filter` by MaxSim with `query` (prepared rows) in
-    /// multivector space `space`.
-    pub fn search_multi(
-        &self,
-        space: usize,
-        query: &[f32],
-        k: usize,
-        filter: Option<&Filter>,
-    ) -> Vec<SegmentHit> {
-        self.columns
-            .search_multi(space, query, k, &|o| self.matches(o, filter))
     }
 
     /// Moves the pending rows of every space into their arrays, copying them if the indexer
@@ -185,25 +166,6 @@ impl Growing {
     ) -> Vec<SegmentHit> {
         let few = self.few_candidates(filter);
         self.dense[space].search(query, k, search_list, few, &|o| self.matches(o, filter))
-    }
-
-    /// The k best live points matching `filter` for a sparse query in `space` (weights
-    /// already multiplied by any IDF).
-    pub fn search_sparse(
-        &self,
-        space: usize,
-        query: &SparseVector,
-        k: usize,
-        filter: Option<&Filter>,
-    ) -> Vec<SegmentHit> {
-        self.columns
-            .search_sparse(space, query, k, &|o| self.matches(o, filter))
-    }
-
-    /// Live points with a vector in sparse space `space`, and how many hold each of `terms`.
-    pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
-        self.columns
-            .sparse_frequencies(space, terms, &|o| self.is_live(o))
     }
 
     /// Rows not linked into the graphs yet (the most of any space).
@@ -271,6 +233,7 @@ impl Growing {
 mod tests {
     use super::*;
     use crate::config::{DenseSpace, SparseSpace};
+    use crate::vectors::SparseVector;
     use diskvec_vector::Metric;
 
     /// Each point has any subset of the spaces; each space's search finds only points

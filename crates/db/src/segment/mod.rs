@@ -3,6 +3,8 @@
 //! the collection's id tracker maps external ids to (segment, offset).
 
 mod columns;
+
+use columns::Columns;
 mod dense_rows;
 mod files;
 mod growing;
@@ -57,6 +59,51 @@ pub(crate) trait Points {
     fn candidates(&self, filter: &Filter) -> Option<Candidates>;
     /// Whether the point at `offset` has a vector in `space`.
     fn has_vector(&self, offset: u32, space: SpaceRef) -> bool;
+    /// The segment's sparse and multivector spaces.
+    fn columns(&self) -> &Columns;
+
+    /// The sparse vector in `space` of the point at `offset`, if it has one.
+    fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
+        self.columns().sparse_vector(space, offset)
+    }
+
+    /// The multivector in `space` of the point at `offset`, if it has one.
+    fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
+        self.columns().multi_vector(space, offset)
+    }
+
+    /// The k best live points matching `filter` for a sparse query in `space` (weights
+    /// already multiplied by any IDF).
+    fn search_sparse(
+        &self,
+        space: usize,
+        query: &SparseVector,
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<SegmentHit> {
+        self.columns()
+            .search_sparse(space, query, k, &|o| self.matches(o, filter))
+    }
+
+    /// The k best live points matching `filter` by MaxSim with `rows` (prepared, back to
+    /// back) in multivector space `space`.
+    fn search_multi(
+        &self,
+        space: usize,
+        rows: &[f32],
+        k: usize,
+        filter: Option<&Filter>,
+    ) -> Vec<SegmentHit> {
+        self.columns()
+            .search_multi(space, rows, k, &|o| self.matches(o, filter))
+    }
+
+    /// Live points with a vector in sparse space `space`, and how many hold each of
+    /// `terms`.
+    fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+        self.columns()
+            .sparse_frequencies(space, terms, &|o| self.is_live(o))
+    }
 
     fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
         self.is_live(offset)

@@ -22,7 +22,7 @@ use super::spaces_file::SpacesFile;
 use super::{closest, Points, SealInput, SegmentHit, SpaceRef};
 use crate::config::{CollectionConfig, DenseSpace};
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
-use crate::vectors::{PointVectors, SparseVector};
+use crate::vectors::PointVectors;
 use crate::{Payload, PointId, Result};
 
 /// A filter whose index candidates number at most this is answered exactly: the matches'
@@ -222,6 +222,10 @@ impl Points for Sealed {
             self.ids.get(offset as usize),
             self.payloads.get(offset as usize),
         )
+    }
+
+    fn columns(&self) -> &Columns {
+        &self.columns
     }
 
     fn candidates(&self, filter: &Filter) -> Option<Candidates> {
@@ -670,48 +674,6 @@ impl Sealed {
                 distance,
             })
             .collect())
-    }
-
-    /// The sparse vector in `space` of the point at `offset`, if it has one.
-    pub fn sparse_vector(&self, space: usize, offset: u32) -> Option<&SparseVector> {
-        self.columns.sparse_vector(space, offset)
-    }
-
-    /// The multivector in `space` of the point at `offset`, if it has one.
-    pub fn multi_vector(&self, space: usize, offset: u32) -> Option<&[f32]> {
-        self.columns.multi_vector(space, offset)
-    }
-
-    /// The k best live points matching `filter` by MaxSim with `query` (prepared rows) in
-    /// multivector space `space`.
-    pub fn search_multi(
-        &self,
-        space: usize,
-        query: &[f32],
-        k: usize,
-        filter: Option<&Filter>,
-    ) -> Vec<SegmentHit> {
-        self.columns
-            .search_multi(space, query, k, &|o| self.matches(o, filter))
-    }
-
-    /// The k best live points matching `filter` for a sparse query in `space` (weights
-    /// already multiplied by any IDF).
-    pub fn search_sparse(
-        &self,
-        space: usize,
-        query: &SparseVector,
-        k: usize,
-        filter: Option<&Filter>,
-    ) -> Vec<SegmentHit> {
-        self.columns
-            .search_sparse(space, query, k, &|o| self.matches(o, filter))
-    }
-
-    /// Live points with a vector in sparse space `space`, and how many hold each of `terms`.
-    pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
-        self.columns
-            .sparse_frequencies(space, terms, &|o| self.is_live(o))
     }
 
     /// The share of live points matching `filter`, from `SHARE_SAMPLE` evenly spaced
