@@ -6,6 +6,7 @@ use diskvec_index::diskann::{mib, BuildParams, MemoryBudget};
 use diskvec_vector::Metric;
 use serde::{Deserialize, Serialize};
 
+use crate::strict::StrictMode;
 use crate::{DbError, Result};
 
 /// Largest vector dimension a collection takes (Qdrant's limit is 65,536).
@@ -151,6 +152,13 @@ pub struct CollectionConfig {
     /// a share of the database's search memory, which all such collections split.
     #[serde(default, with = "search_budget_text")]
     pub search_memory: Option<MemoryBudget>,
+    /// Limits on the requests the collection serves (`strict.rs`).
+    #[serde(default, skip_serializing_if = "StrictMode::is_default")]
+    pub strict_mode: StrictMode,
+    /// The application's own notes on the collection (Qdrant's `metadata`): kept and shown,
+    /// never read by diskvec.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 fn yes() -> bool {
@@ -194,12 +202,15 @@ impl CollectionConfig {
             idle_merge_ms: IDLE_MERGE_MS,
             build_memory: None,
             search_memory: None,
+            strict_mode: StrictMode::default(),
+            metadata: serde_json::Map::new(),
         }
     }
 
     /// Refuses settings no collection can work with, naming the setting.
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(DbError::InvalidInput(m));
+        self.strict_mode.check()?;
         let spaces = self.dense.len() + self.sparse.len() + self.multi.len();
         if spaces == 0 {
             return bad("a collection needs at least one vector space, dense or sparse".into());

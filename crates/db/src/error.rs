@@ -40,6 +40,13 @@ pub enum DbError {
     /// written and it may be retried.
     #[error("{0}")]
     Busy(String),
+    /// Strict mode's read or write rate is spent; `retry_after`: when enough is back
+    /// (`None`: the request alone costs more than the rate allows in a minute).
+    #[error("Rate limiting exceeded: {message}")]
+    RateLimited {
+        message: String,
+        retry_after: Option<std::time::Duration>,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, DbError>;

@@ -17,6 +17,7 @@ pub mod query;
 mod search_memory;
 mod segment;
 pub mod storage;
+pub mod strict;
 mod vectors;
 pub mod wal;
 
@@ -39,6 +40,7 @@ pub const MAX_RESULTS: usize = diskvec_index::limits::K.max;
 pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
+pub use strict::{CollectionSize, Rate, StrictMode};
 pub use vectors::{NamedVectors, SparseVector, Vector, MAX_SPARSE_ENTRIES};
 
 pub(crate) use diskvec_io::failpoint;

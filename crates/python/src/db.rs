@@ -57,6 +57,7 @@ fn db_err(e: DbError) -> PyErr {
             PyOSError::new_err(e.to_string())
         }
         DbError::Unavailable(_) | DbError::Busy(_) => PyOSError::new_err(e.to_string()),
+        DbError::RateLimited { .. } => PyRuntimeError::new_err(e.to_string()),
     }
 }
 

@@ -60,9 +60,11 @@ pub async fn exists(State(s): State<AppState>, Path(name): Path<String>) -> ApiR
     Ok(ok(json!({"exists": exists}), t))
 }
 
-/// PATCH: `optimizers_config.indexing_threshold` 0 turns indexing off for a bulk load
-/// (Qdrant's recipe), any other value turns it back on; the seal threshold itself and the
-/// other settings (HNSW, optimizers) are accepted but stay as created.
+/// PATCH: the settings that may change while the collection serves (`settings_change`):
+/// HNSW settings of the collection and of each space, a sparse space's modifier, the
+/// deleted share that triggers a vacuum, strict mode, metadata. `optimizers_config.
+/// indexing_threshold` 0 turns indexing off for a bulk load (Qdrant's recipe), any other
+/// value turns it back on.
 pub async fn update(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let t = Instant::now();
     let col = s.db.collection(&name)?;
@@ -70,13 +72,26 @@ pub async fn update(State(s): State<AppState>, Path(name): Path<String>, body: B
     if !body.is_object() {
         return Err(ApiError::bad_request("expected a JSON object"));
     }
-    if let Some(kb) = indexing_threshold_kb(&body)? {
-        blocking(move || {
+    let indexing = indexing_threshold_kb(&body)?;
+    blocking(move || {
+        let mut refused = None;
+        let updated = col.update_settings(|c| {
+            crate::settings::apply(c, &body).map_err(|e| {
+                let message = e.message.clone();
+                refused = Some(e);
+                diskvec_db::DbError::BadRequest(message)
+            })
+        });
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        updated?;
+        if let Some(kb) = indexing {
             col.set_indexing(kb > 0);
-            Ok(())
-        })
-        .await?;
-    }
+        }
+        Ok(())
+    })
+    .await?;
     Ok(ok(json!(true), t))
 }
 

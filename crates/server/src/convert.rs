@@ -646,6 +646,7 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
             }
         };
     }
+    crate::settings::strict_and_metadata(&mut c, body)?;
     c.check().map_err(ApiError::from)?;
     Ok(c)
 }
@@ -810,6 +811,15 @@ fn sparse_vectors_info(c: &CollectionConfig) -> Value {
     )
 }
 
+/// Strict mode as Qdrant shows it: `enabled` always there.
+fn strict_mode_info(s: &diskvec_db::StrictMode) -> Value {
+    let mut v = serde_json::to_value(s).unwrap_or_else(|_| json!({}));
+    if let Value::Object(m) = &mut v {
+        m.entry("enabled").or_insert(json!(false));
+    }
+    v
+}
+
 /// Smallest seal threshold `indexing_threshold` maps to, in points.
 pub const MIN_SEAL_POINTS: usize = 1_000;
 
@@ -879,6 +889,8 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
             },
             "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},
             "quantization_config": null,
+            "strict_mode_config": strict_mode_info(&c.strict_mode),
+            "metadata": c.metadata,
         },
         "payload_schema": schema,
         "diskvec": info,

@@ -32,6 +32,8 @@ pub fn ok(result: impl Serialize, started: Instant) -> Response {
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// Seconds for a `Retry-After` header (a spent rate).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -39,6 +41,7 @@ impl ApiError {
         Self {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -53,6 +56,7 @@ impl ApiError {
         Self {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             message: format!("Validation error in {part}: [{}]", message.into()),
+            retry_after: None,
         }
     }
 
@@ -60,6 +64,7 @@ impl ApiError {
         Self {
             status: StatusCode::NOT_FOUND,
             message: message.into(),
+            retry_after: None,
         }
     }
 }
@@ -73,6 +78,7 @@ impl From<DbError> for ApiError {
             DbError::UnknownCollection(_) | DbError::PointNotFound(_) => StatusCode::NOT_FOUND,
             DbError::CollectionExists(_) => StatusCode::CONFLICT,
             DbError::Unavailable(_) | DbError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            DbError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = match &e {
@@ -88,7 +94,15 @@ impl From<DbError> for ApiError {
             DbError::BadRequest(m) => format!("Bad request: {m}"),
             other => other.to_string(),
         };
-        Self { status, message }
+        let retry_after = match &e {
+            DbError::RateLimited { retry_after, .. } => retry_after.map(|d| d.as_secs()),
+            _ => None,
+        };
+        Self {
+            status,
+            message,
+            retry_after,
+        }
     }
 }
 
@@ -96,7 +110,13 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         // The time of an error is not measured: 0, as a client only shows it.
         let body = json!({"status": {"error": self.message}, "time": 0.0});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

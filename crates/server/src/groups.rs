@@ -198,6 +198,7 @@ pub async fn query_groups(
     body: Bytes,
 ) -> ApiResult {
     let body = parse_body(&body)?;
+    crate::strict::read(&*crate::points::collection(&s, &name)?, &body)?;
     answer(s, name, body, |col, db, body, with_vectors| {
         let mut req = crate::query::parse_node(body, db)?;
         req.limit = candidates();
@@ -213,6 +214,7 @@ pub async fn search_groups(
     body: Bytes,
 ) -> ApiResult {
     let body = parse_body(&body)?;
+    crate::strict::read(&*crate::points::collection(&s, &name)?, &body)?;
     answer(s, name, body, |col, _, body, with_vectors| {
         let mut parsed = crate::points::parse_search(body, "vector")?;
         parsed.req.k = candidates();

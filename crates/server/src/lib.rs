@@ -14,6 +14,8 @@ mod metrics;
 mod payload_paths;
 mod points;
 mod query;
+mod settings;
+mod strict;
 mod writes;
 
 use std::sync::Arc;
@@ -74,6 +76,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError {
             status: StatusCode::INTERNAL_SERVER_ERROR,
             message: format!("the request's worker failed: {e}"),
+            retry_after: None,
         })?
 }
 
@@ -160,6 +163,10 @@ pub fn router(state: AppState) -> Router {
         .route_layer(axum::middleware::from_fn(deadline))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            strict_timeout,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             metrics::track,
         ))
         .fallback(not_found)
@@ -230,6 +237,27 @@ async fn telemetry(State(s): State<AppState>) -> Result<Response, ApiError> {
     Ok(envelope::ok(result, t))
 }
 
+/// A collection's strict mode bounds the `?timeout=` a request on it may ask for.
+async fn strict_timeout(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let asked = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("timeout="))
+            .and_then(|t| t.parse::<u64>().ok())
+    });
+    let collection = req
+        .uri()
+        .path()
+        .strip_prefix("/collections/")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|name| s.db.collection(name).ok());
+    if let (Some(seconds), Some(col)) = (asked, collection) {
+        if let Err(e) = strict::timeout(&col, seconds) {
+            return e.into_response();
+        }
+    }
+    next.run(req).await
+}
+
 /// Qdrant's `?timeout=SECONDS`: past it the client gets 408. The work itself is not
 /// interrupted (a write may still be applied, as with Qdrant); only the wait ends.
 async fn deadline(req: Request, next: Next) -> Response {
@@ -265,6 +293,7 @@ async fn deadline(req: Request, next: Next) -> Response {
             message: format!(
                 "Timeout error: no answer within {secs} s (a write may still be applied)"
             ),
+            retry_after: None,
         }
         .into_response(),
     }
@@ -279,6 +308,7 @@ async fn not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiErr
     ApiError {
         status: axum::http::StatusCode::METHOD_NOT_ALLOWED,
         message: format!("{method} is not allowed on {}", uri.path()),
+        retry_after: None,
     }
 }
 
@@ -306,12 +336,14 @@ async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> R
         return ApiError {
             status: StatusCode::FORBIDDEN,
             message: "the read-only API key cannot write".into(),
+            retry_after: None,
         }
         .into_response();
     }
     ApiError {
         status: StatusCode::UNAUTHORIZED,
         message: "missing or wrong API key (send it as the `api-key` header)".into(),
+        retry_after: None,
     }
     .into_response()
 }

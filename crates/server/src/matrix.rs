@@ -120,6 +120,7 @@ pub async fn pairs(State(s): State<AppState>, Path(name): Path<String>, body: By
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
+    crate::strict::read(&col, &body)?;
     let m = blocking(move || matrix(&col, &body)).await?;
     let pairs = m
         .entries
@@ -141,6 +142,7 @@ pub async fn offsets(
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
+    crate::strict::read(&col, &body)?;
     let m = blocking(move || matrix(&col, &body)).await?;
     Ok(ok(
         Offsets {

@@ -37,6 +37,7 @@ pub async fn retrieve(
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
     let ids = point_ids(body.get("ids"), "ids")?;
+    crate::strict::retrieve(&col, ids.len())?;
     let sel = payload_selector(body.get("with_payload"), true)?;
     let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     let (wanted, with_vectors) = (sel.wanted(), vectors.wanted());
@@ -75,6 +76,7 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
+    crate::strict::read(&col, &body)?;
     let f = filter(body.get("filter"))?;
     let limit = opt_positive(body.get("limit"), "limit")?.unwrap_or(10);
     let offset = match body.get("offset") {
@@ -132,7 +134,9 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
 pub async fn count(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let t = Instant::now();
     let col = collection(&s, &name)?;
-    let f = filter(parse_body(&body)?.get("filter"))?;
+    let body = parse_body(&body)?;
+    crate::strict::read(&col, &body)?;
+    let f = filter(body.get("filter"))?;
     let n = blocking(move || Ok(col.count(f.as_ref()))).await?;
     Ok(ok(json!({"count": n}), t))
 }
@@ -268,7 +272,9 @@ fn searches_of(body: &Value, vector_key: &str) -> Result<Vec<ParsedSearch>, ApiE
 
 pub async fn search(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let t = Instant::now();
-    let parsed = parse_search(&parse_body(&body)?, "vector")?;
+    let body = parse_body(&body)?;
+    crate::strict::read(&*collection(&s, &name)?, &body)?;
+    let parsed = parse_search(&body, "vector")?;
     let mut out = run_searches(&s, &name, vec![parsed]).await?;
     Ok(ok(out.pop().unwrap_or_default(), t))
 }
@@ -279,7 +285,14 @@ pub async fn search_batch(
     body: Bytes,
 ) -> ApiResult {
     let t = Instant::now();
-    let searches = searches_of(&parse_body(&body)?, "vector")?;
+    let body = parse_body(&body)?;
+    let col = collection(&s, &name)?;
+    let bodies = body.get("searches").and_then(Value::as_array);
+    crate::strict::batch(&col, bodies.map_or(0, Vec::len))?;
+    for b in bodies.into_iter().flatten() {
+        crate::strict::read(&col, b)?;
+    }
+    let searches = searches_of(&body, "vector")?;
     let out = run_searches(&s, &name, searches).await?;
     Ok(ok(out, t))
 }

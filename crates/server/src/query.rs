@@ -352,8 +352,19 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
 }
 
 /// Parses every body (lookups included) and runs them, off the async threads.
-async fn run(s: &AppState, name: &str, bodies: Vec<Value>) -> Result<Vec<QueryAnswer>> {
+async fn run(
+    s: &AppState,
+    name: &str,
+    bodies: Vec<Value>,
+    batch: bool,
+) -> Result<Vec<QueryAnswer>> {
     let col = collection(s, name)?;
+    if batch {
+        crate::strict::batch(&col, bodies.len())?;
+    }
+    for b in &bodies {
+        crate::strict::read(&col, b)?;
+    }
     let db = std::sync::Arc::clone(&s.db);
     blocking(move || {
         let parsed = bodies
@@ -383,7 +394,7 @@ pub async fn query_one(
 ) -> ApiResult {
     let t = Instant::now();
     let body = parse_body(&body)?;
-    let mut out = run(&s, &name, vec![body]).await?;
+    let mut out = run(&s, &name, vec![body], false).await?;
     Ok(ok(out.pop(), t))
 }
 
@@ -397,6 +408,6 @@ pub async fn query_batch(
     let Some(Value::Array(searches)) = body.get_mut("searches").map(Value::take) else {
         return Err(ApiError::bad_request("searches must be a list"));
     };
-    let out = run(&s, &name, searches).await?;
+    let out = run(&s, &name, searches, true).await?;
     Ok(ok(out, t))
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use diskvec_db::{Collection, PointId};
+use diskvec_db::{Collection, PointId, Rate};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -139,18 +139,40 @@ fn apply(
     deadline: Option<Instant>,
 ) -> Result<u64, ApiError> {
     // A payload or vector write names points by id or by filter; none matched, none written.
-    let ids = |body: &Value| target_ids(col, target(body)?);
+    // Strict mode: a filter must obey the write rules, and the rate is spent per point.
+    let ids = |body: &Value| {
+        let target = target(body)?;
+        if let Target::Matching(f) = &target {
+            col.check_filter(Some(f), true)?;
+        }
+        let ids = target_ids(col, target)?;
+        col.charge(Rate::Write, ids.len().max(1))?;
+        Ok::<_, ApiError>(ids)
+    };
     Ok(match write {
         Write::Upsert => {
             let points = upsert_points(body)?;
+            col.check_insert(
+                points.len(),
+                points.iter().map(|p| &p.vectors),
+                "upsert limit",
+            )?;
+            col.charge(Rate::Write, points.len().max(1))?;
             match deadline {
                 Some(d) => col.upsert_within(points, d)?,
                 None => col.upsert(points)?,
             }
         }
         Write::Delete => match target(&body)? {
-            Target::Ids(ids) => col.delete(ids)?,
-            Target::Matching(f) => col.delete_where(&f)?.0,
+            Target::Ids(ids) => {
+                col.charge(Rate::Write, ids.len().max(1))?;
+                col.delete(ids)?
+            }
+            Target::Matching(f) => {
+                col.check_filter(Some(&f), true)?;
+                col.charge(Rate::Write, 1)?;
+                col.delete_where(&f)?.0
+            }
         },
         Write::SetPayload => col.set_payload(&ids(&body)?, &payload(body.get("payload"))?)?,
         Write::OverwritePayload => {
@@ -162,7 +184,12 @@ fn apply(
             col.delete_payload_keys(&ids(&body)?, &keys)?
         }
         Write::ClearPayload => col.clear_payload(&ids(&body)?)?,
-        Write::UpdateVectors => col.update_vectors(vector_updates(&body)?)?,
+        Write::UpdateVectors => {
+            let points = vector_updates(&body)?;
+            col.check_insert(points.len(), points.iter().map(|p| &p.1), "update limit")?;
+            col.charge(Rate::Write, points.len().max(1))?;
+            col.update_vectors(points)?
+        }
         Write::DeleteVectors => {
             let names = string_list(
                 body.get("vector").unwrap_or(&Value::Null),

@@ -17,6 +17,15 @@ impl Collection {
         let _guard = lock(&inner.writer);
         {
             let mut state = inner.state.write().unwrap_or_else(|e| e.into_inner());
+            let new_field = !state.fields.iter().any(|(f, _)| f == field);
+            if let Some(max) = self.strict_mode().and_then(|s| s.max_payload_index_count) {
+                if new_field && state.fields.len() >= max {
+                    return Err(crate::DbError::BadRequest(format!(
+                        "Collection already has the maximum number of payload indices ({max}). \
+                         Help: Please delete an existing index before creating a new one."
+                    )));
+                }
+            }
             state.fields.retain(|(f, _)| f != field);
             state.fields.push((field.to_string(), kind));
             for s in state.segments.values() {

@@ -152,9 +152,10 @@ impl Collection {
                     unindexed: 0,
                     dram_bytes: s.dram_bytes(),
                     disk_bytes: s.disk_bytes(),
-                    navigation: Some(
-                        s.navigation_state(inner.config.navigation, inner.search_dram().navigation),
-                    ),
+                    navigation: Some(s.navigation_state(
+                        inner.config().navigation,
+                        inner.search_dram().navigation,
+                    )),
                 },
             });
         }
@@ -185,7 +186,7 @@ impl Collection {
                 .iter()
                 .map(|(f, k)| (f.clone(), k.name().to_string()))
                 .collect(),
-            config: inner.config.clone(),
+            config: (*inner.config()).clone(),
             last_op: inner.wal.last_op(),
             wal_bytes: stats.bytes,
             wal_syncs: stats.syncs,

@@ -14,6 +14,7 @@ mod pacer;
 mod query;
 mod read;
 mod rebuild;
+mod settings;
 mod state;
 mod storage_io;
 mod superseded;
@@ -45,7 +46,9 @@ use state::State;
 pub(crate) struct Inner {
     name: String,
     dir: PathBuf,
-    config: CollectionConfig,
+    /// Replaced whole by `update_settings` (under the manifest lock); readers take a
+    /// snapshot, so one operation sees one version of the settings.
+    config: RwLock<Arc<CollectionConfig>>,
     storage: Arc<dyn Storage>,
     wal: Wal,
     writer: Mutex<()>,
@@ -88,11 +91,13 @@ pub(crate) struct Inner {
     /// The PQ codebook seals encode with (the last merge's, or the first seal's since
     /// open): the PQ phase, most of it training, was a third of a small build.
     codebooks: Mutex<Vec<Option<Arc<diskvec_index::diskann::Codebook>>>>,
+    /// Strict mode's read and write rates.
+    rates: Mutex<settings::Rates>,
 }
 
 impl Inner {
-    pub(crate) fn config(&self) -> &CollectionConfig {
-        &self.config
+    pub(crate) fn config(&self) -> Arc<CollectionConfig> {
+        Arc::clone(&self.config.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Makes `dir` and its parents, durably (through the collection's storage).
@@ -136,7 +141,7 @@ impl Inner {
 
     /// How a sealed segment of this collection opens its node cache now.
     pub(crate) fn node_cache(&self) -> crate::segment::NodeCacheSize {
-        node_cache_size(&self.config, self.search_grant())
+        node_cache_size(&self.config(), self.search_grant())
     }
 
     /// What a sealed segment of this collection loads now beside its node cache: its
@@ -145,7 +150,7 @@ impl Inner {
     pub(crate) fn search_dram(&self) -> crate::segment::SearchDram {
         let grant = self.search_grant();
         crate::segment::SearchDram {
-            navigation: self.config.navigation && grant.navigation,
+            navigation: self.config().navigation && grant.navigation,
             compact_codes: grant.compact_codes,
         }
     }
@@ -196,8 +201,8 @@ impl Inner {
         }
         // The spaces are built one after the other: memory for the largest of them (none
         // when no point has a dense vector: nothing but the spaces file is built).
-        let largest = self
-            .config
+        let config = self.config();
+        let largest = config
             .dense
             .iter()
             .zip(&input.dense)
@@ -206,8 +211,7 @@ impl Inner {
         let grant = match largest {
             None => None,
             Some((space, space_input)) => {
-                let shape = self
-                    .config
+                let shape = config
                     .build_params(space, &[])
                     .shape(space_input.offsets.len(), space.dim)?;
                 // A merge leaves room for a seal beside it: writers may be waiting for that
@@ -216,11 +220,11 @@ impl Inner {
                     task::Lane::Seal => 0,
                     task::Lane::Merge => self.seal_memory(),
                 };
-                let grant =
-                    self.builds
-                        .reserve(&shape, self.config.build_memory, leave, &|| {
-                            lock(&self.background).stop
-                        })?;
+                let grant = self
+                    .builds
+                    .reserve(&shape, config.build_memory, leave, &|| {
+                        lock(&self.background).stop
+                    })?;
                 self.task.set_plan(lane, &grant.plan);
                 Some(grant)
             }
@@ -244,7 +248,7 @@ impl Inner {
             &self.storage,
             input,
             dir,
-            &self.config,
+            &config,
             paths,
             crate::segment::SealBuild {
                 budget: grant.as_ref().map_or(0, |g| g.plan.budget),
@@ -305,12 +309,13 @@ impl Inner {
     /// What a seal of `seal_threshold` points needs to build in memory (0 when it cannot be
     /// planned): what a merge leaves free of the build memory for the seals beside it.
     fn seal_memory(&self) -> u64 {
-        let Some(widest) = self.config.dense.iter().max_by_key(|s| s.dim) else {
+        let config = self.config();
+        let Some(widest) = config.dense.iter().max_by_key(|s| s.dim) else {
             return 0;
         };
-        self.config
+        config
             .build_params(widest, &[])
-            .shape(self.config.seal_threshold, widest.dim)
+            .shape(config.seal_threshold, widest.dim)
             .ok()
             .and_then(|shape| shape.plan(u64::MAX / 4).ok())
             .map_or(0, |plan| plan.in_memory_bytes)
@@ -348,8 +353,9 @@ impl Collection {
         &self.inner.name
     }
 
-    pub fn config(&self) -> &CollectionConfig {
-        &self.inner.config
+    /// The settings now (a snapshot: `update_settings` replaces them whole).
+    pub fn config(&self) -> Arc<CollectionConfig> {
+        self.inner.config()
     }
 
     /// What opening found and replayed.

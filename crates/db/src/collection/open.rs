@@ -132,8 +132,9 @@ impl Collection {
             segments.insert(entry.id, Segment::Sealed(Arc::new(sealed)));
         }
         report.sealed_segments = segments.len();
+        let config = Arc::new(config);
         let mut state = State {
-            config: config.clone(),
+            config: Arc::clone(&config),
             segments,
             active: 0,
             frozen: VecDeque::new(),
@@ -205,7 +206,7 @@ impl Collection {
         let inner = Arc::new(Inner {
             name: name.to_string(),
             dir: dir.to_path_buf(),
-            config,
+            config: RwLock::new(config),
             storage,
             wal,
             writer: Mutex::new(()),
@@ -231,6 +232,7 @@ impl Collection {
                 config_seal_bytes,
                 diskvec_index::diskann::available_memory(),
             ),
+            rates: Default::default(),
         });
         search.join(&inner);
         let spawn = |what: &str, work: fn(Arc<Inner>)| {

@@ -134,7 +134,7 @@ impl Inner {
         Sealed::open(
             &self.storage,
             dir,
-            &self.config,
+            &self.config(),
             deleted,
             fields,
             cache,
@@ -148,7 +148,7 @@ impl Inner {
 
     /// Where a segment's nodes go on each storage path.
     pub(crate) fn segment_paths(&self, id: u64) -> Vec<PathBuf> {
-        self.config
+        self.config()
             .paths
             .iter()
             .map(|p| p.join(&self.name).join(format!("{id:016x}")))
@@ -316,7 +316,7 @@ impl Collection {
         }
         state.indexing_paused = !enabled;
         let full = state.growing(state.active).is_some_and(|g| {
-            g.read().unwrap_or_else(|e| e.into_inner()).len() >= self.inner.config.seal_threshold
+            g.read().unwrap_or_else(|e| e.into_inner()).len() >= self.inner.config().seal_threshold
         });
         let froze = enabled && full && state.freeze(inner.wal.last_op());
         drop(state);

@@ -260,25 +260,25 @@ impl Inner {
     }
 
     fn space(&self, using: &str) -> Result<Space> {
-        if let Some(index) = self.config.dense_space(using) {
-            let s = &self.config.dense[index];
+        if let Some(index) = self.config().dense_space(using) {
+            let s = &self.config().dense[index];
             return Ok(Space::Dense {
                 metric: s.metric,
                 dim: s.dim,
             });
         }
-        if let Some(index) = self.config.multi_space(using) {
-            let s = &self.config.multi[index];
+        if let Some(index) = self.config().multi_space(using) {
+            let s = &self.config().multi[index];
             return Ok(Space::Multi {
                 index,
                 metric: s.metric,
                 dim: s.dim,
             });
         }
-        match self.config.sparse_space(using) {
+        match self.config().sparse_space(using) {
             Some(index) => Ok(Space::Sparse {
                 index,
-                idf: self.config.sparse[index].modifier == SparseModifier::Idf,
+                idf: self.config().sparse[index].modifier == SparseModifier::Idf,
             }),
             None => Err(DbError::InvalidInput(format!(
                 "Not existing vector name error: {using}"

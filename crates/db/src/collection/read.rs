@@ -141,8 +141,8 @@ const BATCH_CHUNK: usize = 256;
 impl Inner {
     /// The dense space `name` names, by index, or a clear refusal.
     pub(crate) fn dense_space(&self, name: &str) -> Result<usize> {
-        self.config.dense_space(name).ok_or_else(|| {
-            let kind = if self.config.sparse_space(name).is_some() {
+        self.config().dense_space(name).ok_or_else(|| {
+            let kind = if self.config().sparse_space(name).is_some() {
                 "is a sparse space, searched with a sparse vector"
             } else {
                 "is not a vector space of it"
@@ -156,8 +156,8 @@ impl Inner {
 
     /// The sparse space `name` names, by index, or a clear refusal.
     pub(crate) fn sparse_space(&self, name: &str) -> Result<usize> {
-        self.config.sparse_space(name).ok_or_else(|| {
-            let kind = if self.config.dense_space(name).is_some() {
+        self.config().sparse_space(name).ok_or_else(|| {
+            let kind = if self.config().dense_space(name).is_some() {
                 "is a dense space, searched with a dense vector"
             } else {
                 "is not a sparse vector space of it"
@@ -170,7 +170,7 @@ impl Inner {
     }
 
     pub(crate) fn check_query_dimension(&self, space: &str, dim: usize) -> Result<()> {
-        let want = self.config.dense[self.dense_space(space)?].dim;
+        let want = self.config().dense[self.dense_space(space)?].dim;
         if dim != want {
             return Err(DbError::InvalidInput(crate::config::dimension_error(
                 want,
@@ -202,7 +202,7 @@ impl Inner {
                 limits::K.max
             )));
         }
-        let search_list = req.search_list.unwrap_or(self.config.search_list);
+        let search_list = req.search_list.unwrap_or(self.config().search_list);
         limits::SEARCH_LIST.check(search_list)?;
         Ok((wanted, search_list))
     }
@@ -227,7 +227,7 @@ impl Inner {
         req: &SearchRequest,
     ) -> Result<Vec<Vec<Hit>>> {
         let space = self.dense_space(&req.using)?;
-        let dim = self.config.dense[space].dim;
+        let dim = self.config().dense[space].dim;
         if !queries.len().is_multiple_of(dim) {
             return Err(DbError::InvalidInput(format!(
                 "queries hold {} numbers, not a whole number of rows of dimension {dim} \
@@ -250,7 +250,7 @@ impl Inner {
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
         let mut out = Vec::with_capacity(queries.len() / dim);
-        let metric = self.config.dense[space].metric;
+        let metric = self.config().dense[space].metric;
         for raw in queries.chunks(BATCH_CHUNK * dim) {
             // Each query is prepared for the metric once, for every segment.
             let mut chunk = raw.to_vec();
@@ -356,7 +356,7 @@ impl Inner {
         let mut query = query
             .checked()
             .map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
-        if self.config.sparse[space].modifier == SparseModifier::Idf {
+        if self.config().sparse[space].modifier == SparseModifier::Idf {
             let (points, per_term) = self.sparse_frequencies(space, &query.indices);
             for (value, df) in query.values.iter_mut().zip(per_term) {
                 *value *= idf(points, df);
@@ -426,17 +426,17 @@ impl Inner {
     /// Stored vectors by space name.
     pub(crate) fn named(&self, v: PointVectors) -> NamedVectors {
         let mut out = NamedVectors::new();
-        for (space, dense) in self.config.dense.iter().zip(v.dense) {
+        for (space, dense) in self.config().dense.iter().zip(v.dense) {
             if let Some(d) = dense {
                 out.insert(space.name.clone(), Vector::Dense(d));
             }
         }
-        for (space, sparse) in self.config.sparse.iter().zip(v.sparse) {
+        for (space, sparse) in self.config().sparse.iter().zip(v.sparse) {
             if let Some(s) = sparse {
                 out.insert(space.name.clone(), Vector::Sparse(s));
             }
         }
-        for (space, multi) in self.config.multi.iter().zip(v.multi) {
+        for (space, multi) in self.config().multi.iter().zip(v.multi) {
             if let Some(rows) = multi {
                 let rows = rows.chunks_exact(space.dim).map(<[f32]>::to_vec).collect();
                 out.insert(space.name.clone(), Vector::Multi(rows));

@@ -83,7 +83,7 @@ impl Inner {
     /// turns the sealed segments and the growing tail into one DiskANN segment, one search
     /// per query instead of several.
     pub(crate) fn merge_when_idle(&self) -> bool {
-        if self.config.idle_merge_ms == 0 {
+        if self.config().idle_merge_ms == 0 {
             return false;
         }
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
@@ -94,7 +94,7 @@ impl Inner {
         let total: usize = parts.iter().sum();
         let largest = parts.iter().copied().max().unwrap_or(0);
         parts.len() >= 2
-            && total <= self.config.max_segment_points
+            && total <= self.config().max_segment_points
             && total - largest >= (largest / 10).max(IDLE_MERGE_MIN_POINTS)
     }
 
@@ -102,12 +102,12 @@ impl Inner {
     /// segment: a merge of everything would then cover them all.
     pub(crate) fn everything_fits_one_segment(&self) -> bool {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        live_points(&state).sum::<usize>() <= self.config.max_segment_points
+        live_points(&state).sum::<usize>() <= self.config().max_segment_points
     }
 
     /// `merge_when_idle`, once no write has come for `idle_merge_ms`.
     pub(crate) fn idle_merge_due(&self) -> bool {
-        let quiet = std::time::Duration::from_millis(self.config.idle_merge_ms);
+        let quiet = std::time::Duration::from_millis(self.config().idle_merge_ms);
         super::lock(&self.last_write).elapsed() >= quiet && self.merge_when_idle()
     }
 
@@ -125,7 +125,7 @@ impl Inner {
             let live = state
                 .growing(id)
                 .map_or(0, |g| g.read().unwrap_or_else(|e| e.into_inner()).live());
-            if total + live > self.config.max_segment_points && !frozen.is_empty() {
+            if total + live > self.config().max_segment_points && !frozen.is_empty() {
                 break;
             }
             total += live;
@@ -156,7 +156,7 @@ impl Inner {
                     Segment::Growing(_) => {}
                 }
             }
-            if total <= self.config.max_segment_points {
+            if total <= self.config().max_segment_points {
                 return Some(Maintenance::MergeAll {
                     sealed,
                     frozen: state.frozen.iter().copied().collect(),
@@ -174,7 +174,7 @@ impl Inner {
             })
             .collect();
         for &(id, len, deleted) in &sealed {
-            if len > 0 && deleted as f64 / len as f64 > self.config.vacuum_threshold {
+            if len > 0 && deleted as f64 / len as f64 > self.config().vacuum_threshold {
                 return Some(Maintenance::Vacuum(id));
             }
         }
@@ -189,10 +189,10 @@ impl Inner {
             if !merge_all && picked.len() == MERGE_FAN_IN {
                 break;
             }
-            if total + live > self.config.max_segment_points && picked.len() >= 2 {
+            if total + live > self.config().max_segment_points && picked.len() >= 2 {
                 break;
             }
-            if total + live > self.config.max_segment_points {
+            if total + live > self.config().max_segment_points {
                 continue;
             }
             total += live;
@@ -238,7 +238,7 @@ impl Inner {
         };
         // Live points as of now, with where each came from; their dense vectors stay where
         // they are until the build streams them.
-        let mut points = SealInput::new(&self.config);
+        let mut points = SealInput::new(&self.config());
         let mut origin: Vec<Loc> = Vec::new();
         let mut checkpoint = None;
         // The live offsets of one source segment, taken with their ids, versions, payloads,

@@ -23,7 +23,7 @@ pub(crate) struct Loc {
 }
 
 pub(crate) struct State {
-    pub config: CollectionConfig,
+    pub config: Arc<CollectionConfig>,
     /// In id order: sealed segments, then frozen ones, then the active growing one.
     pub segments: BTreeMap<u64, Segment>,
     pub active: u64,

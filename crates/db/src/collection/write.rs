@@ -76,7 +76,7 @@ impl Inner {
     /// The log record of `operation`, refused (nothing written) if a payload's JSON is over
     /// the collection's limit: it is measured as it is written into the record.
     fn encode(&self, operation: &Operation) -> Result<RecordBuf> {
-        let max = self.config.max_payload_bytes;
+        let max = self.config().max_payload_bytes;
         RecordBuf::encode(|out| operation.encode_into(out, max)).map_err(|e| {
             DbError::InvalidInput(format!(
                 "point {}: payload is {} bytes; at most {max}",
@@ -109,7 +109,7 @@ impl Inner {
         }
         self.wake_indexer();
         // In interval mode the log's flusher makes the write durable within the interval.
-        if self.config.durability == crate::config::Durability::Sync {
+        if self.config().durability == crate::config::Durability::Sync {
             self.wal.wait_durable(op)?;
         }
         Ok(op)
@@ -218,10 +218,10 @@ impl Inner {
             match vector {
                 Vector::Dense(mut v) => {
                     let space = self
-                        .config
+                        .config()
                         .dense_space(&name)
                         .ok_or_else(|| refuse(self.unknown_space(&name, "dense")))?;
-                    let s = &self.config.dense[space];
+                    let s = &self.config().dense[space];
                     if v.len() != s.dim {
                         return Err(DbError::InvalidInput(crate::config::dimension_error(
                             s.dim,
@@ -239,17 +239,17 @@ impl Inner {
                 }
                 Vector::Sparse(v) => {
                     let space = self
-                        .config
+                        .config()
                         .sparse_space(&name)
                         .ok_or_else(|| refuse(self.unknown_space(&name, "sparse")))?;
                     out.set_sparse(space, v.checked().map_err(refuse)?);
                 }
                 Vector::Multi(rows) => {
                     let space = self
-                        .config
+                        .config()
                         .multi_space(&name)
                         .ok_or_else(|| refuse(self.unknown_space(&name, "multi")))?;
-                    let s = &self.config.multi[space];
+                    let s = &self.config().multi[space];
                     out.set_multi(space, self.checked_rows(&name, s, rows).map_err(refuse)?);
                 }
             }
@@ -289,7 +289,7 @@ impl Inner {
 
     /// Why a vector for space `name` of `kind` ("dense", "sparse" or "multi") is refused.
     fn unknown_space(&self, name: &str, kind: &str) -> String {
-        let c = &self.config;
+        let c = &self.config();
         let other = [
             ("dense", c.dense_space(name)),
             ("sparse", c.sparse_space(name)),
@@ -321,17 +321,17 @@ impl Inner {
         for (name, vector) in named {
             match vector {
                 Vector::Dense(v) => {
-                    if let Some(space) = self.config.dense_space(&name) {
+                    if let Some(space) = self.config().dense_space(&name) {
                         out.set_dense(space, v);
                     }
                 }
                 Vector::Sparse(v) => {
-                    if let Some(space) = self.config.sparse_space(&name) {
+                    if let Some(space) = self.config().sparse_space(&name) {
                         out.set_sparse(space, v);
                     }
                 }
                 Vector::Multi(rows) => {
-                    if let Some(space) = self.config.multi_space(&name) {
+                    if let Some(space) = self.config().multi_space(&name) {
                         out.set_multi(space, rows.concat());
                     }
                 }
@@ -483,8 +483,8 @@ impl Inner {
         let mut sparse = Vec::new();
         for name in names {
             match (
-                self.config.dense_space(name),
-                self.config.sparse_space(name),
+                self.config().dense_space(name),
+                self.config().sparse_space(name),
             ) {
                 (Some(i), _) => dense.push(i),
                 (_, Some(i)) => sparse.push(i),

@@ -27,11 +27,13 @@ mod index;
 mod model;
 mod parse;
 mod path;
+mod shape;
 
 pub(crate) use path::KeyPath;
 
 pub use index::{Candidates, PayloadIndex, PayloadIndexKind};
 pub use model::Filter;
+pub use shape::FieldUse;
 
 /// Why a filter (or a payload index request) was refused.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,163 @@
+//! Changing a collection's settings while it serves, and the strict-mode checks that read
+//! them (limits and rates: `crate::strict`).
+
+use std::sync::Arc;
+
+use super::{lock, Collection};
+use crate::config::CollectionConfig;
+use crate::strict::{CollectionSize, Rate, RateLimiter, StrictMode};
+use crate::{DbError, NamedVectors, Result};
+
+/// The read and write token buckets, made when strict mode first charges one and made anew
+/// when its rate changes.
+#[derive(Debug, Default)]
+pub(crate) struct Rates {
+    read: Option<RateLimiter>,
+    write: Option<RateLimiter>,
+}
+
+impl Collection {
+    /// Changes settings: `change` edits a copy, which must keep the collection's shape
+    /// (its spaces, storage paths, log place and durability); the manifest with the new
+    /// settings is written atomically before anything reads them. Writes and seals that
+    /// start afterwards use them (a new HNSW `m` applies to the next growing segment, a new
+    /// seal threshold to the next seal); what was built stays as built.
+    pub fn update_settings(
+        &self,
+        change: impl FnOnce(&mut CollectionConfig) -> Result<()>,
+    ) -> Result<()> {
+        let inner = &self.inner;
+        let mut manifest = lock(&inner.manifest);
+        inner.check_home()?;
+        let current = inner.config();
+        let mut next = (*current).clone();
+        change(&mut next)?;
+        next.check()?;
+        same_shape(&current, &next)?;
+        let mut written = manifest.clone();
+        written.config = next.clone();
+        written.generation += 1;
+        written.write(inner.storage.as_ref(), &inner.dir)?;
+        *manifest = written;
+        let next = Arc::new(next);
+        *inner.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&next);
+        inner
+            .state
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .config = next;
+        Ok(())
+    }
+
+    /// The strict-mode limits, when they are on.
+    pub fn strict_mode(&self) -> Option<StrictMode> {
+        let config = self.inner.config();
+        config
+            .strict_mode
+            .is_enabled()
+            .then(|| config.strict_mode.clone())
+    }
+
+    /// Spends `cost` of strict mode's read or write rate (nothing when strict mode is off
+    /// or sets no such rate).
+    pub fn charge(&self, rate: Rate, cost: usize) -> Result<()> {
+        let config = self.inner.config();
+        let strict = &config.strict_mode;
+        let limit = match rate {
+            Rate::Read => strict.read_rate_limit,
+            Rate::Write => strict.write_rate_limit,
+        };
+        let Some(per_minute) = limit.filter(|_| strict.is_enabled()) else {
+            return Ok(());
+        };
+        let mut rates = lock(&self.inner.rates);
+        let bucket = match rate {
+            Rate::Read => &mut rates.read,
+            Rate::Write => &mut rates.write,
+        };
+        if bucket.as_ref().is_none_or(|b| b.per_minute() != per_minute) {
+            *bucket = Some(RateLimiter::new(per_minute));
+        }
+        match bucket {
+            Some(b) => b.take(cost, rate),
+            None => Ok(()),
+        }
+    }
+
+    /// The live points and their dense vectors' bytes (4 per number), for the size limits.
+    pub fn size(&self) -> CollectionSize {
+        let points = self.count(None) as u64;
+        let numbers = self.inner.config().dense_numbers() as u64;
+        CollectionSize {
+            points,
+            vector_bytes: points * numbers * 4,
+        }
+    }
+
+    /// Strict mode's checks of a write that adds `count` points (or replaces their vectors):
+    /// batch size (`what` names it in the error: "upsert limit", "update limit"), the
+    /// collection's size, and each vector's length.
+    pub fn check_insert<'a>(
+        &self,
+        count: usize,
+        vectors: impl IntoIterator<Item = &'a NamedVectors>,
+        what: &str,
+    ) -> Result<()> {
+        let Some(strict) = self.strict_mode() else {
+            return Ok(());
+        };
+        StrictMode::check_limit(Some(count), strict.upsert_max_batchsize, what)?;
+        if strict.max_collection_vector_size_bytes.is_some() || strict.max_points_count.is_some() {
+            strict.check_size(&self.size())?;
+        }
+        for v in vectors {
+            strict.check_vectors(v.iter().map(|(n, v)| (n.as_str(), v)))?;
+        }
+        Ok(())
+    }
+
+    /// Strict mode's checks of a filter (`write`: of a filtered write).
+    pub fn check_filter(&self, filter: Option<&crate::Filter>, write: bool) -> Result<()> {
+        let (Some(strict), Some(filter)) = (self.strict_mode(), filter) else {
+            return Ok(());
+        };
+        strict.check_filter(filter, write, &self.payload_indexes())
+    }
+
+    /// Strict mode's check of a group-by key.
+    pub fn check_group_by(&self, key: &str) -> Result<()> {
+        let Some(strict) = self.strict_mode() else {
+            return Ok(());
+        };
+        strict.check_group_by(key, &self.payload_indexes())
+    }
+}
+
+/// Refuses a change of what the stored data depends on.
+fn same_shape(old: &CollectionConfig, new: &CollectionConfig) -> Result<()> {
+    let spaces = |c: &CollectionConfig| {
+        let dense: Vec<_> = c
+            .dense
+            .iter()
+            .chain(&c.multi)
+            .map(|s| (s.name.clone(), s.dim, s.metric))
+            .collect();
+        let sparse: Vec<_> = c.sparse.iter().map(|s| s.name.clone()).collect();
+        (dense, sparse)
+    };
+    let fixed = |what: &str| {
+        Err(DbError::InvalidInput(format!(
+            "{what} of a collection is fixed at creation"
+        )))
+    };
+    if spaces(old) != spaces(new) {
+        return fixed("the vector spaces (names, sizes, distances)");
+    }
+    if old.paths != new.paths || old.wal_path != new.wal_path {
+        return fixed("where the data lives (paths, wal_path)");
+    }
+    if old.durability != new.durability {
+        return fixed("the durability");
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! The settings a collection's body sets at creation and `PATCH /collections/{name}`
+//! changes later: strict mode, metadata, HNSW settings (the collection's and each space's),
+//! a sparse space's modifier, the vacuum threshold.
+
+use diskvec_db::{CollectionConfig, SparseModifier, StrictMode};
+use serde_json::Value;
+
+use crate::convert::opt_uint;
+use crate::envelope::ApiError;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+/// Applies every setting `body` names to `c`; what it does not name stays.
+pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
+    strict_and_metadata(c, body)?;
+    if let Some(h) = body.get("hnsw_config").filter(|h| !h.is_null()) {
+        if let Some(m) = opt_uint(h.get("m"), "hnsw_config.m")? {
+            c.hnsw_m = m;
+        }
+        if let Some(ef) = opt_uint(h.get("ef_construct"), "hnsw_config.ef_construct")? {
+            c.hnsw_ef_construction = ef;
+        }
+    }
+    if let Some(Value::Object(spaces)) = body.get("vectors") {
+        for (name, params) in spaces {
+            let space = c
+                .dense
+                .iter_mut()
+                .chain(c.multi.iter_mut())
+                .find(|s| s.name == *name)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "Wrong input: Not existing vector name error: {name}"
+                    ))
+                })?;
+            if let Some(h) = params.get("hnsw_config").filter(|h| !h.is_null()) {
+                let at = format!("vectors.{name}.hnsw_config");
+                if let Some(m) = opt_uint(h.get("m"), &format!("{at}.m"))? {
+                    space.hnsw.m = Some(m);
+                }
+                if let Some(ef) = opt_uint(h.get("ef_construct"), &format!("{at}.ef_construct"))? {
+                    space.hnsw.ef_construct = Some(ef);
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(spaces)) = body.get("sparse_vectors") {
+        for (name, params) in spaces {
+            let space = c
+                .sparse
+                .iter_mut()
+                .find(|s| s.name == *name)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "Wrong input: Not existing vector name error: {name}"
+                    ))
+                })?;
+            match params.get("modifier") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(m)) if m == "idf" => space.modifier = SparseModifier::Idf,
+                Some(Value::String(m)) if m == "none" => space.modifier = SparseModifier::None,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "sparse_vectors.{name}.modifier must be \"idf\" or \"none\", got {other}"
+                    )))
+                }
+            }
+        }
+    }
+    if let Some(o) = body.get("optimizers_config").filter(|o| !o.is_null()) {
+        match o.get("deleted_threshold") {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_f64().filter(|t| (0.0..=1.0).contains(t)) {
+                Some(t) => c.vacuum_threshold = t,
+                None => {
+                    return Err(ApiError::bad_request(format!(
+                        "optimizers_config.deleted_threshold must be from 0 to 1, got {v}"
+                    )))
+                }
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Strict mode (merged into what is set: a patch names only what it changes) and metadata
+/// (merged by key; a key set to null is removed).
+pub fn strict_and_metadata(c: &mut CollectionConfig, body: &Value) -> Result<()> {
+    if let Some(v) = body.get("strict_mode_config").filter(|v| !v.is_null()) {
+        let change: StrictMode = serde_json::from_value(v.clone())
+            .map_err(|e| ApiError::bad_request(format!("strict_mode_config: {e}")))?;
+        c.strict_mode.merge(change);
+    }
+    match body.get("metadata") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (key, value) in m {
+                if value.is_null() {
+                    c.metadata.remove(key);
+                } else {
+                    c.metadata.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "metadata must be a JSON object, got {other}"
+            )))
+        }
+    }
+    Ok(())
+}
