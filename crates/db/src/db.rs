@@ -216,6 +216,46 @@ impl Database {
         (self.search.limit(), self.search.usage())
     }
 
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        self.storage.as_ref()
+    }
+
+    /// Makes the collection files in `from` (a directory under `collections/`) collection
+    /// `name`: renamed into place in one step, then opened.
+    pub(crate) fn adopt_collection(&self, name: &str, from: &Path) -> Result<Arc<Collection>> {
+        let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
+        if all.contains_key(name) {
+            return Err(DbError::CollectionExists(name.to_string()));
+        }
+        if self.alias_map().contains_key(name) {
+            return Err(DbError::InvalidInput(format!(
+                "Can't create collection with name {name}. Alias with the same name already \
+                 exists"
+            )));
+        }
+        let dir = self.collection_dir(name);
+        let root = self.dir.join("collections");
+        self.storage.rename(from, &dir).map_err(file_error(&dir))?;
+        self.storage.sync_dir(&root).map_err(file_error(&root))?;
+        let grant = crate::search_memory::Grant {
+            share: 0.0,
+            navigation: true,
+            compact_codes: self.search.compact_codes(),
+        };
+        let c = Arc::new(Collection::open(
+            name,
+            &dir,
+            Arc::clone(&self.storage),
+            Arc::clone(&self.builds),
+            Arc::clone(&self.search),
+            grant,
+        )?);
+        all.insert(name.to_string(), Arc::clone(&c));
+        drop(all);
+        self.search.rebalance();
+        Ok(c)
+    }
+
     fn collection_dir(&self, name: &str) -> PathBuf {
         self.dir.join("collections").join(name)
     }

@@ -15,6 +15,9 @@ pub enum DbError {
     UnknownCollection(String),
     #[error("collection {0:?} already exists")]
     CollectionExists(String),
+    /// Something other than a collection or a point is not there (a snapshot).
+    #[error("{0}")]
+    NotFound(String),
     #[error("no point with id {0}")]
     PointNotFound(crate::PointId),
     #[error("bad filter: {0}")]

@@ -16,6 +16,7 @@ mod point;
 pub mod query;
 mod search_memory;
 mod segment;
+mod snapshot;
 pub mod storage;
 pub mod strict;
 mod vectors;
@@ -40,6 +41,7 @@ pub const MAX_RESULTS: usize = diskvec_index::limits::K.max;
 pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
+pub use snapshot::{file_checksum, SnapshotInfo};
 pub use strict::{CollectionSize, Rate, StrictMode};
 pub use vectors::{NamedVectors, SparseVector, Vector, MAX_SPARSE_ENTRIES};
 

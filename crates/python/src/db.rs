@@ -46,7 +46,7 @@ fn db_err(e: DbError) -> PyErr {
         | DbError::BadRequest(_)
         | DbError::BadFilter(_)
         | DbError::CollectionExists(_) => PyValueError::new_err(e.to_string()),
-        DbError::UnknownCollection(_) | DbError::PointNotFound(_) => {
+        DbError::UnknownCollection(_) | DbError::PointNotFound(_) | DbError::NotFound(_) => {
             PyKeyError::new_err(e.to_string())
         }
         DbError::Wal(diskvec_db::wal::WalError::RecordTooLarge { .. }) => {

@@ -75,7 +75,9 @@ impl From<DbError> for ApiError {
             DbError::InvalidInput(_) | DbError::BadRequest(_) | DbError::BadFilter(_) => {
                 StatusCode::BAD_REQUEST
             }
-            DbError::UnknownCollection(_) | DbError::PointNotFound(_) => StatusCode::NOT_FOUND,
+            DbError::UnknownCollection(_) | DbError::PointNotFound(_) | DbError::NotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
             DbError::CollectionExists(_) => StatusCode::CONFLICT,
             DbError::Unavailable(_) | DbError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             DbError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -90,6 +92,7 @@ impl From<DbError> for ApiError {
                 format!("Wrong input: Collection `{name}` already exists!")
             }
             DbError::PointNotFound(id) => format!("Not found: No point with id {id} found"),
+            DbError::NotFound(m) => format!("Not found: {m}"),
             DbError::InvalidInput(m) => format!("Wrong input: {m}"),
             DbError::BadRequest(m) => format!("Bad request: {m}"),
             other => other.to_string(),

@@ -15,6 +15,7 @@ mod payload_paths;
 mod points;
 mod query;
 mod settings;
+mod snapshots;
 mod strict;
 mod writes;
 
@@ -157,6 +158,23 @@ pub fn router(state: AppState) -> Router {
             post(matrix::offsets),
         )
         .route(&format!("{c}/points/query/batch"), post(query::query_batch))
+        .route(
+            &format!("{c}/snapshots"),
+            get(snapshots::list).post(snapshots::create),
+        )
+        .route(&format!("{c}/snapshots/recover"), put(snapshots::recover))
+        .route(
+            &format!("{c}/snapshots/{{snapshot}}"),
+            get(snapshots::download).delete(snapshots::delete),
+        )
+        .route(
+            "/snapshots",
+            get(snapshots::list_full).post(snapshots::create_full),
+        )
+        .route(
+            "/snapshots/{snapshot}",
+            get(snapshots::download_full).delete(snapshots::delete_full),
+        )
         .route("/metrics", get(prometheus))
         .route("/issues", get(issues).delete(clear_issues))
         .route("/telemetry", get(telemetry))

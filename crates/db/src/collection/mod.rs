@@ -15,6 +15,7 @@ mod query;
 mod read;
 mod rebuild;
 mod settings;
+mod snapshot;
 mod state;
 mod storage_io;
 mod superseded;

@@ -13,6 +13,7 @@ use tower::ServiceExt;
 pub struct Api {
     pub app: axum::Router,
     _dir: tempfile::TempDir,
+    snapshots: std::path::PathBuf,
 }
 
 impl Api {
@@ -20,9 +21,15 @@ impl Api {
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(Database::open(dir.path()).unwrap());
         Self {
+            snapshots: db.snapshots_dir(),
             app: router(AppState::new(db, keys)),
             _dir: dir,
         }
+    }
+
+    /// Where the database keeps its snapshots.
+    pub fn snapshots_dir(&self) -> &std::path::Path {
+        &self.snapshots
     }
 
     pub async fn raw(

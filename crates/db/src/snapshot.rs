@@ -1,0 +1,467 @@
+//! Snapshots: a collection (or every collection) packed into one tar file with its SHA-256,
+//! restorable on another database.
+//!
+//! ```text
+//! <db>/snapshots/<collection>/<name>.snapshot    a collection's snapshots
+//! <db>/snapshots/<name>.snapshot                 full snapshots
+//! <name>.snapshot.checksum                       beside each: its SHA-256, hex
+//!
+//! collection snapshot (tar):                     full snapshot (tar):
+//!   diskvec-snapshot.json  what it is              diskvec-snapshot.json
+//!   collection/manifest.dvc                        aliases.json
+//!   collection/segments/<id>/...                   collections/<name>.snapshot ...
+//!   collection/wal/...
+//! ```
+//! A snapshot is written under a temporary name and renamed when whole, so a listed
+//! snapshot is always complete. Restoring unpacks into a hidden directory (which an open
+//! removes, should the process die) and renames it into place: the collection appears whole
+//! or not at all.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::file_error;
+use crate::manifest::{Manifest, MANIFEST_FILE};
+use crate::{Collection, Database, DbError, Result};
+
+const EXTENSION: &str = "snapshot";
+const HEADER_FILE: &str = "diskvec-snapshot.json";
+const FORMAT: u32 = 1;
+
+/// One snapshot file, as listed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SnapshotInfo {
+    pub name: String,
+    /// UTC, `YYYY-MM-DDTHH:MM:SS`.
+    pub creation_time: Option<String>,
+    pub size: u64,
+    /// SHA-256 of the file, hex.
+    pub checksum: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    format: u32,
+    kind: String,
+    #[serde(default)]
+    collection: Option<String>,
+    #[serde(default)]
+    last_op: Option<u64>,
+}
+
+/// A writer that hashes what passes through it.
+struct Hashing<W> {
+    inner: W,
+    hash: Sha256,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of a file, hex.
+pub fn file_checksum(path: &Path) -> Result<String> {
+    let mut f = File::open(path).map_err(file_error(path))?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(file_error(path))?;
+        if n == 0 {
+            return Ok(hex(&hash.finalize()));
+        }
+        hash.update(&buf[..n]);
+    }
+}
+
+/// `YYYY-MM-DD-HH-MM-SS` and `YYYY-MM-DDTHH:MM:SS` of a UTC time (days from the epoch to
+/// a civil date: Howard Hinnant's algorithm).
+fn utc(secs: u64) -> (String, String) {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    (
+        format!("{y:04}-{mo:02}-{d:02}-{h:02}-{m:02}-{s:02}"),
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}"),
+    )
+}
+
+/// A snapshot name a caller gave: a plain file name of ours, never a path.
+fn check_snapshot_name(name: &str) -> Result<()> {
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\', '\0'])
+        && name.ends_with(&format!(".{EXTENSION}"));
+    if plain {
+        Ok(())
+    } else {
+        Err(DbError::NotFound(format!("Snapshot {name} not found")))
+    }
+}
+
+impl Database {
+    /// Where snapshots live: `<db>/snapshots`.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.dir().join("snapshots")
+    }
+
+    fn snapshot_dir_of(&self, collection: Option<&str>) -> Result<PathBuf> {
+        Ok(match collection {
+            Some(name) => {
+                let c = self.collection(name)?;
+                self.snapshots_dir().join(c.name())
+            }
+            None => self.snapshots_dir(),
+        })
+    }
+
+    /// Snapshots a collection (`Collection::copy_consistent`): consistent at one operation,
+    /// and restorable elsewhere with `restore_collection`.
+    pub fn create_snapshot(&self, collection: &str) -> Result<SnapshotInfo> {
+        let c = self.collection(collection)?;
+        let dir = self.snapshot_dir_of(Some(collection))?;
+        let staging = self.snapshots_dir().join(format!(".staging-{}", c.name()));
+        let _ = fs::remove_dir_all(&staging);
+        let copied = c.copy_consistent(&staging.join("collection"));
+        let packed = copied.and_then(|last_op| {
+            let header = Header {
+                format: FORMAT,
+                kind: "collection".into(),
+                collection: Some(c.name().to_string()),
+                last_op: Some(last_op),
+            };
+            write_archive(&dir, c.name(), &header, &|b| {
+                b.append_dir_all("collection", staging.join("collection"))
+            })
+        });
+        let _ = fs::remove_dir_all(&staging);
+        packed
+    }
+
+    /// Snapshots every collection, with the aliases.
+    pub fn create_full_snapshot(&self) -> Result<SnapshotInfo> {
+        let staging = self.snapshots_dir().join(".staging-full");
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging).map_err(file_error(&staging))?;
+        let built = (|| {
+            let mut parts = Vec::new();
+            for name in self.collection_names() {
+                let info = self.create_snapshot(&name)?;
+                let from = self.snapshots_dir().join(&name).join(&info.name);
+                let to = staging.join(format!("{name}.{EXTENSION}"));
+                fs::rename(&from, &to).map_err(file_error(&from))?;
+                let _ = fs::remove_file(from.with_extension("snapshot.checksum"));
+                parts.push(to);
+            }
+            let aliases = serde_json::to_vec(&self.aliases()).unwrap_or_default();
+            let header = Header {
+                format: FORMAT,
+                kind: "full".into(),
+                collection: None,
+                last_op: None,
+            };
+            write_archive(&self.snapshots_dir(), "full-snapshot", &header, &|b| {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(aliases.len() as u64);
+                h.set_mode(0o644);
+                h.set_cksum();
+                b.append_data(&mut h, "aliases.json", aliases.as_slice())?;
+                for p in &parts {
+                    let name = p.file_name().unwrap_or_default().to_string_lossy();
+                    b.append_path_with_name(p, format!("collections/{name}"))?;
+                }
+                Ok(())
+            })
+        })();
+        let _ = fs::remove_dir_all(&staging);
+        built
+    }
+
+    /// The snapshots of a collection (`None`: the full snapshots), oldest first.
+    pub fn list_snapshots(&self, collection: Option<&str>) -> Result<Vec<SnapshotInfo>> {
+        let dir = self.snapshot_dir_of(collection)?;
+        let mut out = Vec::new();
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return Ok(out);
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if check_snapshot_name(&name).is_err() {
+                continue;
+            }
+            let Ok(meta) = e.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            let created = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| utc(d.as_secs()).1);
+            let checksum = fs::read_to_string(dir.join(format!("{name}.checksum")))
+                .ok()
+                .map(|s| s.trim().to_string());
+            out.push(SnapshotInfo {
+                name,
+                creation_time: created,
+                size: meta.len(),
+                checksum,
+            });
+        }
+        out.sort_by(|a, b| (&a.creation_time, &a.name).cmp(&(&b.creation_time, &b.name)));
+        Ok(out)
+    }
+
+    /// The file of a listed snapshot (`NotFound` for any other name, paths included).
+    pub fn snapshot_file(&self, collection: Option<&str>, name: &str) -> Result<PathBuf> {
+        check_snapshot_name(name)?;
+        let path = self.snapshot_dir_of(collection)?.join(name);
+        if !path.is_file() {
+            return Err(DbError::NotFound(format!("Snapshot {name} not found")));
+        }
+        Ok(path)
+    }
+
+    pub fn delete_snapshot(&self, collection: Option<&str>, name: &str) -> Result<()> {
+        let path = self.snapshot_file(collection, name)?;
+        fs::remove_file(&path).map_err(file_error(&path))?;
+        let _ = fs::remove_file(path.with_extension("snapshot.checksum"));
+        Ok(())
+    }
+
+    /// Restores the collection snapshot at `archive` as collection `name`, replacing one
+    /// of that name (Qdrant's recovery). `checksum`, if given, must be the file's SHA-256.
+    pub fn restore_collection(
+        &self,
+        name: &str,
+        archive: &Path,
+        checksum: Option<&str>,
+    ) -> Result<Arc<Collection>> {
+        crate::db::check_name(name)?;
+        if let Some(want) = checksum {
+            let got = file_checksum(archive)?;
+            if !got.eq_ignore_ascii_case(want) {
+                return Err(DbError::BadRequest(format!(
+                    "Snapshot checksum mismatch: expected {want}, got {got}"
+                )));
+            }
+        }
+        let root = self.dir().join("collections");
+        let unpacked = root.join(format!(".restoring-{name}"));
+        let _ = fs::remove_dir_all(&unpacked);
+        let result = self.unpack_collection(archive, &unpacked).and_then(|()| {
+            let manifest = Manifest::read(self.storage(), &unpacked)?;
+            if !manifest.config.paths.is_empty() || manifest.config.wal_path.is_some() {
+                return Err(DbError::InvalidInput(
+                    "the snapshot's collection keeps files outside its directory".into(),
+                ));
+            }
+            sync_tree(&unpacked)?;
+            if self.collection_names().iter().any(|n| n == name) {
+                self.drop_collection(name)?;
+            }
+            self.adopt_collection(name, &unpacked)
+        });
+        let _ = fs::remove_dir_all(&unpacked);
+        result
+    }
+
+    fn unpack_collection(&self, archive: &Path, into: &Path) -> Result<()> {
+        let bad = |m: String| DbError::Corrupt {
+            path: archive.to_path_buf(),
+            message: m,
+        };
+        let file = File::open(archive).map_err(file_error(archive))?;
+        let mut tar = tar::Archive::new(file);
+        let mut header: Option<Header> = None;
+        fs::create_dir_all(into).map_err(file_error(into))?;
+        for entry in tar
+            .entries()
+            .map_err(|e| bad(format!("not a snapshot archive: {e}")))?
+        {
+            let mut entry = entry.map_err(|e| bad(format!("damaged archive: {e}")))?;
+            let path = entry
+                .path()
+                .map_err(|e| bad(format!("damaged archive: {e}")))?
+                .into_owned();
+            if path == Path::new(HEADER_FILE) {
+                let mut text = String::new();
+                entry
+                    .read_to_string(&mut text)
+                    .map_err(|e| bad(format!("damaged header: {e}")))?;
+                header =
+                    Some(serde_json::from_str(&text).map_err(|e| bad(format!("bad header: {e}")))?);
+                continue;
+            }
+            let Ok(inside) = path.strip_prefix("collection") else {
+                return Err(bad(format!("unexpected entry {}", path.display())));
+            };
+            if inside.as_os_str().is_empty() {
+                continue;
+            }
+            // `unpack_in` refuses entries that would land outside `into`.
+            let placed = entry
+                .unpack_in(into)
+                .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+            if !placed {
+                return Err(bad(format!("entry {} leaves the archive", path.display())));
+            }
+        }
+        let header =
+            header.ok_or_else(|| bad("no snapshot header: not a diskvec snapshot".into()))?;
+        if header.format != FORMAT || header.kind != "collection" {
+            return Err(bad(format!(
+                "a {} snapshot of format {}; this build restores collection snapshots of \
+                 format {FORMAT}",
+                header.kind, header.format
+            )));
+        }
+        // Entries were unpacked under `into/collection/`; the collection is that directory.
+        let nested = into.join("collection");
+        if !nested.join(MANIFEST_FILE).is_file() {
+            return Err(bad("the snapshot has no manifest".into()));
+        }
+        for name in fs::read_dir(&nested)
+            .map_err(file_error(&nested))?
+            .flatten()
+            .map(|e| e.file_name())
+        {
+            fs::rename(nested.join(&name), into.join(&name)).map_err(file_error(&nested))?;
+        }
+        fs::remove_dir(&nested).map_err(file_error(&nested))?;
+        Ok(())
+    }
+}
+
+/// Makes every file and directory under `dir` durable.
+fn sync_tree(dir: &Path) -> Result<()> {
+    for e in fs::read_dir(dir).map_err(file_error(dir))?.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            sync_tree(&path)?;
+        } else {
+            File::open(&path)
+                .and_then(|f| f.sync_all())
+                .map_err(file_error(&path))?;
+        }
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(file_error(dir))
+}
+
+/// Packs an archive into `dir/<prefix>-<time>.snapshot` (temporary name first), with its
+/// checksum file; both durable before this returns.
+fn write_archive(
+    dir: &Path,
+    prefix: &str,
+    header: &Header,
+    fill: &dyn Fn(&mut tar::Builder<Hashing<File>>) -> io::Result<()>,
+) -> Result<SnapshotInfo> {
+    fs::create_dir_all(dir).map_err(file_error(dir))?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (stamp, created) = utc(now);
+    let mut name = format!("{prefix}-{stamp}.{EXTENSION}");
+    let mut n = 1;
+    while dir.join(&name).exists() {
+        name = format!("{prefix}-{stamp}-{n}.{EXTENSION}");
+        n += 1;
+    }
+    let path = dir.join(&name);
+    let temp = dir.join(format!(".{name}.tmp"));
+    let file = File::create(&temp).map_err(file_error(&temp))?;
+    let mut builder = tar::Builder::new(Hashing {
+        inner: file,
+        hash: Sha256::new(),
+    });
+    builder.follow_symlinks(false);
+    let packed = (|| {
+        let head = serde_json::to_vec(header).unwrap_or_default();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(head.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        builder.append_data(&mut h, HEADER_FILE, head.as_slice())?;
+        fill(&mut builder)?;
+        let mut done = builder.into_inner()?;
+        done.flush()?;
+        done.inner.sync_all()?;
+        Ok::<_, io::Error>(hex(&done.hash.finalize()))
+    })();
+    let checksum = match packed {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = fs::remove_file(&temp);
+            return Err(DbError::File {
+                path: path.clone(),
+                source: e,
+            });
+        }
+    };
+    let sum_path = dir.join(format!("{name}.checksum"));
+    fs::write(&sum_path, &checksum).map_err(file_error(&sum_path))?;
+    fs::rename(&temp, &path).map_err(file_error(&path))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(file_error(dir))?;
+    let size = fs::metadata(&path).map_err(file_error(&path))?.len();
+    Ok(SnapshotInfo {
+        name,
+        creation_time: Some(created),
+        size,
+        checksum: Some(checksum),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates_are_civil_dates() {
+        assert_eq!(utc(0).1, "1970-01-01T00:00:00");
+        assert_eq!(utc(951_782_400).1, "2000-02-29T00:00:00");
+        assert_eq!(utc(1_795_737_599).0, "2026-11-26-23-59-59");
+    }
+
+    #[test]
+    fn snapshot_names_are_plain_file_names() {
+        assert!(check_snapshot_name("c-2026-11-27-10-00-00.snapshot").is_ok());
+        for bad in [
+            "/etc/passwd",
+            "../../x.snapshot",
+            ".hidden.snapshot",
+            "x.tar",
+            "",
+        ] {
+            assert!(check_snapshot_name(bad).is_err(), "{bad}");
+        }
+    }
+}
