@@ -22,7 +22,7 @@ mod writes;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::{RawQuery, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -229,30 +229,13 @@ async fn ready() -> &'static str {
     "all shards are ready"
 }
 
-async fn prometheus(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let text = blocking(move || {
-        let figures = metrics::collection_figures(&s.db);
-        Ok(metrics::prometheus(&s.metrics, &figures))
-    })
-    .await?;
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+async fn prometheus(State(s): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    metrics::page(&s, true, query.as_deref()).await
 }
 
-async fn telemetry(State(s): State<AppState>) -> Result<Response, ApiError> {
-    let t = Instant::now();
-    let result = blocking(move || {
-        let figures = metrics::collection_figures(&s.db);
-        Ok(metrics::telemetry(&s.metrics, &figures))
-    })
-    .await?;
-    Ok(envelope::ok(result, t))
+/// `/telemetry`: diskvec's figures as JSON, or Qdrant's `TelemetryData` at `details_level`.
+async fn telemetry(State(s): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    metrics::page(&s, false, query.as_deref()).await
 }
 
 /// A collection's strict mode bounds the `?timeout=` a request on it may ask for.

@@ -169,7 +169,8 @@ fn source(location: &str, snapshots: &FsPath) -> Result<Source, ApiError> {
         return Ok(Source::File(real));
     }
     if location.starts_with("http://") {
-        let host = location["http://".len()..]
+        let host = location
+            .trim_start_matches("http://")
             .split(['/', '?'])
             .next()
             .unwrap_or_default();
