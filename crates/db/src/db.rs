@@ -224,15 +224,7 @@ impl Database {
     /// `name`: renamed into place in one step, then opened.
     pub(crate) fn adopt_collection(&self, name: &str, from: &Path) -> Result<Arc<Collection>> {
         let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
-        if all.contains_key(name) {
-            return Err(DbError::CollectionExists(name.to_string()));
-        }
-        if self.alias_map().contains_key(name) {
-            return Err(DbError::InvalidInput(format!(
-                "Can't create collection with name {name}. Alias with the same name already \
-                 exists"
-            )));
-        }
+        self.check_free(&all, name)?;
         let dir = self.collection_dir(name);
         let root = self.dir.join("collections");
         self.storage.rename(from, &dir).map_err(file_error(&dir))?;
@@ -256,6 +248,20 @@ impl Database {
         Ok(c)
     }
 
+    /// `name` is neither a collection nor an alias.
+    fn check_free(&self, all: &BTreeMap<String, Arc<Collection>>, name: &str) -> Result<()> {
+        if all.contains_key(name) {
+            return Err(DbError::CollectionExists(name.to_string()));
+        }
+        if self.alias_map().contains_key(name) {
+            return Err(DbError::InvalidInput(format!(
+                "Can't create collection with name {name}. Alias with the same name already \
+                 exists"
+            )));
+        }
+        Ok(())
+    }
+
     fn collection_dir(&self, name: &str) -> PathBuf {
         self.dir.join("collections").join(name)
     }
@@ -268,15 +274,7 @@ impl Database {
         check_name(name)?;
         config.check()?;
         let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
-        if all.contains_key(name) {
-            return Err(DbError::CollectionExists(name.to_string()));
-        }
-        if self.alias_map().contains_key(name) {
-            return Err(DbError::InvalidInput(format!(
-                "Can't create collection with name {name}. Alias with the same name already \
-                 exists"
-            )));
-        }
+        self.check_free(&all, name)?;
         let dir = self.collection_dir(name);
         let c = Arc::new(Collection::create(
             name,

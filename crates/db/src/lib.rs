@@ -5,6 +5,7 @@
 mod aliases;
 mod background;
 mod build_memory;
+mod clock;
 mod collection;
 mod config;
 mod db;
@@ -38,6 +39,7 @@ pub use diskvec_vector::Metric;
 pub use error::{DbError, Result};
 /// Most results one search, query or scroll page returns (offset included).
 pub const MAX_RESULTS: usize = diskvec_index::limits::K.max;
+pub use clock::UtcTime;
 pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};

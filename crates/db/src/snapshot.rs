@@ -90,25 +90,11 @@ pub fn file_checksum(path: &Path) -> Result<String> {
     }
 }
 
-/// `YYYY-MM-DD-HH-MM-SS` and `YYYY-MM-DDTHH:MM:SS` of a UTC time (days from the epoch to
-/// a civil date: Howard Hinnant's algorithm).
+/// `YYYY-MM-DD-HH-MM-SS` (for names) and `YYYY-MM-DDTHH:MM:SS` of a UTC time.
 fn utc(secs: u64) -> (String, String) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    (
-        format!("{y:04}-{mo:02}-{d:02}-{h:02}-{m:02}-{s:02}"),
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}"),
-    )
+    let t = crate::UtcTime::from_unix(secs);
+    let iso = t.iso();
+    (iso.replace(['T', ':'], "-"), iso)
 }
 
 /// A snapshot name a caller gave: a plain file name of ours, never a path.
@@ -445,9 +431,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn utc_dates_are_civil_dates() {
-        assert_eq!(utc(0).1, "1970-01-01T00:00:00");
-        assert_eq!(utc(951_782_400).1, "2000-02-29T00:00:00");
+    fn names_carry_the_time_with_dashes() {
         assert_eq!(utc(1_795_737_599).0, "2026-11-26-23-59-59");
     }
 

@@ -166,25 +166,8 @@ fn segment_uuid(collection: &str, id: u64) -> String {
 /// RFC 3339 in UTC with microseconds (Qdrant's `last_responded`, `startup`).
 fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_micros()
-    )
+    let t = diskvec_db::UtcTime::from_unix(d.as_secs());
+    format!("{}.{:06}Z", t.iso(), d.subsec_micros())
 }
 
 /// A route as Qdrant names it: its path templates call the collection `{collection_name}`
