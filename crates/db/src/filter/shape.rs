@@ -81,6 +81,10 @@ fn list_len(list: &ValueList) -> usize {
 
 fn answering_kinds(check: &FieldCheck) -> &'static [&'static str] {
     match check {
+        // An empty list has no type: either kind of index answers it.
+        FieldCheck::Any(list) | FieldCheck::Except(list) if list.is_empty() => {
+            &["keyword", "uuid", "integer"]
+        }
         FieldCheck::Value(MatchValue::Keyword(_))
         | FieldCheck::Any(ValueList::Keywords(_))
         | FieldCheck::Except(ValueList::Keywords(_)) => &["keyword", "uuid"],
@@ -115,5 +119,8 @@ mod tests {
         assert_eq!(f.condition_count(), 4);
         assert_eq!(f.largest_condition(), 3);
         assert_eq!(Filter::default().condition_count(), 0);
+        let empty =
+            Filter::from_json(&json!({"must": [{"key": "n", "match": {"any": []}}]})).unwrap();
+        assert!(empty.field_uses()[0].kinds.contains(&"integer"));
     }
 }
