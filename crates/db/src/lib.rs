@@ -26,7 +26,7 @@ pub mod wal;
 pub use aliases::AliasAction;
 pub use collection::{
     Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
-    SearchRequest, SegmentInfo, Status, TaskInfo, MAX_BATCH, MAX_PAYLOAD_DEPTH,
+    SearchRequest, SegmentInfo, Status, TaskInfo, UpsertMode, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
 pub use config::{
     dimension_error, parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability,

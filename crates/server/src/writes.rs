@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use diskvec_db::{Collection, PointId, Rate};
+use diskvec_db::{Collection, PointId, Rate, UpsertMode};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -130,6 +130,30 @@ fn vector_updates(body: &Value) -> Result<Vec<(PointId, diskvec_db::NamedVectors
     Ok(points)
 }
 
+/// Qdrant's `update_mode` of an upsert: `upsert` (the default), `insert_only`,
+/// `update_only`.
+fn upsert_mode(v: Option<&Value>) -> Result<UpsertMode, ApiError> {
+    Ok(match v {
+        None | Some(Value::Null) => UpsertMode::Upsert,
+        Some(Value::String(m)) if m == "upsert" => UpsertMode::Upsert,
+        Some(Value::String(m)) if m == "insert_only" => UpsertMode::InsertOnly,
+        Some(Value::String(m)) if m == "update_only" => UpsertMode::UpdateOnly,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "update_mode must be \"upsert\", \"insert_only\" or \"update_only\", got {other}"
+            )))
+        }
+    })
+}
+
+/// `update_filter`: existing points are changed only where their stored payload matches
+/// it (strict mode checks it as a write's filter).
+fn update_filter(col: &Collection, body: &Value) -> Result<Option<diskvec_db::Filter>, ApiError> {
+    let f = filter(body.get("update_filter"))?;
+    col.check_filter(f.as_ref(), true)?;
+    Ok(f)
+}
+
 /// Applies one write (a blocking call: run it off the async threads); returns its
 /// operation number. An upsert given a `deadline` is refused unwritten once it passes.
 fn apply(
@@ -151,6 +175,8 @@ fn apply(
     };
     Ok(match write {
         Write::Upsert => {
+            let mode = upsert_mode(body.get("update_mode"))?;
+            let only = update_filter(col, &body)?;
             let points = upsert_points(body)?;
             col.check_insert(
                 points.len(),
@@ -158,10 +184,7 @@ fn apply(
                 "upsert limit",
             )?;
             col.charge(Rate::Write, points.len().max(1))?;
-            match deadline {
-                Some(d) => col.upsert_within(points, d)?,
-                None => col.upsert(points)?,
-            }
+            col.upsert_if(points, mode, only.as_ref(), deadline)?
         }
         Write::Delete => match target(&body)? {
             Target::Ids(ids) => {
@@ -186,9 +209,13 @@ fn apply(
         Write::ClearPayload => col.clear_payload(&ids(&body)?)?,
         Write::UpdateVectors => {
             let points = vector_updates(&body)?;
+            let only = update_filter(col, &body)?;
             col.check_insert(points.len(), points.iter().map(|p| &p.1), "update limit")?;
             col.charge(Rate::Write, points.len().max(1))?;
-            col.update_vectors(points)?
+            match only {
+                Some(f) => col.update_vectors_where(points, &f)?,
+                None => col.update_vectors(points)?,
+            }
         }
         Write::DeleteVectors => {
             let names = string_list(

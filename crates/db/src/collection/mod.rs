@@ -35,7 +35,7 @@ pub(crate) use open::{navigation_file_bytes, search_demand};
 pub use read::{Hit, Record, SearchRequest};
 pub use storage_io::PathIo;
 pub use task::TaskInfo;
-pub use write::{MAX_BATCH, MAX_PAYLOAD_DEPTH};
+pub use write::{UpsertMode, MAX_BATCH, MAX_PAYLOAD_DEPTH};
 
 use crate::config::CollectionConfig;
 use crate::manifest::Manifest;

@@ -352,6 +352,46 @@ impl Inner {
         self.write(Operation::Upsert(points), deadline)
     }
 
+    /// An upsert that writes only some of `points`, chosen under the writer lock by what is
+    /// stored now: `mode` by whether a point exists, `update_filter` (for points that exist)
+    /// by its stored payload. The chosen points are logged as an ordinary upsert.
+    pub(crate) fn upsert_if(
+        &self,
+        points: Vec<PointRecord>,
+        mode: UpsertMode,
+        update_filter: Option<&Filter>,
+        deadline: Option<Instant>,
+    ) -> Result<u64> {
+        if mode == UpsertMode::Upsert && update_filter.is_none() {
+            return self.upsert(points, deadline);
+        }
+        let points = self.check_points(points)?;
+        if points.is_empty() {
+            return Ok(self.wal.last_op());
+        }
+        self.pace(points.len(), deadline);
+        self.wait_for_room(deadline)?;
+        let guard = lock(&self.writer);
+        let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
+        let stored = self.records(&ids, update_filter.is_some(), false)?;
+        let chosen: Vec<StoredPoint> = points
+            .into_iter()
+            .filter(|p| match stored.iter().find(|r| r.id == p.id) {
+                None => mode != UpsertMode::UpdateOnly,
+                Some(r) => {
+                    mode != UpsertMode::InsertOnly
+                        && update_filter.is_none_or(|f| f.matches(r.id, r.payload.as_ref()))
+                }
+            })
+            .collect();
+        if chosen.is_empty() {
+            return Ok(self.wal.last_op());
+        }
+        let operation = Operation::Upsert(chosen);
+        let record = self.encode(&operation)?;
+        self.log_and_apply(guard, operation, record)
+    }
+
     pub(crate) fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
         if ids.len() > MAX_BATCH {
             return Err(DbError::InvalidInput(format!(
@@ -403,6 +443,17 @@ impl Inner {
         ids: &[PointId],
         change: &dyn Fn(&mut StoredPoint) -> Result<()>,
     ) -> Result<u64> {
+        self.update_points_if(ids, None, change)
+    }
+
+    /// `update_points`, leaving the points whose stored payload does not match `only` as
+    /// they are.
+    pub(crate) fn update_points_if(
+        &self,
+        ids: &[PointId],
+        only: Option<&Filter>,
+        change: &dyn Fn(&mut StoredPoint) -> Result<()>,
+    ) -> Result<u64> {
         if ids.len() > MAX_BATCH {
             return Err(DbError::InvalidInput(format!(
                 "{} ids in one update; at most {MAX_BATCH}",
@@ -428,6 +479,9 @@ impl Inner {
         }
         let mut points = Vec::with_capacity(records.len());
         for r in records {
+            if only.is_some_and(|f| !f.matches(r.id, r.payload.as_ref())) {
+                continue;
+            }
             // The vectors are stored ones, already prepared: preparing twice would move
             // them by rounding.
             let mut p = StoredPoint {
@@ -448,7 +502,11 @@ impl Inner {
 
     /// Sets the vectors given of existing points (in the spaces named; their other vectors
     /// and payloads are kept). A point listed several times takes its changes in order.
-    pub(crate) fn update_vectors(&self, points: Vec<(PointId, NamedVectors)>) -> Result<u64> {
+    pub(crate) fn update_vectors(
+        &self,
+        points: Vec<(PointId, NamedVectors)>,
+        only: Option<&Filter>,
+    ) -> Result<u64> {
         let mut checked = Vec::with_capacity(points.len());
         for (id, named) in points {
             if named.is_empty() {
@@ -459,7 +517,7 @@ impl Inner {
             checked.push((id, self.checked_vectors(id, named)?));
         }
         let ids: Vec<PointId> = checked.iter().map(|(id, _)| *id).collect();
-        self.update_points(&ids, &|p| {
+        self.update_points_if(&ids, only, &|p| {
             for (_, given) in checked.iter().filter(|(id, _)| *id == p.id) {
                 for (space, v) in given.dense.iter().enumerate() {
                     if let Some(v) = v {
@@ -525,6 +583,20 @@ impl Collection {
         self.inner.upsert(points, Some(deadline))
     }
 
+    /// `upsert` of the points `mode` and `update_filter` choose, by what is stored when
+    /// the write takes its turn: `InsertOnly` skips points that exist, `UpdateOnly` points
+    /// that do not, and `update_filter` skips existing points whose stored payload does not
+    /// match it (Qdrant's `update_mode` and `update_filter`). Returns the op number.
+    pub fn upsert_if(
+        &self,
+        points: Vec<PointRecord>,
+        mode: UpsertMode,
+        update_filter: Option<&Filter>,
+        deadline: Option<Instant>,
+    ) -> Result<u64> {
+        self.inner.upsert_if(points, mode, update_filter, deadline)
+    }
+
     /// Deletes points by id (unknown ids are ignored).
     pub fn delete(&self, ids: Vec<PointId>) -> Result<u64> {
         self.inner.delete(ids)
@@ -567,13 +639,35 @@ impl Collection {
     /// and their payloads are kept); a point listed twice takes both changes, in order. An
     /// unknown id is refused (`DbError::PointNotFound`) and nothing is written.
     pub fn update_vectors(&self, points: Vec<(PointId, NamedVectors)>) -> Result<u64> {
-        self.inner.update_vectors(points)
+        self.inner.update_vectors(points, None)
+    }
+
+    /// `update_vectors` of the listed points whose stored payload matches `only` (Qdrant's
+    /// `update_filter`); the others are left as they are.
+    pub fn update_vectors_where(
+        &self,
+        points: Vec<(PointId, NamedVectors)>,
+        only: &Filter,
+    ) -> Result<u64> {
+        self.inner.update_vectors(points, Some(only))
     }
 
     /// Removes the vectors of `ids` in the spaces `names`; an unknown space is refused.
     pub fn delete_vectors(&self, ids: &[PointId], names: &[String]) -> Result<u64> {
         self.inner.delete_vectors(ids, names)
     }
+}
+
+/// Which points of an upsert are written (`Collection::upsert_if`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpsertMode {
+    /// Every point: new ones inserted, existing ones replaced.
+    #[default]
+    Upsert,
+    /// New points only; existing ones are left as they are.
+    InsertOnly,
+    /// Existing points only; new ones are not created.
+    UpdateOnly,
 }
 
 #[cfg(test)]
