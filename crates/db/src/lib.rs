@@ -25,7 +25,7 @@ pub mod wal;
 
 pub use aliases::AliasAction;
 pub use collection::{
-    Collection, CollectionInfo, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
+    Collection, CollectionInfo, FacetValue, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
     SearchRequest, SegmentInfo, Status, TaskInfo, UpsertMode, MAX_BATCH, MAX_PAYLOAD_DEPTH,
 };
 pub use config::{

@@ -42,6 +42,10 @@ pub struct Manifest {
     pub config: CollectionConfig,
     /// (field, index kind name) of every payload index.
     pub payload_indexes: Vec<(String, String)>,
+    /// The options an index was created with (Qdrant's `field_schema` object), by field;
+    /// kept and shown, absent for one created by its kind's name alone.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub payload_index_params: std::collections::BTreeMap<String, serde_json::Value>,
     pub segments: Vec<SegmentEntry>,
     /// Every operation up to here is in the sealed segments (and their deleted bitmaps);
     /// recovery replays the log from the next one.
@@ -56,6 +60,7 @@ impl Manifest {
         Self {
             config,
             payload_indexes: Vec::new(),
+            payload_index_params: Default::default(),
             segments: Vec::new(),
             checkpoint_op: 0,
             next_segment_id: 1,

@@ -103,3 +103,27 @@ fn strict_mode_stops_writes_that_grow_a_full_collection() {
     c.check_insert(1, [point(5)].iter().map(|p| &p.vectors), "upsert limit")
         .unwrap();
 }
+
+#[test]
+fn payload_index_options_are_kept_with_their_index_and_go_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = serde_json::json!({"type": "keyword", "is_tenant": true});
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let c = db
+            .create_collection("c", CollectionConfig::new(2, Metric::L2))
+            .unwrap();
+        c.create_payload_index_with("city", "keyword", Some(options.clone()))
+            .unwrap();
+        c.create_payload_index("n", "integer").unwrap();
+        c.create_payload_index_with("gone", "keyword", Some(options.clone()))
+            .unwrap();
+        c.delete_payload_index("gone").unwrap();
+    }
+    let db = Database::open(dir.path()).unwrap();
+    let c = db.collection("c").unwrap();
+    let params = c.payload_index_params();
+    assert_eq!(params.len(), 1, "{params:?}");
+    assert_eq!(params["city"], options);
+    assert_eq!(c.info().payload_index_params, params);
+}

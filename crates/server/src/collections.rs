@@ -122,17 +122,29 @@ pub async fn create_index(
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::bad_request("field_name is missing"))?
         .to_string();
-    let kind = match body.get("field_schema") {
-        Some(Value::String(k)) => k.clone(),
-        Some(Value::Object(m)) => m
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ApiError::bad_request("field_schema.type is missing"))?
-            .to_string(),
+    let (kind, params) = match body.get("field_schema") {
+        Some(Value::String(k)) => (k.clone(), None),
+        Some(schema @ Value::Object(m)) => {
+            let kind = m
+                .get("type")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ApiError::bad_request("field_schema.type is missing"))?;
+            let off = |k: &str| m.get(k) == Some(&Value::Bool(false));
+            if kind == "integer" && off("lookup") && off("range") {
+                return Err(ApiError {
+                    status: axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                    message: "Validation error: the 'lookup' and 'range' capabilities can't \
+                              be both disabled"
+                        .into(),
+                    retry_after: None,
+                });
+            }
+            (kind.to_string(), Some(schema.clone()))
+        }
         _ => return Err(ApiError::bad_request("field_schema is missing")),
     };
     let col = s.db.collection(&name)?;
-    blocking(move || Ok(col.create_payload_index(&field, &kind)?)).await?;
+    blocking(move || Ok(col.create_payload_index_with(&field, &kind, params)?)).await?;
     Ok(ok(json!({"operation_id": 0, "status": "completed"}), t))
 }
 

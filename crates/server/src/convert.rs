@@ -855,10 +855,11 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
         .iter()
         .zip(indexed)
         .map(|((field, kind), points)| {
-            (
-                field.clone(),
-                json!({"data_type": kind, "params": {"type": kind}, "points": points}),
-            )
+            let mut entry = json!({"data_type": kind, "points": points});
+            if let Some(params) = info.payload_index_params.get(field) {
+                entry["params"] = params.clone();
+            }
+            (field.clone(), entry)
         })
         .collect();
     json!({

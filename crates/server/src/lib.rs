@@ -135,6 +135,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route(&format!("{c}/points/scroll"), post(points::scroll))
         .route(&format!("{c}/points/count"), post(points::count))
+        .route(&format!("{c}/facet"), post(points::facet))
         .route(&format!("{c}/points/search"), post(points::search))
         .route(
             &format!("{c}/points/search/batch"),

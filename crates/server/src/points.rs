@@ -296,3 +296,25 @@ pub async fn search_batch(
     let out = run_searches(&s, &name, searches).await?;
     Ok(ok(out, t))
 }
+
+/// `POST /collections/{name}/facet`: `{"key", "filter"?, "limit"? (10), "exact"?}`; the
+/// counts are always exact.
+pub async fn facet(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let body = parse_body(&body)?;
+    crate::strict::read(&col, &body)?;
+    let key = body
+        .get("key")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::validation("key: must be a payload key"))?
+        .to_string();
+    let f = filter(body.get("filter"))?;
+    let limit = opt_positive(body.get("limit"), "limit")?.unwrap_or(10);
+    let hits = blocking(move || Ok(col.facet(&key, f.as_ref(), limit)?)).await?;
+    let hits: Vec<Value> = hits
+        .into_iter()
+        .map(|(value, count)| json!({"value": value.to_json(), "count": count}))
+        .collect();
+    Ok(ok(json!({"hits": hits}), t))
+}

@@ -10,6 +10,17 @@ impl Collection {
     /// Indexes `field` as `kind` ("keyword" or "integer") in every segment; returns once
     /// the manifest records it.
     pub fn create_payload_index(&self, field: &str, kind: &str) -> Result<()> {
+        self.create_payload_index_with(field, kind, None)
+    }
+
+    /// `create_payload_index`, keeping the options it was asked with (`params`: Qdrant's
+    /// `field_schema` object) to show them; they are not interpreted.
+    pub fn create_payload_index_with(
+        &self,
+        field: &str,
+        kind: &str,
+        params: Option<serde_json::Value>,
+    ) -> Result<()> {
         let kind = PayloadIndexKind::from_name(kind)
             .map_err(|e| crate::DbError::InvalidInput(e.to_string()))?;
         PayloadIndex::check_key(field).map_err(|e| crate::DbError::InvalidInput(e.to_string()))?;
@@ -44,7 +55,19 @@ impl Collection {
                 }
             }
         }
+        {
+            let mut manifest = lock(&inner.manifest);
+            match params {
+                Some(p) => manifest.payload_index_params.insert(field.to_string(), p),
+                None => manifest.payload_index_params.remove(field),
+            };
+        }
         inner.write_manifest(None)
+    }
+
+    /// The options each index was created with, where it was given some.
+    pub fn payload_index_params(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+        lock(&self.inner.manifest).payload_index_params.clone()
     }
 
     /// Drops the index of `field` (no error if there was none).

@@ -57,6 +57,8 @@ pub struct CollectionInfo {
     pub indexed_points: usize,
     pub segments: Vec<SegmentInfo>,
     pub payload_indexes: Vec<(String, String)>,
+    /// The options of the indexes created with some (`create_payload_index_with`).
+    pub payload_index_params: std::collections::BTreeMap<String, serde_json::Value>,
     pub config: CollectionConfig,
     pub last_op: u64,
     pub wal_bytes: u64,
@@ -112,6 +114,9 @@ pub struct SearchMemoryInfo {
 impl Collection {
     pub fn info(&self) -> CollectionInfo {
         let inner = &self.inner;
+        // Before the state lock: a manifest write holds the manifest lock while it reads
+        // the state.
+        let payload_index_params = lock(&inner.manifest).payload_index_params.clone();
         let (busy, error, seals_done, rebuilds_done, merge_all) = {
             let bg = lock(&inner.background);
             (
@@ -186,6 +191,7 @@ impl Collection {
                 .iter()
                 .map(|(f, k)| (f.clone(), k.name().to_string()))
                 .collect(),
+            payload_index_params,
             config: (*inner.config()).clone(),
             last_op: inner.wal.last_op(),
             wal_bytes: stats.bytes,

@@ -5,6 +5,7 @@
 //! log to be durable outside both locks, so concurrent writers share one flush. Searches
 //! take a snapshot of the segment list and never wait for sealing.
 
+mod facet;
 mod indexer;
 mod indexes;
 mod info;
@@ -29,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 
+pub use facet::FacetValue;
 pub use info::{CollectionInfo, SearchMemoryInfo, SegmentInfo, Status};
 pub use open::RecoveryReport;
 pub(crate) use open::{navigation_file_bytes, search_demand};

@@ -227,6 +227,8 @@ impl Inner {
                 .iter()
                 .map(|(f, k)| (f.clone(), k.name().to_string()))
                 .collect();
+            next.payload_index_params
+                .retain(|f, _| next.payload_indexes.iter().any(|(g, _)| g == f));
             next.next_segment_id = state.next_segment_id;
             next.segments.clear();
             for (&id, s) in &state.segments {
