@@ -146,10 +146,25 @@ pub fn sparse_vector(v: &Value, what: &str) -> Result<SparseVector> {
 
 /// A multivector: a list of rows of numbers.
 pub fn multi_rows(rows: &[Value], what: &str) -> Result<Vec<Vec<f32>>> {
-    rows.iter()
+    let rows = rows
+        .iter()
         .enumerate()
         .map(|(i, row)| dense_vector(row, &format!("{what}[{i}]")))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    // Qdrant's validation words (its suite checks them).
+    if rows.iter().any(Vec::is_empty) {
+        return Err(ApiError::validation(format!(
+            "{what}.data: all vectors must be non-empty"
+        )));
+    }
+    if let Some(odd) = rows.iter().find(|r| r.len() != rows[0].len()) {
+        return Err(ApiError::validation(format!(
+            "{what}.data: all vectors must have the same dimension, found vector with \
+             dimension {}",
+            odd.len()
+        )));
+    }
+    Ok(rows)
 }
 
 /// One vector of a point: a list of numbers (dense) or `{indices, values}` (sparse).
@@ -158,6 +173,9 @@ fn one_vector(v: &Value, what: &str) -> Result<Vector> {
         Value::Array(a) if a.first().is_some_and(Value::is_array) => {
             Ok(Vector::Multi(multi_rows(a, what)?))
         }
+        Value::Array(a) if a.is_empty() => Err(ApiError::validation(format!(
+            "{what}: dense vector must not be empty"
+        ))),
         Value::Array(_) => Ok(Vector::Dense(dense_vector(v, what)?)),
         Value::Object(m) if m.contains_key("indices") => {
             Ok(Vector::Sparse(sparse_vector(v, what)?))

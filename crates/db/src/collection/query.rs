@@ -84,6 +84,23 @@ enum Space {
     },
 }
 
+impl Space {
+    /// Whether a nearest query's scores improve downwards: Euclidean distances, of dense
+    /// vectors and of multivectors (Qdrant's MaxSim score there).
+    fn ascending(&self) -> bool {
+        matches!(
+            self,
+            Space::Dense {
+                metric: Metric::L2,
+                ..
+            } | Space::Multi {
+                metric: Metric::L2,
+                ..
+            }
+        )
+    }
+}
+
 /// A query vector resolved and prepared for its space.
 enum Prepared {
     Dense(Vec<f32>),
@@ -371,13 +388,7 @@ impl Inner {
             }
             (Prepared::Multi(_), _) => unreachable!("multivectors are prepared for multi spaces"),
         };
-        let ascending = matches!(
-            space,
-            Space::Dense {
-                metric: Metric::L2,
-                ..
-            }
-        );
+        let ascending = space.ascending();
         Ok(Ranked {
             points: hits
                 .into_iter()
@@ -458,13 +469,7 @@ impl Inner {
             search.search_list = req.search_list;
             search.using = req.using.clone();
             let hits = self.search(target, &search)?;
-            let ascending = matches!(
-                space,
-                Space::Dense {
-                    metric: Metric::L2,
-                    ..
-                }
-            );
+            let ascending = space.ascending();
             return Ok(Ranked {
                 points: hits
                     .into_iter()
@@ -502,6 +507,9 @@ impl Inner {
                         Space::Dense {
                             metric: Metric::L2, ..
                         } => -sim(q),
+                        Space::Multi {
+                            metric: Metric::L2, ..
+                        } => crate::segment::multi_l2_score(sim(q)),
                         _ => sim(q),
                     },
                     Scorer::BestScore(p, n) => score::best_score(
@@ -529,16 +537,7 @@ impl Inner {
                 points.push((r.id, s));
             }
         }
-        let ascending = matches!(
-            (&scorer, space),
-            (
-                Scorer::Nearest(_),
-                Space::Dense {
-                    metric: Metric::L2,
-                    ..
-                }
-            )
-        );
+        let ascending = matches!(scorer, Scorer::Nearest(_)) && space.ascending();
         Ok(Ranked {
             points,
             ascending,

@@ -328,7 +328,13 @@ impl Inner {
             started.push(segment.start_search(&q)?);
         }
         let found = self.finish(&segments, &q, started)?;
-        // The distance is the negated score: higher is better, as for an inner product.
+        // The distance is the negated score: higher is better, as for an inner product;
+        // but a Euclidean multivector's score is a distance (lower is better).
+        let euclidean_multi = matches!(q.query, SpaceQuery::Multi { space, .. }
+            if self.config().multi[space].metric == Metric::L2);
+        if euclidean_multi {
+            return self.rank(&segments, found, req, |d| crate::segment::multi_l2_score(-d), Metric::L2);
+        }
         self.rank(&segments, found, req, |d| -d, Metric::InnerProduct)
     }
 

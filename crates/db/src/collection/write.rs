@@ -214,7 +214,18 @@ impl Inner {
     fn checked_vectors(&self, id: PointId, named: NamedVectors) -> Result<PointVectors> {
         let mut out = PointVectors::default();
         let refuse = |m: String| DbError::InvalidInput(format!("point {id}: {m}"));
+        let config = self.config();
         for (name, vector) in named {
+            // One vector given for a multivector space is a multivector of one row.
+            let vector = match vector {
+                Vector::Dense(v)
+                    if config.dense_space(&name).is_none()
+                        && config.multi_space(&name).is_some() =>
+                {
+                    Vector::Multi(vec![v])
+                }
+                other => other,
+            };
             match vector {
                 Vector::Dense(mut v) => {
                     let space = self

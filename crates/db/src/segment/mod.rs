@@ -24,7 +24,7 @@ use crate::{Payload, PointId};
 
 pub(crate) use files::{read_deleted, write_deleted, POINTS_FILE};
 pub(crate) use growing::Growing;
-pub(crate) use multi_column::max_sim;
+pub(crate) use multi_column::{max_sim, multi_l2_score};
 pub(crate) use seal_input::{SealInput, VectorPart};
 pub(crate) use sealed::{seal, NodeCacheSize, SealBuild, Sealed, SearchDram, EXACT_LIMIT};
 pub(crate) use spaces_file::SPACES_FILE;

@@ -16,20 +16,27 @@ pub(crate) struct MultiColumn {
 
 /// MaxSim of `query` rows against `doc` rows (both prepared, `dim` numbers each), on the
 /// "higher is closer" scale: dot products (cosine similarity for unit rows), or negated
-/// Euclidean distances.
+/// squared Euclidean distances (Qdrant's, whose user score is then the square root of the
+/// sum's magnitude: `multi_l2_score`).
 pub(crate) fn max_sim(metric: Metric, dim: usize, query: &[f32], doc: &[f32]) -> f32 {
     query
         .chunks_exact(dim)
         .map(|q| {
             doc.chunks_exact(dim)
                 .map(|d| match metric {
-                    Metric::L2 => -metric.distance(q, d).max(0.0).sqrt(),
+                    Metric::L2 => -metric.distance(q, d).max(0.0),
                     Metric::Cosine => 1.0 - metric.distance(q, d),
                     Metric::InnerProduct => -metric.distance(q, d),
                 })
                 .fold(f32::NEG_INFINITY, f32::max)
         })
         .sum()
+}
+
+/// The score a user sees for a Euclidean MaxSim (`max_sim` of an L2 space): the square
+/// root of the summed squared distances, lower being closer (Qdrant's convention).
+pub(crate) fn multi_l2_score(max_sim: f32) -> f32 {
+    max_sim.abs().sqrt()
 }
 
 impl MultiColumn {
@@ -91,6 +98,12 @@ mod tests {
             3.0
         );
         assert_eq!(max_sim(Metric::L2, 2, &[1.0, 0.0], &doc), 0.0);
+        // Euclidean: each query row's least squared distance, summed; the user's score is
+        // its square root (Qdrant's example: 5 + 0 + 14).
+        let query = [1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 4.0, 5.0, 6.0];
+        let sim = max_sim(Metric::L2, 3, &query, &[3.0, 3.0, 3.0, 4.0, 2.0, 1.0]);
+        assert_eq!(sim, -19.0);
+        assert!((multi_l2_score(sim) - 19f32.sqrt()).abs() < 1e-6);
         let space = DenseSpace::new("m", 2, Metric::InnerProduct);
         let c =
             MultiColumn::from_vectors(&space, vec![Some(doc.to_vec()), None, Some(vec![5.0, 5.0])]);
