@@ -112,7 +112,21 @@ fn query(v: &Value) -> Result<Query> {
         "nearest" => Query::Nearest(vector_input(body, "query.nearest")?),
         "recommend" => Query::Recommend {
             positive: vector_list(body.get("positive"), "query.recommend.positive")?,
-            negative: vector_list(body.get("negative"), "query.recommend.negative")?,
+            negative: {
+                let negative = vector_list(body.get("negative"), "query.recommend.negative")?;
+                let no_positive = body
+                    .get("positive")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty);
+                if no_positive && negative.is_empty() {
+                    // Qdrant's schema rule (422), before the query runs.
+                    return Err(ApiError::validation(
+                        "query.recommend: At least one positive or negative example is \
+                         required",
+                    ));
+                }
+                negative
+            },
             strategy: match body.get("strategy").and_then(Value::as_str) {
                 None | Some("average_vector") => RecommendStrategy::AverageVector,
                 Some("best_score") => RecommendStrategy::BestScore,

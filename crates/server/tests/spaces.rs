@@ -392,3 +392,46 @@ async fn multivectors_in_qdrants_shapes() {
         "{e}"
     );
 }
+
+/// Multivectors as Qdrant scores them: Euclidean MaxSim reports the root of the summed
+/// squared distances; an average-vector recommendation takes the examples' rows together.
+#[tokio::test]
+async fn multivector_scores_and_recommendations_follow_qdrant() {
+    let api = Api::new(Keys::default());
+    let body = json!({"vectors": {"m": {"size": 3, "distance": "Euclid",
+        "multivector_config": {"comparator": "max_sim"}}}});
+    api.ok("PUT", "/collections/e", body).await;
+    let points = json!({"points": [
+        {"id": 1, "vector": {"m": [[1.0, 2.0, 3.0], [3.0, 3.0, 3.0], [4.0, 5.0, 6.0]]}},
+        {"id": 2, "vector": {"m": [[3.0, 3.0, 3.0], [4.0, 2.0, 1.0]]}},
+        {"id": 3, "vector": {"m": [9.0, 9.0, 9.0]}}
+    ]});
+    api.ok("PUT", "/collections/e/points?wait=true", points)
+        .await;
+    let q = json!({"query": [[1.0, 2.0, 3.0], [3.0, 3.0, 3.0], [4.0, 5.0, 6.0]],
+        "using": "m", "limit": 2});
+    let hits = api.ok("POST", "/collections/e/points/query", q).await;
+    let points = hits["points"].as_array().unwrap();
+    assert_eq!(points[0]["id"], 1);
+    assert_eq!(points[0]["score"], 0.0);
+    assert_eq!(points[1]["id"], 2);
+    let score = points[1]["score"].as_f64().unwrap();
+    assert!((score - 19f64.sqrt()).abs() < 1e-5, "{score}");
+    // One vector given for a multivector space is one row.
+    let got = api.ok("GET", "/collections/e/points/3", json!({})).await;
+    assert_eq!(got["vector"]["m"], json!([[9.0, 9.0, 9.0]]));
+    // Average of examples [[9,9,9]] (positive) and a negative: rows together, the negative
+    // negated; point 3 is its own best match.
+    let rec = json!({"query": {"recommend": {"positive": [[9.0, 9.0, 9.0]]}},
+        "using": "m", "limit": 1});
+    let hits = api.ok("POST", "/collections/e/points/query", rec).await;
+    assert_eq!(hits["points"][0]["id"], 3);
+    let none = json!({"query": {"recommend": {"positive": []}}, "using": "m"});
+    api.err(
+        "POST",
+        "/collections/e/points/query",
+        none,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+}

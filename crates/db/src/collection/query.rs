@@ -434,7 +434,7 @@ impl Inner {
                     .collect::<Result<Vec<_>>>()?;
                 match strategy {
                     RecommendStrategy::AverageVector => {
-                        Scorer::Nearest(Prepared::Dense(average_target(&pos, &neg, using)?))
+                        Scorer::Nearest(average_target(&pos, &neg, using)?)
                     }
                     RecommendStrategy::BestScore => Scorer::BestScore(pos, neg),
                     RecommendStrategy::SumScores => Scorer::SumScores(pos, neg),
@@ -689,7 +689,32 @@ fn prepare_rows(rows: Vec<Vec<f32>>, metric: Metric, dim: usize, using: &str) ->
 }
 
 /// avg(positive) + (avg(positive) - avg(negative)) (avg(positive) without negatives).
-fn average_target(pos: &[Prepared], neg: &[Prepared], using: &str) -> Result<Vec<f32>> {
+fn average_target(pos: &[Prepared], neg: &[Prepared], using: &str) -> Result<Prepared> {
+    // Multivectors (Qdrant's rule): the positive examples' rows together, then the
+    // negative examples' rows negated.
+    if pos
+        .iter()
+        .chain(neg)
+        .all(|p| matches!(p, Prepared::Multi(_)))
+    {
+        if pos.is_empty() {
+            return Err(DbError::InvalidInput(
+                "Positive vectors should not be empty with `average` strategy".into(),
+            ));
+        }
+        let mut rows: Vec<f32> = Vec::new();
+        for p in pos {
+            if let Prepared::Multi(r) = p {
+                rows.extend_from_slice(r);
+            }
+        }
+        for n in neg {
+            if let Prepared::Multi(r) = n {
+                rows.extend(r.iter().map(|x| -x));
+            }
+        }
+        return Ok(Prepared::Multi(rows));
+    }
     let dense = |list: &[Prepared]| -> Result<Vec<Vec<f32>>> {
         list.iter()
             .map(|p| match p {
@@ -711,9 +736,11 @@ fn average_target(pos: &[Prepared], neg: &[Prepared], using: &str) -> Result<Vec
         Some(sum.into_iter().map(|s| s / list.len() as f32).collect())
     };
     match (avg(&pos), avg(&neg)) {
-        (Some(p), None) => Ok(p),
-        (Some(p), Some(n)) => Ok(p.iter().zip(&n).map(|(a, b)| a + a - b).collect()),
-        (None, Some(n)) => Ok(n.into_iter().map(|x| -x).collect()),
+        (Some(p), None) => Ok(Prepared::Dense(p)),
+        (Some(p), Some(n)) => Ok(Prepared::Dense(
+            p.iter().zip(&n).map(|(a, b)| a + a - b).collect(),
+        )),
+        (None, Some(n)) => Ok(Prepared::Dense(n.into_iter().map(|x| -x).collect())),
         (None, None) => Err(DbError::InvalidInput(
             "a recommendation needs at least one example".into(),
         )),
