@@ -324,3 +324,158 @@ fn meaningless_requests_are_refused_in_qdrants_words() {
     let short = nearest(vec![1.0; 3], 3);
     assert!(err(&short).contains("expected dim: 6, got 3"));
 }
+
+/// A node's filter holds for its prefetches: a fused list ranks only the points the node
+/// may return, so each prefetch fills its limit with them. A random sample keeps its
+/// random order past an offset.
+#[test]
+fn a_filter_reaches_the_prefetches_and_samples_stay_random_past_an_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    let even =
+        Filter::from_json(&json!({"must": [{"key": "even", "match": {"value": true}}]})).unwrap();
+    let (a, b) = (clustered_vector(2_001, 6, 4), clustered_vector(2_002, 6, 4));
+    let mut fused = QueryRequest::new(
+        Some(Query::Fusion(Fusion::Rrf {
+            k: 2,
+            weights: None,
+        })),
+        10,
+    );
+    fused.prefetch = vec![nearest(a.clone(), 10), nearest(b.clone(), 10)];
+    fused.filter = Some(even.clone());
+    let got = col.query(&fused, false, false).unwrap();
+    // The same fusion from the two lists searched with the filter.
+    let filtered = |v: Vec<f32>| {
+        let mut q = nearest(v, 10);
+        q.filter = Some(even.clone());
+        ids(&col.query(&q, false, false).unwrap())
+    };
+    let (la, lb) = (filtered(a), filtered(b));
+    assert_eq!(la.len(), 10);
+    let mut want: HashMap<u64, f32> = HashMap::new();
+    for list in [&la, &lb] {
+        for (rank, id) in list.iter().enumerate() {
+            *want.entry(*id).or_default() += 1.0 / (rank as f32 + 2.0);
+        }
+    }
+    for h in &got {
+        let PointId::Num(id) = h.id else { panic!() };
+        assert!(id % 2 == 0, "{id} is odd");
+        assert!(
+            (want[&id] - h.score).abs() < 1e-6,
+            "{id}: {} vs {}",
+            want[&id],
+            h.score
+        );
+    }
+    // Sample two prefetched points, skip one: both show up over enough tries.
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..200 {
+        let mut q = QueryRequest::new(Some(Query::Sample), 1);
+        q.prefetch = vec![QueryRequest::new(None, 2)];
+        q.offset = 1;
+        seen.extend(ids(&col.query(&q, false, false).unwrap()));
+        if seen.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+/// IDF weights counted over a corpus filter, apart from the retrieval filter (Qdrant's
+/// `params.idf.corpus`), with its formula; refused on a space without the modifier.
+#[test]
+fn idf_is_counted_over_the_corpus_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = CollectionConfig::with_spaces(
+        vec![DenseSpace::new("d", 2, Metric::InnerProduct)],
+        vec![SparseSpace {
+            name: "t".into(),
+            modifier: diskvec_db::SparseModifier::Idf,
+        }],
+    );
+    let col = db.create_collection("idf", c).unwrap();
+    let layout: [(&str, &[u32]); 4] = [("a", &[0, 1]), ("a", &[0]), ("b", &[0, 1, 2]), ("b", &[1])];
+    let points = layout
+        .iter()
+        .enumerate()
+        .map(|(i, (tenant, dims))| {
+            let v = SparseVector {
+                indices: dims.to_vec(),
+                values: vec![1.0; dims.len()],
+            };
+            PointRecord {
+                id: PointId::Num(i as u64),
+                vectors: NamedVectors::from([("t".to_string(), Vector::Sparse(v))]),
+                payload: json!({"tenant": tenant}).as_object().unwrap().clone(),
+            }
+        })
+        .collect();
+    col.upsert(points).unwrap();
+    let idf = |n: f32, df: f32| ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+    let query = SparseVector {
+        indices: vec![0, 1, 2],
+        values: vec![1.0; 3],
+    };
+    let mut q = QueryRequest::new(Some(Query::Nearest(VectorInput::Sparse(query))), 10);
+    q.using = "t".into();
+    q.idf_corpus = Some(
+        Filter::from_json(&json!({"must": [{"key": "tenant", "match": {"value": "a"}}]})).unwrap(),
+    );
+    let hits = col.query(&q, false, false).unwrap();
+    let score = |id: u64| {
+        hits.iter()
+            .find(|h| h.id == PointId::Num(id))
+            .unwrap()
+            .score
+    };
+    // Tenant a: N = 2, df = [2, 1, 0]; every point scored with them.
+    assert!((score(2) - (idf(2.0, 2.0) + idf(2.0, 1.0) + idf(2.0, 0.0))).abs() < 1e-5);
+    assert!((score(3) - idf(2.0, 1.0)).abs() < 1e-5);
+    q.using = "d".into();
+    q.query = Some(Query::Nearest(VectorInput::Dense(vec![1.0, 0.0])));
+    assert!(col.query(&q, false, false).is_err());
+}
+
+/// Maximal marginal relevance: with diversity, the second pick leaves the first one's
+/// cluster; without, it is plain nearest order. Scores stay similarities to the query.
+#[test]
+fn mmr_trades_closeness_for_variety() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = db
+        .create_collection("mmr", CollectionConfig::new(2, Metric::L2))
+        .unwrap();
+    // A tight cluster near (0, 0) and a lone point at (3, 0).
+    let at = |id: u64, x: f32, y: f32| {
+        PointRecord::new(PointId::Num(id), vec![x, y], Default::default())
+    };
+    col.upsert(vec![
+        at(1, 0.0, 0.0),
+        at(2, 0.1, 0.0),
+        at(3, 0.0, 0.1),
+        at(4, 3.0, 0.0),
+    ])
+    .unwrap();
+    let query = |diversity: f32| {
+        let mut q = QueryRequest::new(
+            Some(Query::NearestMmr {
+                vector: VectorInput::Dense(vec![0.5, 0.0]),
+                diversity,
+                candidates: Some(4),
+            }),
+            2,
+        );
+        q.search_list = Some(10);
+        col.query(&q, false, false).unwrap()
+    };
+    let plain = query(0.0);
+    assert_eq!(ids(&plain), vec![2, 1]);
+    let varied = query(0.9);
+    assert_eq!(ids(&varied), vec![2, 4]);
+    // The score of point 4 is its distance to the query.
+    assert!((varied[1].score - 2.5).abs() < 1e-5, "{}", varied[1].score);
+}

@@ -930,6 +930,7 @@ fn request(
         with_vector,
         score_threshold,
         using: String::new(),
+        idf_corpus: None,
     })
 }
 

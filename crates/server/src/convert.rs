@@ -431,6 +431,26 @@ pub enum VectorSelector {
     Names(Vec<String>),
 }
 
+impl VectorSelector {
+    /// Refuses a name that is no vector space of `config` (Qdrant's words).
+    pub fn check(&self, config: &CollectionConfig) -> Result<()> {
+        let VectorSelector::Names(names) = self else {
+            return Ok(());
+        };
+        for name in names {
+            let known = config.dense_space(name).is_some()
+                || config.sparse_space(name).is_some()
+                || config.multi_space(name).is_some();
+            if !known {
+                return Err(ApiError::bad_request(format!(
+                    "Wrong input: Not existing vector name error: {name}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn with_vector(v: Option<&Value>) -> Result<VectorSelector> {
     match v {
         None | Some(Value::Null) | Some(Value::Bool(false)) => Ok(VectorSelector::None),
@@ -777,6 +797,18 @@ fn sparse_spaces(body: &Value) -> Result<Vec<SparseSpace>> {
                     )))
                 }
             };
+            // Sparse values are kept as 32-bit floats; another storage type is refused
+            // rather than recorded and not honoured.
+            match v.get("index").and_then(|i| i.get("datatype")) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(t)) if t == "float32" => {}
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "sparse_vectors.{name}.index.datatype: sparse vectors do not support \
+                         datatype {other} here (diskvec stores them as float32)"
+                    )))
+                }
+            }
             Ok(SparseSpace {
                 name: name.clone(),
                 modifier,

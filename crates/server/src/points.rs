@@ -40,6 +40,7 @@ pub async fn retrieve(
     crate::strict::retrieve(&col, ids.len())?;
     let sel = payload_selector(body.get("with_payload"), true)?;
     let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
+    vectors.check(&col.config())?;
     let (wanted, with_vectors) = (sel.wanted(), vectors.wanted());
     let records = blocking(move || Ok(col.get(&ids, wanted, with_vectors)?)).await?;
     let out: Vec<PointOut> = records

@@ -99,6 +99,24 @@ fn query(v: &Value) -> Result<Query> {
     if m.contains_key("indices") {
         return Ok(Query::Nearest(vector_input(v, "query")?));
     }
+    if let (Some(nearest), Some(mmr), 2) = (m.get("nearest"), m.get("mmr"), m.len()) {
+        let diversity = match mmr.get("diversity") {
+            None | Some(Value::Null) => 0.5,
+            Some(d) => d
+                .as_f64()
+                .filter(|d| (0.0..=1.0).contains(d))
+                .ok_or_else(|| {
+                    ApiError::validation(format!(
+                        "query.mmr.diversity: value {d} invalid, must be from 0.0 to 1.0"
+                    ))
+                })? as f32,
+        };
+        return Ok(Query::NearestMmr {
+            vector: vector_input(nearest, "query.nearest")?,
+            diversity,
+            candidates: opt_uint(mmr.get("candidates_limit"), "query.mmr.candidates_limit")?,
+        });
+    }
     let (kind, body) = match (m.len(), m.iter().next()) {
         (1, Some(entry)) => entry,
         _ => {
@@ -227,6 +245,21 @@ pub fn order_by(body: &Value, what: &str) -> Result<Query> {
     })
 }
 
+/// `params.idf`: `"global"` (every point, the default) or `{"corpus": filter}` (the points
+/// IDF weights are counted over).
+fn idf_corpus(v: Option<&Value>) -> Result<Option<diskvec_db::Filter>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s == "global" => Ok(None),
+        Some(Value::Object(m)) if m.contains_key("corpus") => {
+            crate::convert::filter(m.get("corpus"))
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "params.idf must be \"global\" or {{\"corpus\": filter}}, got {other}"
+        ))),
+    }
+}
+
 /// One node of the tree: a body with `query`, `using`, `filter`, `limit`, `params`,
 /// `score_threshold` and `prefetch` (one or a list).
 fn node(body: &Value, top: bool, db: &Database) -> Result<QueryRequest> {
@@ -264,6 +297,7 @@ fn node(body: &Value, top: bool, db: &Database) -> Result<QueryRequest> {
         req.offset = opt_uint(body.get("offset"), "offset")?.unwrap_or(0);
     }
     req.search_list = crate::convert::search_ef(body.get("params").and_then(|p| p.get("hnsw_ef")))?;
+    req.idf_corpus = idf_corpus(body.get("params").and_then(|p| p.get("idf")))?;
     req.score_threshold = match body.get("score_threshold") {
         None | Some(Value::Null) => None,
         Some(x) => Some(
@@ -317,7 +351,16 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
         .unwrap_or(using);
     let col = db
         .collection(name)
-        .map_err(|_| ApiError::not_found(format!("Collection {name} not found")))?;
+        .map_err(|_| ApiError::not_found(format!("Not found: Collection {name} not found")))?;
+    let config = col.config();
+    let known = config.dense_space(space).is_some()
+        || config.sparse_space(space).is_some()
+        || config.multi_space(space).is_some();
+    if !known {
+        return Err(ApiError::bad_request(format!(
+            "Wrong input: Not existing vector name error: {space}"
+        )));
+    }
     let resolve = |v: &mut VectorInput| -> Result<()> {
         let VectorInput::Point(id) = v else {
             return Ok(());
@@ -339,7 +382,7 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
         Ok(())
     };
     match q {
-        Query::Nearest(v) => resolve(v)?,
+        Query::Nearest(v) | Query::NearestMmr { vector: v, .. } => resolve(v)?,
         Query::Recommend {
             positive, negative, ..
         } => {

@@ -47,10 +47,16 @@ fn prefetches(body: &Value) -> impl Iterator<Item = &Value> {
 /// The filters a body carries itself (its prefetches' are theirs); one that does not parse
 /// is left to the request's own parse, which reports it.
 fn filters(body: &Value) -> impl Iterator<Item = Filter> + '_ {
-    body.get("filter")
-        .filter(|f| !f.is_null())
-        .and_then(|f| Filter::from_json(f).ok())
+    // The IDF corpus is read like a filter too.
+    let corpus = body
+        .get("params")
+        .and_then(|p| p.get("idf"))
+        .and_then(|i| i.get("corpus"));
+    [body.get("filter"), corpus]
         .into_iter()
+        .flatten()
+        .filter(|f| !f.is_null())
+        .filter_map(|f| Filter::from_json(f).ok())
 }
 
 /// The points a request may answer: its `limit`, times the group size of a grouped one,

@@ -169,6 +169,15 @@ impl Inner {
                 "Fusion queries cannot be combined with the 'using' field.".into(),
             ));
         }
+        if req.idf_corpus.is_some()
+            && !matches!(self.space(&req.using)?, Space::Sparse { idf: true, .. })
+        {
+            return Err(DbError::BadRequest(format!(
+                "idf params apply to a sparse vector space with the idf modifier; {:?} is not \
+                 one",
+                req.using
+            )));
+        }
         let filter = req.filter.as_ref();
         let ranked = if req.prefetch.is_empty() {
             match &req.query {
@@ -184,6 +193,11 @@ impl Inner {
                     ))
                 }
                 Some(Query::Nearest(v)) => self.nearest(req, v, want)?,
+                Some(Query::NearestMmr {
+                    vector,
+                    diversity,
+                    candidates,
+                }) => self.mmr(req, vector, *diversity, *candidates, None, want)?,
                 Some(Query::OrderBy {
                     key,
                     descending,
@@ -197,10 +211,22 @@ impl Inner {
                 Some(q) => self.rescore(req, q, None)?,
             }
         } else {
+            // A node's filter holds for its prefetches too (Qdrant's rule): their ranks are
+            // among the points the node may return.
             let lists = req
                 .prefetch
                 .iter()
-                .map(|p| self.run_node(p, false))
+                .map(|p| match filter {
+                    None => self.run_node(p, false),
+                    Some(f) => {
+                        let mut p = p.clone();
+                        p.filter = Some(match &p.filter {
+                            Some(own) => own.and(f),
+                            None => f.clone(),
+                        });
+                        self.run_node(&p, false)
+                    }
+                })
                 .collect::<Result<Vec<Ranked>>>()?;
             match &req.query {
                 None => {
@@ -244,12 +270,22 @@ impl Inner {
                         filter,
                     )?
                 }
+                Some(Query::NearestMmr {
+                    vector,
+                    diversity,
+                    candidates,
+                }) => {
+                    let pool = union(&lists);
+                    self.mmr(req, vector, *diversity, *candidates, Some(pool), want)?
+                }
                 Some(Query::Sample) => {
                     let mut ids = union(&lists);
                     ids.shuffle(&mut rand::rng());
-                    Ranked::descending(
-                        self.only_matching(ids.into_iter().map(|id| (id, 0.0)).collect(), filter),
-                    )
+                    // Kept in the shuffled order (all scores are equal): an offset skips
+                    // random points, not the lowest ids.
+                    let kept =
+                        self.only_matching(ids.into_iter().map(|id| (id, 0.0)).collect(), filter);
+                    Ranked::in_order(kept.into_iter().map(|(id, _)| id).collect())
                 }
                 Some(q) => self.rescore(req, q, Some(union(&lists)))?,
             }
@@ -377,6 +413,7 @@ impl Inner {
         search.filter = req.filter.clone();
         search.search_list = req.search_list;
         search.using = req.using.clone();
+        search.idf_corpus = req.idf_corpus.clone();
         search.k = search.k.min(limits::K.max);
         let hits = match (query, space) {
             // Stored vectors are prepared already; preparing again is harmless (unit length
@@ -454,7 +491,7 @@ impl Inner {
                     .map(|(p, n)| Ok((prepare(p)?, prepare(n)?)))
                     .collect::<Result<Vec<_>>>()?,
             ),
-            Query::OrderBy { .. } | Query::Fusion(_) | Query::Sample => {
+            Query::OrderBy { .. } | Query::Fusion(_) | Query::Sample | Query::NearestMmr { .. } => {
                 unreachable!("run_node handles these")
             }
         };
@@ -491,7 +528,7 @@ impl Inner {
                 .collect(),
             None => self.matching_ids(req.filter.as_ref(), None, usize::MAX),
         };
-        let idf = self.idf_weights(space, &scorer)?;
+        let idf = self.idf_weights(space, &scorer, req.idf_corpus.as_ref())?;
         let mut points = Vec::new();
         for chunk in ids.chunks(1024) {
             for r in self.records(chunk, false, true)? {
@@ -545,8 +582,90 @@ impl Inner {
         })
     }
 
+    /// Maximal marginal relevance (`Query::NearestMmr`): the nearest `candidates` (among
+    /// `pool` when prefetched), then picked one by one, trading similarity to the query
+    /// against similarity to the points already picked.
+    fn mmr(
+        &self,
+        req: &QueryRequest,
+        vector: &VectorInput,
+        diversity: f32,
+        candidates: Option<usize>,
+        pool: Option<Vec<PointId>>,
+        want: usize,
+    ) -> Result<Ranked> {
+        if !(0.0..=1.0).contains(&diversity) {
+            return Err(DbError::InvalidInput(format!(
+                "mmr.diversity must be from 0 to 1, got {diversity}"
+            )));
+        }
+        let size = candidates.unwrap_or(req.limit).max(want).max(1);
+        let nearest = Query::Nearest(vector.clone());
+        let found = match pool {
+            None => self.nearest(req, vector, size)?,
+            Some(pool) => self.rescore(req, &nearest, Some(pool))?,
+        }
+        .finish(size, None);
+        let space = self.space(&req.using)?;
+        let mut examples = Examples::default();
+        let query = self.prepare(vector, space, &req.using, &mut examples)?;
+        let ids: Vec<PointId> = found.points.iter().map(|p| p.0).collect();
+        let records = self.records(&ids, false, true)?;
+        let mut picked_from: Vec<((PointId, f32), Vector)> = Vec::with_capacity(ids.len());
+        for (point, record) in found.points.iter().zip(&records) {
+            let v = record.vectors.as_ref().and_then(|v| v.get(&req.using));
+            if let Some(v) = v {
+                picked_from.push((*point, v.clone()));
+            }
+        }
+        let relevance: Vec<f32> = picked_from
+            .iter()
+            .map(|(_, v)| similarity(space, &query, v, None))
+            .collect();
+        let as_query = |v: &Vector| match v {
+            Vector::Dense(d) => Prepared::Dense(d.clone()),
+            Vector::Sparse(s) => Prepared::Sparse(s.clone()),
+            Vector::Multi(rows) => Prepared::Multi(rows.concat()),
+        };
+        let lambda = 1.0 - diversity;
+        let mut left: Vec<usize> = (0..picked_from.len()).collect();
+        let mut picked: Vec<usize> = Vec::with_capacity(want);
+        let mut closest = vec![f32::NEG_INFINITY; picked_from.len()];
+        while picked.len() < want && !left.is_empty() {
+            let score = |i: usize| {
+                if picked.is_empty() {
+                    relevance[i]
+                } else {
+                    lambda * relevance[i] - (1.0 - lambda) * closest[i]
+                }
+            };
+            let (at, &best) = left
+                .iter()
+                .enumerate()
+                .max_by(|a, b| score(*a.1).total_cmp(&score(*b.1)))
+                .expect("left is not empty");
+            left.swap_remove(at);
+            picked.push(best);
+            let best_query = as_query(&picked_from[best].1);
+            for &i in &left {
+                let s = similarity(space, &best_query, &picked_from[i].1, None);
+                closest[i] = closest[i].max(s);
+            }
+        }
+        Ok(Ranked {
+            points: picked.into_iter().map(|i| picked_from[i].0).collect(),
+            ascending: found.ascending,
+            ordered: true,
+        })
+    }
+
     /// IDF weights of a sparse space's query terms (by term), when the space asks for them.
-    fn idf_weights(&self, space: Space, scorer: &Scorer) -> Result<Option<Vec<(u32, f32)>>> {
+    fn idf_weights(
+        &self,
+        space: Space,
+        scorer: &Scorer,
+        corpus: Option<&Filter>,
+    ) -> Result<Option<Vec<(u32, f32)>>> {
         let Space::Sparse { index, idf: true } = space else {
             return Ok(None);
         };
@@ -561,7 +680,7 @@ impl Inner {
             .collect();
         terms.sort_unstable();
         terms.dedup();
-        let (points, df) = self.sparse_frequencies(index, &terms);
+        let (points, df) = self.sparse_frequencies(index, &terms, corpus);
         Ok(Some(
             terms
                 .into_iter()

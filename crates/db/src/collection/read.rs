@@ -29,6 +29,9 @@ pub struct SearchRequest {
     pub score_threshold: Option<f32>,
     /// The vector space searched, by name (`""`: the unnamed one).
     pub using: String,
+    /// The points a sparse space's IDF weights are counted over (`None`: all of them):
+    /// Qdrant's `params.idf.corpus`.
+    pub idf_corpus: Option<Filter>,
 }
 
 impl SearchRequest {
@@ -42,6 +45,7 @@ impl SearchRequest {
             with_vector: false,
             score_threshold: None,
             using: String::new(),
+            idf_corpus: None,
         }
     }
 }
@@ -333,17 +337,28 @@ impl Inner {
         let euclidean_multi = matches!(q.query, SpaceQuery::Multi { space, .. }
             if self.config().multi[space].metric == Metric::L2);
         if euclidean_multi {
-            return self.rank(&segments, found, req, |d| crate::segment::multi_l2_score(-d), Metric::L2);
+            return self.rank(
+                &segments,
+                found,
+                req,
+                |d| crate::segment::multi_l2_score(-d),
+                Metric::L2,
+            );
         }
         self.rank(&segments, found, req, |d| -d, Metric::InnerProduct)
     }
 
     /// Live points with a vector in sparse space `space`, and how many hold each of
     /// `terms`, over every segment: what an IDF weighting is computed from.
-    pub(crate) fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+    pub(crate) fn sparse_frequencies(
+        &self,
+        space: usize,
+        terms: &[u32],
+        corpus: Option<&Filter>,
+    ) -> (u64, Vec<u64>) {
         let (mut points, mut per_term) = (0u64, vec![0u64; terms.len()]);
         for (_, segment) in &self.snapshot() {
-            let (n, df) = segment.sparse_frequencies(space, terms);
+            let (n, df) = segment.sparse_frequencies(space, terms, corpus);
             points += n;
             per_term.iter_mut().zip(df).for_each(|(t, d)| *t += d);
         }
@@ -363,7 +378,8 @@ impl Inner {
             .checked()
             .map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
         if self.config().sparse[space].modifier == SparseModifier::Idf {
-            let (points, per_term) = self.sparse_frequencies(space, &query.indices);
+            let (points, per_term) =
+                self.sparse_frequencies(space, &query.indices, req.idf_corpus.as_ref());
             for (value, df) in query.values.iter_mut().zip(per_term) {
                 *value *= idf(points, df);
             }

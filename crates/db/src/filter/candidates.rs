@@ -84,8 +84,8 @@ impl PayloadIndex {
     /// skip evaluating the filter on payloads. A filter the indexes decide matches everything
     /// (the empty filter, say) comes back as all of `0..len`, exact.
     ///
-    /// Answerable: `match` `value`/`any` on a keyword field with strings or an integer field
-    /// with integers, `range` on an integer field, `any: []` anywhere; through `must`,
+    /// Answerable: `match` `value`/`any` on a keyword field with strings (and `prefix`) or an
+    /// integer field with integers, `range` on an integer field, `any: []` anywhere; through `must`,
     /// `should`, `min_should`, nested filters, and `must_not` of exact parts.
     pub fn candidates(&self, filter: &Filter, len: u32) -> Option<Candidates> {
         let est = Planner { index: self, len }.filter(filter);
@@ -173,7 +173,11 @@ impl Planner<'_> {
                 }),
             Condition::Filter(f) => self.filter(f),
             // Offsets are not ids, and the indexes know nothing of nulls or emptiness.
-            Condition::HasId(_) | Condition::IsEmpty(_) | Condition::IsNull(_) => Est::UNKNOWN,
+            // Nested filters look inside array elements, which the indexes do not keep apart.
+            Condition::HasId(_)
+            | Condition::IsEmpty(_)
+            | Condition::IsNull(_)
+            | Condition::Nested(_) => Est::UNKNOWN,
         }
     }
 

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::datetime;
 use super::model::{Condition, FieldCheck, Filter, MatchValue, MinShould, ValueList};
 use crate::point::{Payload, PointId};
 
@@ -32,7 +33,18 @@ impl Filter {
 impl Condition {
     fn check(&self, id: PointId, payload: &Payload) -> bool {
         match self {
-            // A key that reaches nothing fails every match and range (`except` included).
+            // Counted per value reached; a key reaching nothing holds 0 values.
+            Condition::Field {
+                key,
+                check: FieldCheck::ValuesCount(count),
+            } => {
+                let mut reached = false;
+                key.any_value(payload, &mut |v| {
+                    reached = true;
+                    count.contains(values_in(v))
+                }) || (!reached && count.contains(0))
+            }
+            // A key that reaches nothing fails every other check (`except` included).
             Condition::Field { key, check } => {
                 key.any_value(payload, &mut |v| match v {
                     // One level only: an array inside the array is a value of its own.
@@ -48,6 +60,11 @@ impl Condition {
             Condition::IsNull(key) => key.any_value(payload, &mut |v| v.is_null()),
             Condition::HasId(ids) => ids.contains(&id),
             Condition::Filter(f) => f.check(id, payload),
+            // Each object element on its own, as the whole payload (ids are refused inside).
+            Condition::Nested(nested) => nested.key.any_value(payload, &mut |v| {
+                v.as_object()
+                    .is_some_and(|element| nested.filter.check(id, element))
+            }),
         }
     }
 }
@@ -63,6 +80,7 @@ impl FieldCheck {
                 _ => false,
             },
             FieldCheck::Text(t) => v.as_str().is_some_and(|s| s.contains(t.as_str())),
+            FieldCheck::Prefix(p) => v.as_str().is_some_and(|s| s.starts_with(p.as_str())),
             FieldCheck::Any(list) => list_holds(list, v) == Some(true),
             // Qdrant: null is never "other than" the list; any other value of a type the list
             // cannot hold (a bool, an object, a float against integers) is.
@@ -71,7 +89,22 @@ impl FieldCheck {
                 _ => list_holds(list, v) != Some(true),
             },
             FieldCheck::Range(r) => v.as_f64().is_some_and(|x| r.contains(x)),
+            FieldCheck::DatetimeRange(r) => v
+                .as_str()
+                .and_then(datetime::parse)
+                .is_some_and(|t| r.contains(t)),
+            FieldCheck::Geo(g) => g.check_value(v),
+            FieldCheck::ValuesCount(count) => count.contains(values_in(v)),
         }
+    }
+}
+
+/// How many values `v` counts as for `values_count`: an array's elements, none for null.
+fn values_in(v: &Value) -> u64 {
+    match v {
+        Value::Null => 0,
+        Value::Array(items) => items.len() as u64,
+        _ => 1,
     }
 }
 
@@ -370,6 +403,278 @@ mod tests {
         assert!(text("tags", "hal"));
         assert!(!text("n", "5"), "numbers are not text");
         assert!(!text("missing", ""));
+    }
+
+    #[test]
+    fn nested_checks_each_element_alone() {
+        let p = json!({
+            "cities": [
+                {"name": "A", "pop": 9, "tags": ["x"], "sub": [{"k": 1, "v": 2}, {"k": 3, "v": 4}]},
+                {"name": "B", "pop": 1, "tags": ["x", "y", "z"], "sub": [{"k": 5, "v": 6}]},
+                "not an object",
+                null
+            ],
+            "one": {"pop": 9}
+        });
+        let nested =
+            |key: &str, inner: Value| json!({"must": {"nested": {"key": key, "filter": inner}}});
+        let pop = |r: Value| json!({"key": "pop", "range": r});
+        let tags = |r: Value| json!({"key": "tags", "values_count": r});
+        let yes = |f: Value| assert!(hits(&f, &p), "{f}");
+        let no = |f: Value| assert!(!hits(&f, &p), "{f}");
+        yes(nested(
+            "cities",
+            json!({"must": [pop(json!({"gt": 5})), tags(json!({"lt": 2}))]}),
+        ));
+        no(nested(
+            "cities",
+            json!({"must": [pop(json!({"gt": 5})), tags(json!({"gt": 2}))]}),
+        ));
+        yes(nested(
+            "cities",
+            json!({"must_not": [pop(json!({"gt": 5}))]}),
+        ));
+        no(nested(
+            "cities",
+            json!({"must_not": [{"key": "name", "match": {"any": ["A", "B"]}}]}),
+        ));
+        yes(nested(
+            "cities[]",
+            json!({"must": {"key": "name", "match": {"value": "B"}}}),
+        ));
+        // Elements that are not objects are skipped, and a key that is no array reaches none.
+        no(nested("one", json!({})));
+        no(nested("missing", json!({})));
+        yes(nested("cities", json!({})));
+        yes(nested(
+            "cities",
+            nested(
+                "sub",
+                json!({"must": [{"key": "k", "match": {"value": 3}}, {"key": "v", "match": {"value": 4}}]}),
+            ),
+        ));
+        no(nested(
+            "cities",
+            nested(
+                "sub",
+                json!({"must": [{"key": "k", "match": {"value": 1}}, {"key": "v", "match": {"value": 4}}]}),
+            ),
+        ));
+        // Keys inside are relative to the element: the outer key names nothing there.
+        no(nested(
+            "cities",
+            json!({"must": {"key": "cities[].pop", "range": {"gt": 0}}}),
+        ));
+    }
+
+    #[test]
+    fn values_count_geo_and_datetime_checks() {
+        let p = json!({
+            "tags": ["a", "b"], "one": "x", "none": null, "empty": [], "obj": {"a": 1},
+            "loc": [{"lon": 10.0, "lat": 10.0}, {"lon": 50.0, "lat": 50.0}],
+            "at": "2020-05-01T10:00:00+02:00", "ats": ["bad", "2021-01-01"], "num": 5
+        });
+        let count =
+            |key: &str, r: Value| hits(&json!({"must": {"key": key, "values_count": r}}), &p);
+        assert!(count("tags", json!({"gte": 2, "lte": 2})));
+        assert!(!count("tags", json!({"gt": 2})));
+        assert!(count("one", json!({"gte": 1, "lte": 1})));
+        assert!(count("obj", json!({"gte": 1, "lte": 1})));
+        for key in ["none", "empty", "missing"] {
+            assert!(count(key, json!({"lt": 1})), "{key}");
+            assert!(!count(key, json!({"gt": 0})), "{key}");
+        }
+        // Under `must_not`, a missing key holds 0 values, which is fewer than 1.
+        assert!(!hits(
+            &json!({"must_not": {"key": "missing", "values_count": {"lt": 1}}}),
+            &p
+        ));
+
+        let radius = |lon: f64, lat: f64, m: f64| {
+            hits(
+                &json!({"must": {"key": "loc", "geo_radius": {"center": {"lon": lon, "lat": lat}, "radius": m}}}),
+                &p,
+            )
+        };
+        assert!(radius(50.001, 50.0, 1000.0));
+        assert!(radius(10.0, 10.001, 1000.0));
+        assert!(!radius(30.0, 30.0, 1000.0));
+        assert!(!hits(
+            &json!({"must": {"key": "num", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 1e9}}}),
+            &p
+        ));
+
+        let range = |key: &str, r: Value| hits(&json!({"must": {"key": key, "range": r}}), &p);
+        assert!(range(
+            "at",
+            json!({"gte": "2020-05-01T08:00:00Z", "lte": "2020-05-01T08:00:00Z"})
+        ));
+        assert!(!range("at", json!({"gt": "2020-05-01T08:00:00Z"})));
+        assert!(
+            range("ats", json!({"gt": "2020-12-31"})),
+            "any parseable element"
+        );
+        assert!(!range("ats", json!({"lt": "2020-12-31"})));
+        assert!(
+            !range("num", json!({"gt": "1970-01-01"})),
+            "numbers are not datetimes"
+        );
+        assert!(
+            !range("at", json!({"gt": 0})),
+            "datetime strings are not numbers"
+        );
+    }
+
+    // Random shapes from the new conditions' vocabulary: each is refused or evaluates, and
+    // nothing panics (a filter comes from the network).
+    #[test]
+    fn random_filters_never_panic() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+
+        fn atom(rng: &mut StdRng) -> Value {
+            let atoms = [
+                json!(null),
+                json!(true),
+                json!(0),
+                json!(-1),
+                json!(u64::MAX),
+                json!(1.5),
+                json!(1e308),
+                json!(-180.5),
+                json!(""),
+                json!("a"),
+                json!("2015-01-01"),
+                json!("2015-01-01T00:00:00+01:00"),
+                json!("9999-12-31T23:59:60.9999999999-23:59"),
+                json!([]),
+                json!({}),
+                json!({"lon": 1, "lat": 2}),
+                json!({"lon": 500, "lat": 2}),
+                json!([{"lon": 0, "lat": 0}, {"lon": 0, "lat": 0}, {"lon": 0, "lat": 1}, {"lon": 0, "lat": 0}]),
+            ];
+            atoms[rng.random_range(0..atoms.len())].clone()
+        }
+        fn value(rng: &mut StdRng, depth: usize) -> Value {
+            const KEYS: [&str; 32] = [
+                "must",
+                "should",
+                "must_not",
+                "key",
+                "match",
+                "range",
+                "has_id",
+                "is_null",
+                "value",
+                "gt",
+                "lte",
+                "nested",
+                "filter",
+                "values_count",
+                "geo_radius",
+                "geo_bounding_box",
+                "geo_polygon",
+                "center",
+                "radius",
+                "top_left",
+                "bottom_right",
+                "exterior",
+                "interiors",
+                "points",
+                "lon",
+                "lat",
+                "a",
+                "a[]",
+                "a.b",
+                "b[0]",
+                "a[",
+                "gte",
+            ];
+            let r = rng.random::<f64>();
+            if depth > 5 || r < 0.3 {
+                return atom(rng);
+            }
+            if r < 0.45 {
+                return Value::Array(
+                    (0..rng.random_range(0..5))
+                        .map(|_| value(rng, depth + 1))
+                        .collect(),
+                );
+            }
+            let mut m = serde_json::Map::new();
+            for _ in 0..rng.random_range(1..4) {
+                m.insert(
+                    KEYS[rng.random_range(0..KEYS.len())].into(),
+                    value(rng, depth + 1),
+                );
+            }
+            Value::Object(m)
+        }
+        /// A well-formed condition with random arguments.
+        fn condition(rng: &mut StdRng, depth: usize) -> Value {
+            let key = ["a", "b", "a[].b", "lon", "a[0]", "key"][rng.random_range(0..6)];
+            let n = |rng: &mut StdRng| json!(rng.random_range(-3..4));
+            let pt = |rng: &mut StdRng| json!({"lon": rng.random_range(-180.0..=180.0), "lat": rng.random_range(-90.0..=90.0)});
+            match rng.random_range(0..if depth < 4 { 8 } else { 6 }) {
+                0 => {
+                    json!({"key": key, "values_count": {"gt": rng.random_range(0..3), "lte": null}})
+                }
+                1 => {
+                    json!({"key": key, "geo_radius": {"center": pt(rng), "radius": rng.random_range(-1.0..1e7)}})
+                }
+                2 => {
+                    json!({"key": key, "geo_bounding_box": {"top_left": pt(rng), "bottom_right": pt(rng)}})
+                }
+                3 => {
+                    let (a, b, c) = (pt(rng), pt(rng), pt(rng));
+                    json!({"key": key, "geo_polygon": {"exterior": {"points": [a, b, c, a]}, "interiors": [{"points": [b, c, a, b]}]}})
+                }
+                4 => {
+                    json!({"key": key, "range": {"gte": "2015-01-01", "lt": "2016-01-01T00:00:00Z"}})
+                }
+                5 => json!({"key": key, "match": {"value": n(rng)}}),
+                6 => {
+                    json!({"nested": {"key": key, "filter": {"must": [condition(rng, depth + 1)], "must_not": [condition(rng, depth + 1)]}}})
+                }
+                _ => json!({"should": [condition(rng, depth + 1), condition(rng, depth + 1)]}),
+            }
+        }
+        let mut rng = StdRng::seed_from_u64(0xf117e5);
+        let payloads = [
+            json!({"a": [{"b": [1, 2], "lon": 1, "lat": 2}, {"b": "2015-01-01"}], "b": [0, 1]}),
+            json!({"a": {"lon": 1.5, "lat": 2.5}, "key": null, "lon": [{"lon": 0, "lat": 0}]}),
+            json!({"a": [[{"b": 1}], null, {"a": [{"b": {"lon": 0, "lat": 0}}]}]}),
+            json!({}),
+        ];
+        let (mut ok, mut refused, mut matched) = (0, 0, 0);
+        for _ in 0..20_000 {
+            let f = match rng.random_range(0..6) {
+                0 => json!({"must": [{"nested": {"key": "a", "filter": value(&mut rng, 1)}}]}),
+                1 => {
+                    json!({"must": [{"key": "a", (["geo_radius", "geo_bounding_box", "geo_polygon", "values_count", "range"][rng.random_range(0..5)]): value(&mut rng, 2)}]})
+                }
+                2 => value(&mut rng, 0),
+                _ => {
+                    json!({"must": [condition(&mut rng, 0)], "should": [condition(&mut rng, 0), condition(&mut rng, 0)]})
+                }
+            };
+            match Filter::from_json(&f) {
+                Ok(f) => {
+                    ok += 1;
+                    for p in &payloads {
+                        matched +=
+                            usize::from(f.matches(PointId::Num(1), Some(&payload(p.clone()))));
+                    }
+                    f.field_uses();
+                    f.condition_count();
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(
+            ok > 8000 && refused > 5000 && matched > 1000,
+            "ok {ok}, refused {refused}, matched {matched}"
+        );
     }
 
     #[test]

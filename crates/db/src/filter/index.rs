@@ -13,7 +13,7 @@ use crate::point::Payload;
 /// What a field's index holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PayloadIndexKind {
-    /// String values; answers `match` `value`/`any` with strings.
+    /// String values; answers `match` `value`/`any`/`prefix` with strings.
     Keyword,
     /// Integer values; answers `match` `value`/`any` with integers, and `range`.
     Integer,
@@ -240,6 +240,15 @@ impl FieldIndex {
             (FieldValues::Keyword(map), FieldCheck::Any(ValueList::Keywords(set))) => {
                 Some((union(set.iter().filter_map(|s| map.get(s))), true))
             }
+            // Every distinct value is looked at: fine for the autocompletion this serves.
+            (FieldValues::Keyword(map), FieldCheck::Prefix(p)) => Some((
+                union(
+                    map.iter()
+                        .filter(|(k, _)| k.starts_with(p.as_str()))
+                        .map(|(_, b)| b),
+                ),
+                true,
+            )),
             (FieldValues::Integer { by_value, .. }, FieldCheck::Value(MatchValue::Integer(i))) => {
                 Some((by_value.get(i).cloned().unwrap_or_default(), true))
             }
@@ -387,6 +396,48 @@ mod tests {
         assert!(idx.candidates(&f, 1).is_none());
         assert!(PayloadIndex::check_key("a[].b").is_ok());
         assert!(PayloadIndex::check_key("a..b").is_err());
+    }
+
+    #[test]
+    fn keyword_index_answers_prefixes_exactly() {
+        let mut idx = PayloadIndex::new();
+        idx.add_field("url", PayloadIndexKind::Keyword);
+        let payloads = [
+            json!({"url": "https://qdrant.tech"}),
+            json!({"url": ["http://x", "https://q.io"]}),
+            json!({"url": "ftp://qdrant"}),
+            json!({"url": 5}),
+            json!({}),
+        ];
+        for (i, p) in payloads.iter().enumerate() {
+            idx.insert(i as u32, p.as_object().unwrap());
+        }
+        for (prefix, want) in [
+            ("https://q", vec![0, 1]),
+            ("https://qdrant.", vec![0]),
+            ("http", vec![0, 1]),
+            ("", vec![0, 1, 2]),
+            ("x", vec![]),
+        ] {
+            let f = crate::filter::Filter::from_json(
+                &json!({"must": {"key": "url", "match": {"prefix": prefix}}}),
+            )
+            .unwrap();
+            let c = idx.candidates(&f, 5).unwrap();
+            assert!(c.exact, "{prefix}");
+            assert_eq!(c.offsets.iter().collect::<Vec<_>>(), want, "{prefix}");
+            // And evaluation agrees.
+            let brute: Vec<u32> = (0..5)
+                .filter(|&i| {
+                    f.matches(
+                        crate::point::PointId::Num(i as u64),
+                        Some(payloads[i].as_object().unwrap()),
+                    )
+                })
+                .map(|i| i as u32)
+                .collect();
+            assert_eq!(brute, want, "{prefix}");
+        }
     }
 
     #[test]

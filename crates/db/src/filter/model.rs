@@ -46,17 +46,99 @@ pub(crate) enum Condition {
     IsNull(KeyPath),
     HasId(HashSet<PointId>),
     Filter(Box<Filter>),
+    /// Qdrant's `nested`: the filter must hold within one element of the array at `key`,
+    /// each object element checked on its own as if it were the whole payload.
+    Nested(Box<Nested>),
 }
 
 #[derive(Clone, Debug)]
+pub(crate) struct Nested {
+    /// The key as written with `[]` appended unless it already ends so (Qdrant's
+    /// `array_key`): it reaches the array's elements.
+    pub(crate) key: KeyPath,
+    pub(crate) filter: Filter,
+}
+
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum FieldCheck {
     Value(MatchValue),
     /// `match.text`: the string value holds this text (Qdrant's meaning for a field without
     /// a full-text index; token matching on a text index comes with the text index).
     Text(String),
+    /// `match.prefix`: the string value starts with this.
+    Prefix(String),
     Any(ValueList),
     Except(ValueList),
     Range(Range),
+    /// `range` with datetime bounds: the string values that parse as datetimes, compared as
+    /// instants.
+    DatetimeRange(DatetimeRange),
+    Geo(Geo),
+    /// How many values the key holds (an array's length, 1 for another value, 0 for null or
+    /// a missing key); evaluated against each value reached, not one at a time inside it.
+    ValuesCount(CountRange),
+}
+
+/// Datetime bounds, as nanoseconds since 1970-01-01T00:00:00Z.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct DatetimeRange {
+    pub(crate) gt: Option<i128>,
+    pub(crate) gte: Option<i128>,
+    pub(crate) lt: Option<i128>,
+    pub(crate) lte: Option<i128>,
+}
+
+impl DatetimeRange {
+    pub(crate) fn contains(&self, t: i128) -> bool {
+        self.gt.is_none_or(|b| t > b)
+            && self.gte.is_none_or(|b| t >= b)
+            && self.lt.is_none_or(|b| t < b)
+            && self.lte.is_none_or(|b| t <= b)
+    }
+}
+
+/// Bounds on a count of values.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct CountRange {
+    pub(crate) gt: Option<u64>,
+    pub(crate) gte: Option<u64>,
+    pub(crate) lt: Option<u64>,
+    pub(crate) lte: Option<u64>,
+}
+
+impl CountRange {
+    pub(crate) fn contains(&self, n: u64) -> bool {
+        self.gt.is_none_or(|b| n > b)
+            && self.gte.is_none_or(|b| n >= b)
+            && self.lt.is_none_or(|b| n < b)
+            && self.lte.is_none_or(|b| n <= b)
+    }
+}
+
+/// A point on the globe, in degrees; checked to lie within [-180, 180] × [-90, 90] when it
+/// comes from a filter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct GeoPoint {
+    pub(crate) lon: f64,
+    pub(crate) lat: f64,
+}
+
+/// The geo conditions; a payload location is an object with numeric `lon` and `lat`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Geo {
+    /// Within `radius` metres of `center` (strictly, by the haversine distance).
+    Radius { center: GeoPoint, radius: f64 },
+    /// Strictly inside the box; a `top_left` east of `bottom_right` crosses the antimeridian.
+    BoundingBox {
+        top_left: GeoPoint,
+        bottom_right: GeoPoint,
+    },
+    /// Strictly inside the exterior ring and outside every interior ring (a point on any
+    /// ring is outside). Rings are closed: first point equal to the last.
+    Polygon {
+        exterior: Vec<GeoPoint>,
+        interiors: Vec<Vec<GeoPoint>>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,7 +150,7 @@ pub(crate) enum MatchValue {
 
 /// The list of `any` / `except`. An empty JSON list is read as an empty keyword list, as
 /// Qdrant's untagged parse does.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum ValueList {
     Keywords(HashSet<String>),
     Integers(HashSet<i64>),

@@ -4,22 +4,29 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::model::{Condition, FieldCheck, Filter, MatchValue, MinShould, Range, ValueList};
+use super::model::{
+    Condition, CountRange, DatetimeRange, FieldCheck, Filter, Geo, GeoPoint, MatchValue, MinShould,
+    Nested, Range, ValueList,
+};
 use super::path::KeyPath;
-use super::{FilterError, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH};
+use super::{datetime, FilterError, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, NO_FIELD_CHECK};
 use crate::point::PointId;
 
 const FILTER_KEYS: [&str; 4] = ["must", "should", "must_not", "min_should"];
 
 impl Filter {
     /// Reads a filter in Qdrant's REST shape. `null` (the whole filter or any clause) means
-    /// absent. Anything not implemented (geo, `values_count`, `nested`, datetime ranges,
-    /// full-text matches) or malformed is refused with a message naming where it is.
+    /// absent. Anything not implemented (`has_vector`, token matches, `has_id` inside
+    /// `nested`) or malformed is refused with a message naming where it is.
     pub fn from_json(v: &Value) -> Result<Filter, FilterError> {
         if v.is_null() {
             return Ok(Filter::default());
         }
-        Parser { conditions: 0 }.filter(v, 1, "filter")
+        Parser {
+            conditions: 0,
+            in_nested: false,
+        }
+        .filter(v, 1, "filter")
     }
 }
 
@@ -29,7 +36,21 @@ fn err<T>(at: &str, msg: impl std::fmt::Display) -> Result<T, FilterError> {
 
 struct Parser {
     conditions: usize,
+    /// Inside a `nested` filter, where point ids mean nothing.
+    in_nested: bool,
 }
+
+/// The field condition kinds; one field condition holds exactly one of them.
+const FIELD_CHECKS: [&str; 8] = [
+    "match",
+    "range",
+    "geo_radius",
+    "geo_bounding_box",
+    "geo_polygon",
+    "values_count",
+    "is_empty",
+    "is_null",
+];
 
 impl Parser {
     fn filter(&mut self, v: &Value, depth: usize, at: &str) -> Result<Filter, FilterError> {
@@ -136,8 +157,8 @@ impl Parser {
         if obj.contains_key("key") {
             return self.field(obj, at);
         }
-        if obj.contains_key("match") || obj.contains_key("range") {
-            return err(at, "field condition has no \"key\"");
+        if let Some(k) = obj.keys().find(|k| FIELD_CHECKS[..6].contains(&k.as_str())) {
+            return err(at, format!("field condition ({k:?}) has no \"key\""));
         }
         for (name, is_null) in [("is_empty", false), ("is_null", true)] {
             if let Some(inner) = obj.get(name) {
@@ -152,20 +173,25 @@ impl Parser {
         }
         if let Some(ids) = obj.get("has_id") {
             only_keys(obj, &["has_id"], at)?;
-            return has_id(ids, &format!("{at}.has_id"));
-        }
-        for name in ["nested", "has_vector"] {
-            if obj.contains_key(name) {
-                return err(at, format!("{name:?} conditions are not supported"));
-            }
-        }
-        if obj.keys().all(|k| FILTER_KEYS.contains(&k.as_str())) {
-            if depth >= MAX_FILTER_DEPTH {
+            if self.in_nested {
+                // Qdrant accepts it there and never matches it.
                 return err(
                     at,
-                    format!("filters may nest at most {MAX_FILTER_DEPTH} levels deep"),
+                    "\"has_id\" is not supported inside \"nested\"; put it outside the nested \
+                     condition",
                 );
             }
+            return has_id(ids, &format!("{at}.has_id"));
+        }
+        if let Some(inner) = obj.get("nested") {
+            only_keys(obj, &["nested"], at)?;
+            return self.nested(inner, depth, &format!("{at}.nested"));
+        }
+        if obj.contains_key("has_vector") {
+            return err(at, "\"has_vector\" conditions are not supported");
+        }
+        if obj.keys().all(|k| FILTER_KEYS.contains(&k.as_str())) {
+            check_depth(depth, at)?;
             return Ok(Condition::Filter(Box::new(self.filter(
                 v,
                 depth + 1,
@@ -179,70 +205,126 @@ impl Parser {
         err(at, format!("unknown condition key {k:?}"))
     }
 
-    fn field(&mut self, obj: &Map<String, Value>, at: &str) -> Result<Condition, FilterError> {
-        for (k, _) in obj.iter() {
-            match k.as_str() {
-                "key" | "match" | "range" => {}
-                "geo_bounding_box" | "geo_radius" | "geo_polygon" => {
-                    return err(at, format!("geo conditions ({k:?}) are not supported"));
-                }
-                "values_count" => return err(at, "\"values_count\" is not supported"),
-                "is_empty" | "is_null" => {}
-                _ => return err(at, format!("unknown field condition key {k:?}")),
+    /// `{"key": k, "filter": {...}}`, the argument of `nested`.
+    fn nested(&mut self, v: &Value, depth: usize, at: &str) -> Result<Condition, FilterError> {
+        let Some(obj) = v.as_object() else {
+            return err(
+                at,
+                format!(
+                    "expected {{\"key\": ..., \"filter\": {{...}}}}, got {}",
+                    kind(v)
+                ),
+            );
+        };
+        only_keys(obj, &["key", "filter"], at)?;
+        let key = match obj.get("key") {
+            Some(Value::String(s)) => {
+                // Qdrant's `array_key`: the elements of the array at the key.
+                let text = if s.ends_with("[]") {
+                    s.clone()
+                } else {
+                    format!("{s}[]")
+                };
+                KeyPath::parse(&text).map_err(|e| FilterError(format!("{at}: {e}")))?
             }
+            Some(other) => {
+                return err(at, format!("\"key\" must be a string, got {}", kind(other)))
+            }
+            None => return err(at, "\"key\" is missing"),
+        };
+        let Some(inner) = obj.get("filter").filter(|v| !v.is_null()) else {
+            return err(at, "\"filter\" is missing");
+        };
+        check_depth(depth, at)?;
+        let outer = std::mem::replace(&mut self.in_nested, true);
+        let filter = self.filter(inner, depth + 1, &format!("{at}.filter"));
+        self.in_nested = outer;
+        Ok(Condition::Nested(Box::new(Nested {
+            key,
+            filter: filter?,
+        })))
+    }
+
+    fn field(&mut self, obj: &Map<String, Value>, at: &str) -> Result<Condition, FilterError> {
+        if let Some(k) = obj
+            .keys()
+            .find(|k| k.as_str() != "key" && !FIELD_CHECKS.contains(&k.as_str()))
+        {
+            return err(at, format!("unknown field condition key {k:?}"));
         }
         let key = match &obj["key"] {
             Value::String(s) => KeyPath::parse(s).map_err(|e| FilterError(format!("{at}: {e}")))?,
             other => return err(at, format!("\"key\" must be a string, got {}", kind(other))),
         };
-        let present = |name: &str| obj.get(name).filter(|v| !v.is_null());
-        // `{"key": k, "is_empty": true}`: the same as `{"is_empty": {"key": k}}`; false
-        // negates it. Likewise `is_null`.
-        for name in ["is_empty", "is_null"] {
-            let Some(flag) = present(name) else { continue };
-            only_keys(obj, &["key", name], at)?;
-            let Some(wanted) = flag.as_bool() else {
-                return err(at, format!("{name:?} must be true or false"));
-            };
-            let condition = if name == "is_null" {
-                Condition::IsNull(key)
-            } else {
-                Condition::IsEmpty(key)
-            };
-            return Ok(if wanted {
-                condition
-            } else {
-                Condition::Filter(Box::new(Filter {
-                    must_not: vec![condition],
-                    ..Filter::default()
-                }))
-            });
-        }
-        let check = match (present("match"), present("range")) {
-            (Some(_), Some(_)) => {
+        let present: Vec<(&str, &Value)> = FIELD_CHECKS
+            .iter()
+            .filter_map(|name| obj.get(*name).filter(|v| !v.is_null()).map(|v| (*name, v)))
+            .collect();
+        let (name, arg) = match present.as_slice() {
+            [one] => *one,
+            [] => {
                 return err(
                     at,
                     format!(
-                        "condition on {key:?} has both \"match\" and \"range\"; \
-                         put them in separate conditions",
+                        "{NO_FIELD_CHECK}: the condition on {:?} has none of {}",
+                        key.as_str(),
+                        FIELD_CHECKS.join(", ")
+                    ),
+                );
+            }
+            [(a, _), (b, _), ..] => {
+                return err(
+                    at,
+                    format!(
+                        "condition on {key:?} has both {a:?} and {b:?}; put them in separate \
+                         conditions",
                         key = key.as_str()
                     ),
                 );
             }
-            (Some(m), None) => match_check(m, &format!("{at}.match"))?,
-            (None, Some(r)) => FieldCheck::Range(range(r, &format!("{at}.range"))?),
-            (None, None) => {
-                return err(
-                    at,
-                    format!(
-                        "condition on {:?} has neither \"match\" nor \"range\"",
-                        key.as_str()
-                    ),
-                );
+        };
+        let inner_at = format!("{at}.{name}");
+        let check = match name {
+            // `{"key": k, "is_empty": true}`: the same as `{"is_empty": {"key": k}}`; false
+            // negates it. Likewise `is_null`.
+            "is_empty" | "is_null" => {
+                let Some(wanted) = arg.as_bool() else {
+                    return err(at, format!("{name:?} must be true or false"));
+                };
+                let condition = if name == "is_null" {
+                    Condition::IsNull(key)
+                } else {
+                    Condition::IsEmpty(key)
+                };
+                return Ok(if wanted {
+                    condition
+                } else {
+                    Condition::Filter(Box::new(Filter {
+                        must_not: vec![condition],
+                        ..Filter::default()
+                    }))
+                });
             }
+            "match" => match_check(arg, &inner_at)?,
+            "range" => range(arg, &inner_at)?,
+            "geo_radius" => FieldCheck::Geo(geo_radius(arg, &inner_at)?),
+            "geo_bounding_box" => FieldCheck::Geo(geo_bounding_box(arg, &inner_at)?),
+            "geo_polygon" => FieldCheck::Geo(geo_polygon(arg, &inner_at)?),
+            "values_count" => FieldCheck::ValuesCount(values_count(arg, &inner_at)?),
+            _ => unreachable!("every field check kind is handled"),
         };
         Ok(Condition::Field { key, check })
     }
+}
+
+fn check_depth(depth: usize, at: &str) -> Result<(), FilterError> {
+    if depth >= MAX_FILTER_DEPTH {
+        return err(
+            at,
+            format!("filters may nest at most {MAX_FILTER_DEPTH} levels deep"),
+        );
+    }
+    Ok(())
 }
 
 fn only_keys(obj: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), FilterError> {
@@ -287,7 +369,8 @@ fn match_check(v: &Value, at: &str) -> Result<FieldCheck, FilterError> {
     let (Some((name, arg)), None) = (entries.next(), entries.next()) else {
         return err(
             at,
-            "expected exactly one of \"value\", \"any\", \"except\"".to_string(),
+            "expected exactly one of \"value\", \"any\", \"except\", \"text\", \"prefix\""
+                .to_string(),
         );
     };
     let at = format!("{at}.{name}");
@@ -295,8 +378,9 @@ fn match_check(v: &Value, at: &str) -> Result<FieldCheck, FilterError> {
         "value" => Ok(FieldCheck::Value(match_value(arg, &at)?)),
         "any" => Ok(FieldCheck::Any(value_list(arg, &at)?)),
         "except" => Ok(FieldCheck::Except(value_list(arg, &at)?)),
-        "text" => match arg {
-            Value::String(t) => Ok(FieldCheck::Text(t.clone())),
+        "text" | "prefix" => match arg {
+            Value::String(t) if name == "text" => Ok(FieldCheck::Text(t.clone())),
+            Value::String(t) => Ok(FieldCheck::Prefix(t.clone())),
             other => err(&at, format!("expected a string, got {}", kind(other))),
         },
         "text_any" | "phrase" => err(
@@ -306,7 +390,8 @@ fn match_check(v: &Value, at: &str) -> Result<FieldCheck, FilterError> {
         ),
         _ => err(
             &at,
-            "unknown match kind; expected \"value\", \"any\" or \"except\"",
+            "unknown match kind; expected \"value\", \"any\", \"except\", \"text\" or \
+             \"prefix\"",
         ),
     }
 }
@@ -362,37 +447,239 @@ fn value_list(v: &Value, at: &str) -> Result<ValueList, FilterError> {
     err(at, "expected a list of strings or a list of integers")
 }
 
-fn range(v: &Value, at: &str) -> Result<Range, FilterError> {
+/// A numeric range, or a datetime range when any bound is a string (as Qdrant decides).
+fn range(v: &Value, at: &str) -> Result<FieldCheck, FilterError> {
     let Some(obj) = v.as_object() else {
         return err(at, format!("expected an object, got {}", kind(v)));
     };
+    if let Some(name) = obj.keys().find(|k| !BOUNDS.contains(&k.as_str())) {
+        return err(at, format!("unknown range bound {name:?}"));
+    }
+    if obj.values().any(Value::is_string) {
+        let mut r = DatetimeRange::default();
+        for (name, bound) in obj {
+            let at = format!("{at}.{name}");
+            let t = match bound {
+                Value::Null => None,
+                Value::String(s) => Some(datetime::parse(s).ok_or_else(|| {
+                    FilterError(format!(
+                        "{at}: '{s}' does not match accepted datetime format (RFC3339). \
+                         Example: 2014-01-01T00:00:00Z"
+                    ))
+                })?),
+                other => {
+                    return err(
+                        &at,
+                        format!(
+                            "a datetime range's bounds must all be datetime strings, got {}",
+                            kind(other)
+                        ),
+                    );
+                }
+            };
+            *bound_slot(&mut r.gt, &mut r.gte, &mut r.lt, &mut r.lte, name) = t;
+        }
+        return Ok(FieldCheck::DatetimeRange(r));
+    }
     let mut r = Range::default();
     for (name, bound) in obj {
-        let slot = match name.as_str() {
-            "gt" => &mut r.gt,
-            "gte" => &mut r.gte,
-            "lt" => &mut r.lt,
-            "lte" => &mut r.lte,
-            _ => return err(at, format!("unknown range bound {name:?}")),
-        };
-        *slot = match bound {
+        let value = match bound {
             Value::Null => None,
             Value::Number(n) => n.as_f64(),
-            Value::String(_) => {
-                return err(
-                    &format!("{at}.{name}"),
-                    "datetime ranges are not supported; bounds must be numbers",
-                );
-            }
             other => {
                 return err(
                     &format!("{at}.{name}"),
-                    format!("expected a number, got {}", kind(other)),
+                    format!(
+                        "expected a number or a datetime string, got {}",
+                        kind(other)
+                    ),
                 );
             }
         };
+        *bound_slot(&mut r.gt, &mut r.gte, &mut r.lt, &mut r.lte, name) = value;
+    }
+    Ok(FieldCheck::Range(r))
+}
+
+const BOUNDS: [&str; 4] = ["gt", "gte", "lt", "lte"];
+
+/// The slot of bound `name`, one of [`BOUNDS`].
+fn bound_slot<'a, T>(
+    gt: &'a mut Option<T>,
+    gte: &'a mut Option<T>,
+    lt: &'a mut Option<T>,
+    lte: &'a mut Option<T>,
+    name: &str,
+) -> &'a mut Option<T> {
+    match name {
+        "gt" => gt,
+        "gte" => gte,
+        "lt" => lt,
+        _ => lte,
+    }
+}
+
+fn values_count(v: &Value, at: &str) -> Result<CountRange, FilterError> {
+    let Some(obj) = v.as_object() else {
+        return err(at, format!("expected an object, got {}", kind(v)));
+    };
+    let mut r = CountRange::default();
+    for (name, bound) in obj {
+        if !BOUNDS.contains(&name.as_str()) {
+            return err(at, format!("unknown values_count bound {name:?}"));
+        }
+        let value = match bound {
+            Value::Null => None,
+            Value::Number(n) if n.is_u64() => n.as_u64(),
+            other => {
+                return err(
+                    &format!("{at}.{name}"),
+                    format!("expected a non-negative integer, got {other}"),
+                );
+            }
+        };
+        *bound_slot(&mut r.gt, &mut r.gte, &mut r.lt, &mut r.lte, name) = value;
     }
     Ok(r)
+}
+
+/// An object holding exactly the keys `names` (each required), in that order.
+fn fields<'a, const N: usize>(
+    v: &'a Value,
+    names: [&str; N],
+    at: &str,
+) -> Result<[&'a Value; N], FilterError> {
+    let Some(obj) = v.as_object() else {
+        return err(
+            at,
+            format!(
+                "expected an object with {}, got {}",
+                names.join(", "),
+                kind(v)
+            ),
+        );
+    };
+    only_keys(obj, &names, at)?;
+    let mut out = [&Value::Null; N];
+    for (slot, name) in out.iter_mut().zip(names) {
+        match obj.get(name) {
+            Some(x) if !x.is_null() => *slot = x,
+            _ => return err(at, format!("missing field `{name}`")),
+        }
+    }
+    Ok(out)
+}
+
+/// `{"lon": x, "lat": y}`, within the globe's ranges (Qdrant's check and words).
+fn geo_point(v: &Value, at: &str) -> Result<GeoPoint, FilterError> {
+    let [lon, lat] = fields(v, ["lon", "lat"], at)?;
+    let number = |x: &Value, name: &str| match x.as_f64() {
+        Some(f) => Ok(f),
+        None => err(
+            &format!("{at}.{name}"),
+            format!("expected a number, got {}", kind(x)),
+        ),
+    };
+    let (lon, lat) = (number(lon, "lon")?, number(lat, "lat")?);
+    if !(-180.0..=180.0).contains(&lon) || !(-90.0..=90.0).contains(&lat) {
+        return err(
+            at,
+            format!(
+                "Wrong format of GeoPoint payload: expected `lat` = {lat} within [-90;90] and \
+                 `lon` = {lon} within [-180;180]"
+            ),
+        );
+    }
+    Ok(GeoPoint { lon, lat })
+}
+
+fn geo_radius(v: &Value, at: &str) -> Result<Geo, FilterError> {
+    let [center, radius] = fields(v, ["center", "radius"], at)?;
+    let center = geo_point(center, &format!("{at}.center"))?;
+    let Some(radius) = radius.as_f64() else {
+        return err(
+            &format!("{at}.radius"),
+            format!("expected a number of metres, got {}", kind(radius)),
+        );
+    };
+    Ok(Geo::Radius { center, radius })
+}
+
+fn geo_bounding_box(v: &Value, at: &str) -> Result<Geo, FilterError> {
+    let [top_left, bottom_right] = fields(v, ["top_left", "bottom_right"], at)?;
+    Ok(Geo::BoundingBox {
+        top_left: geo_point(top_left, &format!("{at}.top_left"))?,
+        bottom_right: geo_point(bottom_right, &format!("{at}.bottom_right"))?,
+    })
+}
+
+fn geo_polygon(v: &Value, at: &str) -> Result<Geo, FilterError> {
+    let Some(obj) = v.as_object() else {
+        return err(
+            at,
+            format!(
+                "expected {{\"exterior\": ..., \"interiors\": [...]}}, got {}",
+                kind(v)
+            ),
+        );
+    };
+    only_keys(obj, &["exterior", "interiors"], at)?;
+    let exterior = match obj.get("exterior").filter(|v| !v.is_null()) {
+        Some(line) => line_string(line, &format!("{at}.exterior"))?,
+        None => return err(at, "missing field `exterior`"),
+    };
+    let interiors = match obj.get("interiors") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(lines)) => lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| line_string(line, &format!("{at}.interiors[{i}]")))
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return err(
+                &format!("{at}.interiors"),
+                format!("expected a list, got {}", kind(other)),
+            );
+        }
+    };
+    Ok(Geo::Polygon {
+        exterior,
+        interiors,
+    })
+}
+
+/// `{"points": [...]}`: a closed ring of at least 4 points (Qdrant's checks and words).
+fn line_string(v: &Value, at: &str) -> Result<Vec<GeoPoint>, FilterError> {
+    let [points] = fields(v, ["points"], at)?;
+    let Some(items) = points.as_array() else {
+        return err(
+            &format!("{at}.points"),
+            format!("expected a list of points, got {}", kind(points)),
+        );
+    };
+    let points = items
+        .iter()
+        .enumerate()
+        .map(|(i, p)| geo_point(p, &format!("{at}.points[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if points.len() <= 3 {
+        return err(
+            at,
+            format!(
+                "polygon invalid, the size must be at least 4, got {}",
+                points.len()
+            ),
+        );
+    }
+    let (first, last) = (points[0], points[points.len() - 1]);
+    if (first.lat - last.lat).abs() > f64::EPSILON || (first.lon - last.lon).abs() > f64::EPSILON {
+        return err(
+            at,
+            "polygon invalid, the first and the last points should be the same to form a \
+             closed line",
+        );
+    }
+    Ok(points)
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -538,15 +825,18 @@ mod tests {
         );
         assert_refused(
             field(json!({"key": "a", "range": {"gt": "a"}})),
-            &["range.gt", "datetime ranges are not supported"],
+            &[
+                "range.gt",
+                "'a' does not match accepted datetime format (RFC3339)",
+            ],
         );
         assert_refused(
-            field(json!({"key": "a", "range": {"gte": "2020-01-01T00:00:00Z"}})),
-            &["datetime"],
+            field(json!({"key": "a", "range": {"gte": "2020-01-01T00:00:00Z", "lt": 5}})),
+            &["range.lt", "datetime strings", "a number"],
         );
         assert_refused(
             field(json!({"key": "a", "range": {"gt": true}})),
-            &["range.gt", "a boolean"],
+            &["range.gt", "a number or a datetime string", "a boolean"],
         );
         assert_refused(
             field(json!({"key": "a", "range": {"above": 1}})),
@@ -561,10 +851,22 @@ mod tests {
             &["both \"match\" and \"range\""],
         );
         assert_refused(
+            field(json!({"key": "a", "values_count": {"gt": 1}, "geo_radius": {}})),
+            &["both \"geo_radius\" and \"values_count\""],
+        );
+        assert_refused(
             field(json!({"key": "a"})),
-            &["neither \"match\" nor \"range\""],
+            &["At least one field condition must be specified", "\"a\""],
+        );
+        assert_refused(
+            field(json!({"key": "a", "match": null})),
+            &["At least one field condition must be specified"],
         );
         assert_refused(field(json!({"match": {"value": 1}})), &["no \"key\""]);
+        assert_refused(
+            field(json!({"values_count": {"gt": 1}})),
+            &["(\"values_count\") has no \"key\""],
+        );
         assert_refused(
             field(json!({"key": 3, "match": {"value": 1}})),
             &["\"key\" must be a string"],
@@ -578,27 +880,49 @@ mod tests {
             &["unknown field condition key \"boost\""],
         );
         assert_refused(
-            field(
-                json!({"key": "loc", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 1}}),
-            ),
-            &["geo", "not supported"],
-        );
-        assert_refused(
-            field(json!({"key": "loc", "geo_bounding_box": {}})),
-            &["geo"],
-        );
-        assert_refused(field(json!({"key": "loc", "geo_polygon": {}})), &["geo"]);
-        assert_refused(
-            field(json!({"key": "a", "values_count": {"gt": 1}})),
-            &["values_count"],
-        );
-        assert_refused(
             field(json!({"key": "a", "is_empty": true, "match": {"value": 1}})),
-            &["unexpected key \"match\""],
+            &["both \"match\" and \"is_empty\""],
         );
         assert_refused(
-            field(json!({"nested": {"key": "a", "filter": {}}})),
-            &["\"nested\" conditions are not supported"],
+            field(json!({"nested": {"key": "a"}})),
+            &["filter.must[0].nested", "\"filter\" is missing"],
+        );
+        assert_refused(
+            field(json!({"nested": {"filter": {}}})),
+            &["\"key\" is missing"],
+        );
+        assert_refused(
+            field(json!({"nested": {"key": 1, "filter": {}}})),
+            &["\"key\" must be a string"],
+        );
+        assert_refused(
+            field(json!({"nested": {"key": "a..b", "filter": {}}})),
+            &["payload key \"a..b[]\""],
+        );
+        assert_refused(
+            field(json!({"nested": {"key": "a", "filter": {}, "x": 1}})),
+            &["unexpected key \"x\""],
+        );
+        assert_refused(
+            field(json!({"nested": {"key": "a", "filter": {}}, "must": []})),
+            &["unexpected key \"must\""],
+        );
+        assert_refused(field(json!({"nested": [1]})), &["nested", "got a list"]);
+        assert_refused(
+            field(
+                json!({"nested": {"key": "a", "filter": {"must": [{"key": "b", "match": {"value": 1.5}}]}}}),
+            ),
+            &["filter.must[0].nested.filter.must[0].match.value", "float"],
+        );
+        // Point ids mean nothing inside an element; refused, however deep.
+        assert_refused(
+            field(
+                json!({"nested": {"key": "a", "filter": {"should": [{"must": [{"has_id": [1]}]}]}}}),
+            ),
+            &[
+                "nested.filter.should[0].must[0]",
+                "\"has_id\" is not supported inside \"nested\"",
+            ],
         );
         assert_refused(field(json!({"has_vector": "v"})), &["has_vector"]);
         assert_refused(field(json!({"foo": 1})), &["unknown condition key \"foo\""]);
@@ -651,6 +975,218 @@ mod tests {
         assert_refused(
             json!({"should": [{"must_not": [{"key": "a", "match": {"value": 0.5}}]}]}),
             &["filter.should[0].must_not[0].match.value"],
+        );
+    }
+
+    #[test]
+    fn geo_values_count_datetime_and_nested_shapes() {
+        let one = |cond: Value| -> Condition {
+            let mut f =
+                Filter::from_json(&json!({"must": [cond]})).unwrap_or_else(|e| panic!("{e}"));
+            f.must.remove(0)
+        };
+        let check = |cond: Value| match one(cond) {
+            Condition::Field { check, .. } => check,
+            other => panic!("{other:?}"),
+        };
+        let p = |lon: f64, lat: f64| GeoPoint { lon, lat };
+        assert_eq!(
+            check(
+                json!({"key": "l", "geo_radius": {"center": {"lon": 13.4, "lat": 52.5}, "radius": 1000}})
+            ),
+            FieldCheck::Geo(Geo::Radius {
+                center: p(13.4, 52.5),
+                radius: 1000.0
+            })
+        );
+        assert_eq!(
+            check(
+                json!({"key": "l", "geo_bounding_box": {"top_left": {"lon": -180, "lat": 90}, "bottom_right": {"lat": -90, "lon": 180}}})
+            ),
+            FieldCheck::Geo(Geo::BoundingBox {
+                top_left: p(-180.0, 90.0),
+                bottom_right: p(180.0, -90.0)
+            })
+        );
+        let ring = json!({"points": [
+            {"lon": 0, "lat": 0}, {"lon": 1, "lat": 0}, {"lon": 1, "lat": 1}, {"lon": 0, "lat": 0}
+        ]});
+        let FieldCheck::Geo(Geo::Polygon {
+            exterior,
+            interiors,
+        }) = check(
+            json!({"key": "l", "geo_polygon": {"exterior": ring, "interiors": [ring, ring]}}),
+        )
+        else {
+            panic!()
+        };
+        assert_eq!((exterior.len(), interiors.len()), (4, 2));
+        for interiors in [json!(null), json!([])] {
+            let c = check(
+                json!({"key": "l", "geo_polygon": {"exterior": ring, "interiors": interiors}}),
+            );
+            assert!(
+                matches!(c, FieldCheck::Geo(Geo::Polygon { interiors, .. }) if interiors.is_empty())
+            );
+        }
+        assert_eq!(
+            check(json!({"key": "t", "values_count": {"gt": 1, "lte": 3, "lt": null}})),
+            FieldCheck::ValuesCount(CountRange {
+                gt: Some(1),
+                lte: Some(3),
+                ..CountRange::default()
+            })
+        );
+        let FieldCheck::DatetimeRange(r) = check(
+            json!({"key": "d", "range": {"gte": "2015-01-01", "lt": "2015-01-02T00:00:00Z", "gt": null}}),
+        ) else {
+            panic!()
+        };
+        assert_eq!(r.lt.unwrap() - r.gte.unwrap(), 86_400 * 1_000_000_000);
+        assert_eq!((r.gt, r.lte), (None, None));
+        // Without a string bound it stays numeric.
+        assert!(matches!(
+            check(json!({"key": "d", "range": {"gt": null}})),
+            FieldCheck::Range(_)
+        ));
+        // `nested` appends `[]` to its key unless it is there; has_id is fine beside it.
+        let f = Filter::from_json(&json!({"must": [
+            {"nested": {"key": "a.b", "filter": {"must": {"key": "c", "match": {"value": 1}}}}},
+            {"nested": {"key": "x[]", "filter": {"must": {"nested": {"key": "y", "filter": {}}}}}},
+            {"has_id": [1]}
+        ]}))
+        .unwrap();
+        let Condition::Nested(n) = &f.must[0] else {
+            panic!()
+        };
+        assert_eq!(n.key.as_str(), "a.b[]");
+        assert_eq!(n.filter.must.len(), 1);
+        let Condition::Nested(n) = &f.must[1] else {
+            panic!()
+        };
+        assert_eq!(n.key.as_str(), "x[]");
+        assert!(
+            matches!(&n.filter.must[0], Condition::Nested(inner) if inner.key.as_str() == "y[]")
+        );
+        assert!(matches!(&f.must[2], Condition::HasId(_)));
+    }
+
+    #[test]
+    fn geo_and_count_refusals_use_qdrants_words() {
+        let field = |cond: Value| json!({"must": [cond]});
+        let poly = |points: Value| {
+            field(json!({"key": "l", "geo_polygon": {"exterior": {"points": points}}}))
+        };
+        let pts = |xs: &[(f64, f64)]| {
+            Value::Array(
+                xs.iter()
+                    .map(|(lon, lat)| json!({"lon": lon, "lat": lat}))
+                    .collect(),
+            )
+        };
+        assert_refused(
+            poly(pts(&[(-180.0, -90.0), (180.0, -90.0), (180.0, 90.0), (-180.0, 90.0)])),
+            &["geo_polygon.exterior", "polygon invalid, the first and the last points should be the same to form a closed line"],
+        );
+        assert_refused(
+            poly(pts(&[(-180.0, -90.0), (180.0, -90.0), (-180.0, -90.0)])),
+            &["polygon invalid, the size must be at least 4, got 3"],
+        );
+        assert_refused(poly(json!([])), &["the size must be at least 4, got 0"]);
+        assert_refused(poly(json!({})), &["exterior.points", "expected a list"]);
+        assert_refused(
+            field(
+                json!({"key": "l", "geo_polygon": {"exterior": {"points": pts(&[(0.0, 0.0); 4])}, "interiors": [{"points": []}]}}),
+            ),
+            &["geo_polygon.interiors[0]", "at least 4"],
+        );
+        assert_refused(
+            field(
+                json!({"key": "l", "geo_polygon": {"exterior": {"points": pts(&[(0.0, 0.0); 4])}, "interiors": {}}}),
+            ),
+            &["interiors", "expected a list"],
+        );
+        assert_refused(
+            field(json!({"key": "l", "geo_polygon": {"interiors": []}})),
+            &["missing field `exterior`"],
+        );
+        assert_refused(
+            field(json!({"key": "l", "geo_radius": {"center": {"lon": 200, "lat": 10}, "radius": 5}})),
+            &["geo_radius.center", "Wrong format of GeoPoint payload: expected `lat` = 10 within [-90;90] and `lon` = 200 within [-180;180]"],
+        );
+        assert_refused(
+            field(
+                json!({"key": "l", "geo_radius": {"center": {"lon": 0, "lat": -90.5}, "radius": 5}}),
+            ),
+            &["Wrong format of GeoPoint"],
+        );
+        assert_refused(
+            field(json!({"key": "l", "geo_radius": {"center": {"lon": 0}, "radius": 5}})),
+            &["missing field `lat`"],
+        );
+        assert_refused(
+            field(
+                json!({"key": "l", "geo_radius": {"center": {"lon": "0", "lat": 0}, "radius": 5}}),
+            ),
+            &["center.lon", "expected a number"],
+        );
+        assert_refused(
+            field(
+                json!({"key": "l", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": "5"}}),
+            ),
+            &["geo_radius.radius", "metres"],
+        );
+        assert_refused(
+            field(json!({"key": "l", "geo_radius": {"center": {"lon": 0, "lat": 0}}})),
+            &["missing field `radius`"],
+        );
+        assert_refused(
+            field(
+                json!({"key": "l", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 1, "r": 2}}),
+            ),
+            &["unexpected key \"r\""],
+        );
+        assert_refused(
+            field(json!({"key": "l", "geo_bounding_box": {"top_left": {"lon": 0, "lat": 0}}})),
+            &["missing field `bottom_right`"],
+        );
+        assert_refused(
+            field(json!({"key": "l", "geo_bounding_box": 3})),
+            &["expected an object with top_left, bottom_right"],
+        );
+        assert_refused(
+            field(json!({"key": "t", "values_count": {"gt": -1}})),
+            &["values_count.gt", "non-negative integer, got -1"],
+        );
+        assert_refused(
+            field(json!({"key": "t", "values_count": {"gt": 1.5}})),
+            &["non-negative integer, got 1.5"],
+        );
+        assert_refused(
+            field(json!({"key": "t", "values_count": {"more": 1}})),
+            &["unknown values_count bound \"more\""],
+        );
+        assert_refused(
+            field(json!({"key": "t", "values_count": [1]})),
+            &["values_count", "a list"],
+        );
+        for bad in [
+            "Thu, 01 Jan 2015 01:00:00 +0100",
+            "1420070400",
+            "20150201",
+            "2015032T060000Z",
+        ] {
+            assert_refused(
+                field(json!({"key": "d", "range": {"gte": bad}})),
+                &[&format!("'{bad}' does not match accepted datetime format (RFC3339). Example: 2014-01-01T00:00:00Z")],
+            );
+        }
+        // A bad bound beside a good one is still refused.
+        assert_refused(
+            field(
+                json!({"key": "d", "range": {"gte": "2015032T060000Z", "lte": "2015-02-01T06:00:00"}}),
+            ),
+            &["range.gte", "2015032T060000Z"],
         );
     }
 

@@ -4,6 +4,8 @@
 use super::model::{Condition, FieldCheck, Filter, MatchValue, ValueList};
 
 /// One field condition of a filter: its key, and the payload index kinds that can answer it.
+/// Kinds are Qdrant's schema names, plus `"keyword-prefix"` for a keyword index created with
+/// `prefix: true` (the only kind that answers `match.prefix`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldUse {
     pub key: String,
@@ -11,16 +13,22 @@ pub struct FieldUse {
 }
 
 impl Filter {
-    /// Every field condition, nested filters included, in the order written.
+    /// Every field condition (and `is_empty` / `is_null`), nested filters included, in the
+    /// order written. Inside `nested`, keys are the whole path from the payload's root
+    /// (`country.cities[].population`), as the index on such a field is named.
     pub fn field_uses(&self) -> Vec<FieldUse> {
         let mut out = Vec::new();
-        self.walk(&mut |c| {
-            if let Condition::Field { key, check } = c {
-                out.push(FieldUse {
-                    key: key.to_string(),
-                    kinds: answering_kinds(check),
-                });
-            }
+        self.walk("", &mut |prefix, c| {
+            let (key, kinds) = match c {
+                Condition::Field { key, check } => (key, answering_kinds(check)),
+                // Qdrant: any index will do (each keeps which points lack the field).
+                Condition::IsEmpty(key) | Condition::IsNull(key) => (key, ANY_KIND),
+                _ => return,
+            };
+            out.push(FieldUse {
+                key: join(prefix, key.as_str()),
+                kinds,
+            });
         });
         out
     }
@@ -29,8 +37,8 @@ impl Filter {
     /// (Qdrant's count for `filter_max_conditions`).
     pub fn condition_count(&self) -> usize {
         let mut n = 0;
-        self.walk(&mut |c| {
-            if !matches!(c, Condition::Filter(_)) {
+        self.walk("", &mut |_, c| {
+            if !matches!(c, Condition::Filter(_) | Condition::Nested(_)) {
                 n += 1;
             }
         });
@@ -41,7 +49,7 @@ impl Filter {
     /// `condition_max_size` bounds.
     pub fn largest_condition(&self) -> usize {
         let mut most = 0;
-        self.walk(&mut |c| {
+        self.walk("", &mut |_, c| {
             let size = match c {
                 Condition::Field {
                     check: FieldCheck::Any(list) | FieldCheck::Except(list),
@@ -55,7 +63,8 @@ impl Filter {
         most
     }
 
-    fn walk<'a>(&'a self, visit: &mut dyn FnMut(&'a Condition)) {
+    /// Visits every condition with the key prefix it sits under (`""` outside `nested`).
+    fn walk<'a>(&'a self, prefix: &str, visit: &mut dyn FnMut(&str, &'a Condition)) {
         let min_should = self.min_should.iter().flat_map(|m| &m.conditions);
         for c in self
             .must
@@ -64,11 +73,29 @@ impl Filter {
             .chain(&self.must_not)
             .chain(min_should)
         {
-            visit(c);
-            if let Condition::Filter(inner) = c {
-                inner.walk(visit);
+            visit(prefix, c);
+            match c {
+                Condition::Filter(inner) => inner.walk(prefix, visit),
+                Condition::Nested(nested) => nested
+                    .filter
+                    .walk(&join(prefix, nested.key.as_str()), visit),
+                _ => {}
             }
         }
+    }
+}
+
+/// Every payload index kind.
+const ANY_KIND: &[&str] = &[
+    "keyword", "integer", "float", "bool", "geo", "text", "datetime", "uuid",
+];
+
+/// `key` under a nested prefix.
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
     }
 }
 
@@ -93,7 +120,15 @@ fn answering_kinds(check: &FieldCheck) -> &'static [&'static str] {
         | FieldCheck::Except(ValueList::Integers(_)) => &["integer"],
         FieldCheck::Value(MatchValue::Bool(_)) => &["bool"],
         FieldCheck::Text(_) => &["text"],
-        FieldCheck::Range(_) => &["integer", "float", "datetime"],
+        // Qdrant: a keyword index created with `prefix: true`. The caller lists such an index
+        // under this kind too (beside "keyword"); a plain keyword index does not answer it.
+        FieldCheck::Prefix(_) => &["keyword-prefix"],
+        // Qdrant: a numeric range needs an integer or float index, a datetime range a
+        // datetime index.
+        FieldCheck::Range(_) => &["integer", "float"],
+        FieldCheck::DatetimeRange(_) => &["datetime"],
+        FieldCheck::Geo(_) => &["geo"],
+        FieldCheck::ValuesCount(_) => ANY_KIND,
     }
 }
 
@@ -115,12 +150,54 @@ mod tests {
         .unwrap();
         let keys: Vec<_> = f.field_uses().into_iter().map(|u| u.key).collect();
         assert_eq!(keys, ["city", "n", "tag"]);
-        assert_eq!(f.field_uses()[1].kinds, ["integer", "float", "datetime"]);
+        assert_eq!(f.field_uses()[1].kinds, ["integer", "float"]);
         assert_eq!(f.condition_count(), 4);
         assert_eq!(f.largest_condition(), 3);
         assert_eq!(Filter::default().condition_count(), 0);
         let empty =
             Filter::from_json(&json!({"must": [{"key": "n", "match": {"any": []}}]})).unwrap();
         assert!(empty.field_uses()[0].kinds.contains(&"integer"));
+    }
+
+    #[test]
+    fn nested_keys_join_and_new_conditions_name_their_indexes() {
+        let f = Filter::from_json(&json!({
+            "must": [
+                {"nested": {"key": "country.cities", "filter": {"must": [
+                    {"key": "population", "range": {"gte": 8.0}},
+                    {"nested": {"key": "parts[]", "filter": {"must_not": [
+                        {"key": "sightseeing", "values_count": {"lt": 3}},
+                        {"is_null": {"key": "name"}}
+                    ]}}}
+                ]}}},
+                {"key": "loc", "geo_bounding_box": {"top_left": {"lon": 0, "lat": 1}, "bottom_right": {"lon": 1, "lat": 0}}},
+                {"key": "at", "range": {"gte": "2020-01-01"}},
+                {"is_empty": {"key": "e"}}
+            ]
+        }))
+        .unwrap();
+        let uses: Vec<(String, Vec<&str>)> = f
+            .field_uses()
+            .into_iter()
+            .map(|u| (u.key, u.kinds.to_vec()))
+            .collect();
+        let keys: Vec<&str> = uses.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "country.cities[].population",
+                "country.cities[].parts[].sightseeing",
+                "country.cities[].parts[].name",
+                "loc",
+                "at",
+                "e"
+            ]
+        );
+        assert_eq!(uses[1].1, ANY_KIND);
+        assert_eq!(uses[2].1, ANY_KIND);
+        assert_eq!(uses[3].1, ["geo"]);
+        assert_eq!(uses[4].1, ["datetime"]);
+        // The nested conditions are not counted themselves, their contents are.
+        assert_eq!(f.condition_count(), 6);
     }
 }

@@ -50,6 +50,16 @@ pub enum Fusion {
 pub enum Query {
     /// The closest points to a vector.
     Nearest(VectorInput),
+    /// The closest points to a vector, picked for variety (maximal marginal relevance):
+    /// from the `candidates` nearest (the request's limit when `None`), each next pick the
+    /// best by `(1 - diversity) * similarity to the query - diversity * its greatest
+    /// similarity to a point already picked`. Points keep their similarity to the query as
+    /// their score.
+    NearestMmr {
+        vector: VectorInput,
+        diversity: f32,
+        candidates: Option<usize>,
+    },
     Recommend {
         positive: Vec<VectorInput>,
         negative: Vec<VectorInput>,
@@ -138,6 +148,8 @@ pub struct QueryRequest {
     pub score_threshold: Option<f32>,
     /// Search list of graph searches; `None`: the collection's.
     pub search_list: Option<usize>,
+    /// The points a sparse space's IDF weights are counted over (`None`: all).
+    pub idf_corpus: Option<Filter>,
 }
 
 impl QueryRequest {
@@ -151,6 +163,7 @@ impl QueryRequest {
             offset: 0,
             score_threshold: None,
             search_list: None,
+            idf_corpus: None,
         }
     }
 }

@@ -282,10 +282,10 @@ mod tests {
             values: vec![1.0],
         };
         assert_eq!(found(g.search_sparse(0, &q, 10, None)), vec![2]);
-        assert_eq!(g.sparse_frequencies(0, &[4, 5]), (1, vec![1, 0]));
+        assert_eq!(g.sparse_frequencies(0, &[4, 5], None), (1, vec![1, 0]));
         g.delete(2);
         assert!(g.search_sparse(0, &q, 10, None).is_empty());
-        assert_eq!(g.sparse_frequencies(0, &[4]), (0, vec![0]));
+        assert_eq!(g.sparse_frequencies(0, &[4], None), (0, vec![0]));
         let v = g.vectors(1);
         assert!(v.dense(0).is_none() && v.dense(1).is_some() && v.sparse(0).is_none());
         let input = g.seal_input();

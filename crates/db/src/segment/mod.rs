@@ -98,11 +98,16 @@ pub(crate) trait Points {
             .search_multi(space, rows, k, &|o| self.matches(o, filter))
     }
 
-    /// Live points with a vector in sparse space `space`, and how many hold each of
-    /// `terms`.
-    fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+    /// Live points with a vector in sparse space `space` (among those `corpus` matches,
+    /// when given), and how many hold each of `terms`.
+    fn sparse_frequencies(
+        &self,
+        space: usize,
+        terms: &[u32],
+        corpus: Option<&Filter>,
+    ) -> (u64, Vec<u64>) {
         self.columns()
-            .sparse_frequencies(space, terms, &|o| self.is_live(o))
+            .sparse_frequencies(space, terms, &|o| self.matches(o, corpus))
     }
 
     fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
@@ -274,13 +279,18 @@ impl Segment {
 
     /// Live points with a vector in sparse space `space`, and how many of them hold each of
     /// `terms` (what an IDF weighting sums over the segments).
-    pub fn sparse_frequencies(&self, space: usize, terms: &[u32]) -> (u64, Vec<u64>) {
+    pub fn sparse_frequencies(
+        &self,
+        space: usize,
+        terms: &[u32],
+        corpus: Option<&Filter>,
+    ) -> (u64, Vec<u64>) {
         match self {
             Segment::Growing(g) => g
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
-                .sparse_frequencies(space, terms),
-            Segment::Sealed(s) => s.sparse_frequencies(space, terms),
+                .sparse_frequencies(space, terms, corpus),
+            Segment::Sealed(s) => s.sparse_frequencies(space, terms, corpus),
         }
     }
 
