@@ -255,9 +255,13 @@ pub fn payload(v: Option<&Value>) -> Result<Payload> {
 pub fn filter(v: Option<&Value>) -> Result<Option<Filter>> {
     match v {
         None | Some(Value::Null) => Ok(None),
-        Some(f) => Filter::from_json(f)
-            .map(Some)
-            .map_err(|e| ApiError::bad_request(format!("bad filter: {e}"))),
+        Some(f) => Filter::from_json(f).map(Some).map_err(|e| {
+            if e.is_validation() {
+                ApiError::validation(e.to_string())
+            } else {
+                ApiError::bad_request(format!("bad filter: {e}"))
+            }
+        }),
     }
 }
 

@@ -356,11 +356,6 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
     let known = config.dense_space(space).is_some()
         || config.sparse_space(space).is_some()
         || config.multi_space(space).is_some();
-    if !known {
-        return Err(ApiError::bad_request(format!(
-            "Wrong input: Not existing vector name error: {space}"
-        )));
-    }
     let resolve = |v: &mut VectorInput| -> Result<()> {
         let VectorInput::Point(id) = v else {
             return Ok(());
@@ -369,6 +364,12 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
             .get(&[*id], false, true)?
             .pop()
             .ok_or_else(|| ApiError::from(diskvec_db::DbError::PointNotFound(*id)))?;
+        // Qdrant looks the point up first (404), then the space (400).
+        if !known {
+            return Err(ApiError::bad_request(format!(
+                "Wrong input: Not existing vector name error: {space}"
+            )));
+        }
         *v = match record.vectors.unwrap_or_default().remove(space) {
             Some(Vector::Dense(d)) => VectorInput::Dense(d),
             Some(Vector::Sparse(s)) => VectorInput::Sparse(s),

@@ -1,7 +1,10 @@
 //! Datetime strings as Qdrant reads them (its `DatetimeRange` bounds and datetime payload
 //! values), to nanoseconds since the Unix epoch, without a date-time crate.
 //!
-//! Accepted, as Qdrant accepts them:
+//! Accepted (the forms Qdrant's parsers take for the common spellings; Qdrant also takes
+//! one-digit fields, years of other lengths or signs, surrounding spaces and a `UTC`
+//! suffix, which are refused here, and refuses a lowercase `t` without an offset, which is
+//! taken here):
 //! - `YYYY-MM-DD`, midnight UTC;
 //! - `YYYY-MM-DD?HH:MM`, UTC, where `?` is `T`, `t` or a space;
 //! - `YYYY-MM-DD?HH:MM:SS[.fraction]`, UTC unless followed by an offset: `Z`, `z`, `+HH:MM`,

@@ -340,7 +340,8 @@ mod tests {
         yes(
             json!({"must": [{"key": "country.cities[].sightseeing", "match": {"value": "Reichstag"}}]}),
         );
-        yes(json!({"must": [{"key": "country.cities.name", "match": {"value": "Munich"}}]}));
+        // Into an array of objects only with `[]`.
+        no(json!({"must": [{"key": "country.cities.name", "match": {"value": "Munich"}}]}));
         yes(json!({"must": [{"key": "country.cities[1].name", "match": {"value": "Munich"}}]}));
         no(json!({"must": [{"key": "country.cities[0].name", "match": {"value": "Munich"}}]}));
         yes(json!({"must": [{"key": "tags", "match": {"value": "y"}}]}));

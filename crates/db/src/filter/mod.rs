@@ -36,11 +36,10 @@
 //! - `text` matches a substring and `prefix` a start of string values (Qdrant's meaning
 //!   without a full-text index); `text_any` and `phrase`, whose meaning depends on a text
 //!   index's tokens, are refused, as is `has_vector`;
-//! - a key walks into objects by `.`, fans out over arrays by `[]` and also when a `.` step
-//!   meets an array of objects (Qdrant's older path semantics; its current paths do not, so
-//!   `country.cities.population` matches here where Qdrant finds nothing); `[n]` picks one
-//!   element. The value reached, if an array, matches when any element matches (one level
-//!   deep).
+//! - a key walks into objects by `.`, fans out over arrays by `[]` (a `.` step that meets
+//!   an array reaches nothing: `country.cities[].population`, not `country.cities.population`,
+//!   as in Qdrant's current paths); `[n]` picks one element. The value reached, if an array,
+//!   matches when any element matches (one level deep).
 
 mod candidates;
 mod combine;

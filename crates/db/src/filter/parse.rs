@@ -373,6 +373,15 @@ fn match_check(v: &Value, at: &str) -> Result<FieldCheck, FilterError> {
                 .to_string(),
         );
     };
+    // The name joins the location only once it is known: a location holds no user text
+    // (`FilterError::is_validation` reads the words after it).
+    if ![
+        "value", "any", "except", "text", "prefix", "phrase", "text_any",
+    ]
+    .contains(&name.as_str())
+    {
+        return err(at, format!("unknown match kind {name:?}"));
+    }
     let at = format!("{at}.{name}");
     match name.as_str() {
         "value" => Ok(FieldCheck::Value(match_value(arg, &at)?)),
@@ -534,7 +543,7 @@ fn values_count(v: &Value, at: &str) -> Result<CountRange, FilterError> {
             other => {
                 return err(
                     &format!("{at}.{name}"),
-                    format!("expected a non-negative integer, got {other}"),
+                    format!("expected a non-negative integer, got {}", kind(other)),
                 );
             }
         };
@@ -613,6 +622,9 @@ fn geo_bounding_box(v: &Value, at: &str) -> Result<Geo, FilterError> {
     })
 }
 
+/// Most points (exterior and holes together) one `geo_polygon` may have.
+const MAX_POLYGON_POINTS: usize = 10_000;
+
 fn geo_polygon(v: &Value, at: &str) -> Result<Geo, FilterError> {
     let Some(obj) = v.as_object() else {
         return err(
@@ -642,6 +654,14 @@ fn geo_polygon(v: &Value, at: &str) -> Result<Geo, FilterError> {
             );
         }
     };
+    // Every point is checked against every edge: the rings' size bounds that cost.
+    let points = exterior.len() + interiors.iter().map(Vec::len).sum::<usize>();
+    if points > MAX_POLYGON_POINTS {
+        return err(
+            at,
+            format!("a polygon may have at most {MAX_POLYGON_POINTS} points, got {points}"),
+        );
+    }
     Ok(Geo::Polygon {
         exterior,
         interiors,
@@ -1156,11 +1176,11 @@ mod tests {
         );
         assert_refused(
             field(json!({"key": "t", "values_count": {"gt": -1}})),
-            &["values_count.gt", "non-negative integer, got -1"],
+            &["values_count.gt", "non-negative integer, got a number"],
         );
         assert_refused(
             field(json!({"key": "t", "values_count": {"gt": 1.5}})),
-            &["non-negative integer, got 1.5"],
+            &["non-negative integer, got a number"],
         );
         assert_refused(
             field(json!({"key": "t", "values_count": {"more": 1}})),
@@ -1223,5 +1243,26 @@ mod tests {
         // Nested filters count too.
         let nested = json!({"should": vec![json!({"must": [{"has_id": [1]}]}); MAX_FILTER_CONDITIONS / 2 + 1]});
         assert_refused(nested, &["at most 10000 conditions"]);
+    }
+
+    #[test]
+    fn huge_polygons_and_spoofed_validation_words_are_refused_as_such() {
+        let ring: Vec<_> = (0..=MAX_POLYGON_POINTS)
+            .map(|i| {
+                let a = i as f64 / MAX_POLYGON_POINTS as f64 * std::f64::consts::TAU;
+                json!({"lon": a.cos(), "lat": a.sin()})
+            })
+            .chain([json!({"lon": 1.0, "lat": 0.0})])
+            .collect();
+        let f = json!({"must": [{"key": "g", "geo_polygon": {"exterior": {"points": ring}}}]});
+        let e = Filter::from_json(&f).unwrap_err();
+        assert!(e.0.contains("at most"), "{e}");
+        // A match kind named like Qdrant's validation words is a plain error, not a 422.
+        let spoof = json!({"must": [{"key": "a", "match":
+            {"x: At least one field condition must be specified": 1}}]});
+        let e = Filter::from_json(&spoof).unwrap_err();
+        assert!(!e.is_validation(), "{e}");
+        let bare = json!({"must": [{"key": "a"}]});
+        assert!(Filter::from_json(&bare).unwrap_err().is_validation());
     }
 }

@@ -103,14 +103,9 @@ fn walk<'a>(steps: &[Step], v: &'a Value, f: &mut dyn FnMut(&'a Value) -> bool) 
         return f(v);
     };
     match (head, v) {
+        // A name steps into an object only: an array of objects at `a` is reached into by
+        // `a[].b`, not `a.b` (Qdrant's paths since its v2 paths).
         (Step::Key(k), Value::Object(map)) => map.get(k).is_some_and(|x| walk(rest, x, f)),
-        // Qdrant (before its v2 paths) let `a.b` reach into an array of objects at `a`;
-        // payloads written for it rely on that.
-        (Step::Key(k), Value::Array(items)) => items.iter().any(|item| {
-            item.as_object()
-                .and_then(|map| map.get(k))
-                .is_some_and(|x| walk(rest, x, f))
-        }),
         (Step::Each, Value::Array(items)) => items.iter().any(|x| walk(rest, x, f)),
         (Step::At(i), Value::Array(items)) => items.get(*i).is_some_and(|x| walk(rest, x, f)),
         _ => false,
@@ -149,10 +144,10 @@ mod tests {
             values("country.cities[].name", p.clone()),
             vec![json!("Berlin"), json!("Munich")]
         );
-        // Implicit fan-out: the same values without `[]`.
+        // No implicit fan-out over an array without `[]`.
         assert_eq!(
             values("country.cities.name", p.clone()),
-            vec![json!("Berlin"), json!("Munich")]
+            Vec::<Value>::new()
         );
         assert_eq!(
             values("country.cities[1].name", p.clone()),

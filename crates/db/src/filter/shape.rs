@@ -120,9 +120,8 @@ fn answering_kinds(check: &FieldCheck) -> &'static [&'static str] {
         | FieldCheck::Except(ValueList::Integers(_)) => &["integer"],
         FieldCheck::Value(MatchValue::Bool(_)) => &["bool"],
         FieldCheck::Text(_) => &["text"],
-        // Qdrant: a keyword index created with `prefix: true`. The caller lists such an index
-        // under this kind too (beside "keyword"); a plain keyword index does not answer it.
-        FieldCheck::Prefix(_) => &["keyword-prefix"],
+        // diskvec's keyword index answers prefixes exactly (Qdrant asks for `prefix: true`).
+        FieldCheck::Prefix(_) => &["keyword"],
         // Qdrant: a numeric range needs an integer or float index, a datetime range a
         // datetime index.
         FieldCheck::Range(_) => &["integer", "float"],
