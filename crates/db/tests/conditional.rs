@@ -71,3 +71,48 @@ fn modes_and_filters_choose_which_points_are_written() {
     assert_eq!(c.count(None), 3);
     assert_eq!(version(&c, 1), Some(3));
 }
+
+/// `set_payload` with a key: merged into the object there, objects made on the way,
+/// `[n]` and `[]` stepping into array elements.
+#[test]
+fn payload_is_set_at_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = db
+        .create_collection("c", CollectionConfig::new(2, Metric::L2))
+        .unwrap();
+    let payload = json!({"k": {"a": 1, "list": [{"x": 1}, {"y": 2}]}, "plain": 5});
+    c.upsert(vec![PointRecord::new(
+        PointId::Num(1),
+        vec![0.0, 1.0],
+        payload.as_object().unwrap().clone(),
+    )])
+    .unwrap();
+    let set = |key: &str, v: serde_json::Value| {
+        c.set_payload_at(&[PointId::Num(1)], key, v.as_object().unwrap())
+            .unwrap();
+    };
+    set("k", json!({"b": 2}));
+    set("k.list[0]", json!({"z": 3}));
+    set("k.list[].w", json!({"q": 4}));
+    set("new.deep", json!({"n": 1}));
+    set("plain", json!({"now": "object"}));
+    let got = c.get(&[PointId::Num(1)], true, false).unwrap()[0]
+        .payload
+        .clone()
+        .unwrap();
+    assert_eq!(
+        serde_json::Value::Object(got),
+        json!({
+            "k": {"a": 1, "b": 2, "list": [
+                {"x": 1, "z": 3, "w": {"q": 4}},
+                {"y": 2, "w": {"q": 4}}
+            ]},
+            "new": {"deep": {"n": 1}},
+            "plain": {"now": "object"}
+        })
+    );
+    assert!(c
+        .set_payload_at(&[PointId::Num(1)], "bad[", json!({}).as_object().unwrap())
+        .is_err());
+}

@@ -197,7 +197,13 @@ fn apply(
                 col.delete_where(&f)?.0
             }
         },
-        Write::SetPayload => col.set_payload(&ids(&body)?, &payload(body.get("payload"))?)?,
+        Write::SetPayload => {
+            let values = payload(body.get("payload"))?;
+            match body.get("key").and_then(Value::as_str) {
+                Some(key) => col.set_payload_at(&ids(&body)?, key, &values)?,
+                None => col.set_payload(&ids(&body)?, &values)?,
+            }
+        }
         Write::OverwritePayload => {
             col.overwrite_payload(&ids(&body)?, &payload(body.get("payload"))?)?
         }

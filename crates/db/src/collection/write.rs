@@ -627,6 +627,15 @@ impl Collection {
         })
     }
 
+    /// Merges `payload` into the object at `key` in the payloads of `ids` (Qdrant's
+    /// `set_payload` with `key`: `a.b`, `a[0].b`, `a[].b`; objects missing on the way are
+    /// made).
+    pub fn set_payload_at(&self, ids: &[PointId], key: &str, payload: &Payload) -> Result<u64> {
+        let path =
+            crate::filter::KeyPath::parse(key).map_err(|e| DbError::InvalidInput(e.to_string()))?;
+        self.inner.update_payloads(ids, &|p| path.set(p, payload))
+    }
+
     /// Replaces the payloads of `ids` with `payload`.
     pub fn overwrite_payload(&self, ids: &[PointId], payload: &Payload) -> Result<u64> {
         self.inner.update_payloads(ids, &|p| *p = payload.clone())

@@ -92,6 +92,53 @@ impl KeyPath {
     }
 }
 
+impl KeyPath {
+    /// Merges `src` into the object(s) the key reaches in `payload`, making what is missing
+    /// on the way (Qdrant's set-payload-by-key): a name step makes an object where there is
+    /// none (replacing a value of another type), `[n]` steps into an element that exists,
+    /// `[]` into every element; the object reached takes `src`'s keys.
+    pub(crate) fn set(&self, payload: &mut Payload, src: &Payload) {
+        let slot = payload.entry(self.first.clone()).or_insert(Value::Null);
+        set_at(&self.rest, slot, src);
+    }
+}
+
+fn set_at(steps: &[Step], dest: &mut Value, src: &Payload) {
+    let Some((head, rest)) = steps.split_first() else {
+        if !dest.is_object() {
+            *dest = Value::Object(Payload::new());
+        }
+        if let Value::Object(map) = dest {
+            for (k, v) in src {
+                map.insert(k.clone(), v.clone());
+            }
+        }
+        return;
+    };
+    match head {
+        Step::Key(k) => {
+            if !dest.is_object() {
+                *dest = Value::Object(Payload::new());
+            }
+            if let Value::Object(map) = dest {
+                set_at(rest, map.entry(k.clone()).or_insert(Value::Null), src);
+            }
+        }
+        Step::At(i) => match dest {
+            Value::Array(items) => {
+                if let Some(v) = items.get_mut(*i) {
+                    set_at(rest, v, src);
+                }
+            }
+            other => *other = Value::Array(Vec::new()),
+        },
+        Step::Each => match dest {
+            Value::Array(items) => items.iter_mut().for_each(|v| set_at(rest, v, src)),
+            other => *other = Value::Array(Vec::new()),
+        },
+    }
+}
+
 impl fmt::Display for KeyPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
