@@ -30,6 +30,23 @@ impl Filter {
     }
 }
 
+/// The slice of `total` a point id falls in: a mix of its bits (SplitMix64's finaliser),
+/// so neighbouring ids spread over the slices.
+pub(crate) fn slice_of(id: PointId, total: u32) -> u32 {
+    let raw = match id {
+        PointId::Num(n) => n,
+        PointId::Uuid(u) => {
+            let bits = u.get();
+            (bits as u64) ^ ((bits >> 64) as u64).rotate_left(17)
+        }
+    };
+    let mut z = raw.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z % u64::from(total.max(1))) as u32
+}
+
 impl Condition {
     fn check(&self, id: PointId, payload: &Payload) -> bool {
         match self {
@@ -59,6 +76,7 @@ impl Condition {
             }),
             Condition::IsNull(key) => key.any_value(payload, &mut |v| v.is_null()),
             Condition::HasId(ids) => ids.contains(&id),
+            Condition::Slice { total, index } => slice_of(id, *total) == *index,
             Condition::Filter(f) => f.check(id, payload),
             // Each object element on its own, as the whole payload (ids are refused inside).
             Condition::Nested(nested) => nested.key.any_value(payload, &mut |v| {
@@ -695,5 +713,29 @@ mod tests {
         assert!(filter(json!({})).is_empty());
         assert!(filter(json!({"must": [], "should": null})).is_empty());
         assert!(!filter(json!({"must": {"has_id": []}})).is_empty());
+    }
+
+    #[test]
+    fn slices_split_ids_into_disjoint_parts_that_cover_them() {
+        let ids: Vec<PointId> = (0..1_000u64)
+            .map(PointId::Num)
+            .chain((0..1_000u128).map(|u| PointId::Uuid((u << 70 | u).into())))
+            .collect();
+        let mut sizes = [0usize; 4];
+        for &id in &ids {
+            let parts: Vec<u32> = (0..4)
+                .filter(|&i| {
+                    let f = json!({"must": [{"slice": {"total": 4, "index": i}}]});
+                    Filter::from_json(&f).unwrap().matches(id, None)
+                })
+                .collect();
+            assert_eq!(parts.len(), 1, "{id:?} in {parts:?}");
+            sizes[parts[0] as usize] += 1;
+        }
+        assert!(sizes.iter().all(|&n| n > 400), "{sizes:?}");
+        let past = json!({"must": [{"slice": {"total": 4, "index": 4}}]});
+        assert!(Filter::from_json(&past).unwrap_err().is_validation());
+        let zero = json!({"must": [{"slice": {"total": 0, "index": 0}}]});
+        assert!(!Filter::from_json(&zero).unwrap_err().is_validation());
     }
 }

@@ -66,6 +66,9 @@ pub struct FilterError(pub String);
 /// Qdrant's words for a field condition without any check.
 const NO_FIELD_CHECK: &str = "At least one field condition must be specified";
 
+/// Words of a slice whose index is past its total (a 422 in Qdrant).
+const NO_SLICE: &str = "Slice index out of range";
+
 impl FilterError {
     /// Whether Qdrant refuses this one in its schema validation (HTTP 422, "Validation error
     /// in JSON body") rather than as a malformed body (400): a field condition with no check.
@@ -73,7 +76,7 @@ impl FilterError {
         // After the location (`filter.must[0]: `), which holds no user text.
         self.0
             .split_once(": ")
-            .is_some_and(|(_, what)| what.starts_with(NO_FIELD_CHECK))
+            .is_some_and(|(_, what)| what.starts_with(NO_FIELD_CHECK) || what.starts_with(NO_SLICE))
     }
 }
 

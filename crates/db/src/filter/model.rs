@@ -45,6 +45,12 @@ pub(crate) enum Condition {
     /// The key reaches a null (an array holding null does not count).
     IsNull(KeyPath),
     HasId(HashSet<PointId>),
+    /// The points whose id hashes to `index` of `total` slices (Qdrant's `slice`): `total`
+    /// such filters split the collection into disjoint parts that cover it.
+    Slice {
+        total: u32,
+        index: u32,
+    },
     Filter(Box<Filter>),
     /// Qdrant's `nested`: the filter must hold within one element of the array at `key`,
     /// each object element checked on its own as if it were the whole payload.

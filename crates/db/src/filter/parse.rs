@@ -9,7 +9,9 @@ use super::model::{
     Nested, Range, ValueList,
 };
 use super::path::KeyPath;
-use super::{datetime, FilterError, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, NO_FIELD_CHECK};
+use super::{
+    datetime, FilterError, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, NO_FIELD_CHECK, NO_SLICE,
+};
 use crate::point::PointId;
 
 const FILTER_KEYS: [&str; 4] = ["must", "should", "must_not", "min_should"];
@@ -170,6 +172,29 @@ impl Parser {
                     Condition::IsEmpty(key)
                 });
             }
+        }
+        if let Some(slice) = obj.get("slice") {
+            only_keys(obj, &["slice"], at)?;
+            let at = format!("{at}.slice");
+            let [total, index] = fields(slice, ["total", "index"], &at)?;
+            let whole = |v: &Value, name: &str| {
+                v.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        FilterError(format!("{at}.{name}: expected a non-negative integer"))
+                    })
+            };
+            let (total, index) = (whole(total, "total")?, whole(index, "index")?);
+            if total == 0 {
+                return err(&at, "total: expected a positive integer, got 0");
+            }
+            if index >= total {
+                return err(
+                    &at,
+                    format!("{NO_SLICE}: index {index} must be less than total {total}"),
+                );
+            }
+            return Ok(Condition::Slice { total, index });
         }
         if let Some(ids) = obj.get("has_id") {
             only_keys(obj, &["has_id"], at)?;
