@@ -207,3 +207,46 @@ async fn a_spent_read_rate_answers_429_with_the_wait() {
         .await;
     assert!(e.contains("larger than rate limiter capacity"), "{e}");
 }
+
+#[tokio::test]
+async fn index_options_decide_what_an_index_answers_under_strict_mode() {
+    let api = Api::new(Keys::default());
+    with_points(&api).await;
+    strict(
+        &api,
+        json!({"enabled": true, "unindexed_filtering_retrieve": false}),
+    )
+    .await;
+    let plain = json!({"field_name": "city", "field_schema": "keyword"});
+    api.ok("PUT", "/collections/c/index", plain).await;
+    let prefix = json!({"filter": {"must": [{"key": "city", "match": {"prefix": "Ber"}}]}});
+    api.err(
+        "POST",
+        "/collections/c/points/count",
+        prefix.clone(),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    let with_prefix =
+        json!({"field_name": "city", "field_schema": {"type": "keyword", "prefix": true}});
+    api.ok("PUT", "/collections/c/index", with_prefix).await;
+    let n = api.ok("POST", "/collections/c/points/count", prefix).await;
+    assert_eq!(n["count"], 6);
+    // An integer index without lookup answers ranges, not value matches.
+    let range_only = json!({"field_name": "n",
+        "field_schema": {"type": "integer", "lookup": false, "range": true}});
+    api.ok("PUT", "/collections/c/index", range_only).await;
+    let range = json!({"filter": {"must": [{"key": "n", "range": {"gte": 3}}]}});
+    assert_eq!(
+        api.ok("POST", "/collections/c/points/count", range).await["count"],
+        4
+    );
+    let exact = json!({"filter": {"must": [{"key": "n", "match": {"value": 3}}]}});
+    api.err(
+        "POST",
+        "/collections/c/points/count",
+        exact,
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+}

@@ -121,7 +121,7 @@ impl Collection {
         let (Some(strict), Some(filter)) = (self.strict_mode(), filter) else {
             return Ok(());
         };
-        strict.check_filter(filter, write, &self.payload_indexes())
+        strict.check_filter(filter, write, &self.index_capabilities())
     }
 
     /// Strict mode's check of a group-by key.
@@ -129,7 +129,44 @@ impl Collection {
         let Some(strict) = self.strict_mode() else {
             return Ok(());
         };
-        strict.check_group_by(key, &self.payload_indexes())
+        strict.check_group_by(key, &self.index_capabilities())
+    }
+}
+
+impl Collection {
+    /// What each payload index can answer, as strict mode names it: its kind, and for an
+    /// integer index "integer" (value matches, unless created with `lookup: false`) and
+    /// "integer-range" (ranges, unless `range: false`), for a keyword index created with
+    /// `prefix: true` also "keyword-prefix".
+    fn index_capabilities(&self) -> Vec<(String, String)> {
+        let params = self.payload_index_params();
+        let mut out = Vec::new();
+        for (field, kind) in self.payload_indexes() {
+            let option = |name: &str| {
+                params
+                    .get(&field)
+                    .and_then(|p| p.get(name))
+                    .and_then(serde_json::Value::as_bool)
+            };
+            match kind.as_str() {
+                "integer" => {
+                    if option("lookup") != Some(false) {
+                        out.push((field.clone(), kind.clone()));
+                    }
+                    if option("range") != Some(false) {
+                        out.push((field, "integer-range".to_string()));
+                    }
+                }
+                "keyword" => {
+                    if option("prefix") == Some(true) {
+                        out.push((field.clone(), "keyword-prefix".to_string()));
+                    }
+                    out.push((field, kind));
+                }
+                _ => out.push((field, kind)),
+            }
+        }
+        out
     }
 }
 

@@ -120,11 +120,13 @@ fn answering_kinds(check: &FieldCheck) -> &'static [&'static str] {
         | FieldCheck::Except(ValueList::Integers(_)) => &["integer"],
         FieldCheck::Value(MatchValue::Bool(_)) => &["bool"],
         FieldCheck::Text(_) => &["text"],
-        // diskvec's keyword index answers prefixes exactly (Qdrant asks for `prefix: true`).
-        FieldCheck::Prefix(_) => &["keyword"],
+        // Capabilities an index's options give (`Collection::index_capabilities`): a
+        // keyword index created with `prefix: true`, an integer index's `range` (on unless
+        // turned off; `lookup` off takes away "integer").
+        FieldCheck::Prefix(_) => &["keyword-prefix"],
         // Qdrant: a numeric range needs an integer or float index, a datetime range a
         // datetime index.
-        FieldCheck::Range(_) => &["integer", "float"],
+        FieldCheck::Range(_) => &["integer-range", "float"],
         FieldCheck::DatetimeRange(_) => &["datetime"],
         FieldCheck::Geo(_) => &["geo"],
         FieldCheck::ValuesCount(_) => ANY_KIND,
@@ -149,7 +151,7 @@ mod tests {
         .unwrap();
         let keys: Vec<_> = f.field_uses().into_iter().map(|u| u.key).collect();
         assert_eq!(keys, ["city", "n", "tag"]);
-        assert_eq!(f.field_uses()[1].kinds, ["integer", "float"]);
+        assert_eq!(f.field_uses()[1].kinds, ["integer-range", "float"]);
         assert_eq!(f.condition_count(), 4);
         assert_eq!(f.largest_condition(), 3);
         assert_eq!(Filter::default().condition_count(), 0);
