@@ -922,6 +922,8 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
         "points_count": info.points,
         "indexed_vectors_count": indexed_vectors(info),
         "segments_count": info.segments.len(),
+        // Writes are applied before they are answered: nothing waits in a queue.
+        "update_queue": {"length": 0},
         "config": {
             "params": {
                 "vectors": vectors_info(c),
