@@ -22,12 +22,7 @@ async fn facets_count_each_point_once_per_value_most_frequent_first() {
         .enumerate()
         .map(|(i, p)| json!({"id": i, "vector": [1, 0, 0, 0], "payload": p}))
         .collect();
-    api.ok(
-        "PUT",
-        "/collections/c/points?wait=true",
-        json!({"points": points}),
-    )
-    .await;
+    api.put_points("c", json!(points)).await;
     let hits = api
         .ok("POST", "/collections/c/facet", json!({"key": "city"}))
         .await;

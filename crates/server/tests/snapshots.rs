@@ -17,12 +17,7 @@ async fn a_snapshot_downloads_whole_and_recovers_its_collection() {
     let points: Vec<_> = (1..=5)
         .map(|i| json!({"id": i, "vector": [i, 0, 0, 1], "payload": {"i": i}}))
         .collect();
-    api.ok(
-        "PUT",
-        "/collections/c/points?wait=true",
-        json!({"points": points}),
-    )
-    .await;
+    api.put_points("c", json!(points)).await;
     let made = api
         .ok("POST", "/collections/c/snapshots?wait=true", json!({}))
         .await;

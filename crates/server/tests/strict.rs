@@ -23,12 +23,7 @@ async fn with_points(api: &Api) {
     let points: Vec<_> = (1..=6)
         .map(|i| json!({"id": i, "vector": [i, 1, 0, 0], "payload": {"city": "Berlin", "n": i}}))
         .collect();
-    api.ok(
-        "PUT",
-        "/collections/c/points?wait=true",
-        json!({"points": points}),
-    )
-    .await;
+    api.put_points("c", json!(points)).await;
 }
 
 #[tokio::test]

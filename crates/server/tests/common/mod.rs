@@ -81,6 +81,12 @@ impl Api {
         self.ok("PUT", &format!("/collections/{name}"), body).await;
     }
 
+    /// Upserts `points` (a list of Qdrant point objects) into `collection`, waiting.
+    pub async fn put_points(&self, collection: &str, points: Value) {
+        let uri = format!("/collections/{collection}/points?wait=true");
+        self.ok("PUT", &uri, json!({"points": points})).await;
+    }
+
     /// A failing call's message, checking the status and the error envelope.
     pub async fn err(&self, method: &str, uri: &str, body: Value, want: StatusCode) -> String {
         let (status, v) = self.call(method, uri, body).await;
