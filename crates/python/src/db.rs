@@ -464,6 +464,55 @@ impl PyDatabase {
         self.with(py, true, |db| db.drop_collection(&name))
     }
 
+    /// Snapshots collection `name`; returns (file name, path, size, SHA-256).
+    fn create_snapshot(
+        &self,
+        py: Python<'_>,
+        name: String,
+    ) -> PyResult<(String, String, u64, String)> {
+        self.with(py, false, |db| {
+            let info = db.create_snapshot(&name)?;
+            let path = db.snapshot_file(Some(&name), &info.name)?;
+            Ok((
+                info.name,
+                path.display().to_string(),
+                info.size,
+                info.checksum.unwrap_or_default(),
+            ))
+        })
+    }
+
+    /// The snapshots of collection `name`: (file name, size, SHA-256), oldest first.
+    fn list_snapshots(&self, py: Python<'_>, name: String) -> PyResult<Vec<(String, u64, String)>> {
+        self.with(py, false, |db| {
+            Ok(db
+                .list_snapshots(Some(&name))?
+                .into_iter()
+                .map(|s| (s.name, s.size, s.checksum.unwrap_or_default()))
+                .collect())
+        })
+    }
+
+    fn delete_snapshot(&self, py: Python<'_>, name: String, snapshot: String) -> PyResult<()> {
+        self.with(py, false, |db| db.delete_snapshot(Some(&name), &snapshot))
+    }
+
+    /// Restores the snapshot file at `path` as collection `name` (replacing one of that
+    /// name), after checking its SHA-256 when `checksum` is given.
+    #[pyo3(signature = (name, path, checksum=None))]
+    fn restore_snapshot(
+        &self,
+        py: Python<'_>,
+        name: String,
+        path: std::path::PathBuf,
+        checksum: Option<String>,
+    ) -> PyResult<()> {
+        self.with(py, true, |db| {
+            db.restore_collection(&name, &path, checksum.as_deref())
+                .map(|_| ())
+        })
+    }
+
     /// Closes every collection and releases the directory; later calls raise ValueError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let shared = &self.shared;

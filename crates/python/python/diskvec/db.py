@@ -221,6 +221,30 @@ class Database:
         calls in flight on this database; handles to the collection then raise KeyError."""
         self._inner.drop_collection(name)
 
+    def create_snapshot(self, name: str) -> dict:
+        """Snapshots collection `name` into the database's `snapshots/` directory: one tar
+        file holding the collection as of one operation, restorable on another database with
+        `restore_snapshot`. Returns {"name", "path", "size", "checksum" (SHA-256, hex)}."""
+        file, path, size, checksum = self._inner.create_snapshot(name)
+        return {"name": file, "path": path, "size": size, "checksum": checksum}
+
+    def list_snapshots(self, name: str) -> list:
+        """The snapshots of collection `name`, oldest first: [{"name", "size", "checksum"}]."""
+        return [{"name": n, "size": s, "checksum": c}
+                for n, s, c in self._inner.list_snapshots(name)]
+
+    def delete_snapshot(self, name: str, snapshot: str) -> None:
+        """Removes snapshot file `snapshot` of collection `name`; KeyError if there is none."""
+        self._inner.delete_snapshot(name, snapshot)
+
+    def restore_snapshot(self, name: str, path: Union[str, os.PathLike],
+                         checksum: Optional[str] = None) -> "Collection":
+        """Restores the snapshot file at `path` as collection `name`, replacing a collection
+        of that name; with `checksum`, the file's SHA-256 must match it (ValueError if not).
+        Returns the restored collection."""
+        self._inner.restore_snapshot(name, os.fspath(path), checksum)
+        return self.collection(name)
+
     def close(self) -> None:
         """Stops background work, makes every logged write durable and releases the directory.
         Waits for calls in flight; later calls raise ValueError. Closing twice is harmless."""
