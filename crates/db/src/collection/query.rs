@@ -307,7 +307,7 @@ impl Inner {
                 state
                     .tracker
                     .get(id)
-                    .is_some_and(|loc| f.matches(*id, Some(&state.payload(loc))))
+                    .is_some_and(|loc| state.point_matches(loc, f))
             })
             .collect()
     }

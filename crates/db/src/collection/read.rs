@@ -550,7 +550,7 @@ impl Inner {
             }
             let matches = match filter {
                 None => true,
-                Some(f) => f.matches(id, Some(&state.payload(loc))),
+                Some(f) => state.point_matches(loc, f),
             };
             if matches {
                 out.push(id);

@@ -150,6 +150,18 @@ impl State {
     }
 
     /// The current payload of a tracked point.
+    /// Whether the point at `loc` passes `filter` (read in place: the payload is not copied).
+    pub fn point_matches(&self, loc: Loc, filter: &crate::Filter) -> bool {
+        use crate::segment::Points;
+        match &self.segments[&loc.segment] {
+            Segment::Growing(g) => g
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .matches(loc.offset, Some(filter)),
+            Segment::Sealed(s) => s.matches(loc.offset, Some(filter)),
+        }
+    }
+
     pub fn payload(&self, loc: Loc) -> Payload {
         match &self.segments[&loc.segment] {
             Segment::Growing(g) => {

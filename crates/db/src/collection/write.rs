@@ -384,14 +384,15 @@ impl Inner {
         self.wait_for_room(deadline)?;
         let guard = lock(&self.writer);
         let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
-        let stored = self.records(&ids, update_filter.is_some(), false)?;
+        let filtered = update_filter.is_some();
+        let stored = self.records(&ids, filtered, filtered)?;
         let chosen: Vec<StoredPoint> = points
             .into_iter()
             .filter(|p| match stored.iter().find(|r| r.id == p.id) {
                 None => mode != UpsertMode::UpdateOnly,
                 Some(r) => {
                     mode != UpsertMode::InsertOnly
-                        && update_filter.is_none_or(|f| f.matches(r.id, r.payload.as_ref()))
+                        && update_filter.is_none_or(|f| stored_matches(f, r))
                 }
             })
             .collect();
@@ -490,7 +491,7 @@ impl Inner {
         }
         let mut points = Vec::with_capacity(records.len());
         for r in records {
-            if only.is_some_and(|f| !f.matches(r.id, r.payload.as_ref())) {
+            if only.is_some_and(|f| !stored_matches(f, &r)) {
                 continue;
             }
             // The vectors are stored ones, already prepared: preparing twice would move
@@ -676,6 +677,13 @@ impl Collection {
     pub fn delete_vectors(&self, ids: &[PointId], names: &[String]) -> Result<u64> {
         self.inner.delete_vectors(ids, names)
     }
+}
+
+/// Whether a stored point (read with its payload and vectors) passes `filter`.
+fn stored_matches(filter: &Filter, r: &super::Record) -> bool {
+    filter.matches_point(r.id, r.payload.as_ref(), &|name| {
+        r.vectors.as_ref().is_some_and(|v| v.contains_key(name))
+    })
 }
 
 /// Which points of an upsert are written (`Collection::upsert_if`).

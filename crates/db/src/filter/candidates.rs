@@ -175,6 +175,7 @@ impl Planner<'_> {
             // Offsets are not ids, and the indexes know nothing of nulls or emptiness.
             // Nested filters look inside array elements, which the indexes do not keep apart.
             Condition::HasId(_)
+            | Condition::HasVector(_)
             | Condition::Slice { .. }
             | Condition::IsEmpty(_)
             | Condition::IsNull(_)

@@ -7,15 +7,26 @@ use super::model::{Condition, FieldCheck, Filter, MatchValue, MinShould, ValueLi
 use crate::point::{Payload, PointId};
 
 impl Filter {
-    /// Whether the point passes the filter. A point without a payload is checked as one with
-    /// an empty payload.
-    pub fn matches(&self, id: PointId, payload: Option<&Payload>) -> bool {
+    /// Whether the point passes the filter, `has_vector` saying whether it has a vector in
+    /// the space of a name. A point without a payload is checked as one with an empty
+    /// payload.
+    pub fn matches_point(
+        &self,
+        id: PointId,
+        payload: Option<&Payload>,
+        has_vector: &dyn Fn(&str) -> bool,
+    ) -> bool {
         let empty = Payload::new();
-        self.check(id, payload.unwrap_or(&empty))
+        self.check(id, payload.unwrap_or(&empty), has_vector)
     }
 
-    fn check(&self, id: PointId, payload: &Payload) -> bool {
-        let ok = |c: &Condition| c.check(id, payload);
+    /// `matches_point` for a filter without `has_vector` conditions (any it has fail).
+    pub fn matches(&self, id: PointId, payload: Option<&Payload>) -> bool {
+        self.matches_point(id, payload, &|_| false)
+    }
+
+    fn check(&self, id: PointId, payload: &Payload, has_vector: &dyn Fn(&str) -> bool) -> bool {
+        let ok = |c: &Condition| c.check(id, payload, has_vector);
         self.must.iter().all(ok)
             && (self.should.is_empty() || self.should.iter().any(ok))
             && !self.must_not.iter().any(ok)
@@ -48,8 +59,9 @@ pub(crate) fn slice_of(id: PointId, total: u32) -> u32 {
 }
 
 impl Condition {
-    fn check(&self, id: PointId, payload: &Payload) -> bool {
+    fn check(&self, id: PointId, payload: &Payload, has_vector: &dyn Fn(&str) -> bool) -> bool {
         match self {
+            Condition::HasVector(name) => has_vector(name),
             // Counted per value reached; a key reaching nothing holds 0 values.
             Condition::Field {
                 key,
@@ -77,11 +89,11 @@ impl Condition {
             Condition::IsNull(key) => key.any_value(payload, &mut |v| v.is_null()),
             Condition::HasId(ids) => ids.contains(&id),
             Condition::Slice { total, index } => slice_of(id, *total) == *index,
-            Condition::Filter(f) => f.check(id, payload),
+            Condition::Filter(f) => f.check(id, payload, has_vector),
             // Each object element on its own, as the whole payload (ids are refused inside).
             Condition::Nested(nested) => nested.key.any_value(payload, &mut |v| {
                 v.as_object()
-                    .is_some_and(|element| nested.filter.check(id, element))
+                    .is_some_and(|element| nested.filter.check(id, element, has_vector))
             }),
         }
     }

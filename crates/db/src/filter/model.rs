@@ -45,6 +45,8 @@ pub(crate) enum Condition {
     /// The key reaches a null (an array holding null does not count).
     IsNull(KeyPath),
     HasId(HashSet<PointId>),
+    /// The point has a vector in the space of this name (`""`: the unnamed one).
+    HasVector(String),
     /// The points whose id hashes to `index` of `total` slices (Qdrant's `slice`): `total`
     /// such filters split the collection into disjoint parts that cover it.
     Slice {

@@ -18,7 +18,7 @@ const FILTER_KEYS: [&str; 4] = ["must", "should", "must_not", "min_should"];
 
 impl Filter {
     /// Reads a filter in Qdrant's REST shape. `null` (the whole filter or any clause) means
-    /// absent. Anything not implemented (`has_vector`, token matches, `has_id` inside
+    /// absent. Anything not implemented (token matches, `has_id` inside
     /// `nested`) or malformed is refused with a message naming where it is.
     pub fn from_json(v: &Value) -> Result<Filter, FilterError> {
         if v.is_null() {
@@ -173,6 +173,16 @@ impl Parser {
                 });
             }
         }
+        if let Some(name) = obj.get("has_vector") {
+            only_keys(obj, &["has_vector"], at)?;
+            return match name {
+                Value::String(n) => Ok(Condition::HasVector(n.clone())),
+                other => err(
+                    &format!("{at}.has_vector"),
+                    format!("expected a vector space name, got {}", kind(other)),
+                ),
+            };
+        }
         if let Some(slice) = obj.get("slice") {
             only_keys(obj, &["slice"], at)?;
             let at = format!("{at}.slice");
@@ -211,9 +221,6 @@ impl Parser {
         if let Some(inner) = obj.get("nested") {
             only_keys(obj, &["nested"], at)?;
             return self.nested(inner, depth, &format!("{at}.nested"));
-        }
-        if obj.contains_key("has_vector") {
-            return err(at, "\"has_vector\" conditions are not supported");
         }
         if obj.keys().all(|k| FILTER_KEYS.contains(&k.as_str())) {
             check_depth(depth, at)?;
@@ -969,7 +976,7 @@ mod tests {
                 "\"has_id\" is not supported inside \"nested\"",
             ],
         );
-        assert_refused(field(json!({"has_vector": "v"})), &["has_vector"]);
+        assert_refused(field(json!({"has_vector": 1})), &["has_vector"]);
         assert_refused(field(json!({"foo": 1})), &["unknown condition key \"foo\""]);
         assert_refused(
             field(json!({"must": [], "foo": 1})),

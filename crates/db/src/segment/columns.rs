@@ -17,6 +17,40 @@ pub(crate) struct Columns {
     sparse: Vec<SparseColumn>,
     /// One per multivector space.
     multi: Vec<MultiColumn>,
+    /// The collection's spaces by name, for `has_vector` filters.
+    names: SpaceNames,
+}
+
+/// Which space a name is, of a collection's dense, sparse and multivector spaces.
+pub(crate) enum NamedSpace {
+    Dense(usize),
+    Sparse(usize),
+    Multi(usize),
+}
+
+/// The collection's space names as a segment was made with.
+pub(crate) struct SpaceNames {
+    dense: Vec<String>,
+    sparse: Vec<String>,
+    multi: Vec<String>,
+}
+
+impl SpaceNames {
+    fn of(config: &CollectionConfig) -> Self {
+        Self {
+            dense: config.dense.iter().map(|s| s.name.clone()).collect(),
+            sparse: config.sparse.iter().map(|s| s.name.clone()).collect(),
+            multi: config.multi.iter().map(|s| s.name.clone()).collect(),
+        }
+    }
+
+    pub fn find(&self, name: &str) -> Option<NamedSpace> {
+        let at = |list: &[String]| list.iter().position(|n| n == name);
+        at(&self.dense)
+            .map(NamedSpace::Dense)
+            .or_else(|| at(&self.sparse).map(NamedSpace::Sparse))
+            .or_else(|| at(&self.multi).map(NamedSpace::Multi))
+    }
 }
 
 impl Columns {
@@ -46,7 +80,15 @@ impl Columns {
                 MultiColumn::from_vectors(space, rows.next().unwrap_or_else(|| vec![None; len]))
             })
             .collect();
-        Self { sparse, multi }
+        Self {
+            sparse,
+            multi,
+            names: SpaceNames::of(config),
+        }
+    }
+
+    pub fn names(&self) -> &SpaceNames {
+        &self.names
     }
 
     /// Appends the next point's sparse vectors and multivectors (moved out of `vectors`).

@@ -114,8 +114,22 @@ pub(crate) trait Points {
         self.is_live(offset)
             && filter.is_none_or(|f| {
                 let (id, payload) = self.point(offset);
-                f.matches(id, Some(payload))
+                f.matches_point(id, Some(payload), &|name| {
+                    self.has_named_vector(offset, name)
+                })
             })
+    }
+
+    /// Whether the point at `offset` has a vector in the space named `name` (none in a
+    /// space the collection does not have).
+    fn has_named_vector(&self, offset: u32, name: &str) -> bool {
+        use columns::NamedSpace;
+        match self.columns().names().find(name) {
+            Some(NamedSpace::Dense(i)) => self.has_vector(offset, SpaceRef::Dense(i)),
+            Some(NamedSpace::Sparse(i)) => self.sparse_vector(i, offset).is_some(),
+            Some(NamedSpace::Multi(i)) => self.multi_vector(i, offset).is_some(),
+            None => false,
+        }
     }
 
     /// Live offsets among the candidates that match (all live ones when the indexes
