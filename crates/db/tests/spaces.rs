@@ -434,7 +434,9 @@ fn has_vector_filters_see_which_spaces_each_point_fills() {
     };
     assert_eq!(col.count(Some(&has("a"))), 180);
     assert_eq!(col.count(Some(&has("s"))), 120);
-    let neither = (0..360u64).filter(|i| !i.is_multiple_of(2) && !i.is_multiple_of(3)).count();
+    let neither = (0..360u64)
+        .filter(|i| !i.is_multiple_of(2) && !i.is_multiple_of(3))
+        .count();
     assert_eq!(col.count(Some(&has("b"))), neither);
     assert_eq!(col.count(Some(&has("nope"))), 0);
     // In a search of another space too.
