@@ -141,7 +141,7 @@ impl Database {
                 collection: Some(c.name().to_string()),
                 last_op: Some(last_op),
             };
-            write_archive(&dir, c.name(), &header, &|b| {
+            write_archive(self.storage(), &dir, c.name(), &header, &|b| {
                 b.append_dir_all("collection", staging.join("collection"))
             })
         });
@@ -171,18 +171,24 @@ impl Database {
                 collection: None,
                 last_op: None,
             };
-            write_archive(&self.snapshots_dir(), "full-snapshot", &header, &|b| {
-                let mut h = tar::Header::new_gnu();
-                h.set_size(aliases.len() as u64);
-                h.set_mode(0o644);
-                h.set_cksum();
-                b.append_data(&mut h, "aliases.json", aliases.as_slice())?;
-                for p in &parts {
-                    let name = p.file_name().unwrap_or_default().to_string_lossy();
-                    b.append_path_with_name(p, format!("collections/{name}"))?;
-                }
-                Ok(())
-            })
+            write_archive(
+                self.storage(),
+                &self.snapshots_dir(),
+                "full-snapshot",
+                &header,
+                &|b| {
+                    let mut h = tar::Header::new_gnu();
+                    h.set_size(aliases.len() as u64);
+                    h.set_mode(0o644);
+                    h.set_cksum();
+                    b.append_data(&mut h, "aliases.json", aliases.as_slice())?;
+                    for p in &parts {
+                        let name = p.file_name().unwrap_or_default().to_string_lossy();
+                        b.append_path_with_name(p, format!("collections/{name}"))?;
+                    }
+                    Ok(())
+                },
+            )
         })();
         let _ = fs::remove_dir_all(&staging);
         built
@@ -364,6 +370,7 @@ fn sync_tree(dir: &Path) -> Result<()> {
 /// Packs an archive into `dir/<prefix>-<time>.snapshot` (temporary name first), with its
 /// checksum file; both durable before this returns.
 fn write_archive(
+    storage: &dyn crate::storage::Storage,
     dir: &Path,
     prefix: &str,
     header: &Header,
@@ -411,8 +418,11 @@ fn write_archive(
             });
         }
     };
+    // Durable before the archive is renamed into place: a listed snapshot always has its
+    // checksum beside it.
     let sum_path = dir.join(format!("{name}.checksum"));
-    fs::write(&sum_path, &checksum).map_err(file_error(&sum_path))?;
+    crate::storage::write_atomic(storage, &sum_path, checksum.as_bytes())
+        .map_err(file_error(&sum_path))?;
     fs::rename(&temp, &path).map_err(file_error(&path))?;
     File::open(dir)
         .and_then(|d| d.sync_all())

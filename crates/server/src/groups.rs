@@ -141,6 +141,7 @@ async fn answer(
 ) -> ApiResult {
     let t = Instant::now();
     let col = collection(&s, &name)?;
+    crate::strict::read(&col, &body)?;
     let key = body
         .get("group_by")
         .and_then(Value::as_str)
@@ -198,7 +199,6 @@ pub async fn query_groups(
     body: Bytes,
 ) -> ApiResult {
     let body = parse_body(&body)?;
-    crate::strict::read(&*crate::points::collection(&s, &name)?, &body)?;
     answer(s, name, body, |col, db, body, with_vectors| {
         let mut req = crate::query::parse_node(body, db)?;
         req.limit = candidates();
@@ -214,7 +214,6 @@ pub async fn search_groups(
     body: Bytes,
 ) -> ApiResult {
     let body = parse_body(&body)?;
-    crate::strict::read(&*crate::points::collection(&s, &name)?, &body)?;
     answer(s, name, body, |col, _, body, with_vectors| {
         let mut parsed = crate::points::parse_search(body, "vector")?;
         parsed.req.k = candidates();

@@ -231,11 +231,9 @@ pub(crate) fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearc
 }
 
 async fn run_searches(
-    s: &AppState,
-    name: &str,
+    col: Arc<Collection>,
     searches: Vec<ParsedSearch>,
 ) -> Result<Vec<Vec<ScoredPoint>>, ApiError> {
-    let col = collection(s, name)?;
     blocking(move || {
         searches
             .into_iter()
@@ -274,9 +272,10 @@ fn searches_of(body: &Value, vector_key: &str) -> Result<Vec<ParsedSearch>, ApiE
 pub async fn search(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
     let t = Instant::now();
     let body = parse_body(&body)?;
-    crate::strict::read(&*collection(&s, &name)?, &body)?;
+    let col = collection(&s, &name)?;
+    crate::strict::read(&col, &body)?;
     let parsed = parse_search(&body, "vector")?;
-    let mut out = run_searches(&s, &name, vec![parsed]).await?;
+    let mut out = run_searches(col, vec![parsed]).await?;
     Ok(ok(out.pop().unwrap_or_default(), t))
 }
 
@@ -294,7 +293,7 @@ pub async fn search_batch(
         crate::strict::read(&col, b)?;
     }
     let searches = searches_of(&body, "vector")?;
-    let out = run_searches(&s, &name, searches).await?;
+    let out = run_searches(col, searches).await?;
     Ok(ok(out, t))
 }
 
