@@ -11,6 +11,9 @@ pub enum DbError {
     /// score threshold without a query, prefetches without one to merge them).
     #[error("{0}")]
     BadRequest(String),
+    /// The request has the right shape but breaks a rule of the schema (Qdrant answers 422).
+    #[error("{0}")]
+    Validation(String),
     #[error("collection {0:?} does not exist")]
     UnknownCollection(String),
     #[error("collection {0:?} already exists")]

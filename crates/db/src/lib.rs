@@ -11,6 +11,7 @@ mod config;
 mod db;
 mod error;
 pub mod filter;
+pub mod json;
 mod manifest;
 mod ops;
 mod point;

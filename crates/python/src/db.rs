@@ -44,6 +44,7 @@ fn db_err(e: DbError) -> PyErr {
     match e {
         DbError::InvalidInput(_)
         | DbError::BadRequest(_)
+        | DbError::Validation(_)
         | DbError::BadFilter(_)
         | DbError::CollectionExists(_) => PyValueError::new_err(e.to_string()),
         DbError::UnknownCollection(_) | DbError::PointNotFound(_) | DbError::NotFound(_) => {
@@ -544,12 +545,24 @@ impl PyCollection {
         py: Python<'_>,
         f: impl FnOnce(&Collection) -> diskvec_db::Result<T> + Send,
     ) -> PyResult<T> {
+        self.with_db(py, |_, col| f(col))
+    }
+
+    /// Runs `f` on the collection and its database (for what names other collections),
+    /// GIL released.
+    fn with_db<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Database, &Collection) -> diskvec_db::Result<T> + Send,
+    ) -> PyResult<T> {
         let (shared, name, ident) = (&self.shared, &self.name, &self.ident);
         py.detach(|| {
             let guard = shared.read();
             let db = guard.as_ref().ok_or_else(closed)?;
             match db.collection(name) {
-                Ok(col) if std::ptr::eq(Arc::as_ptr(&col), ident.as_ptr()) => guarded(|| f(&col)),
+                Ok(col) if std::ptr::eq(Arc::as_ptr(&col), ident.as_ptr()) => {
+                    guarded(|| f(db, &col))
+                }
                 _ => Err(PyKeyError::new_err(format!(
                     "collection {name:?} was dropped"
                 ))),
@@ -775,7 +788,7 @@ impl PyCollection {
         records_list(py, records)
     }
 
-    #[pyo3(signature = (query, k, filter, search_list, offset, with_payload, with_vector, score_threshold, using))]
+    #[pyo3(signature = (query, k, filter, search_list, offset, with_payload, with_vector, score_threshold, using, exact))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -789,6 +802,7 @@ impl PyCollection {
         with_vector: bool,
         score_threshold: Option<f32>,
         using: String,
+        exact: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut req = request(
             k,
@@ -800,6 +814,7 @@ impl PyCollection {
             score_threshold,
         )?;
         req.using = using;
+        req.exact = exact;
         let q = query
             .as_slice()
             .map_err(|_| value_err("query must be contiguous"))?;
@@ -838,7 +853,26 @@ impl PyCollection {
         hits_list(py, hits)
     }
 
-    #[pyo3(signature = (queries, k, filter, search_list, offset, with_payload, with_vector, score_threshold, threads, using))]
+    /// Qdrant's universal query (`points/query`'s body as a dict): prefetches, fusion,
+    /// recommend, discover, context, order by, sample, by-id queries.
+    #[pyo3(signature = (request, with_payload, with_vector))]
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        request: Bound<'py, PyAny>,
+        with_payload: bool,
+        with_vector: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let body = json::to_json(&request)
+            .map_err(|e| value_err(format!("bad query: {}", e.describe("query"))))?;
+        let hits = self.with_db(py, |db, col| {
+            let req = diskvec_db::query::json::request(&body, db)?;
+            col.query(&req, with_payload, with_vector)
+        })?;
+        hits_list(py, hits)
+    }
+
+    #[pyo3(signature = (queries, k, filter, search_list, offset, with_payload, with_vector, score_threshold, threads, using, exact))]
     #[allow(clippy::too_many_arguments)]
     fn search_batch<'py>(
         &self,
@@ -853,6 +887,7 @@ impl PyCollection {
         score_threshold: Option<f32>,
         threads: Option<i128>,
         using: String,
+        exact: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut req = request(
             k,
@@ -864,6 +899,7 @@ impl PyCollection {
             score_threshold,
         )?;
         req.using = using;
+        req.exact = exact;
         let workers = threads.map(|t| pool(Some(t))).transpose()?;
         let (rows, dim) = (queries.shape()[0], queries.shape()[1]);
         let data = if rows == 0 {
@@ -980,6 +1016,7 @@ fn request(
         score_threshold,
         using: String::new(),
         idf_corpus: None,
+        exact: false,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Qdrant's JSON shapes to and from the database's types.
 
-use diskvec_db::Metric;
+use diskvec_db::{json, DbError, Metric};
 use diskvec_db::{
     CollectionConfig, CollectionInfo, DenseSpace, Durability, Filter, Hit, NamedVectors, Payload,
     PointId, PointRecord, Record, SparseModifier, SparseSpace, SparseVector, Vector,
@@ -19,38 +19,35 @@ pub fn parse_body(body: &[u8]) -> Result<Value> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))
 }
 
+/// A db error from reading a request value, in the server's words: a bad shape is a
+/// plain 400, a broken schema rule Qdrant's 422.
+pub fn plain(e: DbError) -> ApiError {
+    match e {
+        DbError::BadRequest(m) => ApiError::bad_request(m),
+        DbError::Validation(m) => ApiError::validation(m),
+        DbError::BadFilter(e) => ApiError::bad_request(format!("bad filter: {e}")),
+        other => other.into(),
+    }
+}
+
 /// An optional non-negative integer field (absent or `null`: `None`).
 pub fn opt_uint(v: Option<&Value>, what: &str) -> Result<Option<usize>> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_u64()
-            .map(|n| Some(n as usize))
-            .ok_or_else(|| ApiError::bad_request(format!("{what} must be a non-negative integer"))),
-    }
+    json::opt_uint(v, what).map_err(plain)
 }
 
 /// An optional positive integer field (absent or `null`: `None`).
 pub fn opt_positive(v: Option<&Value>, what: &str) -> Result<Option<usize>> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(x) => x
-            .as_u64()
-            .filter(|&n| n > 0)
-            .map(|n| Some(n as usize))
-            .ok_or_else(|| ApiError::bad_request(format!("{what} must be a positive integer"))),
-    }
+    json::opt_positive(v, what).map_err(plain)
 }
 
-/// `params.hnsw_ef` (the search list): a positive integer; 0 fails validation in Qdrant's
-/// words.
+/// `params.hnsw_ef` (the search list).
 pub fn search_ef(v: Option<&Value>) -> Result<Option<usize>> {
-    if v.and_then(Value::as_u64) == Some(0) {
-        return Err(ApiError::validation(
-            "params.hnsw_ef: value 0 invalid, must be 1 or larger",
-        ));
-    }
-    opt_positive(v, "params.hnsw_ef")
+    json::search_ef(v).map_err(plain)
+}
+
+/// `params.exact`.
+pub fn search_exact(params: Option<&Value>) -> Result<bool> {
+    json::search_exact(params).map_err(plain)
 }
 
 /// A list of strings; anything else is refused with `error`.
@@ -61,7 +58,7 @@ pub fn string_list(v: &Value, error: &str) -> Result<Vec<String>> {
 }
 
 pub fn point_id(v: &Value) -> Result<PointId> {
-    PointId::from_json(v).map_err(ApiError::bad_request)
+    json::point_id(v).map_err(plain)
 }
 
 pub fn point_ids(v: Option<&Value>, what: &str) -> Result<Vec<PointId>> {
@@ -95,76 +92,17 @@ pub fn metric_name(m: Metric) -> &'static str {
 
 /// A list of numbers.
 pub fn dense_vector(v: &Value, what: &str) -> Result<Vec<f32>> {
-    let bad = || ApiError::bad_request(format!("{what} must be a list of numbers"));
-    v.as_array()
-        .ok_or_else(bad)?
-        .iter()
-        .map(|x| x.as_f64().map(|f| f as f32).ok_or_else(bad))
-        .collect()
+    json::dense_vector(v, what).map_err(plain)
 }
 
 /// `{"indices": [...], "values": [...]}`.
 pub fn sparse_vector(v: &Value, what: &str) -> Result<SparseVector> {
-    let bad = |m: &str| ApiError::bad_request(format!("{what}: {m}"));
-    let indices = v
-        .get("indices")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("indices must be a list of unsigned integers"))?
-        .iter()
-        .map(|i| {
-            i.as_u64()
-                .and_then(|i| u32::try_from(i).ok())
-                .ok_or_else(|| bad("indices must be a list of unsigned 32-bit integers"))
-        })
-        .collect::<Result<Vec<u32>>>()?;
-    let values = v
-        .get("values")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("values must be a list of numbers"))?
-        .iter()
-        .map(|x| {
-            x.as_f64()
-                .map(|f| f as f32)
-                .ok_or_else(|| bad("values must be a list of numbers"))
-        })
-        .collect::<Result<Vec<f32>>>()?;
-    // Qdrant's validation wording (its suite checks it), 422 as Qdrant answers.
-    if values.len() != indices.len() {
-        return Err(ApiError::validation(format!(
-            "{what}.values: Validation error: must be the same length as indices [{{}}]"
-        )));
-    }
-    let mut sorted = indices.clone();
-    sorted.sort_unstable();
-    if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err(ApiError::validation(format!(
-            "{what}.indices: Validation error: must be unique [{{}}]"
-        )));
-    }
-    Ok(SparseVector { indices, values })
+    json::sparse_vector(v, what).map_err(plain)
 }
 
 /// A multivector: a list of rows of numbers.
 pub fn multi_rows(rows: &[Value], what: &str) -> Result<Vec<Vec<f32>>> {
-    let rows = rows
-        .iter()
-        .enumerate()
-        .map(|(i, row)| dense_vector(row, &format!("{what}[{i}]")))
-        .collect::<Result<Vec<_>>>()?;
-    // Qdrant's validation words (its suite checks them).
-    if rows.iter().any(Vec::is_empty) {
-        return Err(ApiError::validation(format!(
-            "{what}.data: all vectors must be non-empty"
-        )));
-    }
-    if let Some(odd) = rows.iter().find(|r| r.len() != rows[0].len()) {
-        return Err(ApiError::validation(format!(
-            "{what}.data: all vectors must have the same dimension, found vector with \
-             dimension {}",
-            odd.len()
-        )));
-    }
-    Ok(rows)
+    json::multi_rows(rows, what).map_err(plain)
 }
 
 /// One vector of a point: a list of numbers (dense) or `{indices, values}` (sparse).
@@ -253,16 +191,7 @@ pub fn payload(v: Option<&Value>) -> Result<Payload> {
 }
 
 pub fn filter(v: Option<&Value>) -> Result<Option<Filter>> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(f) => Filter::from_json(f).map(Some).map_err(|e| {
-            if e.is_validation() {
-                ApiError::validation(e.to_string())
-            } else {
-                ApiError::bad_request(format!("bad filter: {e}"))
-            }
-        }),
-    }
+    json::filter(v).map_err(plain)
 }
 
 /// Points of an upsert, in the list form (`points: [{id, vector, payload}]`) or the batch

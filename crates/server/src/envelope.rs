@@ -71,6 +71,9 @@ impl ApiError {
 
 impl From<DbError> for ApiError {
     fn from(e: DbError) -> Self {
+        if let DbError::Validation(m) = e {
+            return Self::validation(m);
+        }
         let status = match &e {
             DbError::InvalidInput(_) | DbError::BadRequest(_) | DbError::BadFilter(_) => {
                 StatusCode::BAD_REQUEST

@@ -210,6 +210,7 @@ pub(crate) fn parse_search(body: &Value, vector_key: &str) -> Result<ParsedSearc
     // hnsw_ef is the candidate list of Qdrant's graph search: our search list.
     let ef = body.get("params").and_then(|p| p.get("hnsw_ef"));
     req.search_list = crate::convert::search_ef(ef)?;
+    req.exact = crate::convert::search_exact(body.get("params"))?;
     req.score_threshold = match body.get("score_threshold") {
         None | Some(Value::Null) => None,
         Some(x) => Some(

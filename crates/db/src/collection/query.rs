@@ -412,6 +412,7 @@ impl Inner {
         let mut search = SearchRequest::new(want.saturating_add(examples.len()).max(1));
         search.filter = req.filter.clone();
         search.search_list = req.search_list;
+        search.exact = req.exact;
         search.using = req.using.clone();
         search.idf_corpus = req.idf_corpus.clone();
         search.k = search.k.min(limits::K.max);
@@ -504,6 +505,7 @@ impl Inner {
             search.k = search.k.min(limits::K.max);
             search.filter = req.filter.clone();
             search.search_list = req.search_list;
+            search.exact = req.exact;
             search.using = req.using.clone();
             let hits = self.search(target, &search)?;
             let ascending = space.ascending();

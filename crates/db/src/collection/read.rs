@@ -32,6 +32,9 @@ pub struct SearchRequest {
     /// The points a sparse space's IDF weights are counted over (`None`: all of them):
     /// Qdrant's `params.idf.corpus`.
     pub idf_corpus: Option<Filter>,
+    /// Compare the query with every matching point instead of searching the indexes
+    /// (Qdrant's `params.exact`): slower, never misses.
+    pub exact: bool,
 }
 
 impl SearchRequest {
@@ -46,6 +49,7 @@ impl SearchRequest {
             score_threshold: None,
             using: String::new(),
             idf_corpus: None,
+            exact: false,
         }
     }
 }
@@ -264,6 +268,7 @@ impl Inner {
                 k: wanted,
                 search_list,
                 filter: filter.as_ref(),
+                exact: req.exact,
             };
             // Every segment's search is started first (sealed ones queue their graph
             // searches), then finished: the DRAM work overlaps the reads.
@@ -326,6 +331,7 @@ impl Inner {
             k: wanted,
             search_list,
             filter: filter.as_ref(),
+            exact: req.exact,
         };
         let mut started = Vec::with_capacity(segments.len());
         for (_, segment) in &segments {

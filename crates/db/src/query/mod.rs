@@ -3,6 +3,7 @@
 //! prefetches found. `search`, recommend, discover and context are all one of its nodes;
 //! `collection/query.rs` runs the tree, `score.rs` holds the scoring rules.
 
+pub mod json;
 pub(crate) mod score;
 
 use crate::filter::Filter;
@@ -150,6 +151,8 @@ pub struct QueryRequest {
     pub search_list: Option<usize>,
     /// The points a sparse space's IDF weights are counted over (`None`: all).
     pub idf_corpus: Option<Filter>,
+    /// Every matching point compared, no index searched (Qdrant's `params.exact`).
+    pub exact: bool,
 }
 
 impl QueryRequest {
@@ -164,6 +167,7 @@ impl QueryRequest {
             score_threshold: None,
             search_list: None,
             idf_corpus: None,
+            exact: false,
         }
     }
 }

@@ -165,6 +165,20 @@ impl Columns {
             .map_or((0, vec![0; terms.len()]), |c| c.frequencies(terms, live))
     }
 
+    /// `sparse_frequencies` of every offset but the `dead` ones.
+    pub fn sparse_frequencies_except(
+        &self,
+        space: usize,
+        terms: &[u32],
+        dead: &roaring::RoaringBitmap,
+    ) -> (u64, Vec<u64>) {
+        self.sparse
+            .get(space)
+            .map_or((0, vec![0; terms.len()]), |c| {
+                c.frequencies_except(terms, dead)
+            })
+    }
+
     pub fn dram_bytes(&self) -> usize {
         self.sparse
             .iter()

@@ -139,7 +139,8 @@ impl DenseRows {
     }
 
     /// The k closest of the offsets `accept` takes to a prepared query, among `len` rows:
-    /// exact over `few` when given (a selective filter's matches) and for small segments,
+    /// exact over `few` when given (a selective filter's matches), for small segments and
+    /// when asked for,
     /// otherwise a graph search with list size `search_list` plus a scan of the rows not
     /// linked yet.
     pub fn search(
@@ -148,6 +149,7 @@ impl DenseRows {
         k: usize,
         search_list: usize,
         few: Option<Vec<u32>>,
+        exact: bool,
         accept: &dyn Fn(u32) -> bool,
     ) -> Vec<SegmentHit> {
         let distance = |offset: u32| SegmentHit {
@@ -164,7 +166,7 @@ impl DenseRows {
         }
         let accepted = |o: u32| self.has(o) && accept(o);
         let len = self.rows() as u32;
-        if (len as usize) <= SCAN_BELOW {
+        if exact || (len as usize) <= SCAN_BELOW {
             let hits = (0..len).filter(|&o| accepted(o)).map(distance).collect();
             return closest(hits, k);
         }
@@ -298,12 +300,25 @@ mod tests {
         } {
             linker.link_next();
         }
-        let hits = g.search(&[0.0; 4], 20, 64, None, &|_| true);
+        let hits = g.search(&[0.0; 4], 20, 64, None, false, &|_| true);
         assert_eq!(hits.len(), 20);
         assert!(hits.iter().all(|h| h.offset % 3 != 0), "{hits:?}");
         assert_eq!(hits[0].offset, 1);
-        let few = g.search(&[0.0; 4], 5, 64, Some(vec![0, 3, 4]), &|_| true);
+        let few = g.search(&[0.0; 4], 5, 64, Some(vec![0, 3, 4]), false, &|_| true);
         assert_eq!(few.iter().map(|h| h.offset).collect::<Vec<_>>(), vec![4]);
         assert!(g.vector(3).is_none() && g.vector(4).is_some());
+        // Exact: every accepted row compared, the same as sorting them all by distance.
+        let q = [0.3, -0.2, 0.1, 0.05];
+        let exact = g.search(&q, 30, 1, None, true, &|o| o % 2 == 0);
+        let mut all: Vec<SegmentHit> = (0..g.rows() as u32)
+            .filter(|&o| o % 3 != 0 && o % 2 == 0)
+            .map(|offset| SegmentHit {
+                offset,
+                distance: g.metric.distance(&q, g.row(offset)),
+            })
+            .collect();
+        all = closest(all, 30);
+        let offsets = |h: &[SegmentHit]| h.iter().map(|h| h.offset).collect::<Vec<_>>();
+        assert_eq!(offsets(&exact), offsets(&all));
     }
 }

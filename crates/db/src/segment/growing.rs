@@ -45,6 +45,10 @@ impl Points for Growing {
         !self.deleted.contains(offset)
     }
 
+    fn deleted(&self) -> RoaringBitmap {
+        self.deleted.clone()
+    }
+
     fn point(&self, offset: u32) -> (PointId, &Payload) {
         (self.ids[offset as usize], &self.payloads[offset as usize])
     }
@@ -163,9 +167,11 @@ impl Growing {
         k: usize,
         search_list: usize,
         filter: Option<&Filter>,
+        exact: bool,
     ) -> Vec<SegmentHit> {
         let few = self.few_candidates(filter);
-        self.dense[space].search(query, k, search_list, few, &|o| self.matches(o, filter))
+        let accept = |o| self.matches(o, filter);
+        self.dense[space].search(query, k, search_list, few, exact, &accept)
     }
 
     /// Rows not linked into the graphs yet (the most of any space).
@@ -275,8 +281,14 @@ mod tests {
             );
         }
         let found = |hits: Vec<SegmentHit>| hits.iter().map(|h| h.offset).collect::<Vec<_>>();
-        assert_eq!(found(g.search_dense(0, &[0.0, 0.0], 10, 10, None)), vec![0]);
-        assert_eq!(found(g.search_dense(1, &[0.0; 3], 10, 10, None)), vec![1]);
+        assert_eq!(
+            found(g.search_dense(0, &[0.0, 0.0], 10, 10, None, false)),
+            vec![0]
+        );
+        assert_eq!(
+            found(g.search_dense(1, &[0.0; 3], 10, 10, None, true)),
+            vec![1]
+        );
         let q = SparseVector {
             indices: vec![4],
             values: vec![1.0],

@@ -54,6 +54,8 @@ pub(crate) enum Segment {
 pub(crate) trait Points {
     fn len(&self) -> usize;
     fn is_live(&self, offset: u32) -> bool;
+    /// The deleted offsets, as of now.
+    fn deleted(&self) -> roaring::RoaringBitmap;
     fn point(&self, offset: u32) -> (PointId, &Payload);
     /// The payload indexes' candidates for `filter` (see `PayloadIndex::candidates`).
     fn candidates(&self, filter: &Filter) -> Option<Candidates>;
@@ -106,8 +108,15 @@ pub(crate) trait Points {
         terms: &[u32],
         corpus: Option<&Filter>,
     ) -> (u64, Vec<u64>) {
-        self.columns()
-            .sparse_frequencies(space, terms, &|o| self.matches(o, corpus))
+        match corpus {
+            // Counted from the column's totals less the deleted points, not point by point.
+            None => self
+                .columns()
+                .sparse_frequencies_except(space, terms, &self.deleted()),
+            Some(_) => self
+                .columns()
+                .sparse_frequencies(space, terms, &|o| self.matches(o, corpus)),
+        }
     }
 
     fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
@@ -220,6 +229,8 @@ pub(crate) struct SegmentQuery<'a> {
     pub k: usize,
     pub search_list: usize,
     pub filter: Option<&'a Arc<Filter>>,
+    /// Every matching point compared, no graph searched.
+    pub exact: bool,
 }
 
 /// The read side every segment answers the same way, so the collection's searcher has one
@@ -230,7 +241,7 @@ impl Segment {
     pub fn start_search(&self, q: &SegmentQuery) -> crate::Result<PendingSearch> {
         Ok(match (self, q.query) {
             (Segment::Sealed(s), SpaceQuery::Dense { space, prepared }) => PendingSearch::Sealed(
-                s.start_search(space, prepared, q.k, q.search_list, q.filter)?,
+                s.start_search(space, prepared, q.k, q.search_list, q.filter, q.exact)?,
             ),
             _ => PendingSearch::Growing,
         })
@@ -272,7 +283,7 @@ impl Segment {
                 let g = g.read().unwrap_or_else(|e| e.into_inner());
                 let hits = match q.query {
                     SpaceQuery::Dense { space, prepared } => {
-                        g.search_dense(space, prepared, q.k, q.search_list, filter)
+                        g.search_dense(space, prepared, q.k, q.search_list, filter, q.exact)
                     }
                     SpaceQuery::Sparse { space, query } => {
                         g.search_sparse(space, query, q.k, filter)

@@ -217,6 +217,13 @@ impl Points for Sealed {
             .contains(offset)
     }
 
+    fn deleted(&self) -> RoaringBitmap {
+        self.deleted
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn point(&self, offset: u32) -> (PointId, &Payload) {
         (
             self.ids.get(offset as usize),
@@ -557,6 +564,7 @@ impl Sealed {
     /// The k closest live points matching `filter` to a dense query in `space`, by the
     /// filter's share of the segment (from the payload indexes, or estimated on a sample
     /// of payloads):
+    /// - `exact` asked for: every match, from its vector (read from SSD);
     /// - at most `EXACT_LIMIT` matches: exact, from their vectors (read from SSD);
     /// - up to `PQ_SCAN_SHARE` of the segment: every match ranked by its code in DRAM,
     ///   the best `search_list` re-ranked by their full vectors;
@@ -578,10 +586,17 @@ impl Sealed {
         k: usize,
         search_list: usize,
         filter: Option<&Arc<Filter>>,
+        exact: bool,
     ) -> Result<StartedSearch> {
         let Some(dense) = self.dense_index(space) else {
             return Ok(StartedSearch::Done(Vec::new()));
         };
+        if exact {
+            // Every match's full vector, read from SSD in one batch.
+            let mut offsets = self.matching(filter.map(|f| f.as_ref()));
+            offsets.retain(|&o| dense.index.node_of(i64::from(o)).is_some());
+            return Ok(StartedSearch::Done(dense.exact(query, &offsets, k)?));
+        }
         let len = self.len().max(1);
         let mut share = 1.0;
         if let Some(f) = filter.map(|f| f.as_ref()) {

@@ -2,7 +2,10 @@
 //! inverted index, term id to the (offset, weight) of every point that has it, ascending by
 //! offset. Scores are exact: a query's dot product with every point sharing a term.
 
-use std::collections::HashMap;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use roaring::RoaringBitmap;
 
 use super::SegmentHit;
 use crate::vectors::SparseVector;
@@ -11,6 +14,27 @@ use crate::vectors::SparseVector;
 pub(crate) struct SparseColumn {
     vectors: Vec<Option<SparseVector>>,
     postings: HashMap<u32, Vec<(u32, f32)>>,
+    /// Offsets with a vector in this space.
+    with_vector: u64,
+}
+
+/// A scored offset, ordered worst first (lower score, then higher offset), so that a
+/// `BinaryHeap` of them keeps the worst of the best k on top.
+#[derive(PartialEq)]
+struct Scored(f32, u32);
+
+impl Eq for Scored {}
+
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl SparseColumn {
@@ -27,6 +51,7 @@ impl SparseColumn {
     pub fn push(&mut self, vector: Option<SparseVector>) {
         let offset = self.vectors.len() as u32;
         if let Some(v) = &vector {
+            self.with_vector += 1;
             for (term, weight) in v.entries() {
                 self.postings
                     .entry(term)
@@ -62,33 +87,92 @@ impl SparseColumn {
         (points, per_term)
     }
 
+    /// `frequencies` over every offset but the `dead` ones, from the counts kept: no
+    /// walk over the points (what an IDF weighting over the whole collection costs).
+    pub fn frequencies_except(&self, terms: &[u32], dead: &RoaringBitmap) -> (u64, Vec<u64>) {
+        let has_vector = |o: u32| self.get(o).is_some();
+        let points = self.with_vector - dead.iter().filter(|&o| has_vector(o)).count() as u64;
+        let per_term = terms
+            .iter()
+            .map(|t| {
+                let Some(list) = self.postings.get(t) else {
+                    return 0;
+                };
+                let gone = if dead.len() < list.len() as u64 {
+                    dead.iter()
+                        .filter(|o| list.binary_search_by_key(o, |p| p.0).is_ok())
+                        .count()
+                } else {
+                    list.iter().filter(|(o, _)| dead.contains(*o)).count()
+                };
+                (list.len() - gone) as u64
+            })
+            .collect();
+        (points, per_term)
+    }
+
     /// The k best-scoring offsets `accept` takes for `query` (weights already multiplied
     /// by any IDF): only points sharing a term with it score. The distance is the negated
     /// score, so smaller is closer as for dense spaces; ties go to the lower offset.
+    /// `accept` is asked only of points that would enter the best k so far.
     pub fn search(
         &self,
         query: &SparseVector,
         k: usize,
         accept: &dyn Fn(u32) -> bool,
     ) -> Vec<SegmentHit> {
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        for (term, weight) in query.entries() {
-            let Some(list) = self.postings.get(&term) else {
-                continue;
-            };
-            for &(offset, value) in list {
-                *scores.entry(offset).or_insert(0.0) += weight * value;
+        let lists: Vec<(f32, &[(u32, f32)])> = query
+            .entries()
+            .filter_map(|(term, weight)| Some((weight, self.postings.get(&term)?.as_slice())))
+            .collect();
+        let entries: usize = lists.iter().map(|(_, l)| l.len()).sum();
+        // Scores add up in an array over the offsets when many points share a term (no
+        // hashing per posting), in a map when few do (no array over the whole segment).
+        let scored: Vec<(u32, f32)> = if entries * 8 >= self.vectors.len() {
+            let mut score = vec![0f32; self.vectors.len()];
+            let mut touched = vec![false; self.vectors.len()];
+            let mut offsets = Vec::new();
+            for (weight, list) in &lists {
+                for &(offset, value) in *list {
+                    let o = offset as usize;
+                    if !touched[o] {
+                        touched[o] = true;
+                        offsets.push(offset);
+                    }
+                    score[o] += weight * value;
+                }
+            }
+            offsets
+                .into_iter()
+                .map(|o| (o, score[o as usize]))
+                .collect()
+        } else {
+            let mut scores: HashMap<u32, f32> = HashMap::with_capacity(entries);
+            for (weight, list) in &lists {
+                for &(offset, value) in *list {
+                    *scores.entry(offset).or_insert(0.0) += weight * value;
+                }
+            }
+            scores.into_iter().collect()
+        };
+        let mut best: BinaryHeap<Scored> = BinaryHeap::with_capacity(k + 1);
+        for (offset, score) in scored {
+            let candidate = Scored(score, offset);
+            let enters = best.len() < k || best.peek().is_some_and(|worst| candidate < *worst);
+            if enters && accept(offset) {
+                best.push(candidate);
+                if best.len() > k {
+                    best.pop();
+                }
             }
         }
-        let hits = scores
+        best.into_sorted_vec()
             .into_iter()
-            .filter(|&(offset, _)| accept(offset))
-            .map(|(offset, score)| SegmentHit {
+            .map(|Scored(score, offset)| SegmentHit {
                 offset,
                 distance: -score,
             })
-            .collect();
-        super::closest(hits, k)
+            .collect()
     }
 
     pub fn dram_bytes(&self) -> usize {
@@ -131,6 +215,12 @@ mod tests {
         assert_eq!(filtered.len(), 1);
         assert_eq!(c.frequencies(&[2, 9, 4], &|_| true), (3, vec![2, 1, 0]));
         assert_eq!(c.frequencies(&[2], &|o| o != 0), (2, vec![1]));
+        let dead: RoaringBitmap = [0u32, 1].into_iter().collect();
+        assert_eq!(c.frequencies_except(&[2, 9, 4], &dead), (2, vec![1, 1, 0]));
+        assert_eq!(
+            c.frequencies_except(&[2, 9], &RoaringBitmap::new()),
+            c.frequencies(&[2, 9], &|_| true)
+        );
         assert!(c.get(1).is_none() && c.get(3).is_some());
     }
 }

@@ -402,7 +402,7 @@ class Collection:
 
     def search(self, query, k: int = 10, filter: Optional[Filter] = None, search_list: Optional[int] = None,
                offset: int = 0, with_payload: bool = True, with_vectors: bool = False,
-               score_threshold: Optional[float] = None, using: str = "") -> List[dict]:
+               score_threshold: Optional[float] = None, using: str = "", exact: bool = False) -> List[dict]:
         """The `k` points closest to `query` (1-D, the collection's dim), closest first.
 
         - filter: Qdrant filter dict; only matching points are returned.
@@ -413,6 +413,8 @@ class Collection:
         - using: the vector space searched ("": the unnamed one). A sparse query
           {"indices": [...], "values": [...]} searches a sparse space: exact dot products
           (times each term's IDF where the space's modifier is "idf").
+        - exact: compare the query with every matching point instead of searching the
+          indexes (slower; never misses a point).
         Each hit is {"id", "version", "score", "distance", "payload"?, "vector"?,
         "vectors"?}: score is Qdrant's (cosine similarity, dot product, or Euclidean distance
         for l2); distance is diskvec's, smaller is closer (1 - cosine, -dot, squared
@@ -428,12 +430,30 @@ class Collection:
             raise ValueError(f"query must be a 1-D array, got shape {q.shape}")
         return self._inner.search(q, _int("k", k), filter, _opt_int("search_list", search_list),
                                   _int("offset", offset), bool(with_payload), bool(with_vectors),
-                                  None if score_threshold is None else float(score_threshold), str(using))
+                                  None if score_threshold is None else float(score_threshold), str(using),
+                                  bool(exact))
+
+    def query(self, request: dict, with_payload: bool = True, with_vectors: bool = False) -> List[dict]:
+        """Qdrant's universal query: `request` is the body of Qdrant's `points/query`, e.g. a
+        hybrid search fusing a dense and a sparse prefetch:
+
+            col.query({"prefetch": [{"query": dense, "using": "text", "limit": 50},
+                                    {"query": {"indices": [...], "values": [...]},
+                                     "using": "words", "limit": 50}],
+                       "query": {"fusion": "rrf"}, "limit": 10})
+
+        It takes every form the server does: nested prefetches, fusion (rrf, dbsf), recommend,
+        discover, context, order_by, sample, nearest by point id, mmr, filter, offset,
+        score_threshold, params (hnsw_ef, exact, idf) and lookup_from another collection.
+        Hits are as `search` returns them."""
+        if not isinstance(request, dict):
+            raise TypeError(f"request must be a dict (Qdrant's query body), got {type(request).__name__}")
+        return self._inner.query(request, bool(with_payload), bool(with_vectors))
 
     def search_batch(self, queries, k: int = 10, filter: Optional[Filter] = None, search_list: Optional[int] = None,
                      offset: int = 0, with_payload: bool = True, with_vectors: bool = False,
                      score_threshold: Optional[float] = None, threads: Optional[int] = None,
-                     using: str = "") -> List[List[dict]]:
+                     using: str = "", exact: bool = False) -> List[List[dict]]:
         """`search` for every row of `queries` (n, dim); returns one list of hits per query.
         The rows are split over `threads` threads (default: one per core), and each thread
         queues the SSD searches of its rows on every sealed segment's search threads before
@@ -445,7 +465,7 @@ class Collection:
         return self._inner.search_batch(q, _int("k", k), filter, _opt_int("search_list", search_list),
                                         _int("offset", offset), bool(with_payload), bool(with_vectors),
                                         None if score_threshold is None else float(score_threshold),
-                                        _opt_int("threads", threads), str(using))
+                                        _opt_int("threads", threads), str(using), bool(exact))
 
     def scroll(self, filter: Optional[Filter] = None, limit: int = 100, offset: Optional[PointId] = None,
                with_payload: bool = True, with_vectors: bool = False) -> Tuple[List[dict], Optional[PointId]]:
