@@ -39,6 +39,15 @@ pub struct DenseSpace {
     /// from the collection's.
     #[serde(default, skip_serializing_if = "SpaceHnsw::is_default")]
     pub hnsw: SpaceHnsw,
+    /// Deleted from the collection (`Collection::delete_space`): the slot stays, so that
+    /// the spaces after it keep their index (the log and the segments name spaces by
+    /// index), but no request reaches it and seals drop its vectors.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub removed: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl DenseSpace {
@@ -48,6 +57,7 @@ impl DenseSpace {
             dim,
             metric,
             hnsw: SpaceHnsw::default(),
+            removed: false,
         }
     }
 }
@@ -85,6 +95,19 @@ pub struct SparseSpace {
     pub name: String,
     #[serde(default)]
     pub modifier: SparseModifier,
+    /// Deleted from the collection, as `DenseSpace::removed`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub removed: bool,
+}
+
+impl SparseSpace {
+    pub fn new(name: &str, modifier: SparseModifier) -> Self {
+        Self {
+            name: name.to_string(),
+            modifier,
+            removed: false,
+        }
+    }
 }
 
 /// Settings of one collection. `CollectionConfig::new(dim, metric)` gives the defaults for
@@ -212,7 +235,7 @@ impl CollectionConfig {
         let bad = |m: String| Err(DbError::InvalidInput(m));
         self.strict_mode.check()?;
         let spaces = self.dense.len() + self.sparse.len() + self.multi.len();
-        if spaces == 0 {
+        if self.live_dense().count() + self.live_sparse().count() + self.live_multi().count() == 0 {
             return bad("a collection needs at least one vector space, dense or sparse".into());
         }
         if spaces > MAX_SPACES {
@@ -221,15 +244,14 @@ impl CollectionConfig {
             ));
         }
         // Qdrant's wording for these two, which its clients and REST suite check.
-        if self.sparse.iter().any(|s| s.name.is_empty()) {
+        if self.live_sparse().any(|s| s.name.is_empty()) {
             return bad("Sparse vector name cannot be empty".into());
         }
         let mut names: Vec<&str> = self
-            .dense
-            .iter()
+            .live_dense()
             .map(|s| s.name.as_str())
-            .chain(self.sparse.iter().map(|s| s.name.as_str()))
-            .chain(self.multi.iter().map(|s| s.name.as_str()))
+            .chain(self.live_sparse().map(|s| s.name.as_str()))
+            .chain(self.live_multi().map(|s| s.name.as_str()))
             .collect();
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
@@ -339,22 +361,46 @@ impl CollectionConfig {
 
     /// The dense space named `name`, by index.
     pub fn dense_space(&self, name: &str) -> Option<usize> {
-        self.dense.iter().position(|s| s.name == name)
+        self.dense.iter().position(|s| s.name == name && !s.removed)
     }
 
     /// The multivector space named `name`, by index.
     pub fn multi_space(&self, name: &str) -> Option<usize> {
-        self.multi.iter().position(|s| s.name == name)
+        self.multi.iter().position(|s| s.name == name && !s.removed)
     }
 
     /// The sparse space named `name`, by index.
     pub fn sparse_space(&self, name: &str) -> Option<usize> {
-        self.sparse.iter().position(|s| s.name == name)
+        self.sparse
+            .iter()
+            .position(|s| s.name == name && !s.removed)
+    }
+
+    /// Whether a space (dense, sparse or multivector) is named `name`.
+    pub fn has_space(&self, name: &str) -> bool {
+        self.dense_space(name).is_some()
+            || self.sparse_space(name).is_some()
+            || self.multi_space(name).is_some()
+    }
+
+    /// The dense spaces not deleted.
+    pub fn live_dense(&self) -> impl Iterator<Item = &DenseSpace> {
+        self.dense.iter().filter(|s| !s.removed)
+    }
+
+    /// The sparse spaces not deleted.
+    pub fn live_sparse(&self) -> impl Iterator<Item = &SparseSpace> {
+        self.sparse.iter().filter(|s| !s.removed)
+    }
+
+    /// The multivector spaces not deleted.
+    pub fn live_multi(&self) -> impl Iterator<Item = &DenseSpace> {
+        self.multi.iter().filter(|s| !s.removed)
     }
 
     /// The unnamed dense space (that of a collection made with one vector), if it has one.
     pub fn unnamed(&self) -> Option<&DenseSpace> {
-        self.dense.iter().find(|s| s.name.is_empty())
+        self.live_dense().find(|s| s.name.is_empty())
     }
 
     /// The spaces in a few words: "dim 768, cosine" for the one unnamed space, else each
@@ -366,13 +412,11 @@ impl CollectionConfig {
             }
         }
         let dense = self
-            .dense
-            .iter()
+            .live_dense()
             .map(|s| format!("{:?} {}-d {}", s.name, s.dim, s.metric.name()));
-        let sparse = self.sparse.iter().map(|s| format!("{:?} sparse", s.name));
+        let sparse = self.live_sparse().map(|s| format!("{:?} sparse", s.name));
         let multi = self
-            .multi
-            .iter()
+            .live_multi()
             .map(|s| format!("{:?} {}-d {} multivector", s.name, s.dim, s.metric.name()));
         dense
             .chain(sparse)

@@ -26,8 +26,9 @@ pub mod wal;
 
 pub use aliases::AliasAction;
 pub use collection::{
-    Collection, CollectionInfo, FacetValue, Hit, PathIo, Record, RecoveryReport, SearchMemoryInfo,
-    SearchRequest, SegmentInfo, Status, TaskInfo, UpsertMode, MAX_BATCH, MAX_PAYLOAD_DEPTH,
+    Collection, CollectionInfo, FacetValue, Hit, NewSpace, PathIo, Record, RecoveryReport,
+    SearchMemoryInfo, SearchRequest, SegmentInfo, Status, TaskInfo, UpsertMode, MAX_BATCH,
+    MAX_PAYLOAD_DEPTH,
 };
 pub use config::{
     dimension_error, parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability,

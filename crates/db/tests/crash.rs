@@ -106,10 +106,7 @@ fn run(storage: &CrashStorage, steps: &[Step]) -> usize {
         let ok = match step {
             Step::Create => {
                 let dense = |name: &str, dim| DenseSpace::new(name, dim, Metric::L2);
-                let sparse = SparseSpace {
-                    name: "s".into(),
-                    modifier: Default::default(),
-                };
+                let sparse = SparseSpace::new("s", Default::default());
                 let mut c = CollectionConfig::with_spaces(
                     vec![dense("", DIM), dense("b", 3)],
                     vec![sparse],

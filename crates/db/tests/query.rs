@@ -20,10 +20,7 @@ const N: u64 = 300;
 fn collection(db: &Database) -> std::sync::Arc<Collection> {
     let mut c = CollectionConfig::with_spaces(
         vec![DenseSpace::new("", 6, Metric::Cosine)],
-        vec![SparseSpace {
-            name: "words".into(),
-            modifier: Default::default(),
-        }],
+        vec![SparseSpace::new("words", Default::default())],
     );
     c.seal_threshold = 120;
     c.idle_merge_ms = 0;
@@ -392,10 +389,7 @@ fn idf_is_counted_over_the_corpus_asked_for() {
     let db = Database::open(dir.path()).unwrap();
     let c = CollectionConfig::with_spaces(
         vec![DenseSpace::new("d", 2, Metric::InnerProduct)],
-        vec![SparseSpace {
-            name: "t".into(),
-            modifier: diskvec_db::SparseModifier::Idf,
-        }],
+        vec![SparseSpace::new("t", diskvec_db::SparseModifier::Idf)],
     );
     let col = db.create_collection("idf", c).unwrap();
     let layout: [(&str, &[u32]); 4] = [("a", &[0, 1]), ("a", &[0]), ("b", &[0, 1, 2]), ("b", &[1])];

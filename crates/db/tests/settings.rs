@@ -16,10 +16,9 @@ fn changed_settings_survive_a_reopen_and_the_shape_cannot_change() {
     {
         let db = Database::open(dir.path()).unwrap();
         let mut config = CollectionConfig::new(2, Metric::L2);
-        config.sparse.push(SparseSpace {
-            name: "words".into(),
-            modifier: SparseModifier::None,
-        });
+        config
+            .sparse
+            .push(SparseSpace::new("words", SparseModifier::None));
         let c = db.create_collection("c", config).unwrap();
         c.upsert((1..=3).map(point).collect()).unwrap();
         c.update_settings(|s| {

@@ -20,10 +20,7 @@ const POINTS: u64 = 420;
 
 fn config() -> CollectionConfig {
     let dense = |name: &str, dim, metric| DenseSpace::new(name, dim, metric);
-    let sparse = |name: &str, modifier| SparseSpace {
-        name: name.into(),
-        modifier,
-    };
+    let sparse = |name: &str, modifier| SparseSpace::new(name, modifier);
     let mut c = CollectionConfig::with_spaces(
         vec![dense("a", 4, Metric::L2), dense("b", 6, Metric::Cosine)],
         vec![

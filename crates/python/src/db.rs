@@ -14,7 +14,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 
 use diskvec_db::{
     parse_metric, Collection, CollectionConfig, Database, DbError, DbOptions, Durability, Filter,
-    Hit, MemoryBudget, NamedVectors, Payload, PointId, PointRecord, Record, SearchRequest, Vector,
+    Hit, MemoryBudget, NamedVectors, NewSpace, Payload, PointId, PointRecord, Record,
+    SearchRequest, Vector,
 };
 use diskvec_index::limits;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -851,6 +852,40 @@ impl PyCollection {
         let query = spaces::sparse_of(&query, "query")?;
         let hits = self.with(py, |col| col.search_sparse(query, &req))?;
         hits_list(py, hits)
+    }
+
+    /// Adds a vector space: dense (`dim` and `metric`, `multivector` for MaxSim rows) or
+    /// sparse (`modifier`).
+    #[pyo3(signature = (name, dim, metric, multivector, sparse_modifier))]
+    fn create_space(
+        &self,
+        py: Python<'_>,
+        name: String,
+        dim: Option<i128>,
+        metric: String,
+        multivector: bool,
+        sparse_modifier: Option<String>,
+    ) -> PyResult<()> {
+        let space = match (dim, sparse_modifier) {
+            (Some(dim), None) => {
+                let mut dense = spaces::dense_spaces(vec![(name, dim, metric)])?;
+                let one = dense.remove(0);
+                match multivector {
+                    true => NewSpace::Multi(one),
+                    false => NewSpace::Dense(one),
+                }
+            }
+            (None, Some(modifier)) => {
+                NewSpace::Sparse(spaces::sparse_spaces(vec![(name, modifier)])?.remove(0))
+            }
+            _ => return Err(value_err("a space is dense (give dim) or sparse, not both")),
+        };
+        self.with(py, |col| col.create_space(space))
+    }
+
+    /// Deletes the vector space `name`, with every point's vector in it.
+    fn delete_space(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        self.with(py, |col| col.delete_space(&name))
     }
 
     /// Qdrant's universal query (`points/query`'s body as a dict): prefetches, fusion,

@@ -41,7 +41,7 @@ pub fn sparse_spaces(spaces: Vec<(String, String)>) -> PyResult<Vec<SparseSpace>
                     )))
                 }
             };
-            Ok(SparseSpace { name, modifier })
+            Ok(SparseSpace::new(&name, modifier))
         })
         .collect()
 }

@@ -93,3 +93,28 @@ def test_mistakes_name_the_space(db):
     with pytest.raises(ValueError, match="give dim"):
         db.create_collection("x")
     assert len(col) == 0
+
+
+def test_spaces_are_added_and_deleted_on_a_collection_with_points(db):
+    col = create(db)
+    n = 1200
+    text, image, words = columns(n, 3)
+    col.upsert(range(n), {"text": text, "image": image, "words": words})
+    col.optimize()
+    col.create_space("title", dim=3, metric="dot")
+    col.create_space("tags", sparse=True, modifier="idf")
+    with pytest.raises(ValueError, match="already exists"):
+        col.create_space("title", dim=3)
+    col.update_vectors([1, 2], {"title": np.ones((2, 3), dtype=np.float32),
+                                "tags": [{"indices": [5], "values": [1.0]}] * 2})
+    assert [h["id"] for h in col.search(np.ones(3, dtype=np.float32), k=10, using="title")] == [1, 2]
+    col.delete_space("text")
+    with pytest.raises(KeyError):
+        col.delete_space("text")
+    with pytest.raises(ValueError):
+        col.search(np.ones(8, dtype=np.float32), using="text")
+    assert "text" not in col.get([1], with_vectors=True)[0]["vectors"]
+    col.create_space("text", dim=2, metric="l2")
+    assert "text" not in col.get([1], with_vectors=True)[0]["vectors"]
+    spaces = {s["name"]: s["dim"] for s in col.info()["config"]["dense"]}
+    assert spaces == {"image": 4, "title": 3, "text": 2}

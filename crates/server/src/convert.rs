@@ -742,10 +742,7 @@ fn sparse_spaces(body: &Value) -> Result<Vec<SparseSpace>> {
                     )))
                 }
             }
-            Ok(SparseSpace {
-                name: name.clone(),
-                modifier,
-            })
+            Ok(SparseSpace::new(&name, modifier))
         })
         .collect()
 }
@@ -766,7 +763,9 @@ fn vectors_info(c: &CollectionConfig) -> Value {
         p["multivector_config"] = json!({"comparator": "max_sim"});
         p
     };
-    match (c.dense.as_slice(), c.multi.as_slice()) {
+    let dense: Vec<DenseSpace> = c.live_dense().cloned().collect();
+    let multi: Vec<DenseSpace> = c.live_multi().cloned().collect();
+    match (dense.as_slice(), multi.as_slice()) {
         ([one], []) if one.name.is_empty() => params(one),
         ([], [one]) if one.name.is_empty() => multi_params(one),
         (dense, multi) => Value::Object(
@@ -781,8 +780,7 @@ fn vectors_info(c: &CollectionConfig) -> Value {
 
 fn sparse_vectors_info(c: &CollectionConfig) -> Value {
     Value::Object(
-        c.sparse
-            .iter()
+        c.live_sparse()
             .map(|s| {
                 let params = match s.modifier {
                     SparseModifier::Idf => json!({"modifier": "idf"}),

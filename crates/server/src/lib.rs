@@ -16,6 +16,7 @@ mod points;
 mod query;
 mod settings;
 mod snapshots;
+mod spaces_route;
 mod strict;
 mod writes;
 
@@ -105,6 +106,10 @@ pub fn router(state: AppState) -> Router {
             get(collections::collection_aliases),
         )
         .route(&format!("{c}/index"), put(collections::create_index))
+        .route(
+            &format!("{c}/vectors/{{vector}}"),
+            put(spaces_route::create).delete(spaces_route::delete),
+        )
         .route(
             &format!("{c}/index/{{field}}"),
             delete(collections::delete_index),

@@ -435,3 +435,70 @@ async fn multivector_scores_and_recommendations_follow_qdrant() {
     )
     .await;
 }
+
+/// `PUT`/`DELETE /collections/{c}/vectors/{name}`: a space added to a collection with
+/// points, one deleted and made again with another size; sizes outside Qdrant's bounds are
+/// its 422, unknown names a 404.
+#[tokio::test]
+async fn vector_spaces_are_added_and_deleted_on_a_live_collection() {
+    let api = Api::new(Keys::default());
+    let body = json!({"vectors": {
+        "a": {"size": 4, "distance": "Cosine"},
+        "b": {"size": 2, "distance": "Dot"},
+    }});
+    api.ok("PUT", "/collections/c", body).await;
+    let points: Vec<Value> = (0..20)
+        .map(|i| json!({"id": i, "vector": {"a": [1.0, 0.0, 0.0, i as f32], "b": [1.0, i as f32]}}))
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/c/points?wait=true",
+        json!({"points": points}),
+    )
+    .await;
+
+    for size in [0, 65_537] {
+        let body = json!({"dense": {"size": size, "distance": "Cosine"}});
+        let (status, v) = api.call("PUT", "/collections/c/vectors/z", body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(
+            v["status"]["error"].as_str().unwrap().contains("size"),
+            "{v}"
+        );
+    }
+    let (status, v) = api
+        .call("DELETE", "/collections/c/vectors/nope?wait=true", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
+
+    api.ok("DELETE", "/collections/c/vectors/a?wait=true", json!({}))
+        .await;
+    let body = json!({"dense": {"size": 3, "distance": "Dot"}});
+    api.ok("PUT", "/collections/c/vectors/a?wait=true", body)
+        .await;
+    let body = json!({"sparse": {"modifier": "idf"}});
+    api.ok("PUT", "/collections/c/vectors/w?wait=true", body)
+        .await;
+    let info = api.ok("GET", "/collections/c", json!({})).await;
+    let params = &info["config"]["params"];
+    assert_eq!(params["vectors"]["a"]["size"], 3, "{params}");
+    assert_eq!(params["sparse_vectors"]["w"]["modifier"], "idf", "{params}");
+
+    let scroll = json!({"limit": 20, "with_vector": true});
+    let listed = api
+        .ok("POST", "/collections/c/points/scroll", scroll.clone())
+        .await;
+    for p in listed["points"].as_array().unwrap() {
+        assert_eq!(p["vector"].as_object().unwrap().len(), 1, "only b: {p}");
+        assert_eq!(p["vector"]["b"].as_array().unwrap().len(), 2, "{p}");
+    }
+    let update = json!({"points": [{"id": 5, "vector": {"a": [0.0, 1.0, 2.0], "w": {"indices": [4], "values": [1.0]}}}]});
+    api.ok("PUT", "/collections/c/points/vectors?wait=true", update)
+        .await;
+    let listed = api.ok("POST", "/collections/c/points/scroll", scroll).await;
+    let five = &listed["points"].as_array().unwrap()[5];
+    assert_eq!(five["vector"]["a"], json!([0.0, 1.0, 2.0]), "{five}");
+    let search = json!({"query": [1.0, 1.0, 1.0], "using": "a", "limit": 5});
+    let found = api.ok("POST", "/collections/c/points/query", search).await;
+    assert_eq!(ids(&found), vec![5]);
+}

@@ -17,6 +17,7 @@ mod read;
 mod rebuild;
 mod settings;
 mod snapshot;
+mod spaces;
 mod state;
 mod storage_io;
 mod superseded;
@@ -35,6 +36,7 @@ pub use info::{CollectionInfo, SearchMemoryInfo, SegmentInfo, Status};
 pub use open::RecoveryReport;
 pub(crate) use open::{navigation_file_bytes, search_demand};
 pub use read::{Hit, Record, SearchRequest};
+pub use spaces::NewSpace;
 pub use storage_io::PathIo;
 pub use task::TaskInfo;
 pub use write::{UpsertMode, MAX_BATCH, MAX_PAYLOAD_DEPTH};
@@ -209,7 +211,7 @@ impl Inner {
             .dense
             .iter()
             .zip(&input.dense)
-            .filter(|(_, i)| !i.offsets.is_empty())
+            .filter(|(space, i)| !i.offsets.is_empty() && !space.removed)
             .max_by_key(|(space, input)| input.offsets.len() * space.dim);
         let grant = match largest {
             None => None,

@@ -454,18 +454,19 @@ impl Inner {
     /// Stored vectors by space name.
     pub(crate) fn named(&self, v: PointVectors) -> NamedVectors {
         let mut out = NamedVectors::new();
+        // A deleted space's vectors stay in segments until they are rebuilt: never shown.
         for (space, dense) in self.config().dense.iter().zip(v.dense) {
-            if let Some(d) = dense {
+            if let (Some(d), false) = (dense, space.removed) {
                 out.insert(space.name.clone(), Vector::Dense(d));
             }
         }
         for (space, sparse) in self.config().sparse.iter().zip(v.sparse) {
-            if let Some(s) = sparse {
+            if let (Some(s), false) = (sparse, space.removed) {
                 out.insert(space.name.clone(), Vector::Sparse(s));
             }
         }
         for (space, multi) in self.config().multi.iter().zip(v.multi) {
-            if let Some(rows) = multi {
+            if let (Some(rows), false) = (multi, space.removed) {
                 let rows = rows.chunks_exact(space.dim).map(<[f32]>::to_vec).collect();
                 out.insert(space.name.clone(), Vector::Multi(rows));
             }

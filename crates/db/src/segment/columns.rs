@@ -1,6 +1,8 @@
 //! The spaces a segment keeps in DRAM column by column, growing or sealed alike: the sparse
 //! ones (vectors and postings) and the multivector ones.
 
+use std::sync::{Arc, RwLock};
+
 use super::multi_column::MultiColumn;
 use super::sparse_column::SparseColumn;
 use super::SegmentHit;
@@ -17,8 +19,9 @@ pub(crate) struct Columns {
     sparse: Vec<SparseColumn>,
     /// One per multivector space.
     multi: Vec<MultiColumn>,
-    /// The collection's spaces by name, for `has_vector` filters.
-    names: SpaceNames,
+    /// The collection's spaces by name, for `has_vector` filters: replaced when a space
+    /// is added or deleted.
+    names: RwLock<Arc<SpaceNames>>,
 }
 
 /// Which space a name is, of a collection's dense, sparse and multivector spaces.
@@ -28,24 +31,31 @@ pub(crate) enum NamedSpace {
     Multi(usize),
 }
 
-/// The collection's space names as a segment was made with.
+/// The collection's space names by index (`None`: a deleted space, which no name finds).
 pub(crate) struct SpaceNames {
-    dense: Vec<String>,
-    sparse: Vec<String>,
-    multi: Vec<String>,
+    dense: Vec<Option<String>>,
+    sparse: Vec<Option<String>>,
+    multi: Vec<Option<String>>,
 }
 
 impl SpaceNames {
     fn of(config: &CollectionConfig) -> Self {
+        let live = |name: &str, removed: bool| (!removed).then(|| name.to_string());
         Self {
-            dense: config.dense.iter().map(|s| s.name.clone()).collect(),
-            sparse: config.sparse.iter().map(|s| s.name.clone()).collect(),
-            multi: config.multi.iter().map(|s| s.name.clone()).collect(),
+            dense: (config.dense.iter())
+                .map(|s| live(&s.name, s.removed))
+                .collect(),
+            sparse: (config.sparse.iter())
+                .map(|s| live(&s.name, s.removed))
+                .collect(),
+            multi: (config.multi.iter())
+                .map(|s| live(&s.name, s.removed))
+                .collect(),
         }
     }
 
     pub fn find(&self, name: &str) -> Option<NamedSpace> {
-        let at = |list: &[String]| list.iter().position(|n| n == name);
+        let at = |list: &[Option<String>]| list.iter().position(|n| n.as_deref() == Some(name));
         at(&self.dense)
             .map(NamedSpace::Dense)
             .or_else(|| at(&self.sparse).map(NamedSpace::Sparse))
@@ -83,12 +93,32 @@ impl Columns {
         Self {
             sparse,
             multi,
-            names: SpaceNames::of(config),
+            names: RwLock::new(Arc::new(SpaceNames::of(config))),
         }
     }
 
-    pub fn names(&self) -> &SpaceNames {
-        &self.names
+    pub fn names(&self) -> Arc<SpaceNames> {
+        Arc::clone(&self.names.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Follows the collection's spaces after one was added or deleted: names, and an empty
+    /// column of `len` points for each space added.
+    pub fn follow(&mut self, config: &CollectionConfig, len: usize) {
+        self.sparse
+            .resize_with(config.sparse.len().max(self.sparse.len()), || {
+                SparseColumn::from_vectors(vec![None; len])
+            });
+        for space in config.multi.iter().skip(self.multi.len()) {
+            self.multi
+                .push(MultiColumn::from_vectors(space, vec![None; len]));
+        }
+        self.rename(config);
+    }
+
+    /// Takes the collection's space names as they are now (a sealed segment's columns
+    /// are shared, so only the names change there).
+    pub fn rename(&self, config: &CollectionConfig) {
+        *self.names.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(SpaceNames::of(config));
     }
 
     /// Appends the next point's sparse vectors and multivectors (moved out of `vectors`).

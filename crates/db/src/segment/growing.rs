@@ -90,6 +90,20 @@ impl Growing {
         }
     }
 
+    /// Follows the collection's spaces after one was added (an empty row set or column,
+    /// every point without a vector there) or deleted (its name no longer found).
+    pub fn follow_spaces(&mut self, config: &CollectionConfig) {
+        let len = self.len();
+        for space in config.dense.iter().skip(self.dense.len()) {
+            let mut rows = DenseRows::new(space, config);
+            for _ in 0..len {
+                rows.push(None);
+            }
+            self.dense.push(rows);
+        }
+        self.columns.follow(config, len);
+    }
+
     pub fn live(&self) -> usize {
         self.len() - self.deleted.len() as usize
     }
@@ -251,10 +265,7 @@ mod tests {
                 DenseSpace::new("a", 2, Metric::L2),
                 DenseSpace::new("b", 3, Metric::L2),
             ],
-            vec![SparseSpace {
-                name: "s".into(),
-                modifier: Default::default(),
-            }],
+            vec![SparseSpace::new("s", Default::default())],
         );
         let mut g = Growing::new(&config, &[]);
         let mut only_b = PointVectors::default();

@@ -153,9 +153,14 @@ pub(crate) fn seal(
             input.len()
         )));
     }
-    let mut reports = Vec::with_capacity(config.dense.len());
-    for (i, space) in config.dense.iter().enumerate() {
-        if input.dense[i].offsets.is_empty() {
+    // A space deleted from the collection is built empty: its vectors go. The input may
+    // have fewer spaces than the config (one added while it was gathered), never more.
+    let removed_dense = |i: usize| config.dense.get(i).is_none_or(|s| s.removed);
+    let removed_sparse = |i: usize| config.sparse.get(i).is_none_or(|s| s.removed);
+    let removed_multi = |i: usize| config.multi.get(i).is_none_or(|s| s.removed);
+    let mut reports = Vec::with_capacity(input.dense.len());
+    for (i, space) in config.dense.iter().enumerate().take(input.dense.len()) {
+        if input.dense[i].offsets.is_empty() || space.removed {
             reports.push(None);
             continue;
         }
@@ -188,10 +193,24 @@ pub(crate) fn seal(
         dense_present: input
             .dense
             .iter()
-            .map(|s| s.offsets.iter().copied().collect())
+            .enumerate()
+            .map(|(i, s)| match removed_dense(i) {
+                true => RoaringBitmap::new(),
+                false => s.offsets.iter().copied().collect(),
+            })
             .collect(),
-        sparse: input.sparse.clone(),
-        multi: input.multi.clone(),
+        sparse: (input.sparse.iter().enumerate())
+            .map(|(i, c)| match removed_sparse(i) {
+                true => vec![None; c.len()],
+                false => c.clone(),
+            })
+            .collect(),
+        multi: (input.multi.iter().enumerate())
+            .map(|(i, c)| match removed_multi(i) {
+                true => vec![None; c.len()],
+                false => c.clone(),
+            })
+            .collect(),
     };
     spaces.write(storage.as_ref(), dir)?;
     write_points(
@@ -344,7 +363,8 @@ impl Sealed {
         let mut dense = Vec::with_capacity(config.dense.len());
         for (i, space) in config.dense.iter().enumerate() {
             let present = spaces.dense_present.get(i);
-            match present.filter(|p| !p.is_empty()) {
+            // A deleted space's index is not opened: nothing reads it.
+            match present.filter(|p| !p.is_empty() && !space.removed) {
                 None => dense.push(None),
                 Some(present) => {
                     let index = Self::open_index(storage, dir, i, space, cache, memory)?;
@@ -526,6 +546,13 @@ impl Sealed {
             total.cache_hits += d.counts.cache_hits.load(Relaxed);
         }
         total
+    }
+
+    /// Follows the collection's spaces after one was added or deleted: a sealed segment
+    /// has no vector in an added space, and keeps a deleted one's until it is rebuilt, only
+    /// no longer under its name.
+    pub fn follow_spaces(&self, config: &CollectionConfig) {
+        self.columns.rename(config);
     }
 
     pub fn deleted_count(&self) -> usize {

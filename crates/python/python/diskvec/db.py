@@ -433,6 +433,23 @@ class Collection:
                                   None if score_threshold is None else float(score_threshold), str(using),
                                   bool(exact))
 
+    def create_space(self, name: str, *, dim: Optional[int] = None, metric: str = "cosine",
+                     multivector: bool = False, sparse: bool = False, modifier: str = "none") -> None:
+        """Adds a vector space to the collection: dense (`dim`, `metric`; `multivector`: several
+        vectors per point, scored by MaxSim) or, with `sparse=True`, sparse (`modifier`: "none" or
+        "idf"). Points have no vector in it until `upsert` or `update_vectors` gives them one."""
+        if sparse:
+            if dim is not None:
+                raise ValueError("a sparse space has no dim")
+            self._inner.create_space(str(name), None, str(metric), False, str(modifier))
+        else:
+            self._inner.create_space(str(name), _int("dim", dim), str(metric), bool(multivector), None)
+
+    def delete_space(self, name: str) -> None:
+        """Deletes the vector space `name` with every point's vector in it; the points keep their
+        other vectors and payloads. A space made again under the name starts empty."""
+        self._inner.delete_space(str(name))
+
     def query(self, request: dict, with_payload: bool = True, with_vectors: bool = False) -> List[dict]:
         """Qdrant's universal query: `request` is the body of Qdrant's `points/query`, e.g. a
         hybrid search fusing a dense and a sparse prefetch:
@@ -510,6 +527,9 @@ class Collection:
         durability = config["durability"]
         if isinstance(durability, dict):
             config["durability"], config["interval_ms"] = "interval", durability["interval"]["interval_ms"]
+        # A deleted space keeps its slot in the manifest: not one of the collection's.
+        for kind in ("dense", "sparse", "multi"):
+            config[kind] = [s for s in config.get(kind, []) if not s.pop("removed", False)]
         # config["dense"] lists the dense spaces and config["sparse"] the sparse ones; a
         # collection of one unnamed vector also shows its dim and metric at the top.
         if len(config["dense"]) == 1 and config["dense"][0]["name"] == "" and not config["sparse"]:
