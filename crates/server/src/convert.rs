@@ -742,7 +742,7 @@ fn sparse_spaces(body: &Value) -> Result<Vec<SparseSpace>> {
                     )))
                 }
             }
-            Ok(SparseSpace::new(&name, modifier))
+            Ok(SparseSpace::new(name, modifier))
         })
         .collect()
 }
