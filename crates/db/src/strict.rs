@@ -209,6 +209,34 @@ impl StrictMode {
         Ok(())
     }
 
+    /// The payload keys a formula query reads (with the index kinds that answer each):
+    /// where unindexed filtering is off, each needs such an index, as a filter's keys do.
+    pub fn check_formula_keys(
+        &self,
+        keys: &[(String, &[&str])],
+        indexes: &[(String, String)],
+    ) -> Result<()> {
+        if self.unindexed_filtering_retrieve != Some(false) {
+            return Ok(());
+        }
+        for (key, kinds) in keys {
+            let indexed = indexes
+                .iter()
+                .any(|(field, kind)| field == key && kinds.contains(&kind.as_str()));
+            if !indexed {
+                return Err(violation(
+                    format!(
+                        "Index required but not found for \"{key}\" of one of the following \
+                         types: [{}]",
+                        kinds.join(", ")
+                    ),
+                    "Create an index for this key or use a different formula expression.",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A filter of a read (`write == false`) or of a filtered write: its size, and, where
     /// unindexed filtering is off, that every field it reads has a payload index of a kind
     /// that answers it (`indexes`: field and kind of each index).

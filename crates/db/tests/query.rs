@@ -523,3 +523,79 @@ fn exact_searches_miss_nothing_sealed_or_growing() {
         assert_eq!(ids(&hits), want, "query {q}");
     }
 }
+
+/// A formula re-scores the union of its prefetches: `$score[i]` is a point's score in
+/// prefetch i (0 where it was not found), payload keys are numbers, conditions are 0 or 1;
+/// a formula that meets no number fails naming the key, and one without prefetches is
+/// refused.
+#[test]
+fn formulas_score_the_prefetched_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    let q = clustered_vector(5, 6, 4);
+    let sim = cosines(&q);
+    let price = |i: u64| (i * 37 % 101) as f64 / 10.0;
+    let formula = |f: serde_json::Value| {
+        let body = json!({"formula": f, "defaults": {"missing": 1.5}});
+        Query::Formula(diskvec_db::query::formula::Formula::from_json(&body).unwrap())
+    };
+    let mut by_price = QueryRequest::new(
+        Some(Query::OrderBy {
+            key: "price".into(),
+            descending: true,
+            start_from: None,
+        }),
+        20,
+    );
+    by_price.search_list = None;
+    let mut req = QueryRequest::new(
+        Some(formula(json!({"sum": [
+            {"mult": ["$score", 10.0]},
+            "$score[1]",
+            {"neg": "price"},
+            {"mult": [{"key": "even", "match": {"value": true}}, 100.0]},
+            "missing",
+        ]}))),
+        300,
+    );
+    req.prefetch = vec![nearest(q.clone(), 30), by_price];
+    let hits = col.query(&req, false, false).unwrap();
+    let near: Vec<u64> = ids(&col.query(&nearest(q.clone(), 30), false, false).unwrap());
+    let mut want: Vec<(u64, f64)> = near
+        .iter()
+        .copied()
+        .chain((0..N).filter(|&i| !near.contains(&i)).filter(|&i| {
+            // The 20 highest prices (ties broken by id) were the second prefetch.
+            let rank = (0..N)
+                .filter(|&j| price(j) > price(i) || (price(j) == price(i) && j < i))
+                .count();
+            rank < 20
+        }))
+        .map(|i| {
+            let s = if near.contains(&i) {
+                f64::from(sim[&i])
+            } else {
+                0.0
+            };
+            let even = if i % 2 == 0 { 100.0 } else { 0.0 };
+            (i, 10.0 * s - price(i) + even + 1.5)
+        })
+        .collect();
+    want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    assert_eq!(hits.len(), want.len());
+    for (hit, (id, score)) in hits.iter().zip(&want) {
+        assert_eq!(hit.id, PointId::Num(*id));
+        assert!(
+            (f64::from(hit.score) - score).abs() < 1e-3,
+            "{hit:?} vs {score}"
+        );
+    }
+
+    let mut unknown = QueryRequest::new(Some(formula(json!("nowhere"))), 5);
+    unknown.prefetch = vec![nearest(q.clone(), 5)];
+    let err = col.query(&unknown, false, false).unwrap_err().to_string();
+    assert!(err.contains("nowhere") && err.contains("No value"), "{err}");
+    let alone = QueryRequest::new(Some(formula(json!("price"))), 5);
+    assert!(col.query(&alone, false, false).is_err());
+}

@@ -5,6 +5,7 @@
 use diskvec_db::{Collection, Filter, Rate, StrictMode};
 use serde_json::Value;
 
+use crate::convert::plain;
 use crate::envelope::ApiError;
 
 type Result<T> = std::result::Result<T, ApiError>;
@@ -105,6 +106,10 @@ fn check_node(col: &Collection, strict: &StrictMode, body: &Value) -> Result<()>
     strict.check_search(limit, ef, exact, oversampling)?;
     for f in filters(body) {
         col.check_filter(Some(&f), false)?;
+    }
+    if let Some(q) = body.get("query").filter(|q| q.get("formula").is_some()) {
+        let formula = diskvec_db::query::formula::Formula::from_json(q).map_err(plain)?;
+        col.check_formula(&formula)?;
     }
     for p in prefetches(body) {
         check_node(col, strict, p)?;

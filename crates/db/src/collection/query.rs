@@ -3,7 +3,7 @@
 //! points that have a vector in its space one by one (exact, a scan), and an inner node
 //! re-scores or fuses its prefetches' candidates.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use diskvec_index::limits;
 use diskvec_vector::{check_vectors, Metric};
@@ -12,6 +12,7 @@ use rand::seq::SliceRandom;
 use super::{Collection, Hit, Inner, SearchRequest};
 use crate::config::SparseModifier;
 use crate::filter::Filter;
+use crate::query::formula::Formula;
 use crate::query::score;
 use crate::query::{Fusion, OrderValue, Query, QueryRequest, RecommendStrategy, VectorInput};
 use crate::vectors::{SparseVector, Vector};
@@ -192,6 +193,11 @@ impl Inner {
                         "a fusion query merges prefetches: give it some".into(),
                     ))
                 }
+                Some(Query::Formula(_)) => {
+                    return Err(DbError::BadRequest(
+                        "A formula query scores the points of its prefetches: give it some.".into(),
+                    ))
+                }
                 Some(Query::Nearest(v)) => self.nearest(req, v, want)?,
                 Some(Query::NearestMmr {
                     vector,
@@ -287,6 +293,7 @@ impl Inner {
                         self.only_matching(ids.into_iter().map(|id| (id, 0.0)).collect(), filter);
                     Ranked::in_order(kept.into_iter().map(|(id, _)| id).collect())
                 }
+                Some(Query::Formula(f)) => self.formula(f, &lists, filter)?,
                 Some(q) => self.rescore(req, q, Some(union(&lists)))?,
             }
         };
@@ -492,7 +499,11 @@ impl Inner {
                     .map(|(p, n)| Ok((prepare(p)?, prepare(n)?)))
                     .collect::<Result<Vec<_>>>()?,
             ),
-            Query::OrderBy { .. } | Query::Fusion(_) | Query::Sample | Query::NearestMmr { .. } => {
+            Query::OrderBy { .. }
+            | Query::Fusion(_)
+            | Query::Formula(_)
+            | Query::Sample
+            | Query::NearestMmr { .. } => {
                 unreachable!("run_node handles these")
             }
         };
@@ -690,6 +701,29 @@ impl Inner {
                 .map(|(t, d)| (t, super::read::idf(points, d)))
                 .collect(),
         ))
+    }
+
+    /// The prefetched points that match `filter`, scored by formula `f` (each point's
+    /// score in prefetch i is its `$score[i]`).
+    fn formula(&self, f: &Formula, lists: &[Ranked], filter: Option<&Filter>) -> Result<Ranked> {
+        let candidates = union(lists).into_iter().map(|id| (id, 0.0)).collect();
+        let candidates = self.only_matching(candidates, filter);
+        let per_list: Vec<HashMap<PointId, f32>> = lists
+            .iter()
+            .map(|l| l.points.iter().copied().collect())
+            .collect();
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut scored = Vec::with_capacity(candidates.len());
+        for (id, _) in candidates {
+            let Some(loc) = state.tracker.get(&id) else {
+                continue;
+            };
+            let payload = state.payload(loc);
+            let scores: Vec<Option<f32>> = per_list.iter().map(|m| m.get(&id).copied()).collect();
+            let score = f.score(&payload, &scores, &|c| state.point_matches(loc, c))?;
+            scored.push((id, score));
+        }
+        Ok(Ranked::descending(scored))
     }
 
     /// Points ordered by the payload value at `key` (numbers by value, then strings), from

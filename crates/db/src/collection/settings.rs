@@ -124,6 +124,20 @@ impl Collection {
         strict.check_filter(filter, write, &self.index_capabilities())
     }
 
+    /// Strict mode's checks of a formula query: the keys it reads and its conditions.
+    pub fn check_formula(&self, formula: &crate::query::formula::Formula) -> Result<()> {
+        let Some(strict) = self.strict_mode() else {
+            return Ok(());
+        };
+        let indexes = self.index_capabilities();
+        let (keys, conditions) = formula.uses();
+        strict.check_formula_keys(&keys, &indexes)?;
+        for c in conditions {
+            strict.check_filter(c, false, &indexes)?;
+        }
+        Ok(())
+    }
+
     /// Strict mode's check of a group-by key.
     pub fn check_group_by(&self, key: &str) -> Result<()> {
         let Some(strict) = self.strict_mode() else {

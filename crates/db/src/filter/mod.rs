@@ -52,6 +52,9 @@ mod parse;
 mod path;
 mod shape;
 
+pub(crate) use datetime::parse as parse_datetime;
+pub(crate) use geo::haversine_m;
+pub(crate) use model::GeoPoint;
 pub(crate) use path::KeyPath;
 
 pub use index::{Candidates, PayloadIndex, PayloadIndexKind};

@@ -8,7 +8,7 @@ use crate::point::PointId;
 
 /// A Qdrant filter, parsed and checked. Built with [`Filter::from_json`]; the default (empty)
 /// filter matches every point.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Filter {
     pub(crate) must: Vec<Condition>,
     /// Empty means no constraint (see the module notes).
@@ -28,13 +28,13 @@ impl Filter {
 }
 
 /// At least `min_count` of `conditions` must match.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct MinShould {
     pub(crate) conditions: Vec<Condition>,
     pub(crate) min_count: usize,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Condition {
     Field {
         key: KeyPath,
@@ -59,7 +59,7 @@ pub(crate) enum Condition {
     Nested(Box<Nested>),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Nested {
     /// The key as written with `[]` appended unless it already ends so (Qdrant's
     /// `array_key`): it reaches the array's elements.

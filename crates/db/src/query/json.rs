@@ -81,6 +81,9 @@ fn query(v: &Value) -> Result<Query> {
     if m.contains_key("indices") {
         return Ok(Query::Nearest(vector_input(v, "query")?));
     }
+    if m.contains_key("formula") {
+        return Ok(Query::Formula(super::formula::Formula::from_json(v)?));
+    }
     if let (Some(nearest), Some(mmr), 2) = (m.get("nearest"), m.get("mmr"), m.len()) {
         let diversity = match mmr.get("diversity") {
             None | Some(Value::Null) => 0.5,
@@ -364,7 +367,7 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
                 resolve(n)?;
             }
         }
-        Query::OrderBy { .. } | Query::Fusion(_) | Query::Sample => {}
+        Query::OrderBy { .. } | Query::Fusion(_) | Query::Formula(_) | Query::Sample => {}
     }
     Ok(())
 }

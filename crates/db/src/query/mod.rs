@@ -3,6 +3,7 @@
 //! prefetches found. `search`, recommend, discover and context are all one of its nodes;
 //! `collection/query.rs` runs the tree, `score.rs` holds the scoring rules.
 
+pub mod formula;
 pub mod json;
 pub(crate) mod score;
 
@@ -85,6 +86,8 @@ pub enum Query {
         start_from: Option<OrderValue>,
     },
     Fusion(Fusion),
+    /// The prefetches' points scored by a formula over their scores and payloads.
+    Formula(formula::Formula),
     /// Matching points in random order.
     Sample,
 }
