@@ -39,6 +39,10 @@ pub struct DenseSpace {
     /// from the collection's.
     #[serde(default, skip_serializing_if = "SpaceHnsw::is_default")]
     pub hnsw: SpaceHnsw,
+    /// The size of the compressed copy of this space's vectors that sealed segments keep in
+    /// DRAM, where it differs from the collection's `quantization`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<Quantization>,
     /// Deleted from the collection (`Collection::delete_space`): the slot stays, so that
     /// the spaces after it keep their index (the log and the segments name spaces by
     /// index), but no request reaches it and seals drop its vectors.
@@ -57,7 +61,46 @@ impl DenseSpace {
             dim,
             metric,
             hnsw: SpaceHnsw::default(),
+            quantization: None,
             removed: false,
+        }
+    }
+}
+
+/// Qdrant's `quantization_config` as diskvec honours it: it sets the size of the compressed
+/// copy of each vector that sealed segments keep in DRAM (their graph walk ranks by it,
+/// then re-ranks by the full vectors read from SSD, as Qdrant rescores). diskvec's codes
+/// are product-quantized; the options say how many bytes each vector's code takes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantization {
+    /// One byte per dimension (Qdrant's `scalar` `int8`): every dimension coded on its own
+    /// into 256 levels, which the codebook training places (so `quantile`, Qdrant's clipping
+    /// of a uniform scale, is kept as given and not needed).
+    Scalar {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quantile: Option<f32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        always_ram: Option<bool>,
+    },
+    /// `ratio` times smaller than the f32 vector (Qdrant's `product` `x4` to `x64`): 4 x dim /
+    /// ratio bytes, at least 1.
+    Product {
+        ratio: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        always_ram: Option<bool>,
+    },
+}
+
+impl Quantization {
+    /// Compression ratios of product quantization Qdrant names.
+    pub const RATIOS: [u32; 5] = [4, 8, 16, 32, 64];
+
+    /// Bytes of one code of a `dim`-dimensional vector.
+    pub fn code_bytes(&self, dim: usize) -> usize {
+        match self {
+            Quantization::Scalar { .. } => dim,
+            Quantization::Product { ratio, .. } => (4 * dim / *ratio as usize).clamp(1, dim),
         }
     }
 }
@@ -69,6 +112,11 @@ pub struct SpaceHnsw {
     pub m: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ef_construct: Option<usize>,
+    /// Qdrant's `inline_storage` (quantized vectors stored beside each graph node), kept as
+    /// given: a sealed segment's nodes always hold their full vector beside the neighbour
+    /// list, whatever it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_storage: Option<bool>,
 }
 
 impl SpaceHnsw {
@@ -143,6 +191,10 @@ pub struct CollectionConfig {
     pub max_degree: usize,
     pub build_list: usize,
     pub pq_bytes: Option<usize>,
+    /// The size of the DRAM codes of every dense space that sets none of its own (Qdrant's
+    /// collection-level `quantization_config`); ahead of `pq_bytes` when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<Quantization>,
     /// Search list (L) of a search that names none.
     pub search_list: usize,
     /// Largest payload of one point, as JSON bytes.
@@ -218,6 +270,7 @@ impl CollectionConfig {
             max_degree: 64,
             build_list: 100,
             pq_bytes: None,
+            quantization: None,
             search_list: 100,
             max_payload_bytes: 1 << 20,
             on_disk: true,
@@ -430,6 +483,39 @@ impl CollectionConfig {
         self.dense.iter().map(|s| s.dim).sum()
     }
 
+    /// Bytes of each DRAM code of `space` in sealed segments: its quantization, else the
+    /// collection's, else `pq_bytes`; `None`: the index's default.
+    pub fn code_bytes(&self, space: &DenseSpace) -> Option<usize> {
+        match space.quantization.or(self.quantization) {
+            Some(q) => Some(q.code_bytes(space.dim)),
+            None => self.pq_bytes.map(|p| p.min(space.dim)),
+        }
+    }
+
+    /// What Qdrant warns of in these settings (its words): `inline_storage` asked of a
+    /// multivector space, or of a space without quantization.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let inline = |s: &DenseSpace| s.hnsw.inline_storage == Some(true);
+        for s in self.live_multi().filter(|s| inline(s)) {
+            out.push(format!(
+                "The `hnsw_config.inline_storage` option for vector '{}' is not compatible with \
+                 multivectors. This option will be ignored.",
+                s.name
+            ));
+        }
+        for s in self.live_dense().filter(|s| inline(s)) {
+            if s.quantization.or(self.quantization).is_none() {
+                out.push(format!(
+                    "The `hnsw_config.inline_storage` option for vector '{}' requires \
+                     quantization to be enabled. This option will be ignored.",
+                    s.name
+                ));
+            }
+        }
+        out
+    }
+
     /// The DiskANN build parameters of `space`'s index in this collection's sealed
     /// segments, whose nodes go to `paths` (none: the segment's directory).
     pub fn build_params(&self, space: &DenseSpace, paths: &[PathBuf]) -> BuildParams {
@@ -437,7 +523,7 @@ impl CollectionConfig {
             metric: space.metric,
             max_degree: self.max_degree,
             build_list: self.build_list,
-            pq_bytes: self.pq_bytes.map(|p| p.min(space.dim)),
+            pq_bytes: self.code_bytes(space),
             paths: paths.to_vec(),
             input_prepared: true,
             ..Default::default()

@@ -32,7 +32,7 @@ pub use collection::{
 };
 pub use config::{
     dimension_error, parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability,
-    SparseModifier, SparseSpace, MAX_DIM, MAX_SPACES,
+    Quantization, SparseModifier, SparseSpace, MAX_DIM, MAX_SPACES,
 };
 pub use db::{check_name, Database, DbOptions};
 pub use diskvec_index::diskann::MemoryBudget;

@@ -469,6 +469,9 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
     let (dense, multi) = dense_spaces(body)?;
     let mut c = CollectionConfig::with_spaces(dense, sparse_spaces(body)?);
     c.multi = multi;
+    // `quantization` is the older name Qdrant still takes.
+    let q = body.get("quantization_config").or(body.get("quantization"));
+    c.quantization = crate::quantization::parse(q, "quantization_config")?.flatten();
     // Qdrant keeps vectors in RAM unless `on_disk: true`; diskvec keeps them on disk unless
     // told `on_disk: false` (in a vector space or `hnsw_config`), which caches every node in
     // DRAM.
@@ -686,12 +689,16 @@ fn dense_spaces(body: &Value) -> Result<(Vec<DenseSpace>, Vec<DenseSpace>)> {
                 prefix["vectors.".len()..prefix.len() - 1].to_string()
             };
             let mut space = DenseSpace::new(&name, size as usize, metric(distance)?);
+            let at = format!("{prefix}quantization_config");
+            space.quantization =
+                crate::quantization::parse(v.get("quantization_config"), &at)?.flatten();
             if let Some(h) = v.get("hnsw_config").filter(|h| !h.is_null()) {
                 space.hnsw.m = opt_uint(h.get("m"), &format!("{prefix}hnsw_config.m"))?;
                 space.hnsw.ef_construct = opt_uint(
                     h.get("ef_construct"),
                     &format!("{prefix}hnsw_config.ef_construct"),
                 )?;
+                space.hnsw.inline_storage = h.get("inline_storage").and_then(Value::as_bool);
             }
             Ok((space, multi))
         })
@@ -755,6 +762,9 @@ fn vectors_info(c: &CollectionConfig) -> Value {
         p["on_disk"] = json!(c.on_disk);
         if !s.hnsw.is_default() {
             p["hnsw_config"] = serde_json::to_value(s.hnsw).unwrap_or_default();
+        }
+        if s.quantization.is_some() {
+            p["quantization_config"] = crate::quantization::echo(s.quantization);
         }
         p
     };
@@ -843,7 +853,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
             (field.clone(), entry)
         })
         .collect();
-    json!({
+    let mut out = json!({
         "status": info.status.name(),
         "optimizer_status": match &info.error { None => json!("ok"), Some(e) => json!({"error": e}) },
         "points_count": info.points,
@@ -872,11 +882,19 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
                 "flush_interval_sec": 5,
             },
             "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},
-            "quantization_config": null,
+            "quantization_config": crate::quantization::echo(c.quantization),
             "strict_mode_config": strict_mode_info(&c.strict_mode),
             "metadata": c.metadata,
         },
         "payload_schema": schema,
         "diskvec": info,
-    })
+    });
+    let warnings = c.warnings();
+    if !warnings.is_empty() {
+        out["warnings"] = warnings
+            .into_iter()
+            .map(|m| json!({"message": m}))
+            .collect();
+    }
+    out
 }

@@ -13,6 +13,7 @@ mod matrix;
 mod metrics;
 mod payload_paths;
 mod points;
+mod quantization;
 mod query;
 mod settings;
 mod snapshots;

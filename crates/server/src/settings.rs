@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::convert::opt_uint;
 use crate::envelope::ApiError;
+use crate::quantization;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -21,6 +22,10 @@ pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
             c.hnsw_ef_construction = ef;
         }
     }
+    if let Some(q) = quantization::parse(body.get("quantization_config"), "quantization_config")? {
+        c.quantization = q;
+    }
+    let mut on_disk = None;
     if let Some(Value::Object(spaces)) = body.get("vectors") {
         for (name, params) in spaces {
             let space = c
@@ -42,7 +47,24 @@ pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
                     space.hnsw.ef_construct = Some(ef);
                 }
             }
+            let at = format!("vectors.{name}.quantization_config");
+            if let Some(q) = quantization::parse(params.get("quantization_config"), &at)? {
+                space.quantization = q;
+            }
+            // diskvec keeps (or caches) nodes per collection, not per space.
+            match params.get("on_disk") {
+                None | Some(Value::Null) => {}
+                Some(Value::Bool(b)) => on_disk = Some(on_disk.unwrap_or(true) && *b),
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "vectors.{name}.on_disk must be true or false, got {other}"
+                    )))
+                }
+            }
         }
+    }
+    if let Some(o) = on_disk {
+        c.on_disk = o;
     }
     if let Some(Value::Object(spaces)) = body.get("sparse_vectors") {
         for (name, params) in spaces {

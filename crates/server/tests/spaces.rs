@@ -502,3 +502,69 @@ async fn vector_spaces_are_added_and_deleted_on_a_live_collection() {
     let found = api.ok("POST", "/collections/c/points/query", search).await;
     assert_eq!(ids(&found), vec![5]);
 }
+
+/// `quantization_config` (a space's, the collection's) is kept and shown as given, changed
+/// by `PATCH`, refused where diskvec cannot honour it (binary); `inline_storage` without
+/// quantization or on a multivector space gets Qdrant's warning.
+#[tokio::test]
+async fn quantization_settings_are_shown_as_given_and_changed_by_patch() {
+    let api = Api::new(Keys::default());
+    let body = json!({
+        "vectors": {
+            "a": {"size": 8, "distance": "Dot",
+                  "quantization_config": {"scalar": {"type": "int8", "quantile": 0.9}}},
+            "b": {"size": 8, "distance": "Dot", "hnsw_config": {"inline_storage": true}},
+            "m": {"size": 2, "distance": "Dot", "hnsw_config": {"inline_storage": true},
+                  "multivector_config": {"comparator": "max_sim"}},
+        },
+        "quantization": {"product": {"compression": "x16", "always_ram": true}},
+    });
+    api.ok("PUT", "/collections/c", body).await;
+    let info = api.ok("GET", "/collections/c", json!({})).await;
+    let config = &info["config"];
+    let vectors = &config["params"]["vectors"];
+    assert_eq!(
+        vectors["a"]["quantization_config"],
+        json!({"scalar": {"type": "int8", "quantile": 0.9}})
+    );
+    assert!(
+        vectors["b"].get("quantization_config").is_none(),
+        "{vectors}"
+    );
+    assert_eq!(
+        config["quantization_config"],
+        json!({"product": {"compression": "x16", "always_ram": true}})
+    );
+    // b has the collection's quantization: only the multivector space is warned of.
+    let warnings = info["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0]["message"].as_str().unwrap().contains("'m'"));
+
+    let patch = json!({
+        "vectors": {"a": {"quantization_config": {"product": {"compression": "x32"}}}},
+        "quantization_config": "Disabled",
+    });
+    api.ok("PATCH", "/collections/c", patch).await;
+    let info = api.ok("GET", "/collections/c", json!({})).await;
+    let config = &info["config"];
+    assert_eq!(
+        config["params"]["vectors"]["a"]["quantization_config"],
+        json!({"product": {"compression": "x32"}})
+    );
+    assert_eq!(config["quantization_config"], Value::Null);
+    assert_eq!(
+        info["warnings"].as_array().unwrap().len(),
+        2,
+        "b lost its quantization"
+    );
+
+    for bad in [
+        json!({"binary": {"always_ram": true}}),
+        json!({"product": {"compression": "x3"}}),
+        json!({"scalar": {"type": "int4"}}),
+    ] {
+        let patch = json!({"quantization_config": bad});
+        let (status, v) = api.call("PATCH", "/collections/c", patch).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    }
+}
