@@ -11,6 +11,7 @@ mod envelope;
 mod groups;
 mod matrix;
 mod metrics;
+mod optimizations;
 mod payload_paths;
 mod points;
 mod quantization;
@@ -102,6 +103,7 @@ pub fn router(state: AppState) -> Router {
                 .patch(collections::update),
         )
         .route(&format!("{c}/exists"), get(collections::exists))
+        .route(&format!("{c}/optimizations"), get(optimizations::list))
         .route(
             &format!("{c}/aliases"),
             get(collections::collection_aliases),

@@ -1,4 +1,4 @@
-//! `/telemetry` and `/metrics` in Qdrant's shapes (its `details_level` and `per_collection`
+//! `/telemetry`, `/metrics` and `/collections/{c}/optimizations` in Qdrant's shapes (its `details_level` and `per_collection`
 //! parameters) beside diskvec's own content.
 
 mod common;
@@ -427,4 +427,54 @@ async fn metrics_have_qdrant_families() {
     assert!(!page.contains("status=\"404\",collection="));
     assert_eq!(sample(&page, "collections_total"), Some(2.0));
     assert!(page.contains("diskvec_http_requests_total{"));
+}
+
+/// `GET /collections/{c}/optimizations`: nothing running on a quiet collection, its
+/// segments idle with their live points, the optional parts only when asked for.
+#[tokio::test]
+async fn optimizations_show_the_builds_and_the_idle_segments() {
+    let api = Api::new(Keys::default());
+    api.create_dot4("c").await;
+    let points: Vec<Value> = (0..6)
+        .map(|i| json!({"id": i, "vector": [1.0, 0.0, 0.0, i as f32]}))
+        .collect();
+    api.ok(
+        "PUT",
+        "/collections/c/points?wait=true",
+        json!({"points": points}),
+    )
+    .await;
+    api.ok(
+        "POST",
+        "/collections/c/points/delete?wait=true",
+        json!({"points": [0]}),
+    )
+    .await;
+    let plain = api
+        .ok("GET", "/collections/c/optimizations", json!({}))
+        .await;
+    assert_eq!(plain["running"], json!([]), "{plain}");
+    assert!(plain.get("queued").is_none() && plain.get("idle_segments").is_none());
+    assert_eq!(plain["summary"]["queued_optimizations"], 0);
+    let all = api
+        .ok(
+            "GET",
+            "/collections/c/optimizations?with=queued,%20completed%20,idle_segments",
+            json!({}),
+        )
+        .await;
+    assert_eq!(all["queued"], json!([]));
+    assert_eq!(all["completed"], json!([]));
+    let idle = all["idle_segments"].as_array().unwrap();
+    assert_eq!(idle.len(), 1, "{all}");
+    assert_eq!(idle[0]["points_count"], 5);
+    assert_eq!(idle[0]["uuid"].as_str().unwrap().len(), 36);
+    let (status, v) = api
+        .call(
+            "GET",
+            "/collections/c/optimizations?with=everything",
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
 }
