@@ -69,39 +69,23 @@ impl DenseSpace {
 
 /// Qdrant's `quantization_config` as diskvec honours it: it sets the size of the compressed
 /// copy of each vector that sealed segments keep in DRAM (their graph walk ranks by it,
-/// then re-ranks by the full vectors read from SSD, as Qdrant rescores). diskvec's codes
-/// are product-quantized; the options say how many bytes each vector's code takes.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Quantization {
-    /// One byte per dimension (Qdrant's `scalar` `int8`): every dimension coded on its own
-    /// into 256 levels, which the codebook training places (so `quantile`, Qdrant's clipping
-    /// of a uniform scale, is kept as given and not needed).
-    Scalar {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        quantile: Option<f32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        always_ram: Option<bool>,
-    },
-    /// `ratio` times smaller than the f32 vector (Qdrant's `product` `x4` to `x64`): 4 x dim /
-    /// ratio bytes, at least 1.
-    Product {
-        ratio: u32,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        always_ram: Option<bool>,
-    },
+/// then re-ranks by the full vectors read from SSD, as Qdrant rescores). diskvec's codes are
+/// product-quantized at the size the setting implies: `scalar` int8 one byte per dimension
+/// (every dimension coded on its own into 256 trained levels), `product` xN 32 / N bits per
+/// dimension, `binary` one bit per dimension (two, or one and a half, by its `encoding`),
+/// `turbo` its `bits`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Quantization {
+    /// Bits of code per dimension.
+    pub bits_per_dim: f32,
+    /// Qdrant's object as given (`{"scalar": {...}}`), shown back as it came.
+    pub given: serde_json::Value,
 }
 
 impl Quantization {
-    /// Compression ratios of product quantization Qdrant names.
-    pub const RATIOS: [u32; 5] = [4, 8, 16, 32, 64];
-
-    /// Bytes of one code of a `dim`-dimensional vector.
+    /// Bytes of one code of a `dim`-dimensional vector (at least 1, at most `dim`).
     pub fn code_bytes(&self, dim: usize) -> usize {
-        match self {
-            Quantization::Scalar { .. } => dim,
-            Quantization::Product { ratio, .. } => (4 * dim / *ratio as usize).clamp(1, dim),
-        }
+        ((dim as f64 * f64::from(self.bits_per_dim) / 8.0).ceil() as usize).clamp(1, dim.max(1))
     }
 }
 
@@ -486,7 +470,7 @@ impl CollectionConfig {
     /// Bytes of each DRAM code of `space` in sealed segments: its quantization, else the
     /// collection's, else `pq_bytes`; `None`: the index's default.
     pub fn code_bytes(&self, space: &DenseSpace) -> Option<usize> {
-        match space.quantization.or(self.quantization) {
+        match space.quantization.as_ref().or(self.quantization.as_ref()) {
             Some(q) => Some(q.code_bytes(space.dim)),
             None => self.pq_bytes.map(|p| p.min(space.dim)),
         }
@@ -505,7 +489,7 @@ impl CollectionConfig {
             ));
         }
         for s in self.live_dense().filter(|s| inline(s)) {
-            if s.quantization.or(self.quantization).is_none() {
+            if s.quantization.is_none() && self.quantization.is_none() {
                 out.push(format!(
                     "The `hnsw_config.inline_storage` option for vector '{}' requires \
                      quantization to be enabled. This option will be ignored.",

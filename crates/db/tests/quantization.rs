@@ -1,6 +1,6 @@
 //! `quantization` (Qdrant's `quantization_config`) sizes the codes sealed segments keep in
-//! DRAM: one byte per dimension for scalar int8, 4 x dim / ratio for product, a space's own
-//! setting ahead of the collection's; searches through any of them still re-rank by the
+//! DRAM: the bits per dimension its kind implies (8 for scalar int8, 32 / N for product xN,
+//! 1 for binary), a space's own setting ahead of the collection's; searches through any of them still re-rank by the
 //! full vectors.
 
 mod common;
@@ -8,6 +8,7 @@ mod common;
 use common::clustered_points;
 use diskvec_db::{CollectionConfig, Database, Quantization, SearchRequest};
 use diskvec_vector::Metric;
+use serde_json::json;
 
 const DIM: usize = 32;
 const POINTS: u64 = 800;
@@ -44,27 +45,25 @@ fn sealed_with(
 fn quantization_sets_the_size_of_the_dram_codes() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
-    let scalar = Quantization::Scalar {
-        quantile: Some(0.99),
-        always_ram: None,
+    let q = |bits_per_dim: f32, given: serde_json::Value| Quantization {
+        bits_per_dim,
+        given,
     };
-    let (bytes, hit) = sealed_with(&db, "scalar", |c| c.quantization = Some(scalar));
+    let scalar = q(8.0, json!({"scalar": {"type": "int8", "quantile": 0.99}}));
+    let (bytes, hit) = sealed_with(&db, "scalar", |c| c.quantization = Some(scalar.clone()));
     assert_eq!(bytes, DIM as u64);
     assert_eq!(hit, 1.0, "each point finds itself first");
-    let x16 = Quantization::Product {
-        ratio: 16,
-        always_ram: Some(true),
-    };
+    let x16 = q(
+        2.0,
+        json!({"product": {"compression": "x16", "always_ram": true}}),
+    );
     let (bytes, hit) = sealed_with(&db, "x16", |c| c.quantization = Some(x16));
     assert_eq!(bytes, (4 * DIM / 16) as u64);
     assert_eq!(hit, 1.0, "re-ranked by the full vectors");
     // A space's own setting comes first.
     let (bytes, _) = sealed_with(&db, "own", |c| {
         c.quantization = Some(scalar);
-        c.dense[0].quantization = Some(Quantization::Product {
-            ratio: 32,
-            always_ram: None,
-        });
+        c.dense[0].quantization = Some(q(1.0, json!({"binary": {}})));
     });
-    assert_eq!(bytes, (4 * DIM / 32) as u64);
+    assert_eq!(bytes, (DIM / 8) as u64);
 }

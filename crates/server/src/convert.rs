@@ -764,7 +764,7 @@ fn vectors_info(c: &CollectionConfig) -> Value {
             p["hnsw_config"] = serde_json::to_value(s.hnsw).unwrap_or_default();
         }
         if s.quantization.is_some() {
-            p["quantization_config"] = crate::quantization::echo(s.quantization);
+            p["quantization_config"] = crate::quantization::echo(s.quantization.as_ref());
         }
         p
     };
@@ -882,7 +882,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
                 "flush_interval_sec": 5,
             },
             "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},
-            "quantization_config": crate::quantization::echo(c.quantization),
+            "quantization_config": crate::quantization::echo(c.quantization.as_ref()),
             "strict_mode_config": strict_mode_info(&c.strict_mode),
             "metadata": c.metadata,
         },

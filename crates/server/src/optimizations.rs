@@ -69,12 +69,14 @@ pub async fn list(
         match item.trim() {
             "" => {}
             w @ ("queued" | "completed" | "idle_segments") => wanted.push(w),
-            other => return Err(ApiError::validation_in(
-                "query parameters",
-                format!(
+            other => {
+                return Err(ApiError::validation_in(
+                    "query parameters",
+                    format!(
                     "with: unknown field {other:?}; expected queued, completed or idle_segments"
                 ),
-            )),
+                ))
+            }
         }
     }
     let col = s.db.collection(&name)?;

@@ -504,7 +504,7 @@ async fn vector_spaces_are_added_and_deleted_on_a_live_collection() {
 }
 
 /// `quantization_config` (a space's, the collection's) is kept and shown as given, changed
-/// by `PATCH`, refused where diskvec cannot honour it (binary); `inline_storage` without
+/// by `PATCH`, refused when it names no code size; `inline_storage` without
 /// quantization or on a multivector space gets Qdrant's warning.
 #[tokio::test]
 async fn quantization_settings_are_shown_as_given_and_changed_by_patch() {
@@ -559,7 +559,8 @@ async fn quantization_settings_are_shown_as_given_and_changed_by_patch() {
     );
 
     for bad in [
-        json!({"binary": {"always_ram": true}}),
+        json!({"binary": {"encoding": "three_bits"}}),
+        json!({"turbo": {"bits": "bits3"}}),
         json!({"product": {"compression": "x3"}}),
         json!({"scalar": {"type": "int4"}}),
     ] {
