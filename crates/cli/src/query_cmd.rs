@@ -1,5 +1,6 @@
 //! `diskvec query`: one search of a collection, with a query vector taken from a dataset's
-//! test queries or from a stored point.
+//! test queries or from a stored point, or one universal query given as Qdrant's
+//! `points/query` body (prefetches, fusion, named and sparse spaces, formulas...).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -12,7 +13,7 @@ use serde_json::json;
 use crate::db_cmd::open_existing;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("query").required(true).args(["vector_from", "id"])))]
+#[command(group(clap::ArgGroup::new("query").required(true).args(["vector_from", "id", "body"])))]
 pub struct Args {
     #[arg(long)]
     pub db: PathBuf,
@@ -24,6 +25,12 @@ pub struct Args {
     /// Query with the vector of the stored point ID.
     #[arg(long)]
     pub id: Option<u64>,
+    /// A Qdrant `points/query` body (JSON), e.g. a hybrid query:
+    /// '{"prefetch": [{"query": [..], "using": "text"}, {"query": {"indices": [..], "values":
+    /// [..]}, "using": "words"}], "query": {"fusion": "rrf"}, "limit": 10}'. Its limit, filter
+    /// and params apply (not --k, --filter, --search-list).
+    #[arg(long, value_name = "JSON")]
+    pub body: Option<String>,
     #[arg(long, default_value_t = 10)]
     pub k: usize,
     /// Qdrant filter JSON, e.g. '{"must":[{"key":"pos","match":{"value":"noun"}}]}'.
@@ -90,11 +97,9 @@ fn hit_json(rank: usize, h: &Hit) -> serde_json::Value {
     j
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let filter = args.filter.as_deref().map(parse_filter).transpose()?;
-    let db = open_existing(&args.db)?;
-    let col = db.collection(&args.collection)?;
-    let (query, source) = match (&args.vector_from, args.id) {
+/// The query vector of a plain search, and where it came from.
+fn query_vector(args: &Args, col: &diskvec_db::Collection) -> anyhow::Result<(Vec<f32>, String)> {
+    Ok(match (&args.vector_from, args.id) {
         (Some(spec), _) => vector_from(spec)?,
         (None, Some(id)) => {
             let found = col.get(&[PointId::Num(id)], false, true)?;
@@ -107,18 +112,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 })?;
             (vector, format!("the vector of point {id}"))
         }
-        (None, None) => bail!("give --vector-from DS[:ROW] or --id ID"),
-    };
-    let request = SearchRequest {
-        filter,
-        search_list: args.search_list,
-        with_payload: args.with_payload,
-        ..SearchRequest::new(args.k)
-    };
+        (None, None) => bail!("give --vector-from DS[:ROW], --id ID or --body JSON"),
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let filter = args.filter.as_deref().map(parse_filter).transpose()?;
+    let db = open_existing(&args.db)?;
+    let col = db.collection(&args.collection)?;
     let started = Instant::now();
-    let hits = col
-        .search(&query, &request)
-        .with_context(|| format!("searching collection {:?}", args.collection))?;
+    let (hits, source) = match &args.body {
+        Some(text) => {
+            let body: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| anyhow!("--body is not valid JSON: {e}"))?;
+            let request = diskvec_db::query::json::request(&body, &db)?;
+            let hits = col
+                .query(&request, args.with_payload, false)
+                .with_context(|| format!("querying collection {:?}", args.collection))?;
+            (hits, "the query body".to_string())
+        }
+        None => {
+            let (query, source) = query_vector(&args, &col)?;
+            let request = SearchRequest {
+                filter,
+                search_list: args.search_list,
+                with_payload: args.with_payload,
+                ..SearchRequest::new(args.k)
+            };
+            let hits = col
+                .search(&query, &request)
+                .with_context(|| format!("searching collection {:?}", args.collection))?;
+            (hits, source)
+        }
+    };
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         let hits: Vec<_> = hits

@@ -209,6 +209,26 @@ fn import_query_filter_info_and_append() {
         "{text}"
     );
 
+    // A universal query body: the same point first, by id, and fused with itself by RRF.
+    let body = r#"{"prefetch": [{"query": 7, "limit": 5}, {"query": 7, "limit": 3}],
+                   "query": {"fusion": "rrf"}, "limit": 2}"#;
+    let fused = f.query(&["--body", body]);
+    assert_eq!(fused.len(), 2, "{fused:?}");
+    assert!(
+        fused[0]["score"].as_f64() > fused[1]["score"].as_f64(),
+        "{fused:?}"
+    );
+    let err = refused(&[
+        "query",
+        "--db",
+        f.db(),
+        "--collection",
+        "c",
+        "--body",
+        "{\"query\": {\"teleport\": 1}}",
+    ]);
+    assert!(err.contains("teleport"), "{err}");
+
     let info = f.info();
     assert_eq!(info["points"], 2000, "{info}");
     assert_eq!(info["indexed_points"], 2000, "{info}");
