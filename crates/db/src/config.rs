@@ -127,6 +127,11 @@ pub struct SparseSpace {
     pub name: String,
     #[serde(default)]
     pub modifier: SparseModifier,
+    /// The inverted index of sealed segments on SSD (Qdrant's `index.on_disk`): only the
+    /// term dictionary in DRAM, each query term's posting list read per query. Applies to
+    /// segments sealed afterwards. `None`: not set (in DRAM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_disk: Option<bool>,
     /// Deleted from the collection, as `DenseSpace::removed`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub removed: bool,
@@ -137,6 +142,7 @@ impl SparseSpace {
         Self {
             name: name.to_string(),
             modifier,
+            on_disk: None,
             removed: false,
         }
     }

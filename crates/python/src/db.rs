@@ -371,7 +371,7 @@ impl PyDatabase {
         build_memory: Option<&str>,
         search_memory: Option<&str>,
         dense_spaces: Option<Vec<(String, i128, String, bool)>>,
-        sparse_spaces: Option<Vec<(String, String)>>,
+        sparse_spaces: Option<Vec<(String, String, bool)>>,
     ) -> PyResult<PyCollection> {
         let mut c = match (dim, dense_spaces, sparse_spaces) {
             (Some(dim), None, None) => {
@@ -876,7 +876,7 @@ impl PyCollection {
                 }
             }
             (None, Some(modifier)) => {
-                NewSpace::Sparse(spaces::sparse_spaces(vec![(name, modifier)])?.remove(0))
+                NewSpace::Sparse(spaces::sparse_spaces(vec![(name, modifier, false)])?.remove(0))
             }
             _ => return Err(value_err("a space is dense (give dim) or sparse, not both")),
         };

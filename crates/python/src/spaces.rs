@@ -27,11 +27,12 @@ pub fn dense_spaces(spaces: Vec<(String, i128, String)>) -> PyResult<Vec<DenseSp
         .collect()
 }
 
-/// Sparse spaces from (name, modifier) pairs; the modifier is "none" or "idf".
-pub fn sparse_spaces(spaces: Vec<(String, String)>) -> PyResult<Vec<SparseSpace>> {
+/// Sparse spaces from (name, modifier, on_disk) triples; the modifier is "none" or "idf",
+/// `on_disk` puts sealed segments' posting lists on SSD.
+pub fn sparse_spaces(spaces: Vec<(String, String, bool)>) -> PyResult<Vec<SparseSpace>> {
     spaces
         .into_iter()
-        .map(|(name, modifier)| {
+        .map(|(name, modifier, on_disk)| {
             let modifier = match modifier.as_str() {
                 "none" => SparseModifier::None,
                 "idf" => SparseModifier::Idf,
@@ -41,7 +42,9 @@ pub fn sparse_spaces(spaces: Vec<(String, String)>) -> PyResult<Vec<SparseSpace>
                     )))
                 }
             };
-            Ok(SparseSpace::new(&name, modifier))
+            let mut space = SparseSpace::new(&name, modifier);
+            space.on_disk = on_disk.then_some(true);
+            Ok(space)
         })
         .collect()
 }

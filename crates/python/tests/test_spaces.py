@@ -118,3 +118,23 @@ def test_spaces_are_added_and_deleted_on_a_collection_with_points(db):
     assert "text" not in col.get([1], with_vectors=True)[0]["vectors"]
     spaces = {s["name"]: s["dim"] for s in col.info()["config"]["dense"]}
     assert spaces == {"image": 4, "title": 3, "text": 2}
+
+
+def test_sparse_posting_lists_on_disk_answer_as_in_dram(tmp_path):
+    n = 1200
+    _, _, words = columns(n, 5)
+    words = [w or {"indices": [3], "values": [0.25]} for w in words]
+    results = []
+    for on_disk in (False, True):
+        with diskvec.open(tmp_path / f"db{on_disk}") as db:
+            col = db.create_collection("s", sparse_vectors={"w": {"modifier": "idf", "on_disk": on_disk}},
+                                       seal_threshold=2000)
+            col.upsert(range(n), {"w": words})
+            col.optimize()
+            results.append([[(h["id"], round(h["score"], 5)) for h in
+                             col.search({"indices": [t, 10 + t % 5], "values": [1.0, 0.5]}, k=10, using="w")]
+                            for t in range(7)])
+    assert results[0] == results[1]
+    assert all(len(r) == 10 for r in results[1])
+    files = list((tmp_path / "dbTrue").rglob("sparse.0.dvi"))
+    assert len(files) == 1

@@ -749,9 +749,22 @@ fn sparse_spaces(body: &Value) -> Result<Vec<SparseSpace>> {
                     )))
                 }
             }
-            Ok(SparseSpace::new(name, modifier))
+            let mut space = SparseSpace::new(name, modifier);
+            space.on_disk = sparse_on_disk(v, name)?;
+            Ok(space)
         })
         .collect()
+}
+
+/// A sparse space's `index.on_disk` (`None`: not given).
+pub fn sparse_on_disk(space: &Value, name: &str) -> Result<Option<bool>> {
+    match space.get("index").and_then(|i| i.get("on_disk")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "sparse_vectors.{name}.index.on_disk must be true or false, got {other}"
+        ))),
+    }
 }
 
 /// `vectors` of a collection's info: the unnamed space's parameters, or an object of the
@@ -792,10 +805,13 @@ fn sparse_vectors_info(c: &CollectionConfig) -> Value {
     Value::Object(
         c.live_sparse()
             .map(|s| {
-                let params = match s.modifier {
+                let mut params = match s.modifier {
                     SparseModifier::Idf => json!({"modifier": "idf"}),
                     SparseModifier::None => json!({}),
                 };
+                if let Some(on_disk) = s.on_disk {
+                    params["index"] = json!({"on_disk": on_disk});
+                }
                 (s.name.clone(), params)
             })
             .collect(),

@@ -77,6 +77,9 @@ pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
                         "Wrong input: Not existing vector name error: {name}"
                     ))
                 })?;
+            if let Some(on_disk) = crate::convert::sparse_on_disk(params, name)? {
+                space.on_disk = Some(on_disk);
+            }
             match params.get("modifier") {
                 None | Some(Value::Null) => {}
                 Some(Value::String(m)) if m == "idf" => space.modifier = SparseModifier::Idf,

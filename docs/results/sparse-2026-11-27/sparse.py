@@ -3,12 +3,13 @@ shipped sentences: BM25 term weights per document (k1 = 1.2, b = 0.75, each docu
 weights scaled by a fixed factor in [1, 1.01) from its id so that scores do not tie), IDF at
 query time (`modifier: idf`), top 10 of each test sentence's words.
 
-    python sparse.py ENGINE DATA_DIR WORK_DIR OUT.json     # ENGINE: diskvec | edge
+    python sparse.py ENGINE DATA_DIR WORK_DIR OUT.json     # ENGINE: diskvec | diskvec-ssd | edge
     python sparse.py compare A.json B.json
 
 Each engine runs in its own process. Memory is the process's resident set after loading
 and optimizing, less what it was before the engine was opened (the data in Python is built
-first); peak is the high-water mark less the same base.
+first); peak is the high-water mark less the same base. `diskvec-ssd` keeps the sealed
+segment's posting lists on SSD (`on_disk`: the term dictionary in DRAM, lists read per query).
 """
 import json
 import re
@@ -51,10 +52,10 @@ LIMIT = 10
 shutil.rmtree(work, ignore_errors=True)
 base = rss_kib("VmRSS:")
 t0 = time.perf_counter()
-if engine == "diskvec":
+if engine.startswith("diskvec"):
     import diskvec
     db = diskvec.open(work)
-    col = db.create_collection("s", sparse_vectors={"w": {"modifier": "idf"}})
+    col = db.create_collection("s", sparse_vectors={"w": {"modifier": "idf", "on_disk": engine == "diskvec-ssd"}})
     for at in range(0, len(sparse), 5000):
         part = range(at, min(at + 5000, len(sparse)))
         col.upsert(list(part), {"w": [{"indices": sparse[i][0], "values": sparse[i][1]} for i in part]})

@@ -693,7 +693,7 @@ impl Inner {
             .collect();
         terms.sort_unstable();
         terms.dedup();
-        let (points, df) = self.sparse_frequencies(index, &terms, corpus);
+        let (points, df) = self.sparse_frequencies(index, &terms, corpus)?;
         Ok(Some(
             terms
                 .into_iter()

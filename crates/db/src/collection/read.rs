@@ -361,14 +361,14 @@ impl Inner {
         space: usize,
         terms: &[u32],
         corpus: Option<&Filter>,
-    ) -> (u64, Vec<u64>) {
+    ) -> Result<(u64, Vec<u64>)> {
         let (mut points, mut per_term) = (0u64, vec![0u64; terms.len()]);
         for (_, segment) in &self.snapshot() {
-            let (n, df) = segment.sparse_frequencies(space, terms, corpus);
+            let (n, df) = segment.sparse_frequencies(space, terms, corpus)?;
             points += n;
             per_term.iter_mut().zip(df).for_each(|(t, d)| *t += d);
         }
-        (points, per_term)
+        Ok((points, per_term))
     }
 
     /// The `req.k` best points for a sparse query in the sparse space `req.using`: exact
@@ -385,7 +385,7 @@ impl Inner {
             .map_err(|e| DbError::InvalidInput(format!("query: {e}")))?;
         if self.config().sparse[space].modifier == SparseModifier::Idf {
             let (points, per_term) =
-                self.sparse_frequencies(space, &query.indices, req.idf_corpus.as_ref());
+                self.sparse_frequencies(space, &query.indices, req.idf_corpus.as_ref())?;
             for (value, df) in query.values.iter_mut().zip(per_term) {
                 *value *= idf(points, df);
             }

@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use super::multi_column::MultiColumn;
 use super::sparse_column::SparseColumn;
+use super::sparse_postings::DiskPostings;
 use super::SegmentHit;
 use crate::config::CollectionConfig;
 use crate::vectors::{PointVectors, SparseVector};
@@ -66,19 +67,28 @@ impl SpaceNames {
 impl Columns {
     /// Empty columns for `config`'s spaces.
     pub fn new(config: &CollectionConfig) -> Self {
-        Self::stored(config, Vec::new(), Vec::new(), 0)
+        Self::stored(config, Vec::new(), Vec::new(), Vec::new(), 0)
     }
 
     /// Columns of `len` points from stored vectors; a space the store has no column for
     /// (added to the collection after it was written) holds none.
+    /// `on_ssd[i]`: sparse space i's posting lists on SSD, where the segment has them.
     pub fn stored(
         config: &CollectionConfig,
         sparse: Vec<SparseVectors>,
         multi: Vec<MultiVectors>,
+        mut on_ssd: Vec<Option<DiskPostings>>,
         len: usize,
     ) -> Self {
-        let mut sparse: Vec<SparseColumn> =
-            sparse.into_iter().map(SparseColumn::from_vectors).collect();
+        on_ssd.resize_with(sparse.len(), || None);
+        let mut sparse: Vec<SparseColumn> = sparse
+            .into_iter()
+            .zip(on_ssd)
+            .map(|(vectors, disk)| match disk {
+                Some(d) => SparseColumn::with_disk(vectors, d),
+                None => SparseColumn::from_vectors(vectors),
+            })
+            .collect();
         sparse.resize_with(config.sparse.len(), || {
             SparseColumn::from_vectors(vec![None; len])
         });
@@ -164,10 +174,10 @@ impl Columns {
         query: &SparseVector,
         k: usize,
         accept: &dyn Fn(u32) -> bool,
-    ) -> Vec<SegmentHit> {
+    ) -> crate::Result<Vec<SegmentHit>> {
         self.sparse
             .get(space)
-            .map_or_else(Vec::new, |c| c.search(query, k, accept))
+            .map_or_else(|| Ok(Vec::new()), |c| c.search(query, k, accept))
     }
 
     pub fn search_multi(
@@ -189,10 +199,12 @@ impl Columns {
         space: usize,
         terms: &[u32],
         live: &dyn Fn(u32) -> bool,
-    ) -> (u64, Vec<u64>) {
+    ) -> crate::Result<(u64, Vec<u64>)> {
         self.sparse
             .get(space)
-            .map_or((0, vec![0; terms.len()]), |c| c.frequencies(terms, live))
+            .map_or(Ok((0, vec![0; terms.len()])), |c| {
+                c.frequencies(terms, live)
+            })
     }
 
     /// `sparse_frequencies` of every offset but the `dead` ones.
@@ -201,10 +213,10 @@ impl Columns {
         space: usize,
         terms: &[u32],
         dead: &roaring::RoaringBitmap,
-    ) -> (u64, Vec<u64>) {
+    ) -> crate::Result<(u64, Vec<u64>)> {
         self.sparse
             .get(space)
-            .map_or((0, vec![0; terms.len()]), |c| {
+            .map_or(Ok((0, vec![0; terms.len()])), |c| {
                 c.frequencies_except(terms, dead)
             })
     }

@@ -304,11 +304,14 @@ mod tests {
             indices: vec![4],
             values: vec![1.0],
         };
-        assert_eq!(found(g.search_sparse(0, &q, 10, None)), vec![2]);
-        assert_eq!(g.sparse_frequencies(0, &[4, 5], None), (1, vec![1, 0]));
+        assert_eq!(found(g.search_sparse(0, &q, 10, None).unwrap()), vec![2]);
+        assert_eq!(
+            g.sparse_frequencies(0, &[4, 5], None).unwrap(),
+            (1, vec![1, 0])
+        );
         g.delete(2);
-        assert!(g.search_sparse(0, &q, 10, None).is_empty());
-        assert_eq!(g.sparse_frequencies(0, &[4], None), (0, vec![0]));
+        assert!(g.search_sparse(0, &q, 10, None).unwrap().is_empty());
+        assert_eq!(g.sparse_frequencies(0, &[4], None).unwrap(), (0, vec![0]));
         let v = g.vectors(1);
         assert!(v.dense(0).is_none() && v.dense(1).is_some() && v.sparse(0).is_none());
         let input = g.seal_input();

@@ -15,6 +15,7 @@ mod seal_input;
 mod sealed;
 mod spaces_file;
 mod sparse_column;
+mod sparse_postings;
 
 use std::sync::{Arc, RwLock};
 
@@ -82,7 +83,7 @@ pub(crate) trait Points {
         query: &SparseVector,
         k: usize,
         filter: Option<&Filter>,
-    ) -> Vec<SegmentHit> {
+    ) -> crate::Result<Vec<SegmentHit>> {
         self.columns()
             .search_sparse(space, query, k, &|o| self.matches(o, filter))
     }
@@ -107,7 +108,7 @@ pub(crate) trait Points {
         space: usize,
         terms: &[u32],
         corpus: Option<&Filter>,
-    ) -> (u64, Vec<u64>) {
+    ) -> crate::Result<(u64, Vec<u64>)> {
         match corpus {
             // Counted from the column's totals less the deleted points, not point by point.
             None => self
@@ -261,7 +262,7 @@ impl Segment {
                         s.finish_search(prepared, started)?
                     }
                     (SpaceQuery::Sparse { space, query }, _) => {
-                        s.search_sparse(space, query, q.k, filter)
+                        s.search_sparse(space, query, q.k, filter)?
                     }
                     (SpaceQuery::Multi { space, rows }, _) => {
                         s.search_multi(space, rows, q.k, filter)
@@ -286,7 +287,7 @@ impl Segment {
                         g.search_dense(space, prepared, q.k, q.search_list, filter, q.exact)
                     }
                     SpaceQuery::Sparse { space, query } => {
-                        g.search_sparse(space, query, q.k, filter)
+                        g.search_sparse(space, query, q.k, filter)?
                     }
                     SpaceQuery::Multi { space, rows } => g.search_multi(space, rows, q.k, filter),
                 };
@@ -309,7 +310,7 @@ impl Segment {
         space: usize,
         terms: &[u32],
         corpus: Option<&Filter>,
-    ) -> (u64, Vec<u64>) {
+    ) -> crate::Result<(u64, Vec<u64>)> {
         match self {
             Segment::Growing(g) => g
                 .read()

@@ -19,6 +19,7 @@ use roaring::RoaringBitmap;
 use super::columns::Columns;
 use super::files::{read_points, write_points, POINTS_FILE};
 use super::spaces_file::SpacesFile;
+use super::sparse_postings::DiskPostings;
 use super::{closest, Points, SealInput, SegmentHit, SpaceRef};
 use crate::config::{CollectionConfig, DenseSpace};
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
@@ -213,6 +214,16 @@ pub(crate) fn seal(
             .collect(),
     };
     spaces.write(storage.as_ref(), dir)?;
+    // Spaces whose index is on disk get their posting lists in a file of their own.
+    for (i, vectors) in spaces.sparse.iter().enumerate() {
+        if config
+            .sparse
+            .get(i)
+            .is_some_and(|s| s.on_disk == Some(true) && !s.removed)
+        {
+            super::sparse_postings::write(storage.as_ref(), dir, i, vectors)?;
+        }
+    }
     write_points(
         storage.as_ref(),
         &dir.join(POINTS_FILE),
@@ -381,7 +392,10 @@ impl Sealed {
                 }
             }
         }
-        let columns = Columns::stored(config, spaces.sparse, spaces.multi, ids.len());
+        let on_ssd = (0..spaces.sparse.len())
+            .map(|i| DiskPostings::open(dir, i))
+            .collect::<Result<Vec<_>>>()?;
+        let columns = Columns::stored(config, spaces.sparse, spaces.multi, on_ssd, ids.len());
         let mut payload_index = PayloadIndex::new();
         for (field, kind) in fields {
             payload_index.add_field(field, *kind);

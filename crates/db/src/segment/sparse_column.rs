@@ -1,19 +1,26 @@
-//! One sparse space of a segment in DRAM: each offset's vector (for retrieval) and an
-//! inverted index, term id to the (offset, weight) of every point that has it, ascending by
-//! offset. Scores are exact: a query's dot product with every point sharing a term.
+//! One sparse space of a segment: each offset's vector (for retrieval) and an inverted
+//! index, term id to the (offset, weight) of every point that has it, ascending by offset:
+//! in DRAM, or on SSD (`sparse_postings.rs`) for a sealed segment of a space whose index is
+//! `on_disk`. Scores are exact: a query's dot product with every point sharing a term.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use roaring::RoaringBitmap;
 
+use super::sparse_postings::DiskPostings;
 use super::SegmentHit;
 use crate::vectors::SparseVector;
+use crate::Result;
 
 #[derive(Default)]
 pub(crate) struct SparseColumn {
     vectors: Vec<Option<SparseVector>>,
+    /// The lists in DRAM (empty when they are on SSD).
     postings: HashMap<u32, Vec<(u32, f32)>>,
+    /// The lists on SSD, read per query.
+    disk: Option<DiskPostings>,
     /// Offsets with a vector in this space.
     with_vector: u64,
 }
@@ -47,8 +54,28 @@ impl SparseColumn {
         column
     }
 
-    /// Appends the next offset's vector (sorted and checked), or none.
+    /// A sealed segment's column whose lists are on SSD.
+    pub fn with_disk(vectors: Vec<Option<SparseVector>>, disk: DiskPostings) -> Self {
+        Self {
+            with_vector: vectors.iter().flatten().count() as u64,
+            vectors,
+            postings: HashMap::new(),
+            disk: Some(disk),
+        }
+    }
+
+    /// The posting list of `term`.
+    fn list(&self, term: u32) -> Result<Cow<'_, [(u32, f32)]>> {
+        Ok(match &self.disk {
+            Some(d) => Cow::Owned(d.list(term)?),
+            None => Cow::Borrowed(self.postings.get(&term).map_or(&[][..], Vec::as_slice)),
+        })
+    }
+
+    /// Appends the next offset's vector (sorted and checked), or none (a growing segment's
+    /// column: its lists are in DRAM).
     pub fn push(&mut self, vector: Option<SparseVector>) {
+        debug_assert!(self.disk.is_none(), "a column on SSD takes no more points");
         let offset = self.vectors.len() as u32;
         if let Some(v) = &vector {
             self.with_vector += 1;
@@ -72,32 +99,38 @@ impl SparseColumn {
 
     /// Offsets with a vector in this space that `live` takes, and how many of them hold
     /// each of `terms`: what an IDF weighting sums over segments.
-    pub fn frequencies(&self, terms: &[u32], live: &dyn Fn(u32) -> bool) -> (u64, Vec<u64>) {
+    pub fn frequencies(
+        &self,
+        terms: &[u32],
+        live: &dyn Fn(u32) -> bool,
+    ) -> Result<(u64, Vec<u64>)> {
         let points = (0..self.vectors.len() as u32)
             .filter(|&o| self.vectors[o as usize].is_some() && live(o))
             .count() as u64;
         let per_term = terms
             .iter()
-            .map(|t| {
-                self.postings.get(t).map_or(0, |list| {
-                    list.iter().filter(|(o, _)| live(*o)).count() as u64
-                })
-            })
-            .collect();
-        (points, per_term)
+            .map(|&t| Ok(self.list(t)?.iter().filter(|(o, _)| live(*o)).count() as u64))
+            .collect::<Result<_>>()?;
+        Ok((points, per_term))
     }
 
     /// `frequencies` over every offset but the `dead` ones, from the counts kept: no
     /// walk over the points (what an IDF weighting over the whole collection costs).
-    pub fn frequencies_except(&self, terms: &[u32], dead: &RoaringBitmap) -> (u64, Vec<u64>) {
+    pub fn frequencies_except(
+        &self,
+        terms: &[u32],
+        dead: &RoaringBitmap,
+    ) -> Result<(u64, Vec<u64>)> {
         let has_vector = |o: u32| self.get(o).is_some();
         let points = self.with_vector - dead.iter().filter(|&o| has_vector(o)).count() as u64;
         let per_term = terms
             .iter()
-            .map(|t| {
-                let Some(list) = self.postings.get(t) else {
-                    return 0;
-                };
+            .map(|&t| {
+                // Nothing deleted: the dictionary's count, no list read.
+                if let (Some(d), true) = (&self.disk, dead.is_empty()) {
+                    return Ok(d.count(t));
+                }
+                let list = self.list(t)?;
                 let gone = if dead.len() < list.len() as u64 {
                     dead.iter()
                         .filter(|o| list.binary_search_by_key(o, |p| p.0).is_ok())
@@ -105,10 +138,10 @@ impl SparseColumn {
                 } else {
                     list.iter().filter(|(o, _)| dead.contains(*o)).count()
                 };
-                (list.len() - gone) as u64
+                Ok((list.len() - gone) as u64)
             })
-            .collect();
-        (points, per_term)
+            .collect::<Result<_>>()?;
+        Ok((points, per_term))
     }
 
     /// The k best-scoring offsets `accept` takes for `query` (weights already multiplied
@@ -120,11 +153,11 @@ impl SparseColumn {
         query: &SparseVector,
         k: usize,
         accept: &dyn Fn(u32) -> bool,
-    ) -> Vec<SegmentHit> {
-        let lists: Vec<(f32, &[(u32, f32)])> = query
+    ) -> Result<Vec<SegmentHit>> {
+        let lists: Vec<(f32, Cow<'_, [(u32, f32)]>)> = query
             .entries()
-            .filter_map(|(term, weight)| Some((weight, self.postings.get(&term)?.as_slice())))
-            .collect();
+            .map(|(term, weight)| Ok((weight, self.list(term)?)))
+            .collect::<Result<_>>()?;
         let entries: usize = lists.iter().map(|(_, l)| l.len()).sum();
         // Scores add up in an array over the offsets when many points share a term (no
         // hashing per posting), in a map when few do (no array over the whole segment).
@@ -133,7 +166,7 @@ impl SparseColumn {
             let mut touched = vec![false; self.vectors.len()];
             let mut offsets = Vec::new();
             for (weight, list) in &lists {
-                for &(offset, value) in *list {
+                for &(offset, value) in list.iter() {
                     let o = offset as usize;
                     if !touched[o] {
                         touched[o] = true;
@@ -149,7 +182,7 @@ impl SparseColumn {
         } else {
             let mut scores: HashMap<u32, f32> = HashMap::with_capacity(entries);
             for (weight, list) in &lists {
-                for &(offset, value) in *list {
+                for &(offset, value) in list.iter() {
                     *scores.entry(offset).or_insert(0.0) += weight * value;
                 }
             }
@@ -166,13 +199,14 @@ impl SparseColumn {
                 }
             }
         }
-        best.into_sorted_vec()
+        Ok(best
+            .into_sorted_vec()
             .into_iter()
             .map(|Scored(score, offset)| SegmentHit {
                 offset,
                 distance: -score,
             })
-            .collect()
+            .collect())
     }
 
     pub fn dram_bytes(&self) -> usize {
@@ -185,6 +219,7 @@ impl SparseColumn {
                 .values()
                 .map(|l| 48 + 8 * l.capacity())
                 .sum::<usize>()
+            + self.disk.as_ref().map_or(0, DiskPostings::dram_bytes)
     }
 }
 
@@ -208,18 +243,25 @@ mod tests {
             sparse(&[(9, 1.0)]),
         ]);
         let q = sparse(&[(2, 0.5), (7, 1.0)]).unwrap();
-        let hits = c.search(&q, 10, &|_| true);
+        let hits = c.search(&q, 10, &|_| true).unwrap();
         let got: Vec<(u32, f32)> = hits.iter().map(|h| (h.offset, -h.distance)).collect();
         assert_eq!(got, vec![(2, 5.5), (0, 1.0)], "offset 3 shares no term");
-        let filtered = c.search(&q, 10, &|o| o != 2);
+        let filtered = c.search(&q, 10, &|o| o != 2).unwrap();
         assert_eq!(filtered.len(), 1);
-        assert_eq!(c.frequencies(&[2, 9, 4], &|_| true), (3, vec![2, 1, 0]));
-        assert_eq!(c.frequencies(&[2], &|o| o != 0), (2, vec![1]));
-        let dead: RoaringBitmap = [0u32, 1].into_iter().collect();
-        assert_eq!(c.frequencies_except(&[2, 9, 4], &dead), (2, vec![1, 1, 0]));
         assert_eq!(
-            c.frequencies_except(&[2, 9], &RoaringBitmap::new()),
-            c.frequencies(&[2, 9], &|_| true)
+            c.frequencies(&[2, 9, 4], &|_| true).unwrap(),
+            (3, vec![2, 1, 0])
+        );
+        assert_eq!(c.frequencies(&[2], &|o| o != 0).unwrap(), (2, vec![1]));
+        let dead: RoaringBitmap = [0u32, 1].into_iter().collect();
+        assert_eq!(
+            c.frequencies_except(&[2, 9, 4], &dead).unwrap(),
+            (2, vec![1, 1, 0])
+        );
+        assert_eq!(
+            c.frequencies_except(&[2, 9], &RoaringBitmap::new())
+                .unwrap(),
+            c.frequencies(&[2, 9], &|_| true).unwrap()
         );
         assert!(c.get(1).is_none() && c.get(3).is_some());
     }

@@ -155,7 +155,8 @@ class Database:
           vectors={"text": {"dim": 384, "metric": "cosine"}, "image": {"dim": 512}} (dense;
           metric defaults to `metric`; "multivector": True makes a space of several vectors per
           point, scored by MaxSim) and/or sparse_vectors={"words": {"modifier": "idf"}}
-          (modifier "none" by default). A point may have a vector in any of them.
+          (modifier "none" by default; "on_disk": True keeps sealed segments' posting lists
+          on SSD, only the term dictionary in DRAM). A point may have a vector in any of them.
         - paths: directories (e.g. NVMe namespaces) that sealed segments' nodes are striped
           over; default: inside the database directory. wal_path: where the write-ahead log
           lives; default: inside the database directory. Relative paths are made absolute.
@@ -195,7 +196,8 @@ class Database:
              bool((v or {}).get("multivector", False)))
             for n, v in vectors.items()]
         sparse_spaces = None if sparse_vectors is None else [
-            (str(n), str((v or {}).get("modifier", "none"))) for n, v in sparse_vectors.items()]
+            (str(n), str((v or {}).get("modifier", "none")), bool((v or {}).get("on_disk", False)))
+            for n, v in sparse_vectors.items()]
         native = self._inner.create_collection(
             name, _opt_int("dim", dim), metric, [_path(p) for p in (paths or [])],
             None if wal_path is None else _path(wal_path), durability, _opt_int("interval_ms", interval_ms),
