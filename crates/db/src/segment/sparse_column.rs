@@ -25,6 +25,9 @@ pub(crate) struct SparseColumn {
     with_vector: u64,
 }
 
+/// A posting list, borrowed from DRAM or read from SSD: (offset, weight), ascending.
+type List<'a> = Cow<'a, [(u32, f32)]>;
+
 /// A scored offset, ordered worst first (lower score, then higher offset), so that a
 /// `BinaryHeap` of them keeps the worst of the best k on top.
 #[derive(PartialEq)]
@@ -65,7 +68,7 @@ impl SparseColumn {
     }
 
     /// The posting list of `term`.
-    fn list(&self, term: u32) -> Result<Cow<'_, [(u32, f32)]>> {
+    fn list(&self, term: u32) -> Result<List<'_>> {
         Ok(match &self.disk {
             Some(d) => Cow::Owned(d.list(term)?),
             None => Cow::Borrowed(self.postings.get(&term).map_or(&[][..], Vec::as_slice)),
@@ -154,7 +157,7 @@ impl SparseColumn {
         k: usize,
         accept: &dyn Fn(u32) -> bool,
     ) -> Result<Vec<SegmentHit>> {
-        let lists: Vec<(f32, Cow<'_, [(u32, f32)]>)> = query
+        let lists: Vec<(f32, List<'_>)> = query
             .entries()
             .map(|(term, weight)| Ok((weight, self.list(term)?)))
             .collect::<Result<_>>()?;
