@@ -599,3 +599,47 @@ fn formulas_score_the_prefetched_points() {
     let alone = QueryRequest::new(Some(formula(json!("price"))), 5);
     assert!(col.query(&alone, false, false).is_err());
 }
+
+/// Relevance feedback (naive): a x similarity to the target + sum over ordered pairs of
+/// examples (better, worse) of (score difference)^b x c x (similarity to the better - to
+/// the worse); examples given by id are left out; an empty feedback list is refused.
+#[test]
+fn relevance_feedback_scores_by_the_naive_formula() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    let target = clustered_vector(50, 6, 4);
+    let body = json!({"query": {"relevance_feedback": {
+        "target": target,
+        "feedback": [{"example": 1, "score": 0.9}, {"example": 2, "score": 0.1},
+                     {"example": 3, "score": 0.1}],
+        "strategy": {"naive": {"a": 0.5, "b": 2.0, "c": 3.0}}}}, "limit": 10});
+    let req = diskvec_db::query::json::request(&body, &db).unwrap();
+    let hits = col.query(&req, false, false).unwrap();
+    let (t, p1, p2, p3) = (
+        cosines(&target),
+        cosines(&clustered_vector(1, 6, 4)),
+        cosines(&clustered_vector(2, 6, 4)),
+        cosines(&clustered_vector(3, 6, 4)),
+    );
+    let weight = 0.8f32.powf(2.0) * 3.0;
+    let mut want: Vec<(u64, f32)> = (0..N)
+        .filter(|i| ![1, 2, 3].contains(i))
+        .map(|i| {
+            let s = 0.5 * t[&i] + weight * (p1[&i] - p2[&i]) + weight * (p1[&i] - p3[&i]);
+            (i, s)
+        })
+        .collect();
+    want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    assert_eq!(
+        ids(&hits),
+        want[..10].iter().map(|w| w.0).collect::<Vec<_>>()
+    );
+    for (h, (_, s)) in hits.iter().zip(&want) {
+        assert!((h.score - s).abs() < 1e-4, "{} vs {s}", h.score);
+    }
+    let empty = json!({"query": {"relevance_feedback": {"target": target, "feedback": [],
+        "strategy": {"naive": {"a": 1.0, "b": 1.0, "c": 1.0}}}}});
+    let err = diskvec_db::query::json::request(&empty, &db).unwrap_err();
+    assert!(matches!(err, diskvec_db::DbError::Validation(_)), "{err}");
+}

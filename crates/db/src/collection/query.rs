@@ -103,6 +103,7 @@ impl Space {
 }
 
 /// A query vector resolved and prepared for its space.
+#[derive(Clone)]
 enum Prepared {
     Dense(Vec<f32>),
     Sparse(SparseVector),
@@ -499,6 +500,20 @@ impl Inner {
                     .map(|(p, n)| Ok((prepare(p)?, prepare(n)?)))
                     .collect::<Result<Vec<_>>>()?,
             ),
+            Query::RelevanceFeedback {
+                target,
+                feedback,
+                a,
+                b,
+                c,
+            } => {
+                let target = prepare(target)?;
+                let examples = feedback
+                    .iter()
+                    .map(|(v, s)| Ok((prepare(v)?, *s)))
+                    .collect::<Result<Vec<_>>>()?;
+                Scorer::Feedback(target, score::feedback_pairs(examples, *b, *c), *a)
+            }
             Query::OrderBy { .. }
             | Query::Fusion(_)
             | Query::Formula(_)
@@ -583,6 +598,11 @@ impl Inner {
                             .map(|(p, n)| (sim(p), sim(n)))
                             .collect::<Vec<_>>(),
                     ),
+                    Scorer::Feedback(t, pairs, a) => {
+                        pairs.iter().fold(a * sim(t), |s, (p, n, weight)| {
+                            s + weight * (sim(p) - sim(n))
+                        })
+                    }
                 };
                 points.push((r.id, s));
             }
@@ -794,6 +814,8 @@ enum Scorer {
     SumScores(Vec<Prepared>, Vec<Prepared>),
     Discover(Prepared, Vec<(Prepared, Prepared)>),
     Context(Vec<(Prepared, Prepared)>),
+    /// Relevance feedback: the target, (better, worse, weight) pairs, and `a`.
+    Feedback(Prepared, Vec<(Prepared, Prepared, f32)>, f32),
 }
 
 impl Scorer {
@@ -805,6 +827,9 @@ impl Scorer {
                 .chain(pairs.iter().flat_map(|(p, n)| [p, n]))
                 .collect(),
             Scorer::Context(pairs) => pairs.iter().flat_map(|(p, n)| [p, n]).collect(),
+            Scorer::Feedback(t, pairs, _) => std::iter::once(t)
+                .chain(pairs.iter().flat_map(|(p, n, _)| [p, n]))
+                .collect(),
         }
     }
 }

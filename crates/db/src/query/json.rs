@@ -179,11 +179,76 @@ fn query(v: &Value) -> Result<Query> {
                 Some(_) => return Err(bad("query.rrf.weights must be a list")),
             },
         }),
+        "relevance_feedback" => relevance_feedback(body)?,
         "sample" => match body.as_str() {
             Some("random") => Query::Sample,
             _ => return Err(bad("query.sample must be \"random\"")),
         },
         other => return Err(bad(format!("query kind {other:?} is not supported"))),
+    })
+}
+
+/// `{"target", "feedback": [{"example", "score"}], "strategy": {"naive": {"a", "b", "c"}}}`.
+fn relevance_feedback(body: &Value) -> Result<Query> {
+    let at = "query.relevance_feedback";
+    let target = vector_input(
+        body.get("target")
+            .ok_or_else(|| bad(format!("{at}.target is missing")))?,
+        &format!("{at}.target"),
+    )?;
+    let items = body
+        .get("feedback")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad(format!("{at}.feedback must be a list")))?;
+    if items.is_empty() {
+        return Err(validation(format!(
+            "{at}.feedback: feedback elements must be non-empty"
+        )));
+    }
+    let feedback = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let example = item
+                .get("example")
+                .ok_or_else(|| bad(format!("{at}.feedback[{i}].example is missing")))?;
+            let score = item
+                .get("score")
+                .and_then(Value::as_f64)
+                .ok_or_else(|| bad(format!("{at}.feedback[{i}].score must be a number")))?;
+            Ok((
+                vector_input(example, &format!("{at}.feedback[{i}].example"))?,
+                score as f32,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let naive = body
+        .get("strategy")
+        .and_then(|s| s.get("naive"))
+        .ok_or_else(|| {
+            bad(format!(
+                "{at}.strategy must be {{\"naive\": {{\"a\", \"b\", \"c\"}}}}"
+            ))
+        })?;
+    let coefficient = |name: &str| -> Result<f32> {
+        let v = naive
+            .get(name)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| bad(format!("{at}.strategy.naive.{name} must be a number")))?;
+        if name == "b" && v < 0.0 {
+            // Qdrant's words, which its suite checks.
+            return Err(validation(format!(
+                "internal.{at}.strategy.naive.b: value {v:?} invalid, must be 0.0 or larger"
+            )));
+        }
+        Ok(v as f32)
+    };
+    Ok(Query::RelevanceFeedback {
+        target,
+        feedback,
+        a: coefficient("a")?,
+        b: coefficient("b")?,
+        c: coefficient("c")?,
     })
 }
 
@@ -365,6 +430,14 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
             for (p, n) in pairs {
                 resolve(p)?;
                 resolve(n)?;
+            }
+        }
+        Query::RelevanceFeedback {
+            target, feedback, ..
+        } => {
+            resolve(target)?;
+            for (example, _) in feedback {
+                resolve(example)?;
             }
         }
         Query::OrderBy { .. } | Query::Fusion(_) | Query::Formula(_) | Query::Sample => {}

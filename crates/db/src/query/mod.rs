@@ -88,6 +88,17 @@ pub enum Query {
     Fusion(Fusion),
     /// The prefetches' points scored by a formula over their scores and payloads.
     Formula(formula::Formula),
+    /// Relevance feedback (Qdrant's naive strategy): a point scores `a` x its similarity to
+    /// `target`, plus, for every ordered pair of examples whose feedback scores differ by
+    /// more than 0, (that difference)^`b` x `c` x (its similarity to the better example -
+    /// to the worse one).
+    RelevanceFeedback {
+        target: VectorInput,
+        feedback: Vec<(VectorInput, f32)>,
+        a: f32,
+        b: f32,
+        c: f32,
+    },
     /// Matching points in random order.
     Sample,
 }

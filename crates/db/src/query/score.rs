@@ -131,3 +131,18 @@ mod tests {
         assert_eq!(d[0].0, id(2));
     }
 }
+
+/// Relevance feedback's pairs: every ordered pair of examples whose feedback scores differ
+/// by more than 0, the better first, weighted (difference)^b x c (Qdrant's naive strategy).
+pub fn feedback_pairs<T: Clone>(examples: Vec<(T, f32)>, b: f32, c: f32) -> Vec<(T, T, f32)> {
+    let mut pairs = Vec::new();
+    for (i, (better, s1)) in examples.iter().enumerate() {
+        for (j, (worse, s2)) in examples.iter().enumerate() {
+            let confidence = s1 - s2;
+            if i != j && confidence > 0.0 {
+                pairs.push((better.clone(), worse.clone(), confidence.powf(b) * c));
+            }
+        }
+    }
+    pairs
+}
