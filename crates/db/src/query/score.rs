@@ -102,6 +102,21 @@ fn ranked(scores: HashMap<PointId, f32>) -> Vec<(PointId, f32)> {
     out
 }
 
+/// Relevance feedback's pairs: every ordered pair of examples whose feedback scores differ
+/// by more than 0, the better first, weighted (difference)^b x c (Qdrant's naive strategy).
+pub fn feedback_pairs<T: Clone>(examples: Vec<(T, f32)>, b: f32, c: f32) -> Vec<(T, T, f32)> {
+    let mut pairs = Vec::new();
+    for (i, (better, s1)) in examples.iter().enumerate() {
+        for (j, (worse, s2)) in examples.iter().enumerate() {
+            let confidence = s1 - s2;
+            if i != j && confidence > 0.0 {
+                pairs.push((better.clone(), worse.clone(), confidence.powf(b) * c));
+            }
+        }
+    }
+    pairs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,19 +145,4 @@ mod tests {
         let d = dbsf(&[vec![(id(1), 3.0), (id(2), 1.0)], vec![(id(2), 5.0)]]);
         assert_eq!(d[0].0, id(2));
     }
-}
-
-/// Relevance feedback's pairs: every ordered pair of examples whose feedback scores differ
-/// by more than 0, the better first, weighted (difference)^b x c (Qdrant's naive strategy).
-pub fn feedback_pairs<T: Clone>(examples: Vec<(T, f32)>, b: f32, c: f32) -> Vec<(T, T, f32)> {
-    let mut pairs = Vec::new();
-    for (i, (better, s1)) in examples.iter().enumerate() {
-        for (j, (worse, s2)) in examples.iter().enumerate() {
-            let confidence = s1 - s2;
-            if i != j && confidence > 0.0 {
-                pairs.push((better.clone(), worse.clone(), confidence.powf(b) * c));
-            }
-        }
-    }
-    pairs
 }
