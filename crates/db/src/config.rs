@@ -27,6 +27,10 @@ pub enum Durability {
 /// Most spaces (dense and sparse together) one collection may have.
 pub const MAX_SPACES: usize = 64;
 
+/// Most slots of one kind of space (a deleted space keeps its slot): a space index is a
+/// byte in log records.
+pub const MAX_SLOTS: usize = 255;
+
 /// A dense vector space: every vector in it has `dim` numbers, ranked by `metric`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DenseSpace {
@@ -277,13 +281,27 @@ impl CollectionConfig {
     pub fn check(&self) -> Result<()> {
         let bad = |m: String| Err(DbError::InvalidInput(m));
         self.strict_mode.check()?;
-        let spaces = self.dense.len() + self.sparse.len() + self.multi.len();
-        if self.live_dense().count() + self.live_sparse().count() + self.live_multi().count() == 0 {
+        let spaces =
+            self.live_dense().count() + self.live_sparse().count() + self.live_multi().count();
+        if spaces == 0 {
             return bad("a collection needs at least one vector space, dense or sparse".into());
         }
         if spaces > MAX_SPACES {
             return bad(format!(
                 "a collection has at most {MAX_SPACES} vector spaces, got {spaces}"
+            ));
+        }
+        // A space is stored by its index in its list, in one byte; a deleted space keeps
+        // its slot.
+        let slots = self
+            .dense
+            .len()
+            .max(self.sparse.len())
+            .max(self.multi.len());
+        if slots > MAX_SLOTS {
+            return bad(format!(
+                "a collection's spaces of one kind, deleted ones included, take at most \
+                 {MAX_SLOTS} slots; this change needs {slots}"
             ));
         }
         // Qdrant's wording for these two, which its clients and REST suite check.

@@ -508,11 +508,14 @@ impl Inner {
                 c,
             } => {
                 let target = prepare(target)?;
+                let scores: Vec<f32> = feedback.iter().map(|f| f.1).collect();
+                let weights = score::feedback_weights(&scores, *b, *c);
                 let examples = feedback
                     .iter()
-                    .map(|(v, s)| Ok((prepare(v)?, *s)))
+                    .zip(weights)
+                    .map(|((v, _), w)| Ok((prepare(v)?, w)))
                     .collect::<Result<Vec<_>>>()?;
-                Scorer::Feedback(target, score::feedback_pairs(examples, *b, *c), *a)
+                Scorer::Feedback(target, examples, *a)
             }
             Query::OrderBy { .. }
             | Query::Fusion(_)
@@ -598,11 +601,10 @@ impl Inner {
                             .map(|(p, n)| (sim(p), sim(n)))
                             .collect::<Vec<_>>(),
                     ),
-                    Scorer::Feedback(t, pairs, a) => {
-                        pairs.iter().fold(a * sim(t), |s, (p, n, weight)| {
-                            s + weight * (sim(p) - sim(n))
-                        })
-                    }
+                    Scorer::Feedback(t, examples, a) => examples
+                        .iter()
+                        .filter(|(_, w)| *w != 0.0)
+                        .fold(a * sim(t), |s, (e, w)| s + w * sim(e)),
                 };
                 points.push((r.id, s));
             }
@@ -814,8 +816,8 @@ enum Scorer {
     SumScores(Vec<Prepared>, Vec<Prepared>),
     Discover(Prepared, Vec<(Prepared, Prepared)>),
     Context(Vec<(Prepared, Prepared)>),
-    /// Relevance feedback: the target, (better, worse, weight) pairs, and `a`.
-    Feedback(Prepared, Vec<(Prepared, Prepared, f32)>, f32),
+    /// Relevance feedback: the target, each example with its weight, and `a`.
+    Feedback(Prepared, Vec<(Prepared, f32)>, f32),
 }
 
 impl Scorer {
@@ -827,8 +829,8 @@ impl Scorer {
                 .chain(pairs.iter().flat_map(|(p, n)| [p, n]))
                 .collect(),
             Scorer::Context(pairs) => pairs.iter().flat_map(|(p, n)| [p, n]).collect(),
-            Scorer::Feedback(t, pairs, _) => std::iter::once(t)
-                .chain(pairs.iter().flat_map(|(p, n, _)| [p, n]))
+            Scorer::Feedback(t, examples, _) => std::iter::once(t)
+                .chain(examples.iter().map(|(e, _)| e))
                 .collect(),
         }
     }

@@ -106,6 +106,8 @@ impl Inner {
         }
         if let Some(new) = &new {
             carry_over(&mut state, new_id, new, origin);
+            // Opened beside the sources before the lock: the spaces may have changed since.
+            new.follow_spaces(&state.config);
             state
                 .segments
                 .insert(new_id, Segment::Sealed(Arc::clone(new)));

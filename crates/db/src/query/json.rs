@@ -9,6 +9,8 @@ use crate::{Database, DbError, Result, Vector};
 
 /// Results a query or prefetch gives without a `limit`.
 const DEFAULT_LIMIT: usize = 10;
+/// Most examples of a relevance-feedback query.
+const MAX_FEEDBACK: usize = 1_000;
 /// Qdrant's constant of reciprocal rank fusion.
 const RRF_K: usize = 2;
 
@@ -203,6 +205,13 @@ fn relevance_feedback(body: &Value) -> Result<Query> {
     if items.is_empty() {
         return Err(validation(format!(
             "{at}.feedback: feedback elements must be non-empty"
+        )));
+    }
+    // Every pair of examples is weighed: their number is bounded.
+    if items.len() > MAX_FEEDBACK {
+        return Err(validation(format!(
+            "{at}.feedback: at most {MAX_FEEDBACK} examples, got {}",
+            items.len()
         )));
     }
     let feedback = items

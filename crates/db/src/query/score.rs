@@ -102,19 +102,23 @@ fn ranked(scores: HashMap<PointId, f32>) -> Vec<(PointId, f32)> {
     out
 }
 
-/// Relevance feedback's pairs: every ordered pair of examples whose feedback scores differ
-/// by more than 0, the better first, weighted (difference)^b x c (Qdrant's naive strategy).
-pub fn feedback_pairs<T: Clone>(examples: Vec<(T, f32)>, b: f32, c: f32) -> Vec<(T, T, f32)> {
-    let mut pairs = Vec::new();
-    for (i, (better, s1)) in examples.iter().enumerate() {
-        for (j, (worse, s2)) in examples.iter().enumerate() {
+/// Relevance feedback's weight of each example (Qdrant's naive strategy): every ordered
+/// pair of examples whose feedback scores differ by d > 0 adds d^b x c x (similarity to the
+/// better - to the worse), so an example's weight is what its pairs as the better one give
+/// less what its pairs as the worse one take (one similarity per example, not per pair).
+pub fn feedback_weights(scores: &[f32], b: f32, c: f32) -> Vec<f32> {
+    let mut weights = vec![0f32; scores.len()];
+    for (i, s1) in scores.iter().enumerate() {
+        for (j, s2) in scores.iter().enumerate() {
             let confidence = s1 - s2;
             if i != j && confidence > 0.0 {
-                pairs.push((better.clone(), worse.clone(), confidence.powf(b) * c));
+                let w = confidence.powf(b) * c;
+                weights[i] += w;
+                weights[j] -= w;
             }
         }
     }
-    pairs
+    weights
 }
 
 #[cfg(test)]

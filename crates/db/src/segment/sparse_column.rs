@@ -70,7 +70,7 @@ impl SparseColumn {
     /// The posting list of `term`.
     fn list(&self, term: u32) -> Result<List<'_>> {
         Ok(match &self.disk {
-            Some(d) => Cow::Owned(d.list(term)?),
+            Some(d) => Cow::Owned(d.list(term, self.vectors.len())?),
             None => Cow::Borrowed(self.postings.get(&term).map_or(&[][..], Vec::as_slice)),
         })
     }

@@ -177,8 +177,9 @@ impl DiskPostings {
         self.terms.get(&term).map_or(0, |e| u64::from(e.count))
     }
 
-    /// The posting list of `term`, ascending by offset (empty for a term no point has).
-    pub fn list(&self, term: u32) -> Result<Vec<(u32, f32)>> {
+    /// The posting list of `term`, ascending by offset (empty for a term no point has);
+    /// an offset at or past `points` (the segment's) is damage.
+    pub fn list(&self, term: u32, points: usize) -> Result<Vec<(u32, f32)>> {
         let Some(e) = self.terms.get(&term) else {
             return Ok(Vec::new());
         };
@@ -192,7 +193,7 @@ impl DiskPostings {
                 format!("the posting list of term {term} does not match its checksum"),
             ));
         }
-        Ok(bytes
+        let list: Vec<(u32, f32)> = bytes
             .chunks_exact(8)
             .map(|p| {
                 (
@@ -200,7 +201,14 @@ impl DiskPostings {
                     f32::from_le_bytes(p[4..].try_into().expect("4 bytes")),
                 )
             })
-            .collect())
+            .collect();
+        if let Some((o, _)) = list.iter().find(|(o, _)| *o as usize >= points) {
+            return Err(corrupt(
+                &self.path,
+                format!("term {term} lists offset {o}, past the segment's {points} points"),
+            ));
+        }
+        Ok(list)
     }
 
     /// DRAM the dictionary takes.
