@@ -450,12 +450,7 @@ async fn vector_spaces_are_added_and_deleted_on_a_live_collection() {
     let points: Vec<Value> = (0..20)
         .map(|i| json!({"id": i, "vector": {"a": [1.0, 0.0, 0.0, i as f32], "b": [1.0, i as f32]}}))
         .collect();
-    api.ok(
-        "PUT",
-        "/collections/c/points?wait=true",
-        json!({"points": points}),
-    )
-    .await;
+    api.put_points("c", json!(points)).await;
 
     for size in [0, 65_537] {
         let body = json!({"dense": {"size": size, "distance": "Cosine"}});

@@ -438,12 +438,7 @@ async fn optimizations_show_the_builds_and_the_idle_segments() {
     let points: Vec<Value> = (0..6)
         .map(|i| json!({"id": i, "vector": [1.0, 0.0, 0.0, i as f32]}))
         .collect();
-    api.ok(
-        "PUT",
-        "/collections/c/points?wait=true",
-        json!({"points": points}),
-    )
-    .await;
+    api.put_points("c", json!(points)).await;
     api.ok(
         "POST",
         "/collections/c/points/delete?wait=true",

@@ -12,36 +12,37 @@ use crate::{DbError, Filter, Payload, Result};
 /// A formula and the values its variables take when a point has none.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Formula {
-    pub expr: Expr,
+    pub(crate) expr: Expr,
     /// Variable name (a payload key, or `$score[i]`) to value.
     pub defaults: Map<String, Value>,
 }
 
 /// Which decay curve.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decay {
+pub(crate) enum Decay {
     Lin,
     Exp,
     Gauss,
 }
 
+/// Payload keys are parsed once, with the formula, not per point scored.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Expr {
+pub(crate) enum Expr {
     Constant(f64),
     /// The score the point has in prefetch `i` (0 when it was not found there).
     Score(usize),
     /// The number at a payload key.
-    Payload(String),
+    Payload(KeyPath),
     /// 1 when the point matches, else 0.
     Condition(Box<Filter>),
     /// Metres from `origin` to the location at a payload key.
     GeoDistance {
         origin: (f64, f64),
-        key: String,
+        key: KeyPath,
     },
     /// Seconds since 1970 of a datetime given, or at a payload key.
     Datetime(f64),
-    DatetimeKey(String),
+    DatetimeKey(KeyPath),
     Mult(Vec<Expr>),
     Sum(Vec<Expr>),
     Neg(Box<Expr>),
@@ -112,9 +113,9 @@ impl Formula {
     pub fn uses(&self) -> (Vec<(String, &'static [&'static str])>, Vec<&Filter>) {
         let (mut keys, mut conditions) = (Vec::new(), Vec::new());
         self.expr.walk(&mut |e| match e {
-            Expr::Payload(k) => keys.push((k.clone(), &["integer", "float"][..])),
-            Expr::DatetimeKey(k) => keys.push((k.clone(), &["datetime"][..])),
-            Expr::GeoDistance { key, .. } => keys.push((key.clone(), &["geo"][..])),
+            Expr::Payload(k) => keys.push((k.as_str().to_string(), &["integer", "float"][..])),
+            Expr::DatetimeKey(k) => keys.push((k.as_str().to_string(), &["datetime"][..])),
+            Expr::GeoDistance { key, .. } => keys.push((key.as_str().to_string(), &["geo"][..])),
             Expr::Condition(f) => conditions.push(&**f),
             _ => {}
         });
@@ -155,7 +156,7 @@ impl Expr {
                 .as_f64()
                 .map(Expr::Constant)
                 .ok_or_else(|| bad(format!("{at}: {n} is not a number"))),
-            Value::String(s) => Ok(variable(s)),
+            Value::String(s) => variable(s, at),
             Value::Object(m)
                 if m.len() == 1 && KINDS.contains(&m.keys().next().unwrap().as_str()) =>
             {
@@ -211,7 +212,7 @@ impl Expr {
                             .ok_or_else(|| bad(format!("{at}.geo_distance.to must be a key")))?;
                         Expr::GeoDistance {
                             origin: (coord("lon")?, coord("lat")?),
-                            key: key.to_string(),
+                            key: key_path(key, at)?,
                         }
                     }
                     "datetime" => {
@@ -221,11 +222,11 @@ impl Expr {
                         })?;
                         Expr::Datetime(nanos as f64 / 1e9)
                     }
-                    "datetime_key" => Expr::DatetimeKey(
+                    "datetime_key" => Expr::DatetimeKey(key_path(
                         body.as_str()
-                            .ok_or_else(|| bad(format!("{at}.datetime_key must be a key")))?
-                            .to_string(),
-                    ),
+                            .ok_or_else(|| bad(format!("{at}.datetime_key must be a key")))?,
+                        at,
+                    )?),
                     decay => {
                         let kind = match decay {
                             "lin_decay" => Decay::Lin,
@@ -284,14 +285,23 @@ impl Expr {
 }
 
 /// `$score` (prefetch 0), `$score[i]`, or a payload key.
-fn variable(name: &str) -> Expr {
+fn variable(name: &str, at: &str) -> Result<Expr> {
     if name == "$score" {
-        return Expr::Score(0);
+        return Ok(Expr::Score(0));
     }
-    name.strip_prefix("$score[")
+    let score = name
+        .strip_prefix("$score[")
         .and_then(|rest| rest.strip_suffix(']'))
-        .and_then(|i| i.parse().ok())
-        .map_or_else(|| Expr::Payload(name.to_string()), Expr::Score)
+        .and_then(|i| i.parse().ok());
+    match score {
+        Some(i) => Ok(Expr::Score(i)),
+        None => Ok(Expr::Payload(key_path(name, at)?)),
+    }
+}
+
+/// A variable's payload key, parsed once with the formula.
+fn key_path(key: &str, at: &str) -> Result<KeyPath> {
+    KeyPath::parse(key).map_err(|e| bad(format!("{at}: formula variable: {e}")))
 }
 
 /// The decay constant of a curve that is `midpoint` at `scale` from its target (Qdrant's
@@ -358,14 +368,18 @@ impl Point<'_> {
             Expr::Payload(key) => {
                 let v = self.value(key, "number")?;
                 v.as_f64()
-                    .ok_or_else(|| type_error(key, "number", "Value is not a number"))?
+                    .ok_or_else(|| type_error(key.as_str(), "number", "Value is not a number"))?
             }
             Expr::Condition(f) => f64::from(u8::from((self.matches)(f))),
             Expr::GeoDistance { origin, key } => {
                 let v = self.value(key, "geo point")?;
                 let coord = |c: &str| v.get(c).and_then(Value::as_f64);
                 let (Some(lon), Some(lat)) = (coord("lon"), coord("lat")) else {
-                    return Err(type_error(key, "geo point", "Value is not a geo point"));
+                    return Err(type_error(
+                        key.as_str(),
+                        "geo point",
+                        "Value is not a geo point",
+                    ));
                 };
                 let from = GeoPoint {
                     lon: origin.0,
@@ -376,10 +390,9 @@ impl Point<'_> {
             Expr::Datetime(seconds) => *seconds,
             Expr::DatetimeKey(key) => {
                 let v = self.value(key, "datetime")?;
-                let nanos = v
-                    .as_str()
-                    .and_then(parse_datetime)
-                    .ok_or_else(|| type_error(key, "datetime", "Value is not a datetime"))?;
+                let nanos = v.as_str().and_then(parse_datetime).ok_or_else(|| {
+                    type_error(key.as_str(), "datetime", "Value is not a datetime")
+                })?;
                 nanos as f64 / 1e9
             }
             Expr::Mult(list) => {
@@ -459,9 +472,8 @@ impl Point<'_> {
     }
 
     /// The value at `key` (one value as itself, several as a list), or its default.
-    fn value(&self, key: &str, wanted: &str) -> Result<Value> {
-        let path =
-            KeyPath::parse(key).map_err(|e| bad(format!("formula variable {key:?}: {e}")))?;
+    fn value(&self, path: &KeyPath, wanted: &str) -> Result<Value> {
+        let key = path.as_str();
         let mut found: Vec<Value> = Vec::new();
         // Nulls are no value (a key set to null, or to an empty list, takes the default).
         path.any_value(self.payload, &mut |v| {
@@ -573,6 +585,7 @@ mod tests {
             json!({"div": {"left": 1}}),
             json!([1, 2]),
             json!({"key": "a", "nonsense": 1}),
+            json!({"sum": ["a[", 1.0]}),
         ] {
             assert!(
                 Formula::from_json(&json!({"formula": bad})).is_err(),

@@ -633,10 +633,8 @@ impl Sealed {
             return Ok(StartedSearch::Done(Vec::new()));
         };
         if exact {
-            // Every match's full vector, read from SSD in one batch.
-            let mut offsets = self.matching(filter.map(|f| f.as_ref()));
-            offsets.retain(|&o| dense.index.node_of(i64::from(o)).is_some());
-            return Ok(StartedSearch::Done(dense.exact(query, &offsets, k)?));
+            let hits = self.exact_over_matches(dense, query, filter.map(|f| &**f), k)?;
+            return Ok(StartedSearch::Done(hits));
         }
         let len = self.len().max(1);
         let mut share = 1.0;
@@ -717,9 +715,7 @@ impl Sealed {
         dense.counts.add(&found);
         if found.ids.len() < k && filter.is_some() {
             // The graph could not reach k matches: the filter is narrower than it looked.
-            let mut offsets = self.matching(filter.as_deref());
-            offsets.retain(|&o| dense.index.node_of(i64::from(o)).is_some());
-            return dense.exact(query, &offsets, k);
+            return self.exact_over_matches(dense, query, filter.as_deref(), k);
         }
         Ok(found
             .ids
@@ -730,6 +726,20 @@ impl Sealed {
                 distance,
             })
             .collect())
+    }
+
+    /// The exact k closest of every live match of `filter` in `dense`'s index, their full
+    /// vectors read from SSD in one batch.
+    fn exact_over_matches(
+        &self,
+        dense: &DenseIndex,
+        query: &[f32],
+        filter: Option<&Filter>,
+        k: usize,
+    ) -> Result<Vec<SegmentHit>> {
+        let mut offsets = self.matching(filter);
+        offsets.retain(|&o| dense.index.node_of(i64::from(o)).is_some());
+        dense.exact(query, &offsets, k)
     }
 
     /// The share of live points matching `filter`, from `SHARE_SAMPLE` evenly spaced
