@@ -183,7 +183,7 @@ fn print_collection(c: &Collection) {
 
 fn drop_collection(args: DropArgs) -> anyhow::Result<()> {
     let db = open_existing(&args.db)?;
-    let points = db.collection(&args.collection)?.count(None);
+    let points = db.collection(&args.collection)?.len();
     db.drop_collection(&args.collection)?;
     db.close()?;
     println!(

@@ -358,8 +358,8 @@ fn filtered(col: &Collection, shown: &Shown) -> anyhow::Result<()> {
     )?;
     println!(
         "\n4. the same query, filtered to lexname = {FILTER_LEXNAME} ({} of {} points match)",
-        col.count(Some(&filter)),
-        col.count(None)
+        col.count(Some(&filter))?,
+        col.len()
     );
     println!("   filter: {filter_json}");
     print_hits(&hits, &shown.train_text);
@@ -376,7 +376,7 @@ fn filtered(col: &Collection, shown: &Shown) -> anyhow::Result<()> {
 
 /// Section 5: deletes `gone` and shows they are neither found by id nor by search.
 fn delete(col: &Collection, shown: &Shown, gone: &[PointId]) -> anyhow::Result<()> {
-    let before = col.count(None);
+    let before = col.len();
     col.delete(gone.to_vec())?;
     let after = col.search(shown.vector, &top5())?;
     let still: Vec<String> = col
@@ -394,7 +394,7 @@ fn delete(col: &Collection, shown: &Shown, gone: &[PointId]) -> anyhow::Result<(
         "\n5. delete the query's top {} hits ({}): {before} -> {} points; the query's top 5 now:",
         gone.len(),
         listed.join(", "),
-        col.count(None)
+        col.len()
     );
     print_hits(&after, &shown.train_text);
     Ok(())
@@ -409,7 +409,7 @@ fn reopen(
     shown: &Shown,
     gone: &[PointId],
 ) -> anyhow::Result<()> {
-    let count = col.count(None);
+    let count = col.len();
     let top10 = ids(&col.search(shown.vector, &SearchRequest::new(10))?);
     drop(col);
     db.close()?;
@@ -428,7 +428,7 @@ fn reopen(
         r.replayed_ops,
         plural(r.replayed_ops)
     );
-    let count_again = col.count(None);
+    let count_again = col.len();
     let same_top = ids(&col.search(shown.vector, &SearchRequest::new(10))?) == top10;
     let still_gone = col.get(gone, false, false)?.is_empty();
     let passed = count_again == count && same_top && still_gone;

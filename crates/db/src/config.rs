@@ -205,6 +205,12 @@ pub struct CollectionConfig {
     /// `false` keeps only the PQ codes in DRAM (the setting for a tight memory budget).
     #[serde(default = "yes")]
     pub navigation: bool,
+    /// Sealed segments leave their payloads in `points.dvp` and read one when a filter,
+    /// an `order_by` or an answer needs it (Qdrant's `on_disk_payload`): 12 bytes of DRAM a
+    /// point instead of the parsed payload. Payload indexes stay in DRAM, so indexed
+    /// filters read nothing. Applies to segments sealed or opened after it changes.
+    #[serde(default)]
+    pub on_disk_payload: bool,
     /// After this many milliseconds without a write, the segments are merged into one when
     /// the smaller ones hold at least a tenth of the largest (0: never).
     #[serde(default = "idle_merge_default")]
@@ -269,6 +275,7 @@ impl CollectionConfig {
             max_payload_bytes: 1 << 20,
             on_disk: true,
             navigation: true,
+            on_disk_payload: false,
             idle_merge_ms: IDLE_MERGE_MS,
             build_memory: None,
             search_memory: None,

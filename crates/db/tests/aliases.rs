@@ -46,7 +46,7 @@ fn aliases_switch_at_once_survive_a_reopen_and_go_with_their_collection() {
             create("live", "green"),
         ])
         .unwrap();
-        assert_eq!(db.collection("live").unwrap().count(None), 1);
+        assert_eq!(db.collection("live").unwrap().len(), 1);
         assert!(
             db.collection("live")
                 .unwrap()

@@ -97,7 +97,7 @@ fn writes_are_read_back_at_once_and_after_reopening() {
         assert!((hits[0].score - 1.0).abs() < 1e-5);
         c.delete(vec![PointId::Num(42), PointId::Num(999_999)])
             .unwrap();
-        assert_eq!(c.count(None), 499);
+        assert_eq!(c.len(), 499);
         let uuid = PointId::parse_uuid("550e8400-e29b-41d4-a716-446655440000").unwrap();
         c.upsert(vec![PointRecord::new(uuid, vector(7), payload(7))])
             .unwrap();
@@ -117,7 +117,7 @@ fn writes_are_read_back_at_once_and_after_reopening() {
     let db = Database::open(dir.path()).unwrap();
     let c = db.collection("docs").unwrap();
     assert_eq!(c.recovery().replayed_ops, 4, "{:?}", c.recovery());
-    assert_eq!(c.count(None), 500);
+    assert_eq!(c.len(), 500);
     assert!(c.get(&[PointId::Num(42)], true, true).unwrap().is_empty());
     let got = c.get(&[PointId::Num(5)], true, true).unwrap();
     assert_eq!(got[0].payload.as_ref().unwrap()["extra"], json!(true));
@@ -234,8 +234,8 @@ fn sealed_segments_answer_like_exact_search_with_deletes_and_filters() {
             .unwrap()
             .is_empty());
         let special = filter(json!({"must": [{"key": "group", "match": {"value": "special"}}]}));
-        assert_eq!(c.count(Some(&special)), 2);
-        assert_eq!(c.count(None), live.len());
+        assert_eq!(c.count(Some(&special)).unwrap(), 2);
+        assert_eq!(c.len(), live.len());
     };
     check(&c);
     drop(c);
@@ -271,7 +271,7 @@ fn scroll_pages_through_matches_in_id_order() {
     }
     let want: Vec<u64> = (0..450).filter(|i| i % 2 == 0).collect();
     assert_eq!(seen, want);
-    assert_eq!(c.count(Some(&f)), want.len());
+    assert_eq!(c.count(Some(&f)).unwrap(), want.len());
 }
 
 #[test]
@@ -310,9 +310,9 @@ fn bad_input_is_refused_and_nothing_is_written() {
     c.upsert(twice).unwrap();
     let got = c.get(&[PointId::Num(0)], true, false).unwrap();
     assert_eq!(got[0].payload.as_ref().unwrap(), &payload(1));
-    assert_eq!(c.count(None), 1);
+    assert_eq!(c.len(), 1);
     c.delete(vec![PointId::Num(0)]).unwrap();
-    assert_eq!(c.count(None), 0);
+    assert_eq!(c.len(), 0);
     assert!(matches!(
         db.create_collection("docs", config(10)),
         Err(DbError::CollectionExists(_))
@@ -357,7 +357,7 @@ fn dropping_a_collection_removes_it_for_good() {
         db.create_collection("striped", config(100)).unwrap();
     }
     let db = Database::open(dir.path()).unwrap();
-    assert_eq!(db.collection("striped").unwrap().count(None), 0);
+    assert_eq!(db.collection("striped").unwrap().len(), 0);
 }
 
 fn has_files(dir: &Path) -> bool {
@@ -459,7 +459,7 @@ fn small_segments_merge_and_deleted_points_are_vacuumed() {
     assert_eq!(on_disk, 1, "replaced segments' directories are removed");
     let live: Vec<u64> = (0..3000).filter(|i| i % 10 >= 3).collect();
     let check = |c: &diskvec_db::Collection| {
-        assert_eq!(c.count(None), 2100);
+        assert_eq!(c.len(), 2100);
         let (mut found, mut wanted) = (0, 0);
         for q in (0..3000).step_by(131) {
             let got = search_ids(c, &vector(q), 10, None);
@@ -600,7 +600,7 @@ fn interval_durability_flushes_in_the_background_not_per_write() {
     drop((s, i));
     drop(db);
     let db = Database::open(dir.path()).unwrap();
-    assert_eq!(db.collection("interval").unwrap().count(None), 60);
+    assert_eq!(db.collection("interval").unwrap().len(), 60);
 }
 
 #[test]
@@ -629,9 +629,9 @@ fn a_handle_whose_directory_was_replaced_stops_writing_there() {
         .unwrap_err()
         .to_string()
         .contains("removed or replaced"));
-    assert_eq!(fresh.count(None), 100);
+    assert_eq!(fresh.len(), 100);
     fresh.optimize(true).unwrap();
-    assert_eq!(fresh.count(None), 100);
+    assert_eq!(fresh.len(), 100);
 }
 
 #[test]
@@ -728,7 +728,7 @@ fn segments_frozen_in_a_row_are_all_sealed_alone_or_together() {
         .collect();
     assert_eq!(sealed.iter().sum::<usize>(), 400, "{info:#?}");
     assert!(sealed.len() <= 2, "{sealed:?}");
-    assert_eq!(c.count(None), 450);
+    assert_eq!(c.len(), 450);
     let all: Vec<u64> = (0..450).collect();
     assert_eq!(
         search_ids(&c, &vector(321), 5, None),

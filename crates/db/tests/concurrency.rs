@@ -227,5 +227,5 @@ fn answers_match_exact_search_over_acknowledged_points_while_segments_seal() {
         "a merge switched in while searching"
     );
     let a = acked.lock().unwrap();
-    assert_eq!(c.count(None), a.upserted.len() - a.deleted.len());
+    assert_eq!(c.len(), a.upserted.len() - a.deleted.len());
 }

@@ -56,7 +56,11 @@ fn ids(c: &Collection, f: Value) -> Vec<u64> {
             PointId::Uuid(_) => panic!("uuid"),
         })
         .collect();
-    assert_eq!(c.count(Some(&f)), got.len(), "count and scroll differ");
+    assert_eq!(
+        c.count(Some(&f)).unwrap(),
+        got.len(),
+        "count and scroll differ"
+    );
     got
 }
 

@@ -50,5 +50,5 @@ fn a_failed_merge_with_frozen_segments_seals_them_first_and_merges_again() {
             p.id
         );
     }
-    assert_eq!(c.count(None), 2 * SEAL + 50);
+    assert_eq!(c.len(), 2 * SEAL + 50);
 }

@@ -58,7 +58,7 @@ fn changed_settings_survive_a_reopen_and_the_shape_cannot_change() {
     assert_eq!(config.sparse[0].modifier, SparseModifier::Idf);
     assert_eq!(config.strict_mode.max_points_count, Some(4));
     assert_eq!(config.metadata["owner"], "search");
-    assert_eq!(c.count(None), 3);
+    assert_eq!(c.len(), 3);
 }
 
 #[test]

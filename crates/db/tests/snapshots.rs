@@ -49,7 +49,7 @@ fn a_snapshot_restores_every_point_payload_and_setting_on_another_database() {
     let restored = dst
         .restore_collection("copy", &file, info.checksum.as_deref())
         .unwrap();
-    assert_eq!(restored.count(None), 1_698);
+    assert_eq!(restored.len(), 1_698);
     assert_eq!(restored.config().hnsw_m, 20);
     assert_eq!(restored.payload_indexes(), c.payload_indexes());
     let ids: Vec<PointId> = (0..1_700).map(PointId::Num).collect();
@@ -66,7 +66,7 @@ fn a_snapshot_restores_every_point_payload_and_setting_on_another_database() {
     drop(restored);
     drop(dst);
     let dst = Database::open(b.path()).unwrap();
-    assert_eq!(dst.collection("copy").unwrap().count(None), 1_698);
+    assert_eq!(dst.collection("copy").unwrap().len(), 1_698);
     // Deleting it removes the file; a path is never a snapshot name.
     src.delete_snapshot(Some("c"), &info.name).unwrap();
     assert!(src.list_snapshots(Some("c")).unwrap().is_empty());
@@ -104,11 +104,11 @@ fn mismatched_and_damaged_snapshots_are_refused_and_change_nothing() {
     std::fs::write(&junk, b"not a tar file at all").unwrap();
     assert!(dst.restore_collection("c", &junk, None).is_err());
     // The collection there is untouched.
-    assert_eq!(dst.collection("c").unwrap().count(None), 1);
+    assert_eq!(dst.collection("c").unwrap().len(), 1);
     // The right one replaces it.
     dst.restore_collection("c", &file, info.checksum.as_deref())
         .unwrap();
-    assert_eq!(dst.collection("c").unwrap().count(None), 50);
+    assert_eq!(dst.collection("c").unwrap().len(), 50);
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn a_snapshot_under_writes_holds_a_prefix_of_them() {
             id
         })
     };
-    while c.count(None) < 200 {
+    while c.len() < 200 {
         std::thread::yield_now();
     }
     let info = src.create_snapshot("c").unwrap();
@@ -137,7 +137,7 @@ fn a_snapshot_under_writes_holds_a_prefix_of_them() {
     let file = src.snapshot_file(Some("c"), &info.name).unwrap();
     let dst = Database::open(b.path()).unwrap();
     let r = dst.restore_collection("r", &file, None).unwrap();
-    let held = r.count(None) as u64;
+    let held = r.len() as u64;
     assert!(held >= 200 && held <= written, "{held} of {written}");
     // Exactly the first `held` writes, each as written.
     let ids: Vec<PointId> = (0..written).map(PointId::Num).collect();

@@ -24,7 +24,7 @@ fn kinds(c: &diskvec_db::Collection) -> Vec<(&'static str, usize)> {
 /// Every live point is found by its own vector, and no deleted one is found or counted.
 fn check_points(c: &diskvec_db::Collection, deleted: &[u64], when: &str) {
     let all = SEGMENTS * SEAL as u64;
-    assert_eq!(c.count(None), all as usize - deleted.len(), "{when}");
+    assert_eq!(c.len(), all as usize - deleted.len(), "{when}");
     for p in small_points(0..all) {
         let PointId::Num(i) = p.id else {
             unreachable!()

@@ -60,5 +60,5 @@ fn searches_writes_and_info_go_on_while_a_merged_segment_opens() {
     });
     std::env::remove_var("DISKVEC_DELAY");
     assert_eq!(sealed(&c), 1);
-    assert_eq!(c.count(None), 3 * SEAL + 1);
+    assert_eq!(c.len(), 3 * SEAL + 1);
 }

@@ -346,7 +346,7 @@ impl PyDatabase {
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
                         vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
                         on_disk, idle_merge_ms, navigation, build_memory, search_memory,
-                        dense_spaces, sparse_spaces))]
+                        dense_spaces, sparse_spaces, on_disk_payload))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
@@ -372,6 +372,7 @@ impl PyDatabase {
         search_memory: Option<&str>,
         dense_spaces: Option<Vec<(String, i128, String, bool)>>,
         sparse_spaces: Option<Vec<(String, String, bool)>>,
+        on_disk_payload: bool,
     ) -> PyResult<PyCollection> {
         let mut c = match (dim, dense_spaces, sparse_spaces) {
             (Some(dim), None, None) => {
@@ -438,6 +439,7 @@ impl PyDatabase {
         }
         c.on_disk = on_disk;
         c.navigation = navigation;
+        c.on_disk_payload = on_disk_payload;
         if let Some(v) = idle_merge_ms {
             c.idle_merge_ms = u64::try_from(v)
                 .map_err(|_| value_err(format!("idle_merge_ms must be 0 or more, got {v}")))?;
@@ -1001,7 +1003,7 @@ impl PyCollection {
     #[pyo3(signature = (filter))]
     fn count(&self, py: Python<'_>, filter: Option<Bound<'_, PyAny>>) -> PyResult<usize> {
         let filter = filter_of(filter.as_ref())?;
-        self.with(py, |col| Ok(col.count(filter.as_ref())))
+        self.with(py, |col| col.count(filter.as_ref()))
     }
 
     fn optimize(&self, py: Python<'_>, wait: bool) -> PyResult<()> {

@@ -287,6 +287,30 @@ def test_optimize_seals_and_search_stays_correct(db):
     assert int(truth[0][0]) not in [h["id"] for h in col.search(queries[0], k=10, search_list=64)]
 
 
+def test_payloads_left_on_ssd_answer_as_in_dram(db):
+    dim, n = 16, 600
+    data = clustered(n, dim, 5)
+    payloads = [{"cluster": int(i % 4), "i": i, "text": f"point {i}"} for i in range(n)]
+    cols = {}
+    for on_ssd in (False, True):
+        col = db.create_collection(f"p{int(on_ssd)}", dim=dim, metric="l2", seal_threshold=1000,
+                                   on_disk_payload=on_ssd)
+        col.upsert(range(n), data, payloads)
+        col.optimize(wait=True)
+        sealed = [s for s in col.info()["segments"] if s["kind"] == "sealed"]
+        assert [s["payloads_on_ssd"] for s in sealed] == [on_ssd]
+        cols[on_ssd] = col
+    assert cols[True].info()["config"]["on_disk_payload"] is True
+    flt = {"must": [{"key": "i", "range": {"gte": 100, "lt": 350}}]}
+    for col in cols.values():
+        assert col.count(flt) == 250
+    answers = [[(h["id"], h["payload"]) for h in col.search(data[7], k=10, filter=flt, exact=True)]
+               for col in cols.values()]
+    assert answers[0] == answers[1] and len(answers[0]) == 10
+    assert all(100 <= p["i"] < 350 for _, p in answers[1])
+    assert cols[True].get([5])[0]["payload"] == payloads[5]
+
+
 def test_info_and_settings(tmp_path):
     with diskvec.open(tmp_path / "db") as db:
         col = db.create_collection("cfg", dim=16, metric="ip", paths=[tmp_path / "ns1", tmp_path / "ns2"],

@@ -46,7 +46,7 @@ pub async fn info(State(s): State<AppState>, Path(name): Path<String>) -> ApiRes
             let has = json!({"must_not": [{"is_empty": {"key": field}}]});
             let f = diskvec_db::Filter::from_json(&has)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
-            indexed.push(col.count(Some(&f)));
+            indexed.push(col.count(Some(&f))?);
         }
         Ok((info, indexed))
     })

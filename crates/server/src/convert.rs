@@ -494,6 +494,11 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
             }
         }
     }
+    if let Some(on_ssd) =
+        crate::settings::on_disk_payload(body.get("on_disk_payload"), "on_disk_payload")?
+    {
+        c.on_disk_payload = on_ssd;
+    }
     // Qdrant's schema bounds, checked as its validation does (422, its words).
     for field in [
         "shard_number",
@@ -884,7 +889,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
                 "shard_number": 1,
                 "replication_factor": 1,
                 "write_consistency_factor": 1,
-                "on_disk_payload": false,
+                "on_disk_payload": c.on_disk_payload,
             },
             "hnsw_config": {
                 "m": c.hnsw_m, "ef_construct": c.hnsw_ef_construction,

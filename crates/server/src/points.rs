@@ -138,7 +138,7 @@ pub async fn count(State(s): State<AppState>, Path(name): Path<String>, body: By
     let body = parse_body(&body)?;
     crate::strict::read(&col, &body)?;
     let f = filter(body.get("filter"))?;
-    let n = blocking(move || Ok(col.count(f.as_ref()))).await?;
+    let n = blocking(move || Ok(col.count(f.as_ref())?)).await?;
     Ok(ok(json!({"count": n}), t))
 }
 

@@ -1,6 +1,6 @@
 //! The settings a collection's body sets at creation and `PATCH /collections/{name}`
 //! changes later: strict mode, metadata, HNSW settings (the collection's and each space's),
-//! a sparse space's modifier, the vacuum threshold.
+//! a sparse space's modifier, the vacuum threshold, where sealed segments keep payloads.
 
 use diskvec_db::{CollectionConfig, SparseModifier, StrictMode};
 use serde_json::Value;
@@ -92,6 +92,12 @@ pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
             }
         }
     }
+    if let Some(on_ssd) = on_disk_payload(
+        body.get("params").and_then(|p| p.get("on_disk_payload")),
+        "params.on_disk_payload",
+    )? {
+        c.on_disk_payload = on_ssd;
+    }
     if let Some(o) = body.get("optimizers_config").filter(|o| !o.is_null()) {
         match o.get("deleted_threshold") {
             None | Some(Value::Null) => {}
@@ -106,6 +112,18 @@ pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Qdrant's `on_disk_payload` at `place`, when given: sealed segments leave their payloads
+/// on SSD.
+pub fn on_disk_payload(field: Option<&Value>, place: &str) -> Result<Option<bool>> {
+    match field {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{place} must be true or false, got {other}"
+        ))),
+    }
 }
 
 /// Strict mode (merged into what is set: a patch names only what it changes) and metadata

@@ -564,3 +564,31 @@ async fn quantization_settings_are_shown_as_given_and_changed_by_patch() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     }
 }
+
+/// `on_disk_payload` is taken at creation and by `PATCH` (under `params`), shown back, and
+/// refused when it is not a boolean.
+#[tokio::test]
+async fn on_disk_payload_is_set_at_creation_and_by_patch() {
+    let api = Api::new(Keys::default());
+    let body = json!({"vectors": {"size": 4, "distance": "Dot"}, "on_disk_payload": true});
+    api.ok("PUT", "/collections/c", body).await;
+    let shown = |info: &Value| info["config"]["params"]["on_disk_payload"].clone();
+    let info = api.ok("GET", "/collections/c", json!({})).await;
+    assert_eq!(shown(&info), json!(true));
+    let patch = json!({"params": {"on_disk_payload": false}});
+    api.ok("PATCH", "/collections/c", patch).await;
+    let info = api.ok("GET", "/collections/c", json!({})).await;
+    assert_eq!(shown(&info), json!(false));
+    let bad = json!({"params": {"on_disk_payload": "yes"}});
+    let (status, v) = api.call("PATCH", "/collections/c", bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    let info = api.ok("GET", "/collections/c", json!({})).await;
+    assert_eq!(
+        shown(&info),
+        json!(false),
+        "a refused patch changes nothing"
+    );
+    let bad = json!({"vectors": {"size": 4, "distance": "Dot"}, "on_disk_payload": 1});
+    let (status, v) = api.call("PUT", "/collections/d", bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+}

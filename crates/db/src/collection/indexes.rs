@@ -51,7 +51,7 @@ impl Collection {
                             }
                         }
                     }
-                    Segment::Sealed(s) => s.add_index_field(field, kind),
+                    Segment::Sealed(s) => s.add_index_field(field, kind)?,
                 }
             }
         }

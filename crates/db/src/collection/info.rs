@@ -44,6 +44,9 @@ pub struct SegmentInfo {
     /// collection's setting)", or the problem with its file); `None` for growing segments.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub navigation: Option<String>,
+    /// Whether the payloads are read from SSD when needed (a sealed segment opened or
+    /// sealed with `on_disk_payload`) rather than held parsed in DRAM.
+    pub payloads_on_ssd: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -147,6 +150,7 @@ impl Collection {
                         dram_bytes: g.dram_bytes(),
                         disk_bytes: 0,
                         navigation: None,
+                        payloads_on_ssd: false,
                     }
                 }
                 Segment::Sealed(s) => SegmentInfo {
@@ -161,6 +165,7 @@ impl Collection {
                         inner.config().navigation,
                         inner.search_dram().navigation,
                     )),
+                    payloads_on_ssd: s.payloads_on_ssd(),
                 },
             });
         }

@@ -184,7 +184,7 @@ impl Inner {
         let ranked = if req.prefetch.is_empty() {
             match &req.query {
                 None => Ranked::descending(
-                    self.matching_ids(filter, None, want)
+                    self.matching_ids(filter, None, want)?
                         .into_iter()
                         .map(|id| (id, 0.0))
                         .collect(),
@@ -211,7 +211,7 @@ impl Inner {
                     start_from,
                 }) => self.order_by(key, *descending, start_from.as_ref(), None, filter)?,
                 Some(Query::Sample) => {
-                    let mut ids = self.matching_ids(filter, None, usize::MAX);
+                    let mut ids = self.matching_ids(filter, None, usize::MAX)?;
                     ids.shuffle(&mut rand::rng());
                     Ranked::in_order(ids)
                 }
@@ -249,7 +249,7 @@ impl Inner {
                         .map(|l| l.points.iter().map(|p| p.0).collect())
                         .collect();
                     Ranked::descending(
-                        self.only_matching(score::rrf(&ids, *k, weights.as_deref()), filter),
+                        self.only_matching(score::rrf(&ids, *k, weights.as_deref()), filter)?,
                     )
                 }
                 Some(Query::Fusion(Fusion::Dbsf)) => {
@@ -261,7 +261,7 @@ impl Inner {
                             l.points.iter().map(|&(id, s)| (id, sign * s)).collect()
                         })
                         .collect();
-                    Ranked::descending(self.only_matching(score::dbsf(&scored), filter))
+                    Ranked::descending(self.only_matching(score::dbsf(&scored), filter)?)
                 }
                 Some(Query::OrderBy {
                     key,
@@ -291,7 +291,7 @@ impl Inner {
                     // Kept in the shuffled order (all scores are equal): an offset skips
                     // random points, not the lowest ids.
                     let kept =
-                        self.only_matching(ids.into_iter().map(|id| (id, 0.0)).collect(), filter);
+                        self.only_matching(ids.into_iter().map(|id| (id, 0.0)).collect(), filter)?;
                     Ranked::in_order(kept.into_iter().map(|(id, _)| id).collect())
                 }
                 Some(Query::Formula(f)) => self.formula(f, &lists, filter)?,
@@ -306,18 +306,18 @@ impl Inner {
         &self,
         points: Vec<(PointId, f32)>,
         filter: Option<&Filter>,
-    ) -> Vec<(PointId, f32)> {
-        let Some(f) = filter else { return points };
+    ) -> Result<Vec<(PointId, f32)>> {
+        let Some(f) = filter else { return Ok(points) };
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        points
-            .into_iter()
-            .filter(|(id, _)| {
-                state
-                    .tracker
-                    .get(id)
-                    .is_some_and(|loc| state.point_matches(loc, f))
-            })
-            .collect()
+        let mut kept = Vec::with_capacity(points.len());
+        for (id, score) in points {
+            if let Some(loc) = state.tracker.get(&id) {
+                if state.point_matches(loc, f)? {
+                    kept.push((id, score));
+                }
+            }
+        }
+        Ok(kept)
     }
 
     fn space(&self, using: &str) -> Result<Space> {
@@ -553,11 +553,11 @@ impl Inner {
                 .only_matching(
                     ids.into_iter().map(|id| (id, 0.0)).collect(),
                     req.filter.as_ref(),
-                )
+                )?
                 .into_iter()
                 .map(|p| p.0)
                 .collect(),
-            None => self.matching_ids(req.filter.as_ref(), None, usize::MAX),
+            None => self.matching_ids(req.filter.as_ref(), None, usize::MAX)?,
         };
         let idf = self.idf_weights(space, &scorer, req.idf_corpus.as_ref())?;
         let mut points = Vec::new();
@@ -729,7 +729,7 @@ impl Inner {
     /// score in prefetch i is its `$score[i]`).
     fn formula(&self, f: &Formula, lists: &[Ranked], filter: Option<&Filter>) -> Result<Ranked> {
         let candidates = union(lists).into_iter().map(|id| (id, 0.0)).collect();
-        let candidates = self.only_matching(candidates, filter);
+        let candidates = self.only_matching(candidates, filter)?;
         let per_list: Vec<HashMap<PointId, f32>> = lists
             .iter()
             .map(|l| l.points.iter().copied().collect())
@@ -740,9 +740,20 @@ impl Inner {
             let Some(loc) = state.tracker.get(&id) else {
                 continue;
             };
-            let payload = state.payload(loc);
+            let payload = state.payload(loc)?;
             let scores: Vec<Option<f32>> = per_list.iter().map(|m| m.get(&id).copied()).collect();
-            let score = f.score(&payload, &scores, &|c| state.point_matches(loc, c))?;
+            // A condition answers yes or no: a payload that could not be read is kept
+            // aside and answered after the score.
+            let damage = std::cell::RefCell::new(None);
+            let score = f.score(&payload, &scores, &|c| {
+                state.point_matches(loc, c).unwrap_or_else(|e| {
+                    damage.borrow_mut().get_or_insert(e);
+                    false
+                })
+            })?;
+            if let Some(e) = damage.into_inner() {
+                return Err(e);
+            }
             scored.push((id, score));
         }
         Ok(Ranked::descending(scored))
@@ -761,11 +772,11 @@ impl Inner {
     ) -> Result<Ranked> {
         let ids = match candidates {
             Some(c) => self
-                .only_matching(c.iter().map(|&id| (id, 0.0)).collect(), filter)
+                .only_matching(c.iter().map(|&id| (id, 0.0)).collect(), filter)?
                 .into_iter()
                 .map(|p| p.0)
                 .collect(),
-            None => self.matching_ids(filter, None, usize::MAX),
+            None => self.matching_ids(filter, None, usize::MAX)?,
         };
         let path = crate::filter::KeyPath::parse(key)
             .map_err(|e| DbError::InvalidInput(format!("order_by: {e}")))?;
@@ -775,7 +786,7 @@ impl Inner {
             let Some(loc) = state.tracker.get(&id) else {
                 continue;
             };
-            let payload = state.payload(loc);
+            let payload = state.payload(loc)?;
             path.any_value(&payload, &mut |v| {
                 let items = match v {
                     serde_json::Value::Array(a) => a.iter().collect(),

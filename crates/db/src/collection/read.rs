@@ -548,7 +548,7 @@ impl Inner {
         filter: Option<&Filter>,
         from: Option<PointId>,
         limit: usize,
-    ) -> Vec<PointId> {
+    ) -> Result<Vec<PointId>> {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
         for (id, loc) in state.tracker.range(from) {
@@ -557,13 +557,13 @@ impl Inner {
             }
             let matches = match filter {
                 None => true,
-                Some(f) => state.point_matches(loc, f),
+                Some(f) => state.point_matches(loc, f)?,
             };
             if matches {
                 out.push(id);
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -617,23 +617,31 @@ impl Collection {
                 limits::K.max
             )));
         }
-        let mut ids = self.inner.matching_ids(filter, offset, limit + 1);
+        let mut ids = self.inner.matching_ids(filter, offset, limit + 1)?;
         let next = if ids.len() > limit { ids.pop() } else { None };
         let records = self.inner.records(&ids, with_payload, with_vector)?;
         Ok((records, next))
     }
 
     /// Live points matching `filter` (all live points without one).
-    pub fn count(&self, filter: Option<&Filter>) -> usize {
+    pub fn count(&self, filter: Option<&Filter>) -> Result<usize> {
         match filter {
-            None => self
-                .inner
-                .state
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .tracker
-                .len(),
-            Some(f) => self.inner.matching_ids(Some(f), None, usize::MAX).len(),
+            None => Ok(self.len()),
+            Some(f) => Ok(self.inner.matching_ids(Some(f), None, usize::MAX)?.len()),
         }
+    }
+
+    /// Live points.
+    pub fn len(&self) -> usize {
+        self.inner
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .tracker
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }

@@ -258,7 +258,7 @@ impl Inner {
                 points.push_point(
                     id,
                     versions[at],
-                    payload,
+                    &payload,
                     |space| sparse(offset, space),
                     |space| multi(offset, space),
                 );
@@ -316,6 +316,8 @@ impl Inner {
                     offsets,
                 },
             );
+            // A payload on SSD that could not be read was taken as empty: not into a build.
+            s.check_payloads()?;
         }
         if !sources.is_empty() && !frozen.is_empty() {
             crate::injected_failure("merge:with-frozen")?;

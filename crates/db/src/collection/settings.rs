@@ -86,7 +86,7 @@ impl Collection {
 
     /// The live points and their dense vectors' bytes (4 per number), for the size limits.
     pub fn size(&self) -> CollectionSize {
-        let points = self.count(None) as u64;
+        let points = self.len() as u64;
         let numbers = self.inner.config().dense_numbers() as u64;
         CollectionSize {
             points,

@@ -12,7 +12,7 @@ use crate::segment::Points;
 use crate::filter::PayloadIndexKind;
 use crate::ops::{Operation, StoredPoint};
 use crate::segment::{Growing, Segment};
-use crate::Payload;
+use crate::{Payload, Result};
 
 /// Where the current version of a point lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,23 +151,27 @@ impl State {
 
     /// The current payload of a tracked point.
     /// Whether the point at `loc` passes `filter` (read in place: the payload is not copied).
-    pub fn point_matches(&self, loc: Loc, filter: &crate::Filter) -> bool {
+    pub fn point_matches(&self, loc: Loc, filter: &crate::Filter) -> Result<bool> {
         use crate::segment::Points;
         match &self.segments[&loc.segment] {
-            Segment::Growing(g) => g
+            Segment::Growing(g) => Ok(g
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
-                .matches(loc.offset, Some(filter)),
-            Segment::Sealed(s) => s.matches(loc.offset, Some(filter)),
+                .matches(loc.offset, Some(filter))),
+            Segment::Sealed(s) => {
+                let matches = s.matches(loc.offset, Some(filter));
+                s.check_payloads()?;
+                Ok(matches)
+            }
         }
     }
 
-    pub fn payload(&self, loc: Loc) -> Payload {
+    pub fn payload(&self, loc: Loc) -> Result<Payload> {
         match &self.segments[&loc.segment] {
-            Segment::Growing(g) => {
-                g.read().unwrap_or_else(|e| e.into_inner()).payloads[loc.offset as usize].clone()
-            }
-            Segment::Sealed(s) => s.payload(loc.offset).clone(),
+            Segment::Growing(g) => Ok(g.read().unwrap_or_else(|e| e.into_inner()).payloads
+                [loc.offset as usize]
+                .clone()),
+            Segment::Sealed(s) => Ok(s.payload(loc.offset)?.into_owned()),
         }
     }
 }

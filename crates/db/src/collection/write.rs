@@ -421,7 +421,7 @@ impl Inner {
     /// lock and logged as ids, so replay deletes exactly these.
     pub(crate) fn delete_where(&self, filter: &Filter) -> Result<(u64, usize)> {
         let guard = lock(&self.writer);
-        let ids = self.matching_ids(Some(filter), None, usize::MAX);
+        let ids = self.matching_ids(Some(filter), None, usize::MAX)?;
         drop(guard);
         // A write between the two locks is ordered after the match; deleting an id that a
         // later write re-created is what a user sending both would expect of either order.

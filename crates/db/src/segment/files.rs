@@ -21,7 +21,7 @@
 //! ```
 
 use super::ids::IdColumn;
-use super::payloads::PayloadColumn;
+use super::payloads::{PayloadColumn, PayloadPlacement};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -151,11 +151,20 @@ pub(crate) struct PointsFile {
 }
 
 /// Reads `points.dvp` a buffer at a time (the file is not held beside what it decodes to:
-/// at 1M points that was 34 MB more at the memory peak of an open). Damage is named by the
-/// checksum, whatever the decoding found first.
-pub(crate) fn read_points(path: &Path) -> Result<PointsFile> {
+/// at 1M points that was 34 MB more at the memory peak of an open), showing `visit` each
+/// payload by offset as it goes; the payloads are kept where `placement` says. Damage is
+/// named by the checksum, whatever the decoding found first.
+pub(crate) fn read_points(
+    path: &Path,
+    placement: PayloadPlacement,
+    visit: &mut dyn FnMut(u32, &Payload),
+) -> Result<PointsFile> {
     let file = File::open(path).map_err(file_error(path))?;
     let len = file.metadata().map_err(file_error(path))?.len();
+    let kept = match placement {
+        PayloadPlacement::Dram => None,
+        PayloadPlacement::Disk => Some(file.try_clone().map_err(file_error(path))?),
+    };
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut head = [0u8; 16];
     if len < 16 || reader.read_exact(&mut head).is_err() || &head[..8] != POINTS_MAGIC {
@@ -166,7 +175,7 @@ pub(crate) fn read_points(path: &Path) -> Result<PointsFile> {
         inner: reader,
         crc: crc32c::crc32c(&head[12..16]),
     };
-    let decoded = decode_points(&mut body, len - 16, path);
+    let decoded = decode_points(&mut body, len - 16, path, kept, visit);
     if decoded.is_err() {
         std::io::copy(&mut body, &mut std::io::sink()).map_err(file_error(path))?;
     }
@@ -177,8 +186,16 @@ pub(crate) fn read_points(path: &Path) -> Result<PointsFile> {
     decoded
 }
 
-/// The body of `points.dvp` (after its 16-byte frame), `body_len` bytes.
-fn decode_points(r: &mut impl Read, body_len: u64, path: &Path) -> Result<PointsFile> {
+/// The body of `points.dvp` (after its 16-byte frame), `body_len` bytes; its payloads are
+/// left in the file when it is given as `kept` (its payload bytes start at
+/// `16 + 16 + 33 x count`).
+fn decode_points(
+    r: &mut impl Read,
+    body_len: u64,
+    path: &Path,
+    kept: Option<File>,
+    visit: &mut dyn FnMut(u32, &Payload),
+) -> Result<PointsFile> {
     let short = || corrupt(path, "shorter than its point count says");
     let mut word = [0u8; 8];
     let mut read_u64 = |r: &mut dyn Read| -> Result<u64> {
@@ -220,15 +237,25 @@ fn decode_points(r: &mut impl Read, body_len: u64, path: &Path) -> Result<Points
         ));
     }
     let mut payloads = PayloadColumn::default();
+    let mut crcs = Vec::with_capacity(if kept.is_some() { count } else { 0 });
     let mut json = Vec::new();
     for (i, w) in ends.windows(2).enumerate() {
         json.resize((w[1] - w[0]) as usize, 0);
         r.read_exact(&mut json).map_err(|_| short())?;
-        let payload = serde_json::from_slice(&json)
+        let payload: Payload = serde_json::from_slice(&json)
             .map_err(|e| corrupt(path, format!("payload of offset {i}: {e}")))?;
-        payloads.push(payload);
+        visit(i as u32, &payload);
+        match kept {
+            Some(_) => crcs.push(crc32c::crc32c(&json)),
+            None => payloads.push(payload),
+        }
     }
     payloads.shrink_to_fit();
+    if let Some(file) = kept {
+        let base = 32 + 33 * count as u64;
+        let starts = ends.iter().map(|e| base + e).collect();
+        payloads = PayloadColumn::on_disk(file, path, starts, crcs);
+    }
     Ok(PointsFile {
         ids,
         versions,
@@ -302,17 +329,32 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, [POINTS_FILE]);
-        let got = read_points(&p).unwrap();
+        let got = read_points(&p, PayloadPlacement::Dram, &mut |_, _| {}).unwrap();
         assert_eq!(got.ids.len(), ids.len());
         assert!(ids.iter().enumerate().all(|(i, &id)| got.ids.get(i) == id));
         assert_eq!(got.versions, versions);
-        assert!(got.payloads.iter().eq(payloads.iter()));
+        let mut seen = Vec::new();
+        let on_ssd = read_points(&p, PayloadPlacement::Disk, &mut |o, p| {
+            seen.push((o, p.clone()))
+        })
+        .unwrap();
+        for (i, payload) in payloads.iter().enumerate() {
+            assert_eq!(*got.payloads.get(i).unwrap(), *payload);
+            assert_eq!(*on_ssd.payloads.get(i).unwrap(), *payload);
+            assert_eq!(seen[i], (i as u32, payload.clone()));
+        }
+        assert!(on_ssd.payloads.on_ssd() && !got.payloads.on_ssd());
         let bytes = std::fs::read(&p).unwrap();
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 1;
             std::fs::write(&p, &bad).unwrap();
-            assert!(read_points(&p).is_err(), "byte {i}");
+            for placement in [PayloadPlacement::Dram, PayloadPlacement::Disk] {
+                assert!(
+                    read_points(&p, placement, &mut |_, _| {}).is_err(),
+                    "byte {i}"
+                );
+            }
         }
         let d = dir.path().join("deleted.1.dvd");
         let bits: RoaringBitmap = [0u32, 5, 70_000].into_iter().collect();

@@ -8,6 +8,7 @@
 //! moment its write returns. Deleting sets a bit; offsets are never reused, so a frozen
 //! segment's offsets are the sealed segment's.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
@@ -49,8 +50,11 @@ impl Points for Growing {
         self.deleted.clone()
     }
 
-    fn point(&self, offset: u32) -> (PointId, &Payload) {
-        (self.ids[offset as usize], &self.payloads[offset as usize])
+    fn point(&self, offset: u32) -> (PointId, Cow<'_, Payload>) {
+        (
+            self.ids[offset as usize],
+            Cow::Borrowed(&self.payloads[offset as usize]),
+        )
     }
 
     fn columns(&self) -> &Columns {

@@ -17,6 +17,7 @@ mod spaces_file;
 mod sparse_column;
 mod sparse_postings;
 
+use std::borrow::Cow;
 use std::sync::{Arc, RwLock};
 
 use crate::filter::{Candidates, Filter};
@@ -57,7 +58,14 @@ pub(crate) trait Points {
     fn is_live(&self, offset: u32) -> bool;
     /// The deleted offsets, as of now.
     fn deleted(&self) -> roaring::RoaringBitmap;
-    fn point(&self, offset: u32) -> (PointId, &Payload);
+    /// The id and payload at `offset` (an empty payload where a payload on SSD could not
+    /// be read: `check_payloads` then reports it).
+    fn point(&self, offset: u32) -> (PointId, Cow<'_, Payload>);
+    /// The first damage met reading a payload from SSD, as an error; callers that filtered
+    /// points by yes or no call it before answering.
+    fn check_payloads(&self) -> crate::Result<()> {
+        Ok(())
+    }
     /// The payload indexes' candidates for `filter` (see `PayloadIndex::candidates`).
     fn candidates(&self, filter: &Filter) -> Option<Candidates>;
     /// Whether the point at `offset` has a vector in `space`.
@@ -124,7 +132,7 @@ pub(crate) trait Points {
         self.is_live(offset)
             && filter.is_none_or(|f| {
                 let (id, payload) = self.point(offset);
-                f.matches_point(id, Some(payload), &|name| {
+                f.matches_point(id, Some(&payload), &|name| {
                     self.has_named_vector(offset, name)
                 })
             })
@@ -271,6 +279,7 @@ impl Segment {
                         unreachable!("a sealed segment's dense search is started as one")
                     }
                 };
+                s.check_payloads()?;
                 Ok(hits
                     .into_iter()
                     .map(|hit| FoundPoint {
@@ -316,7 +325,11 @@ impl Segment {
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .sparse_frequencies(space, terms, corpus),
-            Segment::Sealed(s) => s.sparse_frequencies(space, terms, corpus),
+            Segment::Sealed(s) => {
+                let counted = s.sparse_frequencies(space, terms, corpus)?;
+                s.check_payloads()?;
+                Ok(counted)
+            }
         }
     }
 
@@ -347,11 +360,17 @@ impl Segment {
                 } else {
                     vec![None; offsets.len()]
                 };
-                Ok(offsets
+                offsets
                     .iter()
                     .zip(vectors.iter_mut())
-                    .map(|(&o, v)| (with_payload.then(|| s.payload(o).clone()), v.take()))
-                    .collect())
+                    .map(|(&o, v)| {
+                        let payload = match with_payload {
+                            true => Some(s.payload(o)?.into_owned()),
+                            false => None,
+                        };
+                        Ok((payload, v.take()))
+                    })
+                    .collect()
             }
         }
     }

@@ -4,6 +4,7 @@
 //! DRAM, and a deleted bitmap. Only the bitmap changes after sealing; an update of a sealed
 //! point writes a new version into the growing segment and deletes this one.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -18,6 +19,7 @@ use roaring::RoaringBitmap;
 
 use super::columns::Columns;
 use super::files::{read_points, write_points, POINTS_FILE};
+use super::payloads::PayloadPlacement;
 use super::spaces_file::SpacesFile;
 use super::sparse_postings::DiskPostings;
 use super::{closest, Points, SealInput, SegmentHit, SpaceRef};
@@ -254,11 +256,15 @@ impl Points for Sealed {
             .clone()
     }
 
-    fn point(&self, offset: u32) -> (PointId, &Payload) {
+    fn point(&self, offset: u32) -> (PointId, Cow<'_, Payload>) {
         (
             self.ids.get(offset as usize),
-            self.payloads.get(offset as usize),
+            self.payloads.get_or_empty(offset as usize),
         )
+    }
+
+    fn check_payloads(&self) -> Result<()> {
+        self.payloads.check()
     }
 
     fn columns(&self) -> &Columns {
@@ -321,11 +327,23 @@ impl Sealed {
         cache: NodeCacheSize,
         memory: SearchDram,
     ) -> Result<Self> {
+        let mut payload_index = PayloadIndex::new();
+        for (field, kind) in fields {
+            payload_index.add_field(field, *kind);
+        }
+        let placement = match config.on_disk_payload {
+            true => PayloadPlacement::Disk,
+            false => PayloadPlacement::Dram,
+        };
         let super::files::PointsFile {
             ids,
             versions,
             payloads,
-        } = read_points(&dir.join(POINTS_FILE))?;
+        } = read_points(&dir.join(POINTS_FILE), placement, &mut |offset, p| {
+            if !deleted.contains(offset) {
+                payload_index.insert(offset, p);
+            }
+        })?;
         let corrupt = |message: String| crate::DbError::Corrupt {
             path: dir.to_path_buf(),
             message,
@@ -396,15 +414,6 @@ impl Sealed {
             .map(|i| DiskPostings::open(dir, i))
             .collect::<Result<Vec<_>>>()?;
         let columns = Columns::stored(config, spaces.sparse, spaces.multi, on_ssd, ids.len());
-        let mut payload_index = PayloadIndex::new();
-        for (field, kind) in fields {
-            payload_index.add_field(field, *kind);
-        }
-        for (offset, p) in payloads.iter().enumerate() {
-            if !deleted.contains(offset as u32) {
-                payload_index.insert(offset as u32, p);
-            }
-        }
         Ok(Self {
             dir: dir.to_path_buf(),
             dense,
@@ -482,9 +491,14 @@ impl Sealed {
         self.ids.get(offset as usize)
     }
 
-    /// The payload of the point at `offset`.
-    pub fn payload(&self, offset: u32) -> &Payload {
+    /// The payload of the point at `offset` (read from SSD when they are kept there).
+    pub fn payload(&self, offset: u32) -> Result<Cow<'_, Payload>> {
         self.payloads.get(offset as usize)
+    }
+
+    /// Whether its payloads are left on SSD (`on_disk_payload` when it was opened).
+    pub fn payloads_on_ssd(&self) -> bool {
+        self.payloads.on_ssd()
     }
 
     /// Whether its walks are steered by the compact code sets.
@@ -580,26 +594,31 @@ impl Sealed {
             .unwrap_or_else(|e| e.into_inner())
             .insert(offset);
         if fresh {
-            self.payload_index
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(offset, self.payloads.get(offset as usize));
+            // A payload on SSD that cannot be read stays in the indexes; `is_live` still
+            // keeps the point out of every answer.
+            if let Ok(payload) = self.payloads.get(offset as usize) {
+                self.payload_index
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(offset, &payload);
+            }
             self.deleted_changes.fetch_add(1, Ordering::Release);
         }
     }
 
-    pub fn add_index_field(&self, field: &str, kind: PayloadIndexKind) {
+    pub fn add_index_field(&self, field: &str, kind: PayloadIndexKind) -> Result<()> {
         let mut index = self
             .payload_index
             .write()
             .unwrap_or_else(|e| e.into_inner());
         index.add_field(field, kind);
         let deleted = self.deleted.read().unwrap_or_else(|e| e.into_inner());
-        for (offset, p) in self.payloads.iter().enumerate() {
+        for offset in 0..self.payloads.len() {
             if !deleted.contains(offset as u32) {
-                index.insert(offset as u32, p);
+                index.insert(offset as u32, &*self.payloads.get(offset)?);
             }
         }
+        Ok(())
     }
 
     /// The k closest live points matching `filter` to a dense query in `space`, by the

@@ -146,7 +146,8 @@ class Database:
                           max_payload_bytes: Optional[int] = None, on_disk: bool = True,
                           idle_merge_ms: Optional[int] = None, navigation: bool = True,
                           build_memory: Union[str, int, None] = None,
-                          search_memory: Union[str, int, None] = None) -> "Collection":
+                          search_memory: Union[str, int, None] = None,
+                          on_disk_payload: bool = False) -> "Collection":
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
@@ -190,6 +191,10 @@ class Database:
           then node records, the nodes next to the entry point first; at every node held a
           search reads nothing from the SSD. `info()["search_memory"]` shows what it holds,
           reads per search and the cache hit rate.
+        - on_disk_payload (False): sealed segments leave their payloads on SSD (12 bytes of
+          DRAM a point) and read one when a filter no payload index answers, an order_by or
+          an answer needs it; payload indexes stay in DRAM. A change applies to segments
+          sealed or opened afterwards.
         """
         dense_spaces = None if vectors is None else [
             (str(n), _int(f"vectors[{n!r}]['dim']", (v or {}).get("dim")), str((v or {}).get("metric", metric)),
@@ -207,7 +212,8 @@ class Database:
             _opt_int("max_payload_bytes", max_payload_bytes), bool(on_disk),
             _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation),
             _opt_budget("build_memory", build_memory),
-            _opt_budget("search_memory", search_memory, zero=True), dense_spaces, sparse_spaces)
+            _opt_budget("search_memory", search_memory, zero=True), dense_spaces, sparse_spaces,
+            bool(on_disk_payload))
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":
@@ -513,8 +519,8 @@ class Collection:
     def info(self) -> dict:
         """Status and sizes: name, status ("green", "yellow": sealing, "red": a background
         failure, see "error"), points, indexed_points (in sealed segments), segments (each
-        with kind, points, dram_bytes, disk_bytes and, when sealed, "navigation": "in DRAM"
-        or why not),
+        with kind, points, dram_bytes, disk_bytes, payloads_on_ssd and, when sealed,
+        "navigation": "in DRAM" or why not),
         payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done, task (the
         seal, vacuum or merge running: kind, points, phase, done, total, seconds,
         memory_budget it was granted, estimated_peak of its plan, shards: 1 in memory,
