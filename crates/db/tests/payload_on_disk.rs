@@ -91,7 +91,11 @@ fn answers(c: &Collection) -> Vec<String> {
                     .collect::<Vec<_>>()
             ));
         }
-        out.push(format!("count {}", c.count(f.as_ref()).unwrap()));
+        // Counted by segment (through the indexes), listed by the id tracker: the same.
+        let count = c.count(f.as_ref()).unwrap();
+        let (all, _) = c.scroll(f.as_ref(), 10_000, None, false, false).unwrap();
+        assert_eq!(count, all.len());
+        out.push(format!("count {count}"));
         let (page, next) = c.scroll(f.as_ref(), 50, None, true, false).unwrap();
         out.push(format!(
             "{:?} {next:?}",
@@ -250,8 +254,13 @@ fn a_damaged_payload_on_ssd_is_an_error_naming_the_file() {
         }
         other => panic!("a damaged payload must be reported, got {other:?}"),
     };
+    // A filter the keyword index answers reads no payload.
+    let indexed = filter(json!({"must": [{"key": "tag", "match": {"value": "t1"}}]}));
+    assert!(c.count(Some(&indexed)).unwrap() > 100);
     let last = PointId::Num(POINTS - 1);
     is_damage(c.get(&[last], true, false).unwrap_err());
+    // Once met, the damage fails every later read that tests payloads of the segment.
+    is_damage(c.count(Some(&indexed)).unwrap_err());
     // Ids alone read no payload.
     assert_eq!(c.get(&[last], false, false).unwrap().len(), 1);
     // A filter no index answers reads every payload: the damage fails it, whether it is

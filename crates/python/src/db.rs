@@ -767,8 +767,29 @@ impl PyCollection {
         self.with(py, |col| col.clear_payload(&ids))
     }
 
-    fn create_payload_index(&self, py: Python<'_>, field: String, kind: String) -> PyResult<()> {
-        self.with(py, |col| col.create_payload_index(&field, &kind))
+    #[pyo3(signature = (field, kind, options=None))]
+    fn create_payload_index(
+        &self,
+        py: Python<'_>,
+        field: String,
+        kind: String,
+        options: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let options = match options.filter(|o| !o.is_none()) {
+            None => None,
+            Some(o) => {
+                let mut v = json::to_json(&o)
+                    .map_err(|e| value_err(format!("bad options: {}", e.describe("options"))))?;
+                match v.as_object_mut() {
+                    Some(m) => m.insert("type".into(), kind.clone().into()),
+                    None => return Err(value_err("options must be a dict")),
+                };
+                Some(v)
+            }
+        };
+        self.with(py, |col| {
+            col.create_payload_index_with(&field, &kind, options)
+        })
     }
 
     fn delete_payload_index(&self, py: Python<'_>, field: String) -> PyResult<()> {

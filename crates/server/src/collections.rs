@@ -108,7 +108,7 @@ pub async fn remove(State(s): State<AppState>, Path(name): Path<String>) -> ApiR
 
 /// `PUT /collections/{name}/index`: `{"field_name": ..., "field_schema": "keyword" |
 /// "integer" | "float" | "bool" | "datetime" | "uuid" | "text" | "geo" | {"type": ...}}`
-/// (keyword and integer fields are indexed; the others are recorded, their filters read the
+/// (keyword, integer and text fields are indexed; the others are recorded, their filters read the
 /// payloads).
 pub async fn create_index(
     State(s): State<AppState>,

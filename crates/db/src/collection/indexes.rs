@@ -21,7 +21,7 @@ impl Collection {
         kind: &str,
         params: Option<serde_json::Value>,
     ) -> Result<()> {
-        let kind = PayloadIndexKind::from_name(kind)
+        let kind = PayloadIndexKind::from_schema(kind, params.as_ref())
             .map_err(|e| crate::DbError::InvalidInput(e.to_string()))?;
         PayloadIndex::check_key(field).map_err(|e| crate::DbError::InvalidInput(e.to_string()))?;
         let inner = &self.inner;
@@ -38,12 +38,12 @@ impl Collection {
                 }
             }
             state.fields.retain(|(f, _)| f != field);
-            state.fields.push((field.to_string(), kind));
+            state.fields.push((field.to_string(), kind.clone()));
             for s in state.segments.values() {
                 match s {
                     Segment::Growing(g) => {
                         let mut g = g.write().unwrap_or_else(|e| e.into_inner());
-                        g.index.add_field(field, kind);
+                        g.index.add_field(field, kind.clone());
                         let g = &mut *g;
                         for (offset, p) in g.payloads.iter().enumerate() {
                             if !g.deleted.contains(offset as u32) {
@@ -51,7 +51,7 @@ impl Collection {
                             }
                         }
                     }
-                    Segment::Sealed(s) => s.add_index_field(field, kind)?,
+                    Segment::Sealed(s) => s.add_index_field(field, kind.clone())?,
                 }
             }
         }

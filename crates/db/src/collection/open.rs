@@ -85,7 +85,10 @@ impl Collection {
         let fields = manifest
             .payload_indexes
             .iter()
-            .map(|(f, k)| Ok((f.clone(), PayloadIndexKind::from_name(k)?)))
+            .map(|(f, k)| {
+                let params = manifest.payload_index_params.get(f);
+                Ok((f.clone(), PayloadIndexKind::from_schema(k, params)?))
+            })
             .collect::<Result<Vec<(String, PayloadIndexKind)>>>()?;
         let segments_dir = dir.join("segments");
         report.removed_segments =

@@ -624,11 +624,32 @@ impl Collection {
     }
 
     /// Live points matching `filter` (all live points without one).
+    ///
+    /// Counted segment by segment, where the payload indexes narrow the filter to their
+    /// candidates (a live offset holds the one live copy of its point: a point written again
+    /// is deleted where it was).
     pub fn count(&self, filter: Option<&Filter>) -> Result<usize> {
-        match filter {
-            None => Ok(self.len()),
-            Some(f) => Ok(self.inner.matching_ids(Some(f), None, usize::MAX)?.len()),
+        use crate::segment::Points;
+        let Some(f) = filter else {
+            return Ok(self.len());
+        };
+        let state = self.inner.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut matched = 0;
+        for segment in state.segments.values() {
+            matched += match segment {
+                Segment::Growing(g) => g
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .matching(Some(f))
+                    .len(),
+                Segment::Sealed(s) => {
+                    let n = s.matching(Some(f)).len();
+                    s.check_payloads()?;
+                    n
+                }
+            };
         }
+        Ok(matched)
     }
 
     /// Live points.

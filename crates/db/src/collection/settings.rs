@@ -177,6 +177,12 @@ impl Collection {
                     }
                     out.push((field, kind));
                 }
+                "text" => {
+                    if option("phrase_matching") == Some(true) {
+                        out.push((field.clone(), "text-phrase".to_string()));
+                    }
+                    out.push((field, kind));
+                }
                 _ => out.push((field, kind)),
             }
         }

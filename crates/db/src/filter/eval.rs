@@ -2,22 +2,52 @@
 
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use super::datetime;
 use super::model::{Condition, FieldCheck, Filter, MatchValue, MinShould, ValueList};
+use super::path::KeyPath;
+use super::text::{TextIndexParams, TextMatch};
 use crate::point::{Payload, PointId};
+
+/// What evaluation asks of the segment a point lies in, beyond the point itself.
+pub(crate) struct PointContext<'a> {
+    /// Whether the point has a vector in the space of this name.
+    pub(crate) has_vector: &'a dyn Fn(&str) -> bool,
+    /// The text index of a key, where the field has one: it gives `text`, `text_any` and
+    /// `phrase` their token meaning.
+    pub(crate) text_index: &'a dyn Fn(&KeyPath) -> Option<Arc<TextIndexParams>>,
+}
 
 impl Filter {
     /// Whether the point passes the filter, `has_vector` saying whether it has a vector in
-    /// the space of a name. A point without a payload is checked as one with an empty
-    /// payload.
+    /// the space of a name (no field has a text index). A point without a payload is
+    /// checked as one with an empty payload.
     pub fn matches_point(
         &self,
         id: PointId,
         payload: Option<&Payload>,
         has_vector: &dyn Fn(&str) -> bool,
     ) -> bool {
+        self.matches_in(
+            id,
+            payload,
+            &PointContext {
+                has_vector,
+                text_index: &|_| None,
+            },
+        )
+    }
+
+    /// Whether the point passes the filter, in the segment `ctx` describes.
+    pub(crate) fn matches_in(
+        &self,
+        id: PointId,
+        payload: Option<&Payload>,
+        ctx: &PointContext,
+    ) -> bool {
         let empty = Payload::new();
-        self.check(id, payload.unwrap_or(&empty), has_vector)
+        self.check(id, payload.unwrap_or(&empty), ctx)
     }
 
     /// `matches_point` for a filter without `has_vector` conditions (any it has fail).
@@ -25,8 +55,8 @@ impl Filter {
         self.matches_point(id, payload, &|_| false)
     }
 
-    fn check(&self, id: PointId, payload: &Payload, has_vector: &dyn Fn(&str) -> bool) -> bool {
-        let ok = |c: &Condition| c.check(id, payload, has_vector);
+    fn check(&self, id: PointId, payload: &Payload, ctx: &PointContext) -> bool {
+        let ok = |c: &Condition| c.check(id, payload, ctx);
         self.must.iter().all(ok)
             && (self.should.is_empty() || self.should.iter().any(ok))
             && !self.must_not.iter().any(ok)
@@ -59,9 +89,26 @@ pub(crate) fn slice_of(id: PointId, total: u32) -> u32 {
 }
 
 impl Condition {
-    fn check(&self, id: PointId, payload: &Payload, has_vector: &dyn Fn(&str) -> bool) -> bool {
+    fn check(&self, id: PointId, payload: &Payload, ctx: &PointContext) -> bool {
         match self {
-            Condition::HasVector(name) => has_vector(name),
+            Condition::HasVector(name) => (ctx.has_vector)(name),
+            // Token matches where the field has a text index (a phrase only where it was
+            // made for phrases); the raw strings otherwise.
+            Condition::Field {
+                key,
+                check: check @ FieldCheck::Text(kind, query),
+            } => {
+                let index = (ctx.text_index)(key)
+                    .filter(|p| *kind != TextMatch::Phrase || p.phrase_matching);
+                let one = |v: &Value| match (&index, v.as_str()) {
+                    (Some(params), Some(s)) => params.matches(*kind, query, s),
+                    _ => check.check_one(v),
+                };
+                key.any_value(payload, &mut |v| match v {
+                    Value::Array(items) => items.iter().any(one),
+                    _ => one(v),
+                })
+            }
             // Counted per value reached; a key reaching nothing holds 0 values.
             Condition::Field {
                 key,
@@ -89,12 +136,19 @@ impl Condition {
             Condition::IsNull(key) => key.any_value(payload, &mut |v| v.is_null()),
             Condition::HasId(ids) => ids.contains(&id),
             Condition::Slice { total, index } => slice_of(id, *total) == *index,
-            Condition::Filter(f) => f.check(id, payload, has_vector),
-            // Each object element on its own, as the whole payload (ids are refused inside).
-            Condition::Nested(nested) => nested.key.any_value(payload, &mut |v| {
-                v.as_object()
-                    .is_some_and(|element| nested.filter.check(id, element, has_vector))
-            }),
+            Condition::Filter(f) => f.check(id, payload, ctx),
+            // Each object element on its own, as the whole payload (ids are refused inside;
+            // keys inside are relative, so no text index is looked up by them).
+            Condition::Nested(nested) => {
+                let inside = PointContext {
+                    has_vector: ctx.has_vector,
+                    text_index: &|_| None,
+                };
+                nested.key.any_value(payload, &mut |v| {
+                    v.as_object()
+                        .is_some_and(|element| nested.filter.check(id, element, &inside))
+                })
+            }
         }
     }
 }
@@ -109,7 +163,10 @@ impl FieldCheck {
                 (MatchValue::Bool(want), Value::Bool(b)) => want == b,
                 _ => false,
             },
-            FieldCheck::Text(t) => v.as_str().is_some_and(|s| s.contains(t.as_str())),
+            FieldCheck::Text(TextMatch::Any, t) => v
+                .as_str()
+                .is_some_and(|s| t.split_whitespace().any(|word| s.contains(word))),
+            FieldCheck::Text(_, t) => v.as_str().is_some_and(|s| s.contains(t.as_str())),
             FieldCheck::Prefix(p) => v.as_str().is_some_and(|s| s.starts_with(p.as_str())),
             FieldCheck::Any(list) => list_holds(list, v) == Some(true),
             // Qdrant: null is never "other than" the list; any other value of a type the list

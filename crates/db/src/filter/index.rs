@@ -1,24 +1,29 @@
 //! Payload indexes of one segment: keyword and integer value → offsets bitmaps per field.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use roaring::RoaringBitmap;
 use serde_json::Value;
 
 use super::model::{FieldCheck, MatchValue, Range, ValueList};
 use super::path::KeyPath;
+use super::text::{TextIndexParams, TextMatch};
 use super::FilterError;
 use crate::point::Payload;
 
 /// What a field's index holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PayloadIndexKind {
     /// String values; answers `match` `value`/`any`/`prefix` with strings.
     Keyword,
     /// Integer values; answers `match` `value`/`any` with integers, and `range`.
     Integer,
+    /// The tokens of string values (`filter/text.rs`): gives `match` `text`, `text_any` and
+    /// `phrase` their token meaning, and answers them with candidates.
+    Text(Arc<TextIndexParams>),
     /// A field declared with one of Qdrant's other schema kinds (float, bool, datetime,
-    /// uuid, text, geo): recorded in the collection's schema and shown as declared, while
+    /// uuid, geo): recorded in the collection's schema and shown as declared, while
     /// filters on it are answered from the payloads (the same results; these kinds get
     /// index structures of their own later).
     Declared(DeclaredKind),
@@ -31,16 +36,14 @@ pub enum DeclaredKind {
     Bool,
     Datetime,
     Uuid,
-    Text,
     Geo,
 }
 
-const DECLARED: [(DeclaredKind, &str); 6] = [
+const DECLARED: [(DeclaredKind, &str); 5] = [
     (DeclaredKind::Float, "float"),
     (DeclaredKind::Bool, "bool"),
     (DeclaredKind::Datetime, "datetime"),
     (DeclaredKind::Uuid, "uuid"),
-    (DeclaredKind::Text, "text"),
     (DeclaredKind::Geo, "geo"),
 ];
 
@@ -48,9 +51,18 @@ impl PayloadIndexKind {
     /// Reads Qdrant's schema name: `"keyword"`, `"integer"`, `"float"`, `"bool"`,
     /// `"datetime"`, `"uuid"`, `"text"` or `"geo"`.
     pub fn from_name(name: &str) -> Result<Self, FilterError> {
+        Self::from_schema(name, None)
+    }
+
+    /// [`PayloadIndexKind::from_name`] with the index's options (Qdrant's `field_schema`
+    /// object; only a text index reads them).
+    pub fn from_schema(name: &str, params: Option<&Value>) -> Result<Self, FilterError> {
         match name {
             "keyword" => Ok(PayloadIndexKind::Keyword),
             "integer" => Ok(PayloadIndexKind::Integer),
+            "text" => Ok(PayloadIndexKind::Text(Arc::new(
+                TextIndexParams::from_json(params)?,
+            ))),
             other => DECLARED
                 .iter()
                 .find(|(_, n)| *n == other)
@@ -65,13 +77,14 @@ impl PayloadIndexKind {
     }
 
     /// The schema name [`PayloadIndexKind::from_name`] reads.
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             PayloadIndexKind::Keyword => "keyword",
             PayloadIndexKind::Integer => "integer",
+            PayloadIndexKind::Text(_) => "text",
             PayloadIndexKind::Declared(kind) => DECLARED
                 .iter()
-                .find(|(k, _)| *k == kind)
+                .find(|(k, _)| k == kind)
                 .map(|(_, n)| *n)
                 .expect("every declared kind has a name"),
         }
@@ -113,6 +126,11 @@ enum FieldValues {
         /// matches never match those, but a range may, so ranges must take them in.
         other_numbers: RoaringBitmap,
     },
+    /// Each token → the points whose value has it.
+    Text {
+        params: Arc<TextIndexParams>,
+        tokens: HashMap<String, RoaringBitmap>,
+    },
     /// No structure: every filter on it reads the payloads.
     Declared(DeclaredKind),
 }
@@ -136,6 +154,10 @@ impl PayloadIndex {
             PayloadIndexKind::Integer => FieldValues::Integer {
                 by_value: BTreeMap::new(),
                 other_numbers: RoaringBitmap::new(),
+            },
+            PayloadIndexKind::Text(params) => FieldValues::Text {
+                params,
+                tokens: HashMap::new(),
             },
             PayloadIndexKind::Declared(kind) => FieldValues::Declared(kind),
         };
@@ -194,6 +216,10 @@ impl PayloadIndex {
                                     .map(|b| ENTRY + b.serialized_size())
                                     .sum::<usize>()
                         }
+                        FieldValues::Text { tokens, .. } => tokens
+                            .iter()
+                            .map(|(k, b)| ENTRY + k.len() + b.serialized_size())
+                            .sum::<usize>(),
                         FieldValues::Declared(_) => 0,
                     }
             })
@@ -206,14 +232,23 @@ impl PayloadIndex {
             .get(key.as_str())
             .filter(|f| f.path.as_ref() == Some(key))
     }
+
+    /// The options of the text index of a filter's key, if it has one.
+    pub(crate) fn text_params(&self, key: &KeyPath) -> Option<Arc<TextIndexParams>> {
+        match &self.field(key)?.values {
+            FieldValues::Text { params, .. } => Some(Arc::clone(params)),
+            _ => None,
+        }
+    }
 }
 
 impl FieldIndex {
     fn kind(&self) -> PayloadIndexKind {
-        match self.values {
+        match &self.values {
             FieldValues::Keyword(_) => PayloadIndexKind::Keyword,
             FieldValues::Integer { .. } => PayloadIndexKind::Integer,
-            FieldValues::Declared(kind) => PayloadIndexKind::Declared(kind),
+            FieldValues::Text { params, .. } => PayloadIndexKind::Text(Arc::clone(params)),
+            FieldValues::Declared(kind) => PayloadIndexKind::Declared(*kind),
         }
     }
 
@@ -272,6 +307,31 @@ impl FieldIndex {
                 set |= other_numbers;
                 Some((set, exact))
             }
+            // Candidates only: the points holding the tokens (a phrase's in order, and an
+            // array's in one element, are checked on the payload).
+            (FieldValues::Text { params, tokens }, FieldCheck::Text(kind, query)) => {
+                if *kind == TextMatch::Phrase && !params.phrase_matching {
+                    return None;
+                }
+                let wanted = params.query_tokens(query);
+                if wanted.is_empty() {
+                    return Some((RoaringBitmap::new(), true));
+                }
+                let mut lists = wanted.iter().map(|t| tokens.get(t));
+                Some(match kind {
+                    TextMatch::Any => (union(lists.flatten()), false),
+                    TextMatch::All | TextMatch::Phrase => {
+                        let mut set = lists.next().flatten().cloned().unwrap_or_default();
+                        for list in lists {
+                            match list {
+                                Some(l) => set &= l,
+                                None => set.clear(),
+                            }
+                        }
+                        (set, false)
+                    }
+                })
+            }
             _ => None,
         }
     }
@@ -304,6 +364,18 @@ impl FieldValues {
                     b.remove(offset);
                     if b.is_empty() {
                         map.remove(s.as_str());
+                    }
+                }
+            }
+            (FieldValues::Text { params, tokens }, Value::String(s)) => {
+                for token in params.document_tokens(s) {
+                    if add {
+                        tokens.entry(token).or_default().insert(offset);
+                    } else if let Some(b) = tokens.get_mut(&token) {
+                        b.remove(offset);
+                        if b.is_empty() {
+                            tokens.remove(&token);
+                        }
                     }
                 }
             }

@@ -33,9 +33,10 @@
 //! - a field condition holds exactly one check: none is Qdrant's "At least one field
 //!   condition must be specified" ([`FilterError::is_validation`]), two or more are refused
 //!   (Qdrant would match either);
-//! - `text` matches a substring and `prefix` a start of string values (Qdrant's meaning
-//!   without a full-text index); `text_any` and `phrase`, whose meaning depends on a text
-//!   index's tokens, are refused, as is `has_vector`;
+//! - `text`, `text_any` and `phrase` match tokens on a field with a text index (`text.rs`);
+//!   without one, `text` and `phrase` match a substring and `text_any` any whitespace-split
+//!   word of the query as a substring (Qdrant's meaning without a full-text index); `prefix`
+//!   matches a start of string values;
 //! - a key walks into objects by `.`, fans out over arrays by `[]` (a `.` step that meets
 //!   an array reaches nothing: `country.cities[].population`, not `country.cities.population`,
 //!   as in Qdrant's current paths); `[n]` picks one element. The value reached, if an array,
@@ -51,8 +52,10 @@ mod model;
 mod parse;
 mod path;
 mod shape;
+mod text;
 
 pub(crate) use datetime::parse as parse_datetime;
+pub(crate) use eval::PointContext;
 pub(crate) use geo::haversine_m;
 pub(crate) use model::GeoPoint;
 pub(crate) use path::KeyPath;
@@ -60,6 +63,7 @@ pub(crate) use path::KeyPath;
 pub use index::{Candidates, PayloadIndex, PayloadIndexKind};
 pub use model::Filter;
 pub use shape::FieldUse;
+pub use text::{TextIndexParams, TextMatch, TokenizerKind};
 
 /// Why a filter (or a payload index request) was refused.
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use super::path::KeyPath;
+use super::text::TextMatch;
 use crate::point::PointId;
 
 /// A Qdrant filter, parsed and checked. Built with [`Filter::from_json`]; the default (empty)
@@ -70,9 +71,10 @@ pub(crate) struct Nested {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum FieldCheck {
     Value(MatchValue),
-    /// `match.text`: the string value holds this text (Qdrant's meaning for a field without
-    /// a full-text index; token matching on a text index comes with the text index).
-    Text(String),
+    /// `match.text`, `text_any`, `phrase`: token matches on a field with a text index
+    /// (`text.rs`); without one, the string value holds the text (any word of it for
+    /// `text_any`), as in Qdrant.
+    Text(TextMatch, String),
     /// `match.prefix`: the string value starts with this.
     Prefix(String),
     Any(ValueList),

@@ -9,6 +9,7 @@ use super::model::{
     Nested, Range, ValueList,
 };
 use super::path::KeyPath;
+use super::text::TextMatch;
 use super::{
     datetime, FilterError, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH, NO_FIELD_CHECK, NO_SLICE,
 };
@@ -419,16 +420,15 @@ fn match_check(v: &Value, at: &str) -> Result<FieldCheck, FilterError> {
         "value" => Ok(FieldCheck::Value(match_value(arg, &at)?)),
         "any" => Ok(FieldCheck::Any(value_list(arg, &at)?)),
         "except" => Ok(FieldCheck::Except(value_list(arg, &at)?)),
-        "text" | "prefix" => match arg {
-            Value::String(t) if name == "text" => Ok(FieldCheck::Text(t.clone())),
-            Value::String(t) => Ok(FieldCheck::Prefix(t.clone())),
+        "text" | "prefix" | "text_any" | "phrase" => match arg {
+            Value::String(t) => Ok(match name.as_str() {
+                "prefix" => FieldCheck::Prefix(t.clone()),
+                "text" => FieldCheck::Text(TextMatch::All, t.clone()),
+                "text_any" => FieldCheck::Text(TextMatch::Any, t.clone()),
+                _ => FieldCheck::Text(TextMatch::Phrase, t.clone()),
+            }),
             other => err(&at, format!("expected a string, got {}", kind(other))),
         },
-        "text_any" | "phrase" => err(
-            &at,
-            "token matches need a full-text index, which is not supported yet; \"text\" \
-             matches a substring",
-        ),
         _ => err(
             &at,
             "unknown match kind; expected \"value\", \"any\", \"except\", \"text\" or \
@@ -855,16 +855,12 @@ mod tests {
             &["except", "expected a list"],
         );
         assert_refused(
-            field(json!({"key": "a", "match": {"phrase": "b"}})),
-            &["full-text index"],
+            field(json!({"key": "a", "match": {"phrase": 1}})),
+            &["phrase", "expected a string"],
         );
         assert_refused(
-            field(json!({"key": "a", "match": {"phrase": "b c"}})),
-            &["full-text index"],
-        );
-        assert_refused(
-            field(json!({"key": "a", "match": {"text_any": "b"}})),
-            &["full-text"],
+            field(json!({"key": "a", "match": {"text_any": ["b"]}})),
+            &["text_any", "expected a string"],
         );
         assert_refused(
             field(json!({"key": "a", "match": {"values": 1}})),

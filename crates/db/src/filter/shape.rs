@@ -2,6 +2,7 @@
 //! (`crate::strict`) limits.
 
 use super::model::{Condition, FieldCheck, Filter, MatchValue, ValueList};
+use super::text::TextMatch;
 
 /// One field condition of a filter: its key, and the payload index kinds that can answer it.
 /// Kinds are Qdrant's schema names, plus `"keyword-prefix"` for a keyword index created with
@@ -119,7 +120,8 @@ fn answering_kinds(check: &FieldCheck) -> &'static [&'static str] {
         | FieldCheck::Any(ValueList::Integers(_))
         | FieldCheck::Except(ValueList::Integers(_)) => &["integer"],
         FieldCheck::Value(MatchValue::Bool(_)) => &["bool"],
-        FieldCheck::Text(_) => &["text"],
+        FieldCheck::Text(TextMatch::Phrase, _) => &["text-phrase"],
+        FieldCheck::Text(..) => &["text"],
         // Capabilities an index's options give (`Collection::index_capabilities`): a
         // keyword index created with `prefix: true`, an integer index's `range` (on unless
         // turned off; `lookup` off takes away "integer").

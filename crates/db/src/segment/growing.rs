@@ -50,6 +50,13 @@ impl Points for Growing {
         self.deleted.clone()
     }
 
+    fn text_index(
+        &self,
+        key: &crate::filter::KeyPath,
+    ) -> Option<Arc<crate::filter::TextIndexParams>> {
+        self.index.text_params(key)
+    }
+
     fn point(&self, offset: u32) -> (PointId, Cow<'_, Payload>) {
         (
             self.ids[offset as usize],
@@ -76,7 +83,7 @@ impl Growing {
     pub fn new(config: &CollectionConfig, fields: &[(String, PayloadIndexKind)]) -> Self {
         let mut index = PayloadIndex::new();
         for (field, kind) in fields {
-            index.add_field(field, *kind);
+            index.add_field(field, kind.clone());
         }
         Self {
             dense: config

@@ -20,7 +20,7 @@ mod sparse_postings;
 use std::borrow::Cow;
 use std::sync::{Arc, RwLock};
 
-use crate::filter::{Candidates, Filter};
+use crate::filter::{Candidates, Filter, KeyPath, PointContext, TextIndexParams};
 use crate::vectors::{PointVectors, SparseVector};
 use crate::{Payload, PointId};
 
@@ -128,13 +128,18 @@ pub(crate) trait Points {
         }
     }
 
+    /// The options of the text index of `key`, where the segment's payload indexes have one.
+    fn text_index(&self, key: &KeyPath) -> Option<Arc<TextIndexParams>>;
+
     fn matches(&self, offset: u32, filter: Option<&Filter>) -> bool {
         self.is_live(offset)
             && filter.is_none_or(|f| {
                 let (id, payload) = self.point(offset);
-                f.matches_point(id, Some(&payload), &|name| {
-                    self.has_named_vector(offset, name)
-                })
+                let ctx = PointContext {
+                    has_vector: &|name| self.has_named_vector(offset, name),
+                    text_index: &|key| self.text_index(key),
+                };
+                f.matches_in(id, Some(&payload), &ctx)
             })
     }
 

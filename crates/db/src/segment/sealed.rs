@@ -267,6 +267,16 @@ impl Points for Sealed {
         self.payloads.check()
     }
 
+    fn text_index(
+        &self,
+        key: &crate::filter::KeyPath,
+    ) -> Option<Arc<crate::filter::TextIndexParams>> {
+        self.payload_index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .text_params(key)
+    }
+
     fn columns(&self) -> &Columns {
         &self.columns
     }
@@ -329,7 +339,7 @@ impl Sealed {
     ) -> Result<Self> {
         let mut payload_index = PayloadIndex::new();
         for (field, kind) in fields {
-            payload_index.add_field(field, *kind);
+            payload_index.add_field(field, kind.clone());
         }
         let placement = match config.on_disk_payload {
             true => PayloadPlacement::Disk,

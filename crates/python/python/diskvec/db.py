@@ -389,12 +389,16 @@ class Collection:
         """Empties the payloads of `ids`; KeyError if an id is not there."""
         return self._inner.clear_payload(_ids(ids))
 
-    def create_payload_index(self, field: str, kind: str = "keyword") -> None:
-        """Indexes payload `field` ("keyword" or "integer") so that filters on it read the
-        index instead of every payload. Changes speed only, never results. Qdrant's other
-        kinds ("float", "bool", "datetime", "uuid", "text", "geo") are recorded in the
-        schema; filters on those fields read the payloads for now."""
-        self._inner.create_payload_index(field, kind)
+    def create_payload_index(self, field: str, kind: str = "keyword", options: Optional[dict] = None) -> None:
+        """Indexes payload `field` ("keyword", "integer" or "text") so that filters on it read
+        the index instead of every payload. Keyword and integer indexes change speed only,
+        never results. A "text" index gives `match` `text`, `text_any` and `phrase` their
+        token meaning (Qdrant's): `options` as Qdrant's field_schema, e.g. {"tokenizer":
+        "word" | "whitespace" | "prefix", "lowercase": True, "min_token_len": 2,
+        "max_token_len": 20, "stopwords": "english" or {"custom": [...]}, "phrase_matching":
+        True}. Qdrant's other kinds ("float", "bool", "datetime", "uuid", "geo") are recorded
+        in the schema; filters on those fields read the payloads for now."""
+        self._inner.create_payload_index(field, kind, options)
 
     def delete_payload_index(self, field: str) -> None:
         """Drops the index of `field` (no error if there is none)."""
