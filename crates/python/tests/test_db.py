@@ -235,6 +235,24 @@ def test_payload_index(db):
         col.create_payload_index("x", "fulltext")
 
 
+def test_text_index_with_options(db):
+    col = db.create_collection("t", dim=2, metric="l2")
+    titles = ["Little Lost Robot", "Robot Dreams", "The Last Question", "Star Light"]
+    col.upsert(range(4), np.ones((4, 2)), [{"t": t} for t in titles])
+    robot = {"must": [{"key": "t", "match": {"text": "ROBO"}}]}
+    assert col.count(robot) == 0  # no index: a substring, case and all
+    col.create_payload_index("t", "text", {"tokenizer": "prefix"})
+    assert col.payload_indexes() == {"t": "text"}
+    assert col.count(robot) == 2
+    col.create_payload_index("t", "text", {"stopwords": "english", "phrase_matching": True})
+    assert col.count({"must": [{"key": "t", "match": {"phrase": "last question"}}]}) == 1
+    assert col.count({"must": [{"key": "t", "match": {"text_any": "the star of robot"}}]}) == 3
+    with pytest.raises(ValueError, match="multilingual"):
+        col.create_payload_index("u", "text", {"tokenizer": "multilingual"})
+    with pytest.raises(ValueError, match="dict"):
+        col.create_payload_index("u", "text", ["prefix"])
+
+
 def test_indexing_off_for_a_bulk_load_then_on_seals(db):
     dim, n = 16, 1200
     col = db.create_collection("bulk", dim=dim, metric="l2", seal_threshold=300)
@@ -425,7 +443,7 @@ def test_errors_have_the_right_types_and_messages(db, tmp_path):
         (ValueError, "holds itself", lambda: col.upsert([2], v, [{"x": cyclic()}])),
         # filters
         (ValueError, "unknown filter key", lambda: col.search(v[0], filter={"bogus": []})),
-        (ValueError, "bad filter", lambda: col.count({"must": [{"key": "a", "match": {"phrase": "x"}}]})),
+        (ValueError, "bad filter", lambda: col.count({"must": [{"key": "a", "match": {"phrase": 1}}]})),
         (ValueError, "a filter must be a JSON object", lambda: col.delete(filter="x")),
         (ValueError, "bad filter: filter.*set", lambda: col.count({"must": [{"has_id": {1, 2}}]})),
         # sizes

@@ -245,3 +245,60 @@ async fn index_options_decide_what_an_index_answers_under_strict_mode() {
     )
     .await;
 }
+
+/// A text index gives `text`, `text_any` and `phrase` their token meaning; under strict
+/// mode a phrase needs one created with `phrase_matching`, and bad text options are a 400.
+#[tokio::test]
+async fn text_indexes_match_tokens_and_phrases_need_phrase_matching() {
+    let api = Api::new(Keys::default());
+    api.create_dot4("c").await;
+    let titles = [
+        "Little Lost Robot",
+        "Robot Dreams",
+        "The Last Question",
+        "Star Light",
+    ];
+    let points: Vec<_> = titles
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"id": i, "vector": [1, 0, 0, 0], "payload": {"t": t}}))
+        .collect();
+    api.put_points("c", json!(points)).await;
+    let count = |m: serde_json::Value| {
+        let body = json!({"filter": {"must": [{"key": "t", "match": m}]}});
+        let api = &api;
+        async move { api.ok("POST", "/collections/c/points/count", body).await["count"].clone() }
+    };
+    // No index yet: substrings.
+    assert_eq!(count(json!({"text": "robot"})).await, 0);
+    let index = json!({"field_name": "t",
+        "field_schema": {"type": "text", "stopwords": "english"}});
+    api.ok("PUT", "/collections/c/index", index).await;
+    assert_eq!(count(json!({"text": "robot"})).await, 2);
+    assert_eq!(count(json!({"text_any": "the robot of star"})).await, 3);
+    assert_eq!(count(json!({"text": "the"})).await, 0);
+    strict(
+        &api,
+        json!({"enabled": true, "unindexed_filtering_retrieve": false}),
+    )
+    .await;
+    let phrase = json!({"filter": {"must": [{"key": "t", "match": {"phrase": "lost robot"}}]}});
+    let refused = api
+        .err(
+            "POST",
+            "/collections/c/points/count",
+            phrase.clone(),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(refused.contains("Help: Create an index"), "{refused}");
+    let index = json!({"field_name": "t",
+        "field_schema": {"type": "text", "phrase_matching": true}});
+    api.ok("PUT", "/collections/c/index", index).await;
+    let n = api.ok("POST", "/collections/c/points/count", phrase).await;
+    assert_eq!(n["count"], 1);
+    let bad =
+        json!({"field_name": "u", "field_schema": {"type": "text", "tokenizer": "multilingual"}});
+    api.err("PUT", "/collections/c/index", bad, StatusCode::BAD_REQUEST)
+        .await;
+}
