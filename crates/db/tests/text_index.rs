@@ -158,6 +158,35 @@ fn text_indexes_give_matches_their_token_meaning() {
 }
 
 #[test]
+fn conditional_writes_match_tokens_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let c = filled(&db, "c", false);
+    // Only points whose title holds the token "robot" (any case) are replaced.
+    let only = Filter::from_json(&json!({"must": [{"key": "title", "match": {"text": "robot"}}]}))
+        .unwrap();
+    let new = |i: u64| {
+        PointRecord::new(
+            PointId::Num(i),
+            vec![9.0, 9.0],
+            json!({"title": "replaced"}).as_object().unwrap().clone(),
+        )
+    };
+    c.upsert_if(
+        vec![new(2), new(6)],
+        diskvec_db::UpsertMode::Upsert,
+        Some(&only),
+        None,
+    )
+    .unwrap();
+    let got = c
+        .get(&[PointId::Num(2), PointId::Num(6)], true, false)
+        .unwrap();
+    assert_eq!(got[0].payload.as_ref().unwrap()["title"], "replaced");
+    assert_eq!(got[1].payload.as_ref().unwrap()["title"], "Star Light");
+}
+
+#[test]
 fn unsupported_text_options_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();

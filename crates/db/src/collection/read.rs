@@ -300,7 +300,7 @@ impl Inner {
     ) -> Result<Vec<Found>> {
         let mut found: Vec<Found> = Vec::new();
         let mut searches: Vec<_> = segments.iter().zip(per_query).collect();
-        searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(_)));
+        searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(..)));
         for ((id, segment), pending) in searches {
             for p in segment.finish_search(q, pending)? {
                 found.push(Found::new(*id, p));
@@ -643,8 +643,9 @@ impl Collection {
                     .matching(Some(f))
                     .len(),
                 Segment::Sealed(s) => {
+                    let mark = s.payload_damage_mark();
                     let n = s.matching(Some(f)).len();
-                    s.check_payloads()?;
+                    s.check_payloads_since(mark)?;
                     n
                 }
             };

@@ -303,6 +303,7 @@ impl Inner {
             let live: Vec<u32> = (0..s.len() as u32)
                 .filter(|o| !deleted.contains(*o))
                 .collect();
+            let mark = s.payload_damage_mark();
             take(
                 *seg_id,
                 &live,
@@ -317,7 +318,7 @@ impl Inner {
                 },
             );
             // A payload on SSD that could not be read was taken as empty: not into a build.
-            s.check_payloads()?;
+            s.check_payloads_since(mark)?;
         }
         if !sources.is_empty() && !frozen.is_empty() {
             crate::injected_failure("merge:with-frozen")?;

@@ -159,8 +159,9 @@ impl State {
                 .unwrap_or_else(|e| e.into_inner())
                 .matches(loc.offset, Some(filter))),
             Segment::Sealed(s) => {
+                let mark = s.payload_damage_mark();
                 let matches = s.matches(loc.offset, Some(filter));
-                s.check_payloads()?;
+                s.check_payloads_since(mark)?;
                 Ok(matches)
             }
         }

@@ -386,13 +386,14 @@ impl Inner {
         let ids: Vec<PointId> = points.iter().map(|p| p.id).collect();
         let filtered = update_filter.is_some();
         let stored = self.records(&ids, filtered, filtered)?;
+        let texts = self.text_fields();
         let chosen: Vec<StoredPoint> = points
             .into_iter()
             .filter(|p| match stored.iter().find(|r| r.id == p.id) {
                 None => mode != UpsertMode::UpdateOnly,
                 Some(r) => {
                     mode != UpsertMode::InsertOnly
-                        && update_filter.is_none_or(|f| stored_matches(f, r))
+                        && update_filter.is_none_or(|f| stored_matches(f, r, &texts))
                 }
             })
             .collect();
@@ -490,8 +491,9 @@ impl Inner {
             return Err(DbError::PointNotFound(*missing));
         }
         let mut points = Vec::with_capacity(records.len());
+        let texts = self.text_fields();
         for r in records {
-            if only.is_some_and(|f| !stored_matches(f, &r)) {
+            if only.is_some_and(|f| !stored_matches(f, &r, &texts)) {
                 continue;
             }
             // The vectors are stored ones, already prepared: preparing twice would move
@@ -679,11 +681,36 @@ impl Collection {
     }
 }
 
-/// Whether a stored point (read with its payload and vectors) passes `filter`.
-fn stored_matches(filter: &Filter, r: &super::Record) -> bool {
-    filter.matches_point(r.id, r.payload.as_ref(), &|name| {
-        r.vectors.as_ref().is_some_and(|v| v.contains_key(name))
-    })
+/// The collection's text indexes by field, as a filter's evaluation looks them up.
+type TextFields = Vec<(String, std::sync::Arc<crate::filter::TextIndexParams>)>;
+
+impl Inner {
+    fn text_fields(&self) -> TextFields {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        state
+            .fields
+            .iter()
+            .filter_map(|(field, kind)| match kind {
+                crate::filter::PayloadIndexKind::Text(p) => Some((field.clone(), p.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Whether a stored point (read with its payload and vectors) passes `filter`, with the
+/// collection's text indexes (`texts`) giving token matches their meaning.
+fn stored_matches(filter: &Filter, r: &super::Record, texts: &TextFields) -> bool {
+    let ctx = crate::filter::PointContext {
+        has_vector: &|name| r.vectors.as_ref().is_some_and(|v| v.contains_key(name)),
+        text_index: &|key| {
+            texts
+                .iter()
+                .find(|(field, _)| field == key.as_str())
+                .map(|(_, p)| p.clone())
+        },
+    };
+    filter.matches_in(r.id, r.payload.as_ref(), &ctx)
 }
 
 /// Which points of an upsert are written (`Collection::upsert_if`).

@@ -166,6 +166,13 @@ impl PayloadIndex {
             .insert(key.to_string(), FieldIndex { path, values });
     }
 
+    /// Moves `key`'s index out of `built` (an index made aside for it) into this one.
+    pub fn take_field_from(&mut self, key: &str, mut built: PayloadIndex) {
+        if let Some(field) = built.fields.remove(key) {
+            self.fields.insert(key.to_string(), field);
+        }
+    }
+
     pub fn remove_field(&mut self, key: &str) {
         self.fields.remove(key);
     }
@@ -313,7 +320,12 @@ impl FieldIndex {
                 if *kind == TextMatch::Phrase && !params.phrase_matching {
                     return None;
                 }
-                let wanted = params.query_tokens(query);
+                // The tokens evaluation looks for: a phrase's in sequence (words a prefix
+                // index would cut are dropped there, as in the stored values).
+                let wanted = match kind {
+                    TextMatch::Phrase => params.sequence(query),
+                    _ => params.query_tokens(query),
+                };
                 if wanted.is_empty() {
                     return Some((RoaringBitmap::new(), true));
                 }

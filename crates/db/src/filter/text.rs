@@ -196,23 +196,36 @@ impl TextIndexParams {
         out
     }
 
-    /// The tokens of a query (the prefix tokenizer: whole words, cut at `max_token_len`).
+    /// The tokens of a query (the prefix tokenizer: whole words, stopwords kept as Qdrant
+    /// keeps them there, cut at `max_token_len`).
     pub fn query_tokens(&self, text: &str) -> Vec<String> {
+        if self.tokenizer != TokenizerKind::Prefix {
+            return self.sequence(text);
+        }
         self.words(text)
+            .filter(|word| !word.is_empty())
             .filter_map(|word| {
-                let mut token = self.process(word, self.tokenizer != TokenizerKind::Prefix)?;
-                if let (TokenizerKind::Prefix, Some(max)) = (self.tokenizer, self.max_token_len) {
-                    if let Some((cut, _)) = token.char_indices().nth(max) {
-                        token.truncate(cut);
-                    }
+                let mut token = match self.lowercase {
+                    true => word.to_lowercase(),
+                    false => word.to_string(),
+                };
+                if self
+                    .min_token_len
+                    .is_some_and(|m| token.chars().count() < m)
+                {
+                    return None;
+                }
+                if let Some((cut, _)) = self.max_token_len.and_then(|m| token.char_indices().nth(m))
+                {
+                    token.truncate(cut);
                 }
                 Some(token)
             })
             .collect()
     }
 
-    /// A value's tokens in order, for phrases.
-    fn sequence(&self, text: &str) -> Vec<String> {
+    /// A value's (or a phrase's) tokens in order.
+    pub(crate) fn sequence(&self, text: &str) -> Vec<String> {
         self.words(text)
             .filter_map(|word| self.process(word, true))
             .collect()

@@ -59,11 +59,15 @@ pub(crate) trait Points {
     /// The deleted offsets, as of now.
     fn deleted(&self) -> roaring::RoaringBitmap;
     /// The id and payload at `offset` (an empty payload where a payload on SSD could not
-    /// be read: `check_payloads` then reports it).
+    /// be read, counted for `check_payloads_since`).
     fn point(&self, offset: u32) -> (PointId, Cow<'_, Payload>);
-    /// The first damage met reading a payload from SSD, as an error; callers that filtered
-    /// points by yes or no call it before answering.
-    fn check_payloads(&self) -> crate::Result<()> {
+    /// A mark of the damaged payload reads `point` has met, taken before a request that
+    /// filters points by yes or no.
+    fn payload_damage_mark(&self) -> u64 {
+        0
+    }
+    /// An error if `point` met a damaged payload since `mark`: checked before answering.
+    fn check_payloads_since(&self, _mark: u64) -> crate::Result<()> {
         Ok(())
     }
     /// The payload indexes' candidates for `filter` (see `PayloadIndex::candidates`).
@@ -209,8 +213,9 @@ pub(crate) type Details = (Option<Payload>, Option<PointVectors>);
 
 /// One segment's search between `Segment::start_search` and `Segment::finish_search`.
 pub(crate) enum PendingSearch {
-    /// A sealed segment's, queued on its search threads (or answered at once).
-    Sealed(sealed::StartedSearch),
+    /// A sealed segment's, queued on its search threads (or answered at once), with the
+    /// payload damage mark taken before it (`Points::payload_damage_mark`).
+    Sealed(sealed::StartedSearch, u64),
     /// A growing segment's, run exactly in `finish_search`, under its lock.
     Growing,
 }
@@ -254,9 +259,13 @@ impl Segment {
     /// (and many queries') reads overlap; a growing one waits for `finish_search`.
     pub fn start_search(&self, q: &SegmentQuery) -> crate::Result<PendingSearch> {
         Ok(match (self, q.query) {
-            (Segment::Sealed(s), SpaceQuery::Dense { space, prepared }) => PendingSearch::Sealed(
-                s.start_search(space, prepared, q.k, q.search_list, q.filter, q.exact)?,
-            ),
+            (Segment::Sealed(s), SpaceQuery::Dense { space, prepared }) => {
+                let mark = s.payload_damage_mark();
+                PendingSearch::Sealed(
+                    s.start_search(space, prepared, q.k, q.search_list, q.filter, q.exact)?,
+                    mark,
+                )
+            }
             _ => PendingSearch::Growing,
         })
     }
@@ -270,8 +279,13 @@ impl Segment {
         let filter = q.filter.map(|f| &**f);
         match (self, pending) {
             (Segment::Sealed(s), pending) => {
+                // Dense searches ran their filter since `start_search`; the others run here.
+                let mark = match &pending {
+                    PendingSearch::Sealed(_, mark) => *mark,
+                    PendingSearch::Growing => s.payload_damage_mark(),
+                };
                 let hits = match (q.query, pending) {
-                    (SpaceQuery::Dense { prepared, .. }, PendingSearch::Sealed(started)) => {
+                    (SpaceQuery::Dense { prepared, .. }, PendingSearch::Sealed(started, _)) => {
                         s.finish_search(prepared, started)?
                     }
                     (SpaceQuery::Sparse { space, query }, _) => {
@@ -284,7 +298,7 @@ impl Segment {
                         unreachable!("a sealed segment's dense search is started as one")
                     }
                 };
-                s.check_payloads()?;
+                s.check_payloads_since(mark)?;
                 Ok(hits
                     .into_iter()
                     .map(|hit| FoundPoint {
@@ -331,8 +345,9 @@ impl Segment {
                 .unwrap_or_else(|e| e.into_inner())
                 .sparse_frequencies(space, terms, corpus),
             Segment::Sealed(s) => {
+                let mark = s.payload_damage_mark();
                 let counted = s.sparse_frequencies(space, terms, corpus)?;
-                s.check_payloads()?;
+                s.check_payloads_since(mark)?;
                 Ok(counted)
             }
         }

@@ -5,15 +5,17 @@
 //!   CRC-32C, 12 bytes a point; a payload is read and parsed when asked for.
 //!
 //! A payload on SSD that cannot be read or does not match its checksum is damage: the read
-//! answers an error, and the column remembers the first damage so that callers which can
-//! only answer yes or no (a filter inside a graph search) are followed by a check
-//! (`PayloadColumn::check`) that turns it into the request's error.
+//! answers an error. Reads that can only answer yes or no (a filter inside a graph search)
+//! take it as an empty payload and count it; the request takes a mark of the count before
+//! and checks it after (`PayloadColumn::check_since`), so the damage becomes that request's
+//! error, and only the requests that met it fail.
 
 use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex};
 
 use crate::error::file_error;
 use crate::{DbError, Payload, Result};
@@ -47,8 +49,9 @@ pub(crate) struct DiskPayloads {
     starts: Vec<u64>,
     /// CRC-32C of each payload's JSON, taken while the whole file was checked at open.
     crcs: Vec<u32>,
-    /// The first damage a read met.
-    damage: OnceLock<String>,
+    /// Damaged reads taken as empty payloads so far, and what the last one met.
+    damaged_reads: AtomicU64,
+    last_damage: Mutex<String>,
 }
 
 impl Default for PayloadColumn {
@@ -58,20 +61,7 @@ impl Default for PayloadColumn {
 }
 
 impl DiskPayloads {
-    /// The payload at `offset`; damage is remembered as well as answered.
     fn read(&self, offset: usize) -> Result<Payload> {
-        let read = self.read_unremembered(offset);
-        if let Err(e) = &read {
-            let message = match e {
-                DbError::Corrupt { message, .. } => message.clone(),
-                other => format!("a payload could not be read: {other}"),
-            };
-            let _ = self.damage.set(message);
-        }
-        read
-    }
-
-    fn read_unremembered(&self, offset: usize) -> Result<Payload> {
         let (start, end) = (self.starts[offset], self.starts[offset + 1]);
         if end - start == EMPTY_JSON_BYTES {
             return Ok(Payload::new());
@@ -116,7 +106,8 @@ impl PayloadColumn {
             path: path.to_path_buf(),
             starts,
             crcs,
-            damage: OnceLock::new(),
+            damaged_reads: AtomicU64::new(0),
+            last_damage: Mutex::new(String::new()),
         })
     }
 
@@ -158,21 +149,46 @@ impl PayloadColumn {
         }
     }
 
-    /// The payload at `offset`, or an empty one after damage (which `check` reports).
+    /// The payload at `offset`, or an empty one where it is damaged (counted: see
+    /// `check_since`).
     pub fn get_or_empty(&self, offset: usize) -> Cow<'_, Payload> {
-        self.get(offset).unwrap_or(Cow::Borrowed(&EMPTY))
+        match self.get(offset) {
+            Ok(p) => p,
+            Err(e) => {
+                if let PayloadColumn::Disk(d) = self {
+                    *d.last_damage.lock().unwrap_or_else(|e| e.into_inner()) = match e {
+                        DbError::Corrupt { message, .. } => message,
+                        other => format!("a payload could not be read: {other}"),
+                    };
+                    d.damaged_reads.fetch_add(1, Ordering::AcqRel);
+                }
+                Cow::Borrowed(&EMPTY)
+            }
+        }
     }
 
-    /// The first damage a read of a payload on SSD met, as an error.
-    pub fn check(&self) -> Result<()> {
+    /// The count of damaged reads `get_or_empty` took as empty, for `check_since`.
+    pub fn damage_mark(&self) -> u64 {
         match self {
-            PayloadColumn::Disk(d) => match d.damage.get() {
-                Some(message) => Err(DbError::Corrupt {
+            PayloadColumn::Disk(d) => d.damaged_reads.load(Ordering::Acquire),
+            _ => 0,
+        }
+    }
+
+    /// An error if `get_or_empty` met damage since `mark` was taken (by this request, or
+    /// one beside it: either way an answer may have been decided on an empty payload).
+    pub fn check_since(&self, mark: u64) -> Result<()> {
+        match self {
+            PayloadColumn::Disk(d) if d.damaged_reads.load(Ordering::Acquire) > mark => {
+                Err(DbError::Corrupt {
                     path: d.path.clone(),
-                    message: message.clone(),
-                }),
-                None => Ok(()),
-            },
+                    message: d
+                        .last_damage
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone(),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -233,15 +249,28 @@ mod tests {
         );
         assert!(column.get(1).unwrap().is_empty());
         assert_eq!(column.get(2).unwrap()["s"], "x");
-        assert!(column.check().is_ok());
         // A flipped byte inside the third payload: that read fails, the others do not.
         bytes[4 + 7 + 2 + 3] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         let err = column.get(2).unwrap_err().to_string();
         assert!(err.contains("checksum"), "{err}");
+        let mark = column.damage_mark();
+        assert!(
+            column.check_since(mark).is_ok(),
+            "a read answering its error is not counted"
+        );
+        assert_eq!(column.get_or_empty(0)["a"], 1);
+        assert!(column.check_since(mark).is_ok());
         assert!(column.get_or_empty(2).is_empty());
-        assert_eq!(column.get(0).unwrap()["a"], 1);
-        assert!(column.check().unwrap_err().to_string().contains("offset 2"));
+        assert!(column
+            .check_since(mark)
+            .unwrap_err()
+            .to_string()
+            .contains("offset 2"));
+        assert!(
+            column.check_since(column.damage_mark()).is_ok(),
+            "a later request"
+        );
         // Every payload empty: nothing is kept.
         let empties =
             PayloadColumn::on_disk(File::open(&path).unwrap(), &path, vec![0, 2, 4], vec![0, 0]);

@@ -263,8 +263,12 @@ impl Points for Sealed {
         )
     }
 
-    fn check_payloads(&self) -> Result<()> {
-        self.payloads.check()
+    fn payload_damage_mark(&self) -> u64 {
+        self.payloads.damage_mark()
+    }
+
+    fn check_payloads_since(&self, mark: u64) -> Result<()> {
+        self.payloads.check_since(mark)
     }
 
     fn text_index(
@@ -604,31 +608,47 @@ impl Sealed {
             .unwrap_or_else(|e| e.into_inner())
             .insert(offset);
         if fresh {
-            // A payload on SSD that cannot be read stays in the indexes; `is_live` still
-            // keeps the point out of every answer.
-            if let Ok(payload) = self.payloads.get(offset as usize) {
-                self.payload_index
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(offset, &payload);
+            // Read only when an index holds the point (a payload on SSD is read and parsed);
+            // one that cannot be read stays in the indexes, and `is_live` still keeps the
+            // point out of every answer.
+            let mut index = self
+                .payload_index
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            if !index.fields.is_empty() {
+                if let Ok(payload) = self.payloads.get(offset as usize) {
+                    index.remove(offset, &payload);
+                }
             }
+            drop(index);
             self.deleted_changes.fetch_add(1, Ordering::Release);
         }
     }
 
-    pub fn add_index_field(&self, field: &str, kind: PayloadIndexKind) -> Result<()> {
-        let mut index = self
-            .payload_index
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+    /// The index of `field` as `kind` over the live points, built aside (the segment's
+    /// indexes are not touched: a payload that cannot be read changes nothing).
+    pub fn build_index_field(&self, field: &str, kind: PayloadIndexKind) -> Result<PayloadIndex> {
+        let mut index = PayloadIndex::new();
         index.add_field(field, kind);
-        let deleted = self.deleted.read().unwrap_or_else(|e| e.into_inner());
+        let deleted = self
+            .deleted
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for offset in 0..self.payloads.len() {
             if !deleted.contains(offset as u32) {
                 index.insert(offset as u32, &*self.payloads.get(offset)?);
             }
         }
-        Ok(())
+        Ok(index)
+    }
+
+    /// Takes `field`'s index built by `build_index_field` into the segment's indexes.
+    pub fn install_index_field(&self, field: &str, built: PayloadIndex) {
+        self.payload_index
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_field_from(field, built);
     }
 
     /// The k closest live points matching `filter` to a dense query in `space`, by the
