@@ -182,6 +182,16 @@ fn payloads_on_ssd_answer_as_those_in_dram() {
         );
         let in_dram = answers(&a);
         same(&answers(&b), &in_dram, "first");
+        // The index's own count of the points it holds agrees with the filter's, and reads
+        // no payload; an unindexed field has none to give.
+        let has_tag = filter(json!({"must_not": [{"is_empty": {"key": "tag"}}]}));
+        for c in [&a, &b] {
+            assert_eq!(
+                c.indexed_points("tag"),
+                Some(c.count(Some(&has_tag)).unwrap())
+            );
+            assert_eq!(c.indexed_points("n"), None);
+        }
         // Deletes by an unindexed filter read the payloads they test.
         let gone = filter(json!({"must": [{"key": "n", "range": {"gte": 600}}]}));
         assert_eq!(

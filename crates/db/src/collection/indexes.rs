@@ -93,6 +93,35 @@ impl Collection {
         inner.write_manifest(None)
     }
 
+    /// Live points the index of `field` holds a value for, from the indexes alone (no
+    /// payload is read); `None` when the field has no index structure (a kind recorded
+    /// only) or no index.
+    pub fn indexed_points(&self, field: &str) -> Option<usize> {
+        let state = self.inner.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut total = 0;
+        for segment in state.segments.values() {
+            let (held, deleted) = match segment {
+                Segment::Growing(g) => {
+                    let g = g.read().unwrap_or_else(|e| e.into_inner());
+                    (g.index.indexed_offsets(field)?, g.deleted.clone())
+                }
+                Segment::Sealed(s) => {
+                    let held = s
+                        .payload_index
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .indexed_offsets(field)?;
+                    (
+                        held,
+                        s.deleted.read().unwrap_or_else(|e| e.into_inner()).clone(),
+                    )
+                }
+            };
+            total += (held - deleted).len() as usize;
+        }
+        Some(total)
+    }
+
     /// The options each index was created with, where it was given some.
     pub fn payload_index_params(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
         lock(&self.inner.manifest).payload_index_params.clone()

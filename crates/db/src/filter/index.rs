@@ -166,6 +166,20 @@ impl PayloadIndex {
             .insert(key.to_string(), FieldIndex { path, values });
     }
 
+    /// The offsets `key`'s index holds a value for (Qdrant's "points" of an index); `None`
+    /// for a kind recorded without a structure.
+    pub fn indexed_offsets(&self, key: &str) -> Option<RoaringBitmap> {
+        Some(match &self.fields.get(key)?.values {
+            FieldValues::Keyword(map) => union(map.values()),
+            FieldValues::Integer {
+                by_value,
+                other_numbers,
+            } => union(by_value.values().chain([other_numbers])),
+            FieldValues::Text { tokens, .. } => union(tokens.values()),
+            FieldValues::Declared(_) => return None,
+        })
+    }
+
     /// Moves `key`'s index out of `built` (an index made aside for it) into this one.
     pub fn take_field_from(&mut self, key: &str, mut built: PayloadIndex) {
         if let Some(field) = built.fields.remove(key) {
