@@ -3,7 +3,10 @@ docs/design-scale-out.md: a NATS JetStream stream with 3 replicas on 3 nats-serv
 processes (publish until the stream acknowledges: stored on a quorum), and etcd with 3
 members (a compare-and-swap transaction on one key, as a shard-map change is).
 
-    python logbench.py WORK_DIR OUT.json          # needs nats-server, etcd (Debian), nats-py, requests
+    python logbench.py WORK_DIR OUT.json [NATSBENCH]   # needs nats-server, etcd (Debian), nats-py, requests
+
+NATSBENCH: the Rust client's run against the same servers (`natsbench/`, built with
+`cargo build --release` there: async-nats, the client the cluster would use).
 
 Each case: `--publishers` concurrent publishers, each sending messages one at a time and
 waiting for the acknowledgement; reported: acknowledged messages per second, and the median
@@ -147,6 +150,12 @@ etcd_ports, etcd_procs = start_etcd(work)
 try:
     time.sleep(2)
     results = asyncio.run(nats_cases(nats_ports))
+    if len(sys.argv) > 3:
+        urls = ",".join(f"nats://127.0.0.1:{p}" for p in nats_ports)
+        run = subprocess.run([sys.argv[3], urls], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"natsbench failed: {run.stderr}")
+        results.update(json.loads(run.stdout))
     results.update(etcd_cases(etcd_ports))
     results.update(local_sync_case(work))
 finally:
