@@ -642,12 +642,7 @@ impl Collection {
                     .unwrap_or_else(|e| e.into_inner())
                     .matching(Some(f))
                     .len(),
-                Segment::Sealed(s) => {
-                    let mark = s.payload_damage_mark();
-                    let n = s.matching(Some(f)).len();
-                    s.check_payloads_since(mark)?;
-                    n
-                }
+                Segment::Sealed(s) => s.checked_payloads(|| s.matching(Some(f)).len())?,
             };
         }
         Ok(matched)

@@ -303,22 +303,22 @@ impl Inner {
             let live: Vec<u32> = (0..s.len() as u32)
                 .filter(|o| !deleted.contains(*o))
                 .collect();
-            let mark = s.payload_damage_mark();
-            take(
-                *seg_id,
-                &live,
-                s.as_ref(),
-                &s.versions,
-                &|o, space| s.sparse_vector(space, o).cloned(),
-                &|o, space| s.multi_vector(space, o).map(<[f32]>::to_vec),
-                &|space, offsets| VectorPart::Sealed {
-                    segment: Arc::clone(s),
-                    space,
-                    offsets,
-                },
-            );
             // A payload on SSD that could not be read was taken as empty: not into a build.
-            s.check_payloads_since(mark)?;
+            s.checked_payloads(|| {
+                take(
+                    *seg_id,
+                    &live,
+                    s.as_ref(),
+                    &s.versions,
+                    &|o, space| s.sparse_vector(space, o).cloned(),
+                    &|o, space| s.multi_vector(space, o).map(<[f32]>::to_vec),
+                    &|space, offsets| VectorPart::Sealed {
+                        segment: Arc::clone(s),
+                        space,
+                        offsets,
+                    },
+                )
+            })?;
         }
         if !sources.is_empty() && !frozen.is_empty() {
             crate::injected_failure("merge:with-frozen")?;

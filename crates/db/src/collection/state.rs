@@ -158,12 +158,7 @@ impl State {
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .matches(loc.offset, Some(filter))),
-            Segment::Sealed(s) => {
-                let mark = s.payload_damage_mark();
-                let matches = s.matches(loc.offset, Some(filter));
-                s.check_payloads_since(mark)?;
-                Ok(matches)
-            }
+            Segment::Sealed(s) => s.checked_payloads(|| s.matches(loc.offset, Some(filter))),
         }
     }
 

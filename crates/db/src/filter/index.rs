@@ -375,34 +375,29 @@ impl FieldValues {
                 }
             }
         }
-        match (self, v) {
-            (FieldValues::Keyword(map), Value::String(s)) => {
-                if add {
-                    match map.get_mut(s.as_str()) {
-                        Some(b) => {
-                            b.insert(offset);
-                        }
-                        None => {
-                            map.insert(s.clone(), RoaringBitmap::from_iter([offset]));
-                        }
+        /// `apply` for string keys, copying the key only when it is new.
+        fn apply_str(map: &mut HashMap<String, RoaringBitmap>, key: &str, offset: u32, add: bool) {
+            if add {
+                match map.get_mut(key) {
+                    Some(b) => {
+                        b.insert(offset);
                     }
-                } else if let Some(b) = map.get_mut(s.as_str()) {
-                    b.remove(offset);
-                    if b.is_empty() {
-                        map.remove(s.as_str());
+                    None => {
+                        map.insert(key.to_string(), RoaringBitmap::from_iter([offset]));
                     }
                 }
+            } else if let Some(b) = map.get_mut(key) {
+                b.remove(offset);
+                if b.is_empty() {
+                    map.remove(key);
+                }
             }
+        }
+        match (self, v) {
+            (FieldValues::Keyword(map), Value::String(s)) => apply_str(map, s, offset, add),
             (FieldValues::Text { params, tokens }, Value::String(s)) => {
                 for token in params.document_tokens(s) {
-                    if add {
-                        tokens.entry(token).or_default().insert(offset);
-                    } else if let Some(b) = tokens.get_mut(&token) {
-                        b.remove(offset);
-                        if b.is_empty() {
-                            tokens.remove(&token);
-                        }
-                    }
+                    apply_str(tokens, &token, offset, add);
                 }
             }
             (

@@ -59,17 +59,8 @@ pub(crate) trait Points {
     /// The deleted offsets, as of now.
     fn deleted(&self) -> roaring::RoaringBitmap;
     /// The id and payload at `offset` (an empty payload where a payload on SSD could not
-    /// be read, counted for `check_payloads_since`).
+    /// be read, counted for `Sealed::check_payloads_since`).
     fn point(&self, offset: u32) -> (PointId, Cow<'_, Payload>);
-    /// A mark of the damaged payload reads `point` has met, taken before a request that
-    /// filters points by yes or no.
-    fn payload_damage_mark(&self) -> u64 {
-        0
-    }
-    /// An error if `point` met a damaged payload since `mark`: checked before answering.
-    fn check_payloads_since(&self, _mark: u64) -> crate::Result<()> {
-        Ok(())
-    }
     /// The payload indexes' candidates for `filter` (see `PayloadIndex::candidates`).
     fn candidates(&self, filter: &Filter) -> Option<Candidates>;
     /// Whether the point at `offset` has a vector in `space`.
@@ -214,7 +205,7 @@ pub(crate) type Details = (Option<Payload>, Option<PointVectors>);
 /// One segment's search between `Segment::start_search` and `Segment::finish_search`.
 pub(crate) enum PendingSearch {
     /// A sealed segment's, queued on its search threads (or answered at once), with the
-    /// payload damage mark taken before it (`Points::payload_damage_mark`).
+    /// payload damage mark taken before it (`Sealed::payload_damage_mark`).
     Sealed(sealed::StartedSearch, u64),
     /// A growing segment's, run exactly in `finish_search`, under its lock.
     Growing,
@@ -345,10 +336,7 @@ impl Segment {
                 .unwrap_or_else(|e| e.into_inner())
                 .sparse_frequencies(space, terms, corpus),
             Segment::Sealed(s) => {
-                let mark = s.payload_damage_mark();
-                let counted = s.sparse_frequencies(space, terms, corpus)?;
-                s.check_payloads_since(mark)?;
-                Ok(counted)
+                s.checked_payloads(|| s.sparse_frequencies(space, terms, corpus))?
             }
         }
     }

@@ -263,14 +263,6 @@ impl Points for Sealed {
         )
     }
 
-    fn payload_damage_mark(&self) -> u64 {
-        self.payloads.damage_mark()
-    }
-
-    fn check_payloads_since(&self, mark: u64) -> Result<()> {
-        self.payloads.check_since(mark)
-    }
-
     fn text_index(
         &self,
         key: &crate::filter::KeyPath,
@@ -510,6 +502,27 @@ impl Sealed {
         self.payloads.get(offset as usize)
     }
 
+    /// A mark of the damaged payload reads `Points::point` has met (taken as empty), taken
+    /// before a request that filters points by yes or no.
+    pub fn payload_damage_mark(&self) -> u64 {
+        self.payloads.damage_mark()
+    }
+
+    /// An error if `Points::point` met a damaged payload since `mark`: checked before
+    /// answering.
+    pub fn check_payloads_since(&self, mark: u64) -> Result<()> {
+        self.payloads.check_since(mark)
+    }
+
+    /// `read` (which filters this segment's points by yes or no), failed if it met a
+    /// damaged payload.
+    pub fn checked_payloads<T>(&self, read: impl FnOnce() -> T) -> Result<T> {
+        let mark = self.payload_damage_mark();
+        let value = read();
+        self.check_payloads_since(mark)?;
+        Ok(value)
+    }
+
     /// Whether its payloads are left on SSD (`on_disk_payload` when it was opened).
     pub fn payloads_on_ssd(&self) -> bool {
         self.payloads.on_ssd()
@@ -630,11 +643,7 @@ impl Sealed {
     pub fn build_index_field(&self, field: &str, kind: PayloadIndexKind) -> Result<PayloadIndex> {
         let mut index = PayloadIndex::new();
         index.add_field(field, kind);
-        let deleted = self
-            .deleted
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let deleted = self.deleted.read().unwrap_or_else(|e| e.into_inner());
         for offset in 0..self.payloads.len() {
             if !deleted.contains(offset as u32) {
                 index.insert(offset as u32, &*self.payloads.get(offset)?);
