@@ -40,12 +40,24 @@ pub struct Database {
     _lock: Option<File>,
 }
 
-/// Collection names: 1 to 255 of `A-Z a-z 0-9 _ - .`, not starting with a dot.
+/// Collection names: 1 to 255 of `A-Z a-z 0-9 _ - .`, not starting with a dot, and
+/// optionally a shard suffix `@<number>`: a cluster node keeps its replica of shard 3 of
+/// `docs` as the local collection `docs@3` (a name no user of a single node would pick).
 pub fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
+    let base = match name.rsplit_once('@') {
+        Some((base, shard))
+            if !shard.is_empty()
+                && shard.len() <= 5
+                && shard.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => name,
+    };
+    let ok = !base.is_empty()
         && name.len() <= 255
-        && !name.starts_with('.')
-        && name
+        && !base.starts_with('.')
+        && base
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
     if ok {

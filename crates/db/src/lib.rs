@@ -42,6 +42,8 @@ pub use error::{DbError, Result};
 /// Most results one search, query or scroll page returns (offset included).
 pub const MAX_RESULTS: usize = diskvec_index::limits::K.max;
 pub use clock::UtcTime;
+/// The shard (of `total`) a point belongs to in a cluster: the hash `slice` filters use.
+pub use filter::shard_of;
 pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};

@@ -72,8 +72,9 @@ impl Filter {
 }
 
 /// The slice of `total` a point id falls in: a mix of its bits (SplitMix64's finaliser),
-/// so neighbouring ids spread over the slices.
-pub(crate) fn slice_of(id: PointId, total: u32) -> u32 {
+/// so neighbouring ids spread over the slices. A cluster places points on shards by it too,
+/// so a `slice` filter and a shard agree.
+pub fn slice_of(id: PointId, total: u32) -> u32 {
     let raw = match id {
         PointId::Num(n) => n,
         PointId::Uuid(u) => {

@@ -55,6 +55,7 @@ mod shape;
 mod text;
 
 pub(crate) use datetime::parse as parse_datetime;
+pub use eval::slice_of as shard_of;
 pub(crate) use eval::PointContext;
 pub(crate) use geo::haversine_m;
 pub(crate) use model::GeoPoint;

@@ -1,0 +1,45 @@
+//! diskvec's cluster layer: what several `diskvec serve` nodes share to act as one database.
+//!
+//! - [`etcd`]: the control plane's client (etcd's JSON gateway): leases, keys, compare-and-swap.
+//! - [`map`]: the cluster as etcd holds it: live nodes and each collection's shard map, and
+//!   the placement of new shards.
+//! - [`node`]: this node's membership (a key under a lease kept alive) and its view of the
+//!   cluster, re-read continuously.
+//! - [`log`]: the replicated log, one NATS JetStream stream per shard.
+//! - [`applied`]: how far each local replica has applied its shard's log, durably.
+//!
+//! Nothing here knows Qdrant's API; the server routes requests with it
+//! (docs/design-scale-out.md).
+
+pub mod applied;
+pub mod etcd;
+pub mod log;
+pub mod map;
+pub mod node;
+
+pub use applied::AppliedMark;
+pub use etcd::Etcd;
+pub use log::Log;
+pub use map::{ClusterView, CollectionMap, NodeInfo, ShardMap};
+pub use node::ClusterNode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A flag or setting that cannot work (an endpoint that does not parse).
+    #[error("{0}")]
+    Config(String),
+    /// etcd refused a request.
+    #[error("etcd: {0}")]
+    Etcd(String),
+    /// No member of the control plane answered.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The replicated log refused or did not answer.
+    #[error("log: {0}")]
+    Log(String),
+    #[error("{0}")]
+    Io(String),
+    /// A file of the cluster layer that does not read back as written.
+    #[error("corrupt: {0}")]
+    Corrupt(String),
+}

@@ -1,0 +1,161 @@
+//! The replicated log: one NATS JetStream stream per shard. JetStream's own Raft orders and
+//! stores each message on a quorum of its servers before it acknowledges the publish; the
+//! message's stream sequence is the write's op number, and every replica applies the stream
+//! in that order (docs/design-scale-out.md, design A).
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use crate::ClusterError;
+
+/// A connection to the NATS servers holding the logs.
+#[derive(Clone)]
+pub struct Log {
+    js: jetstream::Context,
+    /// Servers each stream is stored on (JetStream's replicas of the log, not diskvec's).
+    replicas: usize,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("replicas", &self.replicas)
+            .finish()
+    }
+}
+
+fn log_error(what: &str) -> impl Fn(String) -> ClusterError + '_ {
+    move |e| ClusterError::Log(format!("{what}: {e}"))
+}
+
+impl Log {
+    /// `nats://host:port[,host:port...]`: each stream is kept on min(3, servers given)
+    /// servers, so losing one of three loses no acknowledged write.
+    pub async fn connect(spec: &str) -> Result<Self, ClusterError> {
+        let rest = spec.strip_prefix("nats://").unwrap_or(spec);
+        let servers: Vec<async_nats::ServerAddr> = rest
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let url = if s.contains("://") {
+                    s.to_string()
+                } else {
+                    format!("nats://{s}")
+                };
+                url.parse::<async_nats::ServerAddr>()
+                    .map_err(|e| ClusterError::Config(format!("NATS server {s:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        if servers.is_empty() {
+            return Err(ClusterError::Config(format!(
+                "no NATS server in {spec:?} (expected nats://host:port[,host:port...])"
+            )));
+        }
+        let replicas = servers.len().min(3);
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(3))
+            .retry_on_initial_connect()
+            .connect(servers)
+            .await
+            .map_err(|e| log_error("connecting to NATS")(e.to_string()))?;
+        let mut js = jetstream::new(client);
+        js.set_timeout(Duration::from_secs(5));
+        Ok(Self { js, replicas })
+    }
+
+    /// Creates the stream `name` (subject `name`) if it is not there.
+    pub async fn ensure_stream(&self, name: &str) -> Result<(), ClusterError> {
+        self.js
+            .get_or_create_stream(stream::Config {
+                name: name.to_string(),
+                subjects: vec![name.to_string()],
+                num_replicas: self.replicas,
+                storage: stream::StorageType::File,
+                retention: stream::RetentionPolicy::Limits,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| log_error(&format!("creating log {name}"))(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Deletes the stream `name`; absent already is fine.
+    pub async fn delete_stream(&self, name: &str) -> Result<(), ClusterError> {
+        match self.js.delete_stream(name).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.to_string().contains("not found") => Ok(()),
+            Err(e) => Err(log_error(&format!("deleting log {name}"))(e.to_string())),
+        }
+    }
+
+    /// Appends `message` to stream `name`; its sequence once a quorum of the stream's
+    /// servers stored it.
+    pub async fn publish(&self, name: &str, message: Bytes) -> Result<u64, ClusterError> {
+        let ack = self
+            .js
+            .publish(name.to_string(), message)
+            .await
+            .map_err(|e| log_error(&format!("appending to log {name}"))(e.to_string()))?
+            .await
+            .map_err(|e| log_error(&format!("appending to log {name}"))(e.to_string()))?;
+        Ok(ack.sequence)
+    }
+
+    /// The stream's last sequence (0 when empty).
+    pub async fn last_sequence(&self, name: &str) -> Result<u64, ClusterError> {
+        let mut s = self
+            .js
+            .get_stream(name)
+            .await
+            .map_err(|e| log_error(&format!("reading log {name}"))(e.to_string()))?;
+        let info = s
+            .info()
+            .await
+            .map_err(|e| log_error(&format!("reading log {name}"))(e.to_string()))?;
+        Ok(info.state.last_sequence)
+    }
+
+    /// The stream's messages from sequence `from` on, in order, as (sequence, message),
+    /// waiting for new ones at the end. JetStream's ordered consumer notices a gap or a
+    /// lost consumer and resumes from the last sequence delivered; a sequence that is not
+    /// the one after the last delivered is still checked by the caller.
+    pub async fn follow(
+        &self,
+        name: &str,
+        from: u64,
+    ) -> Result<impl futures_util::Stream<Item = Result<(u64, Bytes), ClusterError>>, ClusterError>
+    {
+        let s = self
+            .js
+            .get_stream(name)
+            .await
+            .map_err(|e| log_error(&format!("opening log {name}"))(e.to_string()))?;
+        let consumer = s
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: name.to_string(),
+                deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                    start_sequence: from.max(1),
+                },
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| log_error(&format!("following log {name}"))(e.to_string()))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|e| log_error(&format!("following log {name}"))(e.to_string()))?;
+        let name = name.to_string();
+        Ok(messages.map(move |m| {
+            let m = m.map_err(|e| log_error(&format!("following log {name}"))(e.to_string()))?;
+            let seq = m
+                .info()
+                .map_err(|e| log_error(&format!("a message of log {name}"))(e.to_string()))?
+                .stream_sequence;
+            Ok((seq, m.message.payload.clone()))
+        }))
+    }
+}

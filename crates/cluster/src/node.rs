@@ -1,0 +1,167 @@
+//! This node in the cluster: its key in etcd under a lease it keeps alive (a node that dies
+//! or hangs is gone within the lease's TTL), and its view of the cluster, read again every
+//! `VIEW_EVERY` and handed out through a watch channel.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::etcd::Etcd;
+use crate::map::{ClusterView, NodeInfo, NODES_PREFIX, ROOT_PREFIX};
+use crate::ClusterError;
+
+/// A node's key outlives it by at most this (a SIGKILLed node is seen as gone then).
+pub const LEASE_TTL_SECS: u64 = 5;
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
+const VIEW_EVERY: Duration = Duration::from_millis(250);
+
+pub struct ClusterNode {
+    pub etcd: Arc<Etcd>,
+    pub me: NodeInfo,
+    view: watch::Receiver<Arc<ClusterView>>,
+    stop: Arc<AtomicBool>,
+    threads: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    lease: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode").field("me", &self.me).finish()
+    }
+}
+
+/// Puts this node's key under a fresh lease. A key of the same id held by another lease (the
+/// same node before a crash, whose lease has not lapsed yet; or another live process with
+/// this id) is waited out for up to two TTLs, then refused.
+fn register(etcd: &Etcd, me: &NodeInfo) -> Result<i64, ClusterError> {
+    let key = format!("{NODES_PREFIX}{}", me.id);
+    let value = serde_json::to_vec(me).expect("a node record serializes");
+    let deadline = Instant::now() + Duration::from_secs(2 * LEASE_TTL_SECS + 1);
+    loop {
+        let lease = etcd.grant_lease(LEASE_TTL_SECS)?;
+        if etcd.create_with_lease(&key, &value, lease)? {
+            return Ok(lease);
+        }
+        let _ = etcd.revoke(lease);
+        if Instant::now() >= deadline {
+            let holder = etcd
+                .get(&key)?
+                .and_then(|kv| serde_json::from_slice::<NodeInfo>(&kv.value).ok())
+                .map(|n| n.url)
+                .unwrap_or_default();
+            return Err(ClusterError::Config(format!(
+                "node id {:?} is held by a live node ({holder}); give each node its own --node-id",
+                me.id
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+impl ClusterNode {
+    /// Registers `me` and reads the cluster once; keeps both up to date on two threads
+    /// until [`Self::leave`].
+    pub fn join(etcd: Etcd, me: NodeInfo) -> Result<Arc<Self>, ClusterError> {
+        let etcd = Arc::new(etcd);
+        let lease = register(&etcd, &me)?;
+        let (keys, revision) = etcd.range_prefix(ROOT_PREFIX)?;
+        let (tx, rx) = watch::channel(Arc::new(ClusterView::from_keys(&keys, revision)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let lease = Arc::new(std::sync::atomic::AtomicI64::new(lease));
+        let keeper = {
+            let (etcd, me, stop, lease) = (
+                Arc::clone(&etcd),
+                me.clone(),
+                Arc::clone(&stop),
+                Arc::clone(&lease),
+            );
+            std::thread::Builder::new()
+                .name("diskvec-lease".into())
+                .spawn(move || keep_registered(&etcd, &me, &stop, &lease))
+                .map_err(|e| ClusterError::Io(format!("starting the lease thread: {e}")))?
+        };
+        let reader = {
+            let (etcd, stop) = (Arc::clone(&etcd), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("diskvec-view".into())
+                .spawn(move || keep_reading(&etcd, &tx, &stop))
+                .map_err(|e| ClusterError::Io(format!("starting the view thread: {e}")))?
+        };
+        Ok(Arc::new(Self {
+            etcd,
+            me,
+            view: rx,
+            stop,
+            threads: std::sync::Mutex::new(vec![keeper, reader]),
+            lease,
+        }))
+    }
+
+    /// The cluster as last read.
+    pub fn view(&self) -> Arc<ClusterView> {
+        Arc::clone(&self.view.borrow())
+    }
+
+    /// A receiver that wakes on every change of the view.
+    pub fn watch(&self) -> watch::Receiver<Arc<ClusterView>> {
+        self.view.clone()
+    }
+
+    /// Stops keeping the lease and reading, and revokes the lease so the others see this
+    /// node leave at once rather than after the TTL.
+    pub fn leave(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+        let _ = self.etcd.revoke(self.lease.load(Ordering::Relaxed));
+    }
+}
+
+fn keep_registered(
+    etcd: &Etcd,
+    me: &NodeInfo,
+    stop: &AtomicBool,
+    lease: &std::sync::atomic::AtomicI64,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(KEEP_ALIVE_EVERY);
+        match etcd.keep_alive(lease.load(Ordering::Relaxed)) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                // The lease lapsed (this process hung, or etcd was out of reach for longer
+                // than the TTL): the others saw this node leave; join again.
+                log::warn!("cluster: lease of node {} lapsed; registering again", me.id);
+                match register(etcd, me) {
+                    Ok(new) => lease.store(new, Ordering::Relaxed),
+                    Err(e) => log::warn!("cluster: registering again failed: {e}"),
+                }
+            }
+            Err(e) => log::warn!("cluster: keeping the lease alive failed: {e}"),
+        }
+    }
+}
+
+fn keep_reading(etcd: &Etcd, tx: &watch::Sender<Arc<ClusterView>>, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(VIEW_EVERY);
+        match etcd.range_prefix(ROOT_PREFIX) {
+            Ok((keys, revision)) => {
+                let view = ClusterView::from_keys(&keys, revision);
+                tx.send_if_modified(|current| {
+                    let changed =
+                        current.nodes != view.nodes || current.collections != view.collections;
+                    if changed {
+                        *current = Arc::new(view);
+                    }
+                    changed
+                });
+            }
+            Err(e) => log::warn!("cluster: reading the cluster's keys failed: {e}"),
+        }
+    }
+}
