@@ -39,6 +39,19 @@ pub struct Args {
     /// with room to spare, else the compact ones, a quarter of the bytes), full or compact
     #[arg(long, default_value = "auto", value_parser = pq_codes)]
     pq_codes: diskvec_db::PqCodes,
+    /// Join a cluster whose control plane is this etcd: etcd://HOST:PORT[,HOST:PORT...].
+    /// Needs --log and --node-id
+    #[arg(long, requires_all = ["log", "node_id"])]
+    cluster: Option<String>,
+    /// The cluster's replicated log, NATS JetStream servers: nats://HOST:PORT[,HOST:PORT...]
+    #[arg(long, requires = "cluster")]
+    log: Option<String>,
+    /// This node's name in the cluster, the same across restarts (its replicas are found by it)
+    #[arg(long, requires = "cluster")]
+    node_id: Option<String>,
+    /// The URL other nodes reach this one at (default: http:// and the address listened on)
+    #[arg(long, requires = "cluster")]
+    advertise: Option<String>,
 }
 
 fn pq_codes(text: &str) -> Result<diskvec_db::PqCodes, String> {
@@ -102,8 +115,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .build()
         .context("starting the HTTP runtime")?;
     let keys = Keys {
-        api_key: args.api_key.filter(|k| !k.is_empty()),
-        read_only_key: args.read_only_api_key.filter(|k| !k.is_empty()),
+        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+        read_only_key: args.read_only_api_key.clone().filter(|k| !k.is_empty()),
     };
     if keys.read_only_key.is_some() && keys.api_key.is_none() {
         anyhow::bail!(
@@ -118,6 +131,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {addr}"))?;
         let bound = listener.local_addr()?;
+        let cluster = match &args.cluster {
+            None => None,
+            Some(spec) => Some(join_cluster(&args, spec, bound, &db, &keys).await?),
+        };
         eprintln!(
             "diskvec serve: listening on http://{bound} ({}), ready in {:.2} s",
             if keys.api_key.is_some() {
@@ -127,10 +144,54 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             },
             started.elapsed().as_secs_f64()
         );
-        diskvec_server::serve(db, keys, listener, shutdown_signal()).await?;
+        diskvec_server::serve(db, keys, cluster, listener, shutdown_signal()).await?;
         eprintln!("diskvec serve: stopped; every acknowledged write is durable");
         Ok(())
     })
+}
+
+/// Registers this node in the cluster (its key under a lease in etcd) and connects to the
+/// log; the node's replicas are opened once it serves.
+async fn join_cluster(
+    args: &Args,
+    spec: &str,
+    bound: SocketAddr,
+    db: &Arc<Database>,
+    keys: &Keys,
+) -> anyhow::Result<Arc<diskvec_server::ClusterState>> {
+    let node_id = args.node_id.clone().context("--cluster needs --node-id")?;
+    let log_spec = args.log.clone().context("--cluster needs --log")?;
+    if node_id.is_empty() || node_id.contains('/') {
+        anyhow::bail!("--node-id {node_id:?}: give a non-empty name without '/'");
+    }
+    let url = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| format!("http://{bound}"))
+        .trim_end_matches('/')
+        .to_string();
+    let endpoints = diskvec_cluster::Etcd::parse_endpoints(spec)?;
+    let log = diskvec_cluster::Log::connect(&log_spec)
+        .await
+        .with_context(|| format!("connecting to the log at {log_spec}"))?;
+    let me = diskvec_cluster::NodeInfo { id: node_id, url };
+    let node = tokio::task::spawn_blocking(move || {
+        diskvec_cluster::ClusterNode::join(diskvec_cluster::Etcd::new(endpoints), me)
+    })
+    .await?
+    .with_context(|| format!("joining the cluster at {spec}"))?;
+    eprintln!(
+        "diskvec serve: node {} joined the cluster ({} live nodes)",
+        node.me.id,
+        node.view().nodes.len()
+    );
+    Ok(diskvec_server::ClusterState::new(
+        node,
+        Arc::clone(db),
+        log,
+        db.dir().join("cluster"),
+        keys.api_key.clone(),
+    ))
 }
 
 /// SIGTERM or Ctrl-C: stop accepting, finish what is in flight, close the database.

@@ -5,6 +5,7 @@
 //! blocking pool (`blocking`), and sealed segments' graph searches on their own search
 //! threads, so a slow search never holds a runtime thread.
 
+mod cluster;
 mod collections;
 mod convert;
 mod envelope;
@@ -34,6 +35,7 @@ use axum::Router;
 use diskvec_db::Database;
 use serde_json::json;
 
+pub use cluster::ClusterState;
 pub use envelope::ApiError;
 
 /// The version `GET /` reports: a Qdrant release whose API this server follows for the
@@ -56,6 +58,9 @@ pub struct AppState {
     pub db: Arc<Database>,
     pub keys: Keys,
     metrics: Arc<metrics::Metrics>,
+    /// Set when the node is part of a cluster: requests on the cluster's collections are
+    /// routed (`cluster::route`).
+    pub cluster: Option<Arc<ClusterState>>,
 }
 
 impl AppState {
@@ -64,6 +69,7 @@ impl AppState {
             db,
             keys,
             metrics: Arc::default(),
+            cluster: None,
         }
     }
 }
@@ -198,6 +204,10 @@ pub fn router(state: AppState) -> Router {
         ))
         .fallback(not_found)
         .method_not_allowed_fallback(not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            cluster::route,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authorize,
@@ -392,10 +402,17 @@ fn is_read(method: &Method, path: &str) -> bool {
 pub async fn serve(
     db: Arc<Database>,
     keys: Keys,
+    cluster: Option<Arc<ClusterState>>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(AppState::new(Arc::clone(&db), keys));
+    let mut state = AppState::new(Arc::clone(&db), keys);
+    state.cluster = cluster.clone();
+    let app = router(state.clone());
+    if let Some(c) = &cluster {
+        c.set_router(app.clone());
+        cluster::start_replicas(state);
+    }
     let started = Instant::now();
     // Without TCP_NODELAY a response written in two pieces waits for the client's delayed
     // ACK (measured on loopback, k=100 searches, one client: 103 -> 135 QPS with it).
@@ -410,6 +427,11 @@ pub async fn serve(
     axum::serve(listener, app.into_make_service())
         .with_graceful_shutdown(shutdown)
         .await?;
+    if let Some(c) = cluster {
+        // Leave at once (the lease revoked) rather than when the lease lapses.
+        let node = Arc::clone(&c.node);
+        let _ = tokio::task::spawn_blocking(move || node.leave()).await;
+    }
     let closing = tokio::task::spawn_blocking(move || db.close());
     match closing.await {
         Ok(Ok(())) => {

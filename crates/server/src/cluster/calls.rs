@@ -1,0 +1,231 @@
+//! Requests to replicas: this node's own through its API in-process, other nodes' over HTTP;
+//! and the choice of a live replica per shard, the next one on failure.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{Method, StatusCode};
+use diskvec_cluster::map::replica_name;
+use diskvec_cluster::CollectionMap;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use super::{ClusterState, ROUTED_HEADER};
+use crate::envelope::ApiError;
+
+/// A replica's answer: HTTP status and the envelope's `result` (or the whole body when it
+/// has none).
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn result(&self) -> &Value {
+        self.body.get("result").unwrap_or(&Value::Null)
+    }
+
+    /// The error a failed answer carries, in the envelope's words.
+    pub fn error(&self) -> ApiError {
+        let message = self
+            .body
+            .get("status")
+            .and_then(|s| s.get("error"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| self.body.to_string());
+        ApiError {
+            status: self.status,
+            message,
+            retry_after: None,
+        }
+    }
+}
+
+fn unavailable(message: String) -> ApiError {
+    ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message,
+        retry_after: Some(1),
+    }
+}
+
+impl ClusterState {
+    /// `method path_and_query` with `body` on node `node` (this node in-process).
+    pub(super) async fn call(
+        &self,
+        node: &str,
+        method: &Method,
+        path_and_query: &str,
+        body: Bytes,
+    ) -> Result<Answer, ApiError> {
+        if node == self.node.me.id {
+            return self.call_local(method, path_and_query, body, true).await;
+        }
+        let url = self
+            .node
+            .view()
+            .nodes
+            .get(node)
+            .map(|n| n.url.clone())
+            .ok_or_else(|| unavailable(format!("node {node} is not live")))?;
+        let agent = self.http.clone();
+        let key = self.api_key.clone();
+        let method = method.clone();
+        let target = format!("{url}{path_and_query}");
+        let node = node.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut req = agent
+                .request(method.as_str(), &target)
+                .set(ROUTED_HEADER, "1")
+                .set("content-type", "application/json");
+            if let Some(k) = &key {
+                req = req.set("api-key", k);
+            }
+            let outcome = if body.is_empty() {
+                req.call()
+            } else {
+                req.send_bytes(&body)
+            };
+            let (status, response) = match outcome {
+                Ok(r) => (r.status(), r),
+                Err(ureq::Error::Status(code, r)) => (code, r),
+                Err(e) => return Err(unavailable(format!("node {node} did not answer: {e}"))),
+            };
+            let text = response
+                .into_string()
+                .map_err(|e| unavailable(format!("node {node}: reading its answer: {e}")))?;
+            let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            Ok(Answer {
+                status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+                body,
+            })
+        })
+        .await
+        .map_err(|e| unavailable(format!("a call to node failed: {e}")))?
+    }
+
+    /// A request to this node's own API; `routed` as a router's read (which a replica
+    /// catching up refuses), else as the node's own work on its replica (applying its log).
+    pub(super) async fn call_local(
+        &self,
+        method: &Method,
+        path_and_query: &str,
+        body: Bytes,
+        routed: bool,
+    ) -> Result<Answer, ApiError> {
+        let router = self
+            .router
+            .get()
+            .cloned()
+            .ok_or_else(|| unavailable("the node is starting".into()))?;
+        let mut req = axum::http::Request::builder()
+            .method(method.clone())
+            .uri(path_and_query)
+            .header("content-type", "application/json");
+        if routed {
+            req = req.header(ROUTED_HEADER, "1");
+        }
+        if let Some(k) = &self.api_key {
+            req = req.header("api-key", k);
+        }
+        let req = req
+            .body(Body::from(body))
+            .map_err(|e| ApiError::bad_request(format!("building a local request: {e}")))?;
+        let response = router
+            .oneshot(req)
+            .await
+            .map_err(|e| unavailable(format!("local request: {e}")))?;
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .map_err(|e| unavailable(format!("local answer: {e}")))?;
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        Ok(Answer { status, body })
+    }
+
+    /// The live replicas of `shard`, in the order to ask them: this node's first, then the
+    /// others starting from a turn that moves with every request (spreading the reads).
+    pub(super) fn live_replicas(&self, map: &CollectionMap, shard: u32) -> Vec<String> {
+        let view = self.node.view();
+        let mut live: Vec<String> = map.shards[shard as usize]
+            .replicas
+            .iter()
+            .filter(|r| view.is_alive(r))
+            .cloned()
+            .collect();
+        if let Some(me) = live.iter().position(|r| *r == self.node.me.id) {
+            let mine = live.remove(me);
+            live.insert(0, mine);
+        } else if !live.is_empty() {
+            let turn = self.turn.fetch_add(1, Ordering::Relaxed) % live.len();
+            live.rotate_left(turn);
+        }
+        live
+    }
+
+    /// A read on one replica of `shard`: `tail` after `/collections/<name>@<shard>`, trying
+    /// the next live replica when one is unreachable, overloaded or catching up (5xx).
+    pub(super) async fn read_shard(
+        &self,
+        name: &str,
+        map: &CollectionMap,
+        shard: u32,
+        method: &Method,
+        tail: &str,
+        body: Bytes,
+    ) -> Result<Answer, ApiError> {
+        let path = format!("/collections/{}{tail}", replica_name(name, shard));
+        let mut last = None;
+        for node in self.live_replicas(map, shard) {
+            match self.call(&node, method, &path, body.clone()).await {
+                Ok(a) if !a.status.is_server_error() => return Ok(a),
+                Ok(a) => last = Some(a.error()),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            unavailable(format!(
+                "no live replica of shard {shard} of collection {name}"
+            ))
+        }))
+    }
+
+    /// The same read on every shard, concurrently; answers in shard order.
+    pub(super) async fn read_all_shards(
+        self: &Arc<Self>,
+        name: &str,
+        map: &CollectionMap,
+        method: &Method,
+        tail: &str,
+        body: Bytes,
+    ) -> Result<Vec<Answer>, ApiError> {
+        let mut tasks = Vec::with_capacity(map.shard_number as usize);
+        for shard in 0..map.shard_number {
+            let (c, name, map, method, tail, body) = (
+                Arc::clone(self),
+                name.to_string(),
+                map.clone(),
+                method.clone(),
+                tail.to_string(),
+                body.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                c.read_shard(&name, &map, shard, &method, &tail, body).await
+            }));
+        }
+        let mut out = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            let answer = t
+                .await
+                .map_err(|e| unavailable(format!("a shard's read failed: {e}")))??;
+            if !answer.status.is_success() {
+                return Err(answer.error());
+            }
+            out.push(answer);
+        }
+        Ok(out)
+    }
+}

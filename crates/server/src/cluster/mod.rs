@@ -1,0 +1,236 @@
+//! Cluster mode (`diskvec serve --cluster etcd://... --log nats://...`): every node answers
+//! every request of the API for every collection, and routes it.
+//!
+//! A collection of the cluster has shards; each shard has replicas on distinct nodes, and
+//! each replica is an ordinary local collection `<name>@<shard>` on its node (reachable
+//! through the API under that name, which is how nodes read each other's replicas). Writes
+//! go through each shard's log (a JetStream stream) and every replica applies its log in
+//! order (`replicas.rs`); reads go to one live replica of each shard and are merged
+//! (`merge.rs`). The shard maps live in etcd (diskvec-cluster).
+
+mod calls;
+mod collections;
+mod merge;
+mod reads;
+mod replicas;
+mod split;
+mod writes;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use diskvec_cluster::{ClusterNode, CollectionMap, Log};
+use diskvec_db::{Database, DbError};
+use serde_json::Value;
+
+use crate::envelope::ApiError;
+use crate::AppState;
+
+pub use replicas::start as start_replicas;
+
+/// A request forwarded by a router to a replica carries this header; a replica that is
+/// still catching up with its log refuses such reads (503) so the router asks another.
+pub const ROUTED_HEADER: &str = "x-diskvec-routed";
+
+pub struct ClusterState {
+    pub node: Arc<ClusterNode>,
+    db: Arc<Database>,
+    pub log: Log,
+    /// Where each local replica's applied mark lives (`<db>/cluster`).
+    pub marks_dir: PathBuf,
+    /// The node's own API, for replicas' local requests (set once the router is built).
+    router: OnceLock<Router>,
+    http: ureq::Agent,
+    api_key: Option<String>,
+    replicas: Mutex<HashMap<String, Arc<replicas::LocalReplica>>>,
+    /// Spreads reads over a shard's replicas.
+    turn: AtomicUsize,
+}
+
+impl ClusterState {
+    pub fn new(
+        node: Arc<ClusterNode>,
+        db: Arc<Database>,
+        log: Log,
+        marks_dir: PathBuf,
+        api_key: Option<String>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            node,
+            db,
+            log,
+            marks_dir,
+            router: OnceLock::new(),
+            http: ureq::AgentBuilder::new()
+                .timeout_connect(std::time::Duration::from_secs(1))
+                .timeout(std::time::Duration::from_secs(60))
+                .build(),
+            api_key,
+            replicas: Mutex::new(HashMap::new()),
+            turn: AtomicUsize::new(0),
+        })
+    }
+
+    /// Hands over the node's own API (built after this state, which it holds).
+    pub fn set_router(&self, router: Router) {
+        let _ = self.router.set(router);
+    }
+
+    fn collection(&self, name: &str) -> Result<CollectionMap, ApiError> {
+        self.node
+            .view()
+            .collection(name)
+            .cloned()
+            .ok_or_else(|| DbError::UnknownCollection(name.to_string()).into())
+    }
+}
+
+/// The routing layer: requests on the cluster's collections are answered here; requests on a
+/// replica (`<name>@<shard>`) and everything else go on to the node's own API.
+pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(cluster) = s.cluster.clone() else {
+        return next.run(req).await;
+    };
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().replace("%40", "@");
+    let query = req.uri().query().map(str::to_string);
+    if path == "/cluster" && method == Method::GET {
+        return collections::cluster_info(&cluster, started);
+    }
+    if let Some(local) = path.strip_prefix("/cluster/applied/") {
+        return writes::applied_endpoint(&cluster, local, query.as_deref()).await;
+    }
+    if path == "/collections" && method == Method::GET {
+        return collections::list(&cluster, started);
+    }
+    let Some(rest) = path.strip_prefix("/collections/") else {
+        return next.run(req).await;
+    };
+    let (name, tail) = match rest.find('/') {
+        Some(at) => (rest[..at].to_string(), rest[at..].to_string()),
+        None => (rest.to_string(), String::new()),
+    };
+    if name.contains('@') {
+        let routed = req.headers().contains_key(ROUTED_HEADER);
+        if routed && !replicas::ready(&cluster, &name) {
+            return ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: format!("replica {name} is catching up with its log"),
+                retry_after: Some(1),
+            }
+            .into_response();
+        }
+        return next.run(req).await;
+    }
+    if name == "aliases" {
+        return ApiError::bad_request("aliases are not supported in cluster mode yet")
+            .into_response();
+    }
+    let body = match axum::body::to_bytes(req.into_body(), crate::MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::bad_request(format!("reading the body: {e}")).into_response(),
+    };
+    let request = Routed {
+        method,
+        name,
+        tail,
+        query,
+        body,
+        started,
+    };
+    match handle(&cluster, request).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// A request on a cluster collection, as the router handles it.
+pub(crate) struct Routed {
+    pub method: Method,
+    pub name: String,
+    /// The path after `/collections/<name>`: empty, or starting with `/`.
+    pub tail: String,
+    pub query: Option<String>,
+    pub body: Bytes,
+    pub started: Instant,
+}
+
+impl Routed {
+    /// The body as JSON (`{}` when empty).
+    pub fn json(&self) -> Result<Value, ApiError> {
+        if self.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Object(Default::default()));
+        }
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))
+    }
+
+    /// Whether the request asks to wait until the write is applied (Qdrant's `wait`).
+    pub fn waits(&self) -> bool {
+        self.query
+            .as_deref()
+            .unwrap_or("")
+            .split('&')
+            .any(|kv| kv == "wait=true" || kv == "wait")
+    }
+}
+
+const WRITES: &[(&str, &str)] = &[
+    ("PUT", "/points"),
+    ("POST", "/points/delete"),
+    ("POST", "/points/payload"),
+    ("PUT", "/points/payload"),
+    ("POST", "/points/payload/delete"),
+    ("POST", "/points/payload/clear"),
+    ("PUT", "/points/vectors"),
+    ("POST", "/points/vectors/delete"),
+    ("POST", "/points/batch"),
+    ("PUT", "/index"),
+    ("PATCH", ""),
+];
+
+async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> {
+    let m = r.method.as_str();
+    let tail = r.tail.as_str();
+    match (m, tail) {
+        ("PUT", "") => return collections::create(c, r).await,
+        ("DELETE", "") => return collections::delete(c, r).await,
+        ("GET", "/exists") => return Ok(collections::exists(c, &r)),
+        _ => {}
+    }
+    let map = c.collection(&r.name)?;
+    let schema_change = (m == "DELETE" && tail.starts_with("/index/"))
+        || ((m == "PUT" || m == "DELETE") && tail.starts_with("/vectors/"));
+    if schema_change || WRITES.contains(&(m, tail)) {
+        return writes::write(c, &map, r).await;
+    }
+    match (m, tail) {
+        ("GET", "") => collections::info(c, &map, r).await,
+        ("GET", "/cluster") => Ok(collections::collection_cluster(c, &map, &r)),
+        ("POST", "/points") => reads::retrieve(c, &map, r).await,
+        ("POST", "/points/scroll") => reads::scroll(c, &map, r).await,
+        ("POST", "/points/count") => reads::count(c, &map, r).await,
+        ("POST", "/points/search") | ("POST", "/points/query") => reads::scored(c, &map, r).await,
+        ("POST", "/points/search/batch") | ("POST", "/points/query/batch") => {
+            reads::scored_batch(c, &map, r).await
+        }
+        ("GET", t) if t.starts_with("/points/") => reads::get_one(c, &map, r).await,
+        _ if map.shard_number == 1 && (m == "GET" || m == "POST") => {
+            reads::forward_whole(c, &map, r).await
+        }
+        _ => Err(ApiError::bad_request(format!(
+            "{m} /collections/{}{tail} is not supported on a collection of {} shards yet",
+            r.name, map.shard_number
+        ))),
+    }
+}

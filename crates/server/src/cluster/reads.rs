@@ -1,0 +1,302 @@
+//! Reads on a cluster collection: by id to the shard holding the id; searches, counts and
+//! scrolls to one live replica of every shard, merged.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use diskvec_cluster::CollectionMap;
+use diskvec_db::{shard_of, PointId};
+use serde_json::{json, Value};
+
+use super::merge::{merge_scored, merge_scroll};
+use super::{ClusterState, Routed};
+use crate::envelope::{ok, ApiError};
+
+fn with_query(tail: &str, query: &Option<String>) -> String {
+    match query {
+        Some(q) if !q.is_empty() => format!("{tail}?{q}"),
+        _ => tail.to_string(),
+    }
+}
+
+fn usize_field(body: &Value, field: &str, default: usize) -> Result<usize, ApiError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v.as_u64().map(|n| n as usize).ok_or_else(|| {
+            ApiError::bad_request(format!("{field} must be a whole number, got {v}"))
+        }),
+    }
+}
+
+/// A collection of one shard: the request as it is, to one live replica.
+pub async fn forward_whole(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    let tail = with_query(&r.tail, &r.query);
+    let a = c
+        .read_shard(&r.name, map, 0, &r.method, &tail, r.body)
+        .await?;
+    Ok((a.status, axum::Json(a.body)).into_response())
+}
+
+pub async fn get_one(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    let raw = r.tail.trim_start_matches("/points/");
+    let id = match raw.parse::<u64>() {
+        Ok(n) => PointId::Num(n),
+        Err(_) => PointId::parse_uuid(raw)
+            .map_err(|e| ApiError::bad_request(format!("point id {raw:?}: {e}")))?,
+    };
+    let shard = shard_of(id, map.shard_number);
+    let tail = with_query(&r.tail, &r.query);
+    let a = c
+        .read_shard(&r.name, map, shard, &r.method, &tail, r.body)
+        .await?;
+    Ok((a.status, axum::Json(a.body)).into_response())
+}
+
+pub async fn retrieve(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    if map.shard_number == 1 {
+        return forward_whole(c, map, r).await;
+    }
+    let body = r.json()?;
+    let ids = body
+        .get("ids")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ApiError::bad_request("ids: expected a list of point ids"))?;
+    let mut parsed = Vec::with_capacity(ids.len());
+    let mut per_shard: Vec<Vec<Value>> = vec![Vec::new(); map.shard_number as usize];
+    for (i, id) in ids.iter().enumerate() {
+        let p =
+            PointId::from_json(id).map_err(|e| ApiError::bad_request(format!("ids[{i}]: {e}")))?;
+        per_shard[shard_of(p, map.shard_number) as usize].push(id.clone());
+        parsed.push(p);
+    }
+    let mut found: HashMap<PointId, Value> = HashMap::new();
+    let tail = with_query(&r.tail, &r.query);
+    for (shard, ids) in per_shard.into_iter().enumerate() {
+        if ids.is_empty() {
+            continue;
+        }
+        let mut b = body.clone();
+        b["ids"] = Value::Array(ids);
+        let a = c
+            .read_shard(
+                &r.name,
+                map,
+                shard as u32,
+                &Method::POST,
+                &tail,
+                Bytes::from(b.to_string()),
+            )
+            .await?;
+        if !a.status.is_success() {
+            return Err(a.error());
+        }
+        for p in a.result().as_array().into_iter().flatten() {
+            if let Ok(id) = PointId::from_json(&p["id"]) {
+                found.insert(id, p.clone());
+            }
+        }
+    }
+    // In the order asked, each id once.
+    let mut out = Vec::with_capacity(found.len());
+    for id in parsed {
+        if let Some(p) = found.remove(&id) {
+            out.push(p);
+        }
+    }
+    Ok(ok(out, r.started))
+}
+
+pub async fn count(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    let tail = with_query(&r.tail, &r.query);
+    let answers = c
+        .read_all_shards(&r.name, map, &Method::POST, &tail, r.body.clone())
+        .await?;
+    let total: u64 = answers
+        .iter()
+        .map(|a| a.result()["count"].as_u64().unwrap_or(0))
+        .sum();
+    Ok(ok(json!({ "count": total }), r.started))
+}
+
+pub async fn scroll(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    if map.shard_number == 1 {
+        return forward_whole(c, map, r).await;
+    }
+    let mut body = r.json()?;
+    if body.get("order_by").is_some_and(|o| !o.is_null()) {
+        return Err(ApiError::bad_request(
+            "scroll with order_by is not supported on a collection of several shards yet",
+        ));
+    }
+    let limit = usize_field(&body, "limit", 10)?;
+    // One more than asked from each shard: the first id past the page is the next offset.
+    body["limit"] = json!(limit + 1);
+    let tail = with_query(&r.tail, &r.query);
+    let answers = c
+        .read_all_shards(
+            &r.name,
+            map,
+            &Method::POST,
+            &tail,
+            Bytes::from(body.to_string()),
+        )
+        .await?;
+    let pages = answers
+        .iter()
+        .map(|a| a.result()["points"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let (points, next) = merge_scroll(pages, limit);
+    Ok(ok(
+        json!({ "points": points, "next_page_offset": next }),
+        r.started,
+    ))
+}
+
+/// Whether a query's answer can be merged from the shards' answers by score: a vector (dense
+/// or sparse) to search by, with no prefetch to fuse. Queries by a point's id, recommend,
+/// discover, fusion and order_by need a step above the shards that is not built yet.
+fn merges_by_score(search: &Value, is_query: bool) -> bool {
+    if !is_query {
+        return true;
+    }
+    if search.get("prefetch").is_some_and(|p| !p.is_null()) {
+        return false;
+    }
+    let vector = |v: &Value| v.is_array() || v.get("indices").is_some();
+    match search.get("query") {
+        Some(q) if vector(q) => true,
+        Some(Value::Object(o)) => o.get("nearest").is_some_and(vector),
+        _ => false,
+    }
+}
+
+/// A search asked of every shard for its best `limit + offset`.
+fn per_shard_search(search: &Value) -> Result<(Value, usize, usize), ApiError> {
+    let limit = usize_field(search, "limit", 10)?;
+    let offset = usize_field(search, "offset", 0)?;
+    let mut s = search.clone();
+    s["limit"] = json!(limit + offset);
+    s["offset"] = json!(0);
+    Ok((s, offset, limit))
+}
+
+/// The scored list of one answer: `search` answers a list, `query` an object with `points`.
+fn scored_list(result: &Value) -> Vec<Value> {
+    match result {
+        Value::Array(list) => list.clone(),
+        other => other["points"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+fn shaped(is_query: bool, points: Vec<Value>) -> Value {
+    if is_query {
+        json!({ "points": points })
+    } else {
+        Value::Array(points)
+    }
+}
+
+pub async fn scored(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    if map.shard_number == 1 {
+        return forward_whole(c, map, r).await;
+    }
+    let is_query = r.tail.ends_with("/query");
+    let body = r.json()?;
+    if !merges_by_score(&body, is_query) {
+        return Err(ApiError::bad_request(
+            "this query (by point id, recommend, discover, fusion or order_by) is not supported on a collection of several shards yet; query by a vector",
+        ));
+    }
+    let (per_shard, offset, limit) = per_shard_search(&body)?;
+    let tail = with_query(&r.tail, &r.query);
+    let answers = c
+        .read_all_shards(
+            &r.name,
+            map,
+            &Method::POST,
+            &tail,
+            Bytes::from(per_shard.to_string()),
+        )
+        .await?;
+    let lists = answers.iter().map(|a| scored_list(a.result())).collect();
+    Ok(ok(
+        shaped(is_query, merge_scored(lists, offset, limit)),
+        r.started,
+    ))
+}
+
+pub async fn scored_batch(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    if map.shard_number == 1 {
+        return forward_whole(c, map, r).await;
+    }
+    let is_query = r.tail.ends_with("/query/batch");
+    let mut body = r.json()?;
+    let searches = body
+        .get("searches")
+        .and_then(Value::as_array)
+        .cloned()
+        .ok_or_else(|| ApiError::bad_request("searches: expected a list"))?;
+    let mut pages = Vec::with_capacity(searches.len());
+    let mut per_shard = Vec::with_capacity(searches.len());
+    for s in &searches {
+        if !merges_by_score(s, is_query) {
+            return Err(ApiError::bad_request(
+                "a query of this batch (by point id, recommend, discover, fusion or order_by) is not supported on a collection of several shards yet",
+            ));
+        }
+        let (one, offset, limit) = per_shard_search(s)?;
+        per_shard.push(one);
+        pages.push((offset, limit));
+    }
+    body["searches"] = Value::Array(per_shard);
+    let tail = with_query(&r.tail, &r.query);
+    let answers = c
+        .read_all_shards(
+            &r.name,
+            map,
+            &Method::POST,
+            &tail,
+            Bytes::from(body.to_string()),
+        )
+        .await?;
+    let mut out = Vec::with_capacity(pages.len());
+    for (i, (offset, limit)) in pages.into_iter().enumerate() {
+        let lists = answers
+            .iter()
+            .map(|a| scored_list(&a.result()[i]))
+            .collect();
+        out.push(shaped(is_query, merge_scored(lists, offset, limit)));
+    }
+    Ok(ok(out, r.started))
+}

@@ -1,0 +1,360 @@
+//! This node's replicas: created and dropped as the shard maps say (`reconcile`), and each
+//! kept applying its shard's log in order (`apply_log`), recording every message applied in
+//! its applied mark so that a restart goes on from the next one.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::Method;
+use diskvec_cluster::map::{parse_replica_name, replica_name};
+use diskvec_cluster::{AppliedMark, ClusterView, CollectionMap};
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::split::LogMessage;
+use super::ClusterState;
+use crate::AppState;
+
+/// Outcomes kept per replica for routers waiting on their writes.
+const OUTCOMES_KEPT: usize = 4096;
+
+/// What applying one message gave: the replica's HTTP status and answer.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub seq: u64,
+    pub status: u16,
+    pub body: Value,
+}
+
+pub struct LocalReplica {
+    pub uid: u64,
+    /// The last sequence applied (and recorded).
+    pub applied: watch::Sender<u64>,
+    /// Whether it has applied its log up to where the log ended when it started: until
+    /// then routers read elsewhere.
+    pub ready: AtomicBool,
+    pub outcomes: Mutex<VecDeque<Outcome>>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for LocalReplica {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            t.abort();
+        }
+    }
+}
+
+/// Whether the local replica `name` may answer routed reads.
+pub fn ready(c: &ClusterState, name: &str) -> bool {
+    c.replicas
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(name)
+        .is_none_or(|r| r.ready.load(Ordering::Acquire))
+}
+
+/// `Some(ready)` for a local replica this node keeps, `None` when it has none (yet).
+pub fn local_state(c: &ClusterState, name: &str) -> Option<bool> {
+    replica(c, name).map(|r| r.ready.load(Ordering::Acquire))
+}
+
+/// Points in this node's replica of `shard` of `collection` (0 when it has none).
+pub fn local_points(c: &ClusterState, collection: &str, shard: u32) -> usize {
+    c.db.collection(&replica_name(collection, shard))
+        .map(|col| col.len())
+        .unwrap_or(0)
+}
+
+pub fn replica(c: &ClusterState, name: &str) -> Option<Arc<LocalReplica>> {
+    c.replicas
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(name)
+        .cloned()
+}
+
+/// Starts keeping this node's replicas as the cluster's maps say, on every change of the
+/// view and every few seconds (a failed step is tried again).
+pub fn start(state: AppState) {
+    let Some(c) = state.cluster.clone() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut changes = c.node.watch();
+        loop {
+            let view = c.node.view();
+            if let Err(e) = reconcile(&state, &c, &view).await {
+                log::warn!("cluster: keeping replicas: {e}");
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
+        }
+    });
+}
+
+async fn reconcile(
+    state: &AppState,
+    c: &Arc<ClusterState>,
+    view: &ClusterView,
+) -> Result<(), String> {
+    if view.revision == 0 {
+        return Ok(());
+    }
+    let me = c.node.me.id.clone();
+    let mut wanted: HashMap<String, (String, u32, CollectionMap)> = HashMap::new();
+    for (name, (map, _)) in &view.collections {
+        for (shard, s) in map.shards.iter().enumerate() {
+            if s.replicas.contains(&me) {
+                let local = replica_name(name, shard as u32);
+                wanted.insert(local, (name.clone(), shard as u32, map.clone()));
+            }
+        }
+    }
+    // Replicas no map holds any more (the collection dropped, or created again anew).
+    for local in state.db.collection_names() {
+        let Some((name, _)) = parse_replica_name(&local) else {
+            continue;
+        };
+        let stale = match wanted.get(&local) {
+            None => true,
+            Some((_, _, map)) => replica(c, &local).is_some_and(|r| r.uid != map.uid),
+        };
+        if stale {
+            log::info!("cluster: dropping replica {local} (no longer in {name}'s map)");
+            drop_replica(state, c, &local).await?;
+        }
+    }
+    for (local, (name, shard, map)) in wanted {
+        if replica(c, &local).is_some() {
+            continue;
+        }
+        open_replica(state, c, &local, &name, shard, &map).await?;
+    }
+    Ok(())
+}
+
+async fn drop_replica(state: &AppState, c: &ClusterState, local: &str) -> Result<(), String> {
+    c.replicas
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(local);
+    let (db, dir, name) = (
+        Arc::clone(&state.db),
+        c.marks_dir.clone(),
+        local.to_string(),
+    );
+    tokio::task::spawn_blocking(move || {
+        if db.collection_names().contains(&name) {
+            db.drop_collection(&name).map_err(|e| e.to_string())?;
+        }
+        AppliedMark::remove(&dir, &name).map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Opens the replica `local` where its mark says it stopped, or creates it anew (empty, at
+/// sequence 0) when it has no mark of this collection's incarnation.
+async fn open_replica(
+    state: &AppState,
+    c: &Arc<ClusterState>,
+    local: &str,
+    name: &str,
+    shard: u32,
+    map: &CollectionMap,
+) -> Result<(), String> {
+    let (dir, l) = (c.marks_dir.clone(), local.to_string());
+    let mark = tokio::task::spawn_blocking(move || AppliedMark::read(&dir, &l))
+        .await
+        .map_err(|e| e.to_string())?;
+    let exists = state.db.collection_names().iter().any(|n| n == local);
+    let resume = match mark {
+        Ok(Some((uid, seq))) if uid == map.uid && exists => Some(seq),
+        Ok(_) => None,
+        Err(e) => {
+            log::warn!("cluster: replica {local}: {e}; building it again from its log");
+            None
+        }
+    };
+    let from = match resume {
+        Some(seq) => seq,
+        None => {
+            // Without a mark of this incarnation its content is unknown: start it empty.
+            drop_replica(state, c, local).await?;
+            let answer = c
+                .call_local(
+                    &Method::PUT,
+                    &format!("/collections/{local}"),
+                    Bytes::from(map.config.to_string()),
+                    false,
+                )
+                .await
+                .map_err(|e| e.message)?;
+            if !answer.status.is_success() {
+                return Err(format!(
+                    "creating replica {local}: {}",
+                    answer.error().message
+                ));
+            }
+            let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
+            tokio::task::spawn_blocking(move || AppliedMark::create(&dir, &l, uid))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            0
+        }
+    };
+    let (tx, _) = watch::channel(from);
+    let replica = Arc::new(LocalReplica {
+        uid: map.uid,
+        applied: tx,
+        ready: AtomicBool::new(false),
+        outcomes: Mutex::new(VecDeque::new()),
+        task: Mutex::new(None),
+    });
+    let stream = map.stream_name(name, shard);
+    let task = tokio::spawn(apply_log(
+        Arc::clone(c),
+        Arc::clone(&replica),
+        local.to_string(),
+        stream,
+    ));
+    *replica.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+    c.replicas
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(local.to_string(), replica);
+    log::info!(
+        "cluster: replica {local} applying its log from {}",
+        from + 1
+    );
+    Ok(())
+}
+
+/// Applies the log of `local`'s shard from the message after its mark, forever: a failure
+/// (the log out of reach, a replica error that is not the request's fault) is retried from
+/// the same message, never skipped, so replicas never diverge.
+async fn apply_log(
+    c: Arc<ClusterState>,
+    replica: Arc<LocalReplica>,
+    local: String,
+    stream: String,
+) {
+    let mut mark = None;
+    loop {
+        if let Err(e) = follow_once(&c, &replica, &local, &stream, &mut mark).await {
+            log::warn!("cluster: replica {local}: {e}; retrying in 1 s");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn follow_once(
+    c: &Arc<ClusterState>,
+    replica: &Arc<LocalReplica>,
+    local: &str,
+    stream: &str,
+    mark: &mut Option<AppliedMark>,
+) -> Result<(), String> {
+    if mark.is_none() {
+        let (dir, l) = (c.marks_dir.clone(), local.to_string());
+        *mark = Some(
+            tokio::task::spawn_blocking(move || AppliedMark::open(&dir, &l))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let applied = mark.as_ref().expect("opened above").sequence();
+    let end = c
+        .log
+        .last_sequence(stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    if applied >= end {
+        replica.ready.store(true, Ordering::Release);
+    }
+    let messages = c
+        .log
+        .follow(stream, applied + 1)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut messages = Box::pin(messages);
+    while let Some(item) = messages.next().await {
+        let (seq, body) = item.map_err(|e| e.to_string())?;
+        let applied = mark.as_ref().expect("opened above").sequence();
+        if seq <= applied {
+            continue;
+        }
+        if seq != applied + 1 {
+            return Err(format!(
+                "the log skipped from {applied} to {seq} (trimmed below this replica?)"
+            ));
+        }
+        let outcome = apply_one(c, local, seq, &body).await?;
+        let mut m = mark.take().expect("opened above");
+        let recorded = tokio::task::spawn_blocking(move || m.record(seq).map(|()| m))
+            .await
+            .map_err(|e| e.to_string())?;
+        *mark = Some(recorded.map_err(|e| e.to_string())?);
+        {
+            let mut kept = replica.outcomes.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() == OUTCOMES_KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(outcome);
+        }
+        replica.applied.send_replace(seq);
+        if seq >= end {
+            replica.ready.store(true, Ordering::Release);
+        }
+    }
+    Err("the log's message stream ended".into())
+}
+
+/// Applies one message to the local replica; an answer in the 5xx range (the replica could
+/// not apply it now) is an error, retried; any other answer is the message's outcome, the
+/// same on every replica (a request refused is refused everywhere).
+async fn apply_one(
+    c: &ClusterState,
+    local: &str,
+    seq: u64,
+    body: &[u8],
+) -> Result<Outcome, String> {
+    let msg: LogMessage = match serde_json::from_slice(body) {
+        Ok(m) => m,
+        Err(e) => {
+            return Ok(Outcome {
+                seq,
+                status: 400,
+                body: serde_json::json!({"status": {"error": format!("a log message that does not parse: {e}")}}),
+            })
+        }
+    };
+    let method = Method::from_bytes(msg.method.as_bytes()).map_err(|e| e.to_string())?;
+    let query = if msg.query.is_empty() {
+        "wait=true".to_string()
+    } else {
+        format!("{}&wait=true", msg.query)
+    };
+    let uri = format!("/collections/{local}{}?{query}", msg.path);
+    let answer = c
+        .call_local(&method, &uri, Bytes::from(msg.body.to_string()), false)
+        .await
+        .map_err(|e| e.message)?;
+    if answer.status.is_server_error() {
+        return Err(format!(
+            "applying message {seq}: {}",
+            answer.error().message
+        ));
+    }
+    Ok(Outcome {
+        seq,
+        status: answer.status.as_u16(),
+        body: answer.body,
+    })
+}
