@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{Method, StatusCode};
@@ -43,6 +44,11 @@ impl Answer {
     }
 }
 
+/// How long a read waits on one replica when another could answer instead.
+const TRY_NEXT_AFTER: Duration = Duration::from_secs(3);
+/// How long a read waits on the last replica it can ask.
+const LAST_TRY_PATIENCE: Duration = Duration::from_secs(60);
+
 fn unavailable(message: String) -> ApiError {
     ApiError {
         status: StatusCode::SERVICE_UNAVAILABLE,
@@ -52,13 +58,15 @@ fn unavailable(message: String) -> ApiError {
 }
 
 impl ClusterState {
-    /// `method path_and_query` with `body` on node `node` (this node in-process).
+    /// `method path_and_query` with `body` on node `node` (this node in-process), given up
+    /// after `patience` when it is another node (a hung node must not hold the request).
     pub(super) async fn call(
         &self,
         node: &str,
         method: &Method,
         path_and_query: &str,
         body: Bytes,
+        patience: Duration,
     ) -> Result<Answer, ApiError> {
         if node == self.node.me.id {
             return self.call_local(method, path_and_query, body, true).await;
@@ -78,6 +86,7 @@ impl ClusterState {
         tokio::task::spawn_blocking(move || {
             let mut req = agent
                 .request(method.as_str(), &target)
+                .timeout(patience)
                 .set(ROUTED_HEADER, "1")
                 .set("content-type", "application/json");
             if let Some(k) = &key {
@@ -179,8 +188,16 @@ impl ClusterState {
     ) -> Result<Answer, ApiError> {
         let path = format!("/collections/{}{tail}", replica_name(name, shard));
         let mut last = None;
-        for node in self.live_replicas(map, shard) {
-            match self.call(&node, method, &path, body.clone()).await {
+        let nodes = self.live_replicas(map, shard);
+        for (k, node) in nodes.iter().enumerate() {
+            // Another replica to try: a replica slower than this is taken for hung (its lease
+            // lapses within the TTL and the map stops naming it); the last one gets all the time.
+            let patience = if k + 1 < nodes.len() {
+                TRY_NEXT_AFTER
+            } else {
+                LAST_TRY_PATIENCE
+            };
+            match self.call(node, method, &path, body.clone(), patience).await {
                 Ok(a) if !a.status.is_server_error() => return Ok(a),
                 Ok(a) => last = Some(a.error()),
                 Err(e) => last = Some(e),

@@ -130,7 +130,7 @@ async fn wait_for_replicas(c: &Arc<ClusterState>, name: &str, map: &CollectionMa
         for node in &s.replicas {
             while Instant::now() < deadline && c.node.view().is_alive(node) {
                 let exists = c
-                    .call(node, &Method::GET, &path, Bytes::new())
+                    .call(node, &Method::GET, &path, Bytes::new(), Duration::from_secs(2))
                     .await
                     .is_ok_and(|a| a.result()["exists"] == json!(true));
                 if exists {

@@ -172,7 +172,7 @@ async fn wait_applied(
             async move {
                 (
                     node.clone(),
-                    c.call(node, &Method::GET, &path, Bytes::new()).await,
+                    c.call(node, &Method::GET, &path, Bytes::new(), POLL * 3).await,
                 )
             }
         });
