@@ -8,8 +8,8 @@
 //! n + 1 before n is recorded. Format (docs/format.md, "Applied mark"):
 //!
 //! ```text
-//! header, 24 bytes: "DVAPPLY1" | version u32 = 1 | collection uid u64 | CRC-32 of the 20 before
-//! then 16 bytes per message applied: sequence u64 | CRC-32 of (uid, sequence) u32 | 0 u32
+//! header, 24 bytes: "DVAPPLY1" | version u32 = 1 | collection uid u64 | CRC-32C of the 20 before
+//! then 16 bytes per message applied: sequence u64 | CRC-32C of (uid, sequence) u32 | 0 u32
 //! ```
 //!
 //! The last record whose checksum holds is the mark; a torn record at the end is ignored.
@@ -44,7 +44,7 @@ fn header(uid: u64) -> Vec<u8> {
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&uid.to_le_bytes());
-    let crc = crc32fast::hash(&out);
+    let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
@@ -52,10 +52,8 @@ fn header(uid: u64) -> Vec<u8> {
 fn record(uid: u64, seq: u64) -> [u8; RECORD] {
     let mut out = [0u8; RECORD];
     out[..8].copy_from_slice(&seq.to_le_bytes());
-    let mut h = crc32fast::Hasher::new();
-    h.update(&uid.to_le_bytes());
-    h.update(&seq.to_le_bytes());
-    out[8..12].copy_from_slice(&h.finalize().to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&uid.to_le_bytes()), &seq.to_le_bytes());
+    out[8..12].copy_from_slice(&crc.to_le_bytes());
     out
 }
 
@@ -72,7 +70,7 @@ fn parse(bytes: &[u8], path: &Path) -> Result<(u64, u64), ClusterError> {
         )));
     }
     let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
-    if crc32fast::hash(&bytes[..20]) != crc {
+    if crc32c::crc32c(&bytes[..20]) != crc {
         return Err(corrupt("header checksum mismatch"));
     }
     let uid = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
