@@ -190,6 +190,9 @@ pub fn router(state: AppState) -> Router {
             "/snapshots/{snapshot}",
             get(snapshots::download_full).delete(snapshots::delete_full),
         )
+        .route("/cluster", get(standalone_cluster))
+        .route("/cluster/recover", post(cluster_membership_change))
+        .route("/cluster/peer/{peer_id}", delete(cluster_membership_change))
         .route("/metrics", get(prometheus))
         .route("/issues", get(issues).delete(clear_issues))
         .route("/telemetry", get(telemetry))
@@ -237,6 +240,28 @@ async fn issues() -> Response {
 /// `DELETE /issues`: nothing to clear.
 async fn clear_issues() -> Response {
     crate::envelope::ok(json!(true), std::time::Instant::now())
+}
+
+/// `GET /cluster` of a node that is not in a cluster (a cluster's node answers it in
+/// `cluster::route`): Qdrant's answer in standalone mode.
+async fn standalone_cluster() -> Response {
+    crate::envelope::ok(json!({"status": "disabled"}), std::time::Instant::now())
+}
+
+/// Recovering Qdrant's Raft state or removing a peer: a standalone node has neither (405,
+/// Qdrant's answer); in a cluster, membership is etcd's (a node leaves when its lease lapses).
+async fn cluster_membership_change(State(s): State<AppState>) -> ApiError {
+    if s.cluster.is_some() {
+        return ApiError::bad_request(
+            "membership is kept in etcd: a node leaves when it stops (its lease lapses within 5 s)",
+        );
+    }
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        message: "Cluster is disabled: this operation is not available in standalone mode"
+            .into(),
+        retry_after: None,
+    }
 }
 
 async fn health() -> &'static str {

@@ -840,3 +840,17 @@ async fn schema_bounds_fail_validation_in_qdrants_words() {
         .await;
     assert!(e.starts_with("Validation error"), "{e}");
 }
+
+#[tokio::test]
+async fn a_standalone_node_says_so_on_the_cluster_routes() {
+    let api = Api::new(Keys::default());
+    let (status, body) = api.raw("GET", "/cluster", vec![], None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"]["status"], "disabled");
+    for (method, uri) in [("POST", "/cluster/recover"), ("DELETE", "/cluster/peer/7")] {
+        let (status, body) = api.raw(method, uri, vec![], None).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+        let error = body["status"]["error"].as_str().unwrap();
+        assert!(error.contains("standalone mode"), "{error}");
+    }
+}
