@@ -57,8 +57,9 @@ fn record(uid: u64, seq: u64) -> [u8; RECORD] {
     out
 }
 
-/// (uid, last sequence applied) from a mark file's bytes.
-fn parse(bytes: &[u8], path: &Path) -> Result<(u64, u64), ClusterError> {
+/// (uid, last sequence applied, bytes up to the end of the last valid record) from a mark
+/// file's bytes.
+fn parse(bytes: &[u8], path: &Path) -> Result<(u64, u64, usize), ClusterError> {
     let corrupt = |why: &str| ClusterError::Corrupt(format!("{}: {why}", path.display()));
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
         return Err(corrupt("not an applied mark (bad magic or short header)"));
@@ -75,14 +76,16 @@ fn parse(bytes: &[u8], path: &Path) -> Result<(u64, u64), ClusterError> {
     }
     let uid = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
     let mut seq = 0;
+    let mut end = HEADER;
     for chunk in bytes[HEADER..].chunks_exact(RECORD) {
         let s = u64::from_le_bytes(chunk[..8].try_into().expect("8 bytes"));
         if chunk != record(uid, s) || s < seq {
             break;
         }
         seq = s;
+        end += RECORD;
     }
-    Ok((uid, seq))
+    Ok((uid, seq, end))
 }
 
 pub fn mark_path(dir: &Path, replica: &str) -> PathBuf {
@@ -99,7 +102,7 @@ impl AppliedMark {
             return Ok(None);
         }
         let bytes = fs.read(&path).map_err(io_error(&path))?;
-        parse(&bytes, &path).map(Some)
+        parse(&bytes, &path).map(|(uid, seq, _)| Some((uid, seq)))
     }
 
     /// Starts a mark at sequence 0 for a replica of the collection incarnation `uid`,
@@ -117,10 +120,10 @@ impl AppliedMark {
         let fs: &'static dyn Storage = &storage::FsStorage;
         let path = mark_path(dir, replica);
         let bytes = fs.read(&path).map_err(io_error(&path))?;
-        let (uid, seq) = parse(&bytes, &path)?;
-        let valid = HEADER + RECORD * (bytes.len().saturating_sub(HEADER) / RECORD);
+        let (uid, seq, valid) = parse(&bytes, &path)?;
         if valid != bytes.len() {
-            // A torn record at the end: cut it so appends stay aligned.
+            // A torn or unwritten record (zeros after a crash) ends the valid part: cut
+            // there, or the records appended after it would never be read.
             fs.truncate(&path, valid as u64).map_err(io_error(&path))?;
         }
         let file = fs.open_append(&path).map_err(io_error(&path))?;
@@ -220,14 +223,24 @@ mod tests {
             AppliedMark::read(dir.path(), "docs@0").unwrap(),
             Some((77, 5001))
         );
-        // A record of another incarnation (or flipped bits) ends the valid part.
+        // A record of another incarnation (or zeros) ends the valid part, and is cut on
+        // open so that what is appended next counts.
         let mut bytes = std::fs::read(&path).unwrap();
         bytes.extend_from_slice(&record(78, 6000));
+        bytes.extend_from_slice(&[0u8; RECORD]);
         std::fs::write(&path, &bytes).unwrap();
         assert_eq!(
             AppliedMark::read(dir.path(), "docs@0").unwrap().unwrap().1,
             5001
         );
+        let mut mark = AppliedMark::open(dir.path(), "docs@0").unwrap();
+        mark.record(5002).unwrap();
+        drop(mark);
+        assert_eq!(
+            AppliedMark::read(dir.path(), "docs@0").unwrap().unwrap().1,
+            5002
+        );
+        let mut bytes = std::fs::read(&path).unwrap();
         // A damaged header is an error naming the file, not a mark of 0.
         bytes[13] ^= 1;
         std::fs::write(&path, &bytes).unwrap();

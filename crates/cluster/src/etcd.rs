@@ -194,7 +194,18 @@ impl Etcd {
         let compare = json!({
             "key": B64.encode(key), "target": "VERSION", "result": "EQUAL", "version": "0"
         });
-        self.txn(compare, put_request(key, value, lease))
+        if self.txn(compare, put_request(key, value, lease))? {
+            return Ok(true);
+        }
+        self.holds(key, value, lease)
+    }
+
+    /// Whether `key` holds `value` under `lease`: a transaction that failed its compare may
+    /// be the retry (on another member) of one that had committed before its answer was lost.
+    fn holds(&self, key: &str, value: &[u8], lease: Option<i64>) -> Result<bool, ClusterError> {
+        Ok(self
+            .get(key)?
+            .is_some_and(|kv| kv.value == value && kv.lease == lease.unwrap_or(0)))
     }
 
     /// Replaces `key` only if it has not changed since `mod_revision`; whether it did.
@@ -208,7 +219,10 @@ impl Etcd {
             "key": B64.encode(key), "target": "MOD", "result": "EQUAL",
             "mod_revision": mod_revision.to_string()
         });
-        self.txn(compare, put_request(key, value, None))
+        if self.txn(compare, put_request(key, value, None))? {
+            return Ok(true);
+        }
+        self.holds(key, value, None)
     }
 
     /// Deletes `key` only if it has not changed since `mod_revision`; whether it did.
@@ -224,7 +238,12 @@ impl Etcd {
                 "success": [{ "request_delete_range": { "key": B64.encode(key) } }],
             }),
         )?;
-        Ok(r.get("succeeded").and_then(Value::as_bool).unwrap_or(false))
+        // Failed its compare: gone already is what was asked (a retried delete that had
+        // committed), changed since is not.
+        Ok(
+            r.get("succeeded").and_then(Value::as_bool).unwrap_or(false)
+                || self.get(key)?.is_none(),
+        )
     }
 
     fn txn(&self, compare: Value, put: Value) -> Result<bool, ClusterError> {

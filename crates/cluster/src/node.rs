@@ -2,7 +2,7 @@
 //! or hangs is gone within the lease's TTL), and its view of the cluster, read again every
 //! `VIEW_EVERY` and handed out through a watch channel.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,6 +25,9 @@ pub struct ClusterNode {
     stop: Arc<AtomicBool>,
     threads: std::sync::Mutex<Vec<JoinHandle<()>>>,
     lease: Arc<std::sync::atomic::AtomicI64>,
+    /// When the view was last read from etcd (ms since `started`).
+    read_at: Arc<AtomicU64>,
+    started: Instant,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -83,11 +86,14 @@ impl ClusterNode {
                 .spawn(move || keep_registered(&etcd, &me, &stop, &lease))
                 .map_err(|e| ClusterError::Io(format!("starting the lease thread: {e}")))?
         };
+        let started = Instant::now();
+        let read_at = Arc::new(AtomicU64::new(0));
         let reader = {
-            let (etcd, stop) = (Arc::clone(&etcd), Arc::clone(&stop));
+            let (etcd, stop, read_at) =
+                (Arc::clone(&etcd), Arc::clone(&stop), Arc::clone(&read_at));
             std::thread::Builder::new()
                 .name("diskvec-view".into())
-                .spawn(move || keep_reading(&etcd, &tx, &stop))
+                .spawn(move || keep_reading(&etcd, &tx, &stop, &read_at, started))
                 .map_err(|e| ClusterError::Io(format!("starting the view thread: {e}")))?
         };
         Ok(Arc::new(Self {
@@ -97,12 +103,21 @@ impl ClusterNode {
             stop,
             threads: std::sync::Mutex::new(vec![keeper, reader]),
             lease,
+            read_at,
+            started,
         }))
     }
 
     /// The cluster as last read.
     pub fn view(&self) -> Arc<ClusterView> {
         Arc::clone(&self.view.borrow())
+    }
+
+    /// How long ago the view was last read from etcd: past the lease TTL, this node may have
+    /// been declared gone by the others, and its view may be stale.
+    pub fn view_age(&self) -> Duration {
+        let now = self.started.elapsed();
+        now.saturating_sub(Duration::from_millis(self.read_at.load(Ordering::Relaxed)))
     }
 
     /// A receiver that wakes on every change of the view.
@@ -131,7 +146,25 @@ fn keep_registered(
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(KEEP_ALIVE_EVERY);
         match etcd.keep_alive(lease.load(Ordering::Relaxed)) {
-            Ok(Some(_)) => {}
+            Ok(Some(_)) => {
+                // The key can go while the lease lives (removed by hand): put it back.
+                let key = format!("{NODES_PREFIX}{}", me.id);
+                let held = lease.load(Ordering::Relaxed);
+                match etcd.get(&key) {
+                    Ok(Some(kv)) if kv.lease == held => {}
+                    Ok(_) => {
+                        log::warn!(
+                            "cluster: the key of node {} is gone; putting it back",
+                            me.id
+                        );
+                        let value = serde_json::to_vec(me).expect("a node record serializes");
+                        if let Err(e) = etcd.put(&key, &value, Some(held)) {
+                            log::warn!("cluster: putting the node key back failed: {e}");
+                        }
+                    }
+                    Err(e) => log::warn!("cluster: reading the node key failed: {e}"),
+                }
+            }
             Ok(None) => {
                 // The lease lapsed (this process hung, or etcd was out of reach for longer
                 // than the TTL): the others saw this node leave; join again.
@@ -146,11 +179,19 @@ fn keep_registered(
     }
 }
 
-fn keep_reading(etcd: &Etcd, tx: &watch::Sender<Arc<ClusterView>>, stop: &AtomicBool) {
+fn keep_reading(
+    etcd: &Etcd,
+    tx: &watch::Sender<Arc<ClusterView>>,
+    stop: &AtomicBool,
+    read_at: &AtomicU64,
+    started: Instant,
+) {
+    read_at.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(VIEW_EVERY);
         match etcd.range_prefix(ROOT_PREFIX) {
             Ok((keys, revision)) => {
+                read_at.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
                 let view = ClusterView::from_keys(&keys, revision);
                 tx.send_if_modified(|current| {
                     let changed =

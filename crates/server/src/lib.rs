@@ -258,8 +258,7 @@ async fn cluster_membership_change(State(s): State<AppState>) -> ApiError {
     }
     ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
-        message: "Cluster is disabled: this operation is not available in standalone mode"
-            .into(),
+        message: "Cluster is disabled: this operation is not available in standalone mode".into(),
         retry_after: None,
     }
 }
@@ -404,7 +403,7 @@ fn presented_key(h: &HeaderMap) -> Option<String> {
 }
 
 /// Reads: GETs, and the POSTs that only look (retrieve, scroll, count, search, query).
-fn is_read(method: &Method, path: &str) -> bool {
+pub(crate) fn is_read(method: &Method, path: &str) -> bool {
     if method == Method::GET {
         return true;
     }
@@ -449,14 +448,19 @@ pub async fn serve(
     // As a make-service the router is cloned per connection as an `Arc`; handed over
     // as a router, axum rebuilds its route table for every connection (qdrant-client
     // opens one per request on loopback, where it turns keep-alive off).
+    // A node of a cluster leaves first (its lease revoked: routers stop sending it requests
+    // at once, not when the lease lapses), then finishes what is in flight.
+    let leaving = cluster.clone();
+    let shutdown = async move {
+        shutdown.await;
+        if let Some(c) = leaving {
+            let node = Arc::clone(&c.node);
+            let _ = tokio::task::spawn_blocking(move || node.leave()).await;
+        }
+    };
     axum::serve(listener, app.into_make_service())
         .with_graceful_shutdown(shutdown)
         .await?;
-    if let Some(c) = cluster {
-        // Leave at once (the lease revoked) rather than when the lease lapses.
-        let node = Arc::clone(&c.node);
-        let _ = tokio::task::spawn_blocking(move || node.leave()).await;
-    }
     let closing = tokio::task::spawn_blocking(move || db.close());
     match closing.await {
         Ok(Ok(())) => {

@@ -12,7 +12,7 @@ use diskvec_cluster::CollectionMap;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use super::{ClusterState, ROUTED_HEADER};
+use super::{ClusterState, APPLY_HEADER, ROUTED_HEADER};
 use crate::envelope::ApiError;
 
 /// A replica's answer: HTTP status and the envelope's `result` (or the whole body when it
@@ -44,6 +44,15 @@ impl Answer {
     }
 }
 
+/// On whose behalf a node calls its own API.
+#[derive(Clone, Copy, Debug)]
+pub enum Via {
+    /// A router reading a replica of the collection incarnation with this uid.
+    Router(u64),
+    /// The node keeping its replica: creating it, applying its log.
+    Apply,
+}
+
 /// How long a read waits on one replica when another could answer instead.
 const TRY_NEXT_AFTER: Duration = Duration::from_secs(3);
 /// How long a read waits on the last replica it can ask.
@@ -58,8 +67,9 @@ fn unavailable(message: String) -> ApiError {
 }
 
 impl ClusterState {
-    /// `method path_and_query` with `body` on node `node` (this node in-process), given up
-    /// after `patience` when it is another node (a hung node must not hold the request).
+    /// `method path_and_query` with `body` on node `node` (this node in-process), as a router
+    /// reading a replica of the collection incarnation `uid`; given up after `patience` when
+    /// it is another node (a hung node must not hold the request).
     pub(super) async fn call(
         &self,
         node: &str,
@@ -67,9 +77,12 @@ impl ClusterState {
         path_and_query: &str,
         body: Bytes,
         patience: Duration,
+        uid: u64,
     ) -> Result<Answer, ApiError> {
         if node == self.node.me.id {
-            return self.call_local(method, path_and_query, body, true).await;
+            return self
+                .call_local(method, path_and_query, body, Via::Router(uid))
+                .await;
         }
         let url = self
             .node
@@ -87,7 +100,7 @@ impl ClusterState {
             let mut req = agent
                 .request(method.as_str(), &target)
                 .timeout(patience)
-                .set(ROUTED_HEADER, "1")
+                .set(ROUTED_HEADER, &uid.to_string())
                 .set("content-type", "application/json");
             if let Some(k) = &key {
                 req = req.set("api-key", k);
@@ -115,14 +128,14 @@ impl ClusterState {
         .map_err(|e| unavailable(format!("a call to node failed: {e}")))?
     }
 
-    /// A request to this node's own API; `routed` as a router's read (which a replica
-    /// catching up refuses), else as the node's own work on its replica (applying its log).
+    /// A request to this node's own API, as a router's read or as the node's own work on
+    /// its replica.
     pub(super) async fn call_local(
         &self,
         method: &Method,
         path_and_query: &str,
         body: Bytes,
-        routed: bool,
+        via: Via,
     ) -> Result<Answer, ApiError> {
         let router = self
             .router
@@ -133,9 +146,10 @@ impl ClusterState {
             .method(method.clone())
             .uri(path_and_query)
             .header("content-type", "application/json");
-        if routed {
-            req = req.header(ROUTED_HEADER, "1");
-        }
+        req = match via {
+            Via::Router(uid) => req.header(ROUTED_HEADER, uid.to_string()),
+            Via::Apply => req.header(APPLY_HEADER, "1"),
+        };
         if let Some(k) = &self.api_key {
             req = req.header("api-key", k);
         }
@@ -186,7 +200,8 @@ impl ClusterState {
         tail: &str,
         body: Bytes,
     ) -> Result<Answer, ApiError> {
-        let path = format!("/collections/{}{tail}", replica_name(name, shard));
+        let path_name = replica_name(name, shard);
+        let path = format!("/collections/{path_name}{tail}");
         let mut last = None;
         let nodes = self.live_replicas(map, shard);
         for (k, node) in nodes.iter().enumerate() {
@@ -197,7 +212,17 @@ impl ClusterState {
             } else {
                 LAST_TRY_PATIENCE
             };
-            match self.call(node, method, &path, body.clone(), patience).await {
+            let answer = self
+                .call(node, method, &path, body.clone(), patience, map.uid)
+                .await;
+            match answer {
+                // A replica not (yet) there answers 404 for the collection: another may hold it.
+                Ok(a)
+                    if a.status == StatusCode::NOT_FOUND
+                        && a.error().message.contains(&path_name) =>
+                {
+                    last = Some(a.error())
+                }
                 Ok(a) if !a.status.is_server_error() => return Ok(a),
                 Ok(a) => last = Some(a.error()),
                 Err(e) => last = Some(e),

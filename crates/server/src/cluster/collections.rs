@@ -42,7 +42,7 @@ async fn etcd<T: Send + 'static>(
     let etcd = Arc::clone(&c.node.etcd);
     tokio::task::spawn_blocking(move || work(&etcd))
         .await
-        .map_err(|e| ApiError::bad_request(format!("a control-plane call failed: {e}")))?
+        .map_err(|e| control_plane(ClusterError::Unavailable(e.to_string())))?
         .map_err(control_plane)
 }
 
@@ -84,10 +84,14 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
         return Err(DbError::CollectionExists(r.name.clone()).into());
     }
     let shards = place(&view, shard_number, replication_factor);
-    if shards.iter().any(|s| s.replicas.is_empty()) {
+    let placed = shards.iter().map(|s| s.replicas.len()).min().unwrap_or(0);
+    if placed < write_consistency_factor.max(1) as usize {
         return Err(ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
-            message: "no live node to place the collection's shards on".into(),
+            message: format!(
+                "{} live nodes: too few to place replicas for write_consistency_factor {write_consistency_factor}",
+                view.nodes.len()
+            ),
             retry_after: Some(1),
         });
     }
@@ -130,7 +134,14 @@ async fn wait_for_replicas(c: &Arc<ClusterState>, name: &str, map: &CollectionMa
         for node in &s.replicas {
             while Instant::now() < deadline && c.node.view().is_alive(node) {
                 let exists = c
-                    .call(node, &Method::GET, &path, Bytes::new(), Duration::from_secs(2))
+                    .call(
+                        node,
+                        &Method::GET,
+                        &path,
+                        Bytes::new(),
+                        Duration::from_secs(2),
+                        map.uid,
+                    )
                     .await
                     .is_ok_and(|a| a.result()["exists"] == json!(true));
                 if exists {
@@ -212,14 +223,17 @@ pub async fn info(
 }
 
 /// `GET /cluster`: Qdrant's cluster status, with the live nodes as its peers.
-pub fn cluster_info(c: &ClusterState, started: Instant) -> Response {
+pub async fn cluster_info(c: &ClusterState, started: Instant) -> Response {
     let view = c.node.view();
+    let etcd = Arc::clone(&c.node.etcd);
+    let healthy = tokio::task::spawn_blocking(move || etcd.health())
+        .await
+        .unwrap_or_default();
     let peers: Map<String, Value> = view
         .nodes
         .values()
         .map(|n| (n.peer_id().to_string(), json!({ "uri": n.url })))
         .collect();
-    let healthy = c.node.etcd.health();
     ok(
         json!({
             "status": "enabled",
@@ -234,7 +248,10 @@ pub fn cluster_info(c: &ClusterState, started: Instant) -> Response {
                 "role": null,
                 "is_voter": false,
             },
-            "consensus_thread_status": { "consensus_thread_status": "working", "last_update": null },
+            "consensus_thread_status": {
+                "consensus_thread_status": "working",
+                "last_update": now_rfc3339(),
+            },
             "message_send_failures": {},
             "control_plane": {
                 "etcd": healthy.iter().map(|(e, ok)| json!({"endpoint": e, "healthy": ok})).collect::<Vec<_>>(),
@@ -285,4 +302,12 @@ pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> 
         }),
         r.started,
     )
+}
+
+/// The current time as RFC 3339 (`Z`), as Qdrant's cluster status carries it.
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{}Z", diskvec_db::UtcTime::from_unix(secs).iso())
 }

@@ -5,9 +5,9 @@ use std::cmp::Ordering;
 
 use serde_json::Value;
 
-/// Whether a list is best-first by higher scores (`Some(true)`), lower (`Some(false)`),
-/// or cannot tell (every score equal). Each shard sorts its list as the query's metric or
-/// formula asks, so the lists themselves say which way is better.
+/// Whether the lists are best-first by higher scores, read from the lists themselves (each
+/// shard sorts its list as the query's metric asks) when the caller cannot tell from the
+/// collection's metric; lists of one score each say nothing, and count as higher first.
 fn direction(lists: &[Vec<Value>]) -> bool {
     for list in lists {
         let scores: Vec<f64> = list
@@ -23,9 +23,16 @@ fn direction(lists: &[Vec<Value>]) -> bool {
     true
 }
 
-/// The best `limit` after skipping `offset` of the shards' lists, each already best-first.
-pub fn merge_scored(lists: Vec<Vec<Value>>, offset: usize, limit: usize) -> Vec<Value> {
-    let higher_first = direction(&lists);
+/// The best `limit` after skipping `offset` of the shards' lists, each already best-first:
+/// by higher scores if `higher_first` (the metric's way: similarities), by lower if not
+/// (distances), as the lists show it when `None`.
+pub fn merge_scored(
+    lists: Vec<Vec<Value>>,
+    offset: usize,
+    limit: usize,
+    higher_first: Option<bool>,
+) -> Vec<Value> {
+    let higher_first = higher_first.unwrap_or_else(|| direction(&lists));
     let score = |p: &Value| p.get("score").and_then(Value::as_f64).unwrap_or(f64::NAN);
     let mut all: Vec<(usize, usize, Value)> = lists
         .into_iter()
@@ -96,11 +103,15 @@ mod tests {
     #[test]
     fn scored_lists_merge_best_first_either_way() {
         let similar = vec![hits(&[(1, 0.9), (2, 0.5)]), hits(&[(3, 0.8), (4, 0.7)])];
-        assert_eq!(ids(&merge_scored(similar, 1, 2)), [3, 4]);
+        assert_eq!(ids(&merge_scored(similar, 1, 2, None)), [3, 4]);
         let distances = vec![hits(&[(1, 0.1), (2, 0.5)]), hits(&[(3, 0.2), (4, 0.3)])];
-        assert_eq!(ids(&merge_scored(distances, 0, 3)), [1, 3, 4]);
+        assert_eq!(ids(&merge_scored(distances, 0, 3, None)), [1, 3, 4]);
         let flat = vec![hits(&[(1, 1.0)]), hits(&[(2, 1.0)])];
-        assert_eq!(ids(&merge_scored(flat, 0, 5)), [1, 2]);
+        assert_eq!(ids(&merge_scored(flat, 0, 5, None)), [1, 2]);
+        // One hit per shard says nothing of the direction: the metric does.
+        let one_each = vec![hits(&[(1, 0.4)]), hits(&[(2, 0.1)])];
+        assert_eq!(ids(&merge_scored(one_each.clone(), 0, 1, Some(false))), [2]);
+        assert_eq!(ids(&merge_scored(one_each, 0, 1, Some(true))), [1]);
     }
 
     #[test]

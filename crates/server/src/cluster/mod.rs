@@ -37,9 +37,13 @@ use crate::AppState;
 
 pub use replicas::start as start_replicas;
 
-/// A request forwarded by a router to a replica carries this header; a replica that is
-/// still catching up with its log refuses such reads (503) so the router asks another.
+/// A request a router forwards to a replica carries the collection's uid in this header: the
+/// replica answers only if it is of that incarnation of the collection and has caught up
+/// with its log (else 503, and the router asks another replica).
 pub const ROUTED_HEADER: &str = "x-diskvec-routed";
+/// A node's own work on its replicas (creating one, applying its log) carries this header:
+/// other writes to a replica are refused, since a replica changes only through its log.
+pub const APPLY_HEADER: &str = "x-diskvec-apply";
 
 pub struct ClusterState {
     pub node: Arc<ClusterNode>,
@@ -97,21 +101,57 @@ impl ClusterState {
 /// The routing layer: requests on the cluster's collections are answered here; requests on a
 /// replica (`<name>@<shard>`) and everything else go on to the node's own API.
 pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().replace("%40", "@");
+    let replica = path
+        .strip_prefix("/collections/")
+        .map(|rest| rest.split('/').next().unwrap_or(""))
+        .filter(|name| name.contains('@'))
+        .map(str::to_string);
+    let applying = req.headers().contains_key(APPLY_HEADER);
+    let routed_uid = req
+        .headers()
+        .get(ROUTED_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(name) = &replica {
+        // A replica changes only through its log: reads are open, writes only to the node
+        // (a router forwards reads only).
+        if !applying && routed_uid.is_none() && !crate::is_read(&method, &path) {
+            return ApiError::bad_request(format!(
+                "{name} is a replica of a cluster collection ('@' names are kept for them): write to the collection"
+            ))
+            .into_response();
+        }
+    }
     let Some(cluster) = s.cluster.clone() else {
         return next.run(req).await;
     };
     let started = Instant::now();
-    let method = req.method().clone();
-    let path = req.uri().path().replace("%40", "@");
     let query = req.uri().query().map(str::to_string);
     if path == "/cluster" && method == Method::GET {
-        return collections::cluster_info(&cluster, started);
+        return collections::cluster_info(&cluster, started).await;
     }
     if let Some(local) = path.strip_prefix("/cluster/applied/") {
         return writes::applied_endpoint(&cluster, local, query.as_deref()).await;
     }
     if path == "/collections" && method == Method::GET {
         return collections::list(&cluster, started);
+    }
+    if let Some(name) = replica {
+        if let Some(uid) = routed_uid {
+            if !replicas::serves(&cluster, &name, uid) {
+                return ApiError {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    message: format!(
+                        "replica {name} is not open here or is catching up with its log"
+                    ),
+                    retry_after: Some(1),
+                }
+                .into_response();
+            }
+        }
+        return next.run(req).await;
     }
     let Some(rest) = path.strip_prefix("/collections/") else {
         return next.run(req).await;
@@ -120,18 +160,6 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         Some(at) => (rest[..at].to_string(), rest[at..].to_string()),
         None => (rest.to_string(), String::new()),
     };
-    if name.contains('@') {
-        let routed = req.headers().contains_key(ROUTED_HEADER);
-        if routed && !replicas::ready(&cluster, &name) {
-            return ApiError {
-                status: StatusCode::SERVICE_UNAVAILABLE,
-                message: format!("replica {name} is catching up with its log"),
-                retry_after: Some(1),
-            }
-            .into_response();
-        }
-        return next.run(req).await;
-    }
     if name == "aliases" {
         return ApiError::bad_request("aliases are not supported in cluster mode yet")
             .into_response();

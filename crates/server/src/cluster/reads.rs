@@ -146,6 +146,9 @@ pub async fn scroll(
         return forward_whole(c, map, r).await;
     }
     let mut body = r.json()?;
+    if !body.is_object() {
+        return Err(ApiError::bad_request("expected a JSON object"));
+    }
     if body.get("order_by").is_some_and(|o| !o.is_null()) {
         return Err(ApiError::bad_request(
             "scroll with order_by is not supported on a collection of several shards yet",
@@ -193,8 +196,34 @@ fn merges_by_score(search: &Value, is_query: bool) -> bool {
     }
 }
 
+/// Whether the metric of the space a search runs in ranks higher scores first (similarities)
+/// or lower (Euclid and Manhattan distances); `None` when the configuration does not say
+/// (a sparse space: higher first, as the merge then reads from the lists).
+fn higher_first(map: &CollectionMap, search: &Value, is_query: bool) -> Option<bool> {
+    let vectors = map.config.get("vectors")?;
+    let space = if is_query {
+        search.get("using").and_then(Value::as_str).unwrap_or("")
+    } else {
+        search
+            .get("vector")
+            .and_then(|v| v.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let params = if vectors.get("distance").is_some() {
+        vectors
+    } else {
+        vectors.get(space)?
+    };
+    let distance = params.get("distance")?.as_str()?.to_ascii_lowercase();
+    Some(!matches!(distance.as_str(), "euclid" | "manhattan"))
+}
+
 /// A search asked of every shard for its best `limit + offset`.
 fn per_shard_search(search: &Value) -> Result<(Value, usize, usize), ApiError> {
+    if !search.is_object() {
+        return Err(ApiError::bad_request("a search must be a JSON object"));
+    }
     let limit = usize_field(search, "limit", 10)?;
     let offset = usize_field(search, "offset", 0)?;
     let mut s = search.clone();
@@ -246,8 +275,9 @@ pub async fn scored(
         )
         .await?;
     let lists = answers.iter().map(|a| scored_list(a.result())).collect();
+    let order = higher_first(map, &body, is_query);
     Ok(ok(
-        shaped(is_query, merge_scored(lists, offset, limit)),
+        shaped(is_query, merge_scored(lists, offset, limit, order)),
         r.started,
     ))
 }
@@ -262,12 +292,19 @@ pub async fn scored_batch(
     }
     let is_query = r.tail.ends_with("/query/batch");
     let mut body = r.json()?;
+    if !body.is_object() {
+        return Err(ApiError::bad_request("expected a JSON object"));
+    }
     let searches = body
         .get("searches")
         .and_then(Value::as_array)
         .cloned()
         .ok_or_else(|| ApiError::bad_request("searches: expected a list"))?;
     let mut pages = Vec::with_capacity(searches.len());
+    let orders: Vec<Option<bool>> = searches
+        .iter()
+        .map(|s| higher_first(map, s, is_query))
+        .collect();
     let mut per_shard = Vec::with_capacity(searches.len());
     for s in &searches {
         if !merges_by_score(s, is_query) {
@@ -296,7 +333,10 @@ pub async fn scored_batch(
             .iter()
             .map(|a| scored_list(&a.result()[i]))
             .collect();
-        out.push(shaped(is_query, merge_scored(lists, offset, limit)));
+        out.push(shaped(
+            is_query,
+            merge_scored(lists, offset, limit, orders[i]),
+        ));
     }
     Ok(ok(out, r.started))
 }

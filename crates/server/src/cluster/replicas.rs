@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::calls::Via;
 use super::split::LogMessage;
 use super::ClusterState;
 use crate::AppState;
@@ -49,13 +50,16 @@ impl Drop for LocalReplica {
     }
 }
 
-/// Whether the local replica `name` may answer routed reads.
-pub fn ready(c: &ClusterState, name: &str) -> bool {
-    c.replicas
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(name)
-        .is_none_or(|r| r.ready.load(Ordering::Acquire))
+/// Whether the local replica `name` may answer a router's read for the collection
+/// incarnation `uid`: it is open here, of that incarnation, and caught up with its log.
+pub fn serves(c: &ClusterState, name: &str, uid: u64) -> bool {
+    replica(c, name).is_some_and(|r| r.uid == uid && r.ready.load(Ordering::Acquire))
+}
+
+/// Whether `replica` is still the one this node keeps under `name` (not dropped or
+/// replaced since its applier started).
+fn is_current(c: &ClusterState, name: &str, replica: &Arc<LocalReplica>) -> bool {
+    self::replica(c, name).is_some_and(|r| Arc::ptr_eq(&r, replica))
 }
 
 /// `Some(ready)` for a local replica this node keeps, `None` when it has none (yet).
@@ -114,6 +118,8 @@ async fn reconcile(
             }
         }
     }
+    // One replica's failure does not hold up the others; the first is reported.
+    let mut first_error = None;
     // Replicas no map holds any more (the collection dropped, or created again anew).
     for local in state.db.collection_names() {
         let Some((name, _)) = parse_replica_name(&local) else {
@@ -125,23 +131,35 @@ async fn reconcile(
         };
         if stale {
             log::info!("cluster: dropping replica {local} (no longer in {name}'s map)");
-            drop_replica(state, c, &local).await?;
+            if let Err(e) = drop_replica(state, c, &local).await {
+                first_error.get_or_insert(e);
+            }
         }
     }
     for (local, (name, shard, map)) in wanted {
         if replica(c, &local).is_some() {
             continue;
         }
-        open_replica(state, c, &local, &name, shard, &map).await?;
+        if let Err(e) = open_replica(state, c, &local, &name, shard, &map).await {
+            first_error.get_or_insert(e);
+        }
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 async fn drop_replica(state: &AppState, c: &ClusterState, local: &str) -> Result<(), String> {
-    c.replicas
+    let gone = c
+        .replicas
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .remove(local);
+    // Its applier holds it too: stopped here, and waited for, before the collection goes
+    // (an applier left running would apply the old log to a new collection of the name).
+    let task = gone.and_then(|r| r.task.lock().unwrap_or_else(|p| p.into_inner()).take());
+    if let Some(task) = task {
+        task.abort();
+        let _ = task.await;
+    }
     let (db, dir, name) = (
         Arc::clone(&state.db),
         c.marks_dir.clone(),
@@ -190,7 +208,7 @@ async fn open_replica(
                     &Method::PUT,
                     &format!("/collections/{local}"),
                     Bytes::from(map.config.to_string()),
-                    false,
+                    Via::Apply,
                 )
                 .await
                 .map_err(|e| e.message)?;
@@ -245,7 +263,7 @@ async fn apply_log(
     stream: String,
 ) {
     let mut mark = None;
-    loop {
+    while is_current(&c, &local, &replica) {
         if let Err(e) = follow_once(&c, &replica, &local, &stream, &mut mark).await {
             log::warn!("cluster: replica {local}: {e}; retrying in 1 s");
         }
@@ -275,6 +293,13 @@ async fn follow_once(
         .last_sequence(stream)
         .await
         .map_err(|e| e.to_string())?;
+    if applied > end {
+        // The log lost messages this replica applied (its stream was created again, or its
+        // servers lost their data): new messages would reuse sequences already marked.
+        return Err(format!(
+            "the log ends at {end}, below this replica's mark {applied}: it lost messages; the replica stops"
+        ));
+    }
     if applied >= end {
         replica.ready.store(true, Ordering::Release);
     }
@@ -286,6 +311,9 @@ async fn follow_once(
     let mut messages = Box::pin(messages);
     while let Some(item) = messages.next().await {
         let (seq, body) = item.map_err(|e| e.to_string())?;
+        if !is_current(c, local, replica) {
+            return Ok(());
+        }
         let applied = mark.as_ref().expect("opened above").sequence();
         if seq <= applied {
             continue;
@@ -343,10 +371,10 @@ async fn apply_one(
     };
     let uri = format!("/collections/{local}{}?{query}", msg.path);
     let answer = c
-        .call_local(&method, &uri, Bytes::from(msg.body.to_string()), false)
+        .call_local(&method, &uri, Bytes::from(msg.body.to_string()), Via::Apply)
         .await
         .map_err(|e| e.message)?;
-    if answer.status.is_server_error() {
+    if must_retry(&answer, local) {
         return Err(format!(
             "applying message {seq}: {}",
             answer.error().message
@@ -357,4 +385,17 @@ async fn apply_one(
         status: answer.status.as_u16(),
         body: answer.body,
     })
+}
+
+/// Whether an answer says this node could not apply the message now, rather than what the
+/// message itself deserves (which is the same on every replica): a server error, the
+/// replica missing, a rate of strict mode spent, a timeout. Such a message is applied again,
+/// never passed over, or replicas would diverge.
+fn must_retry(answer: &super::calls::Answer, local: &str) -> bool {
+    use axum::http::StatusCode;
+    let status = answer.status;
+    status.is_server_error()
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status == StatusCode::REQUEST_TIMEOUT
+        || (status == StatusCode::NOT_FOUND && answer.error().message.contains(local))
 }

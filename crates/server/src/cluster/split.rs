@@ -37,7 +37,12 @@ pub fn replica_query(query: Option<&str>) -> String {
     query
         .unwrap_or("")
         .split('&')
-        .filter(|kv| !kv.is_empty() && !kv.starts_with("wait=") && !kv.starts_with("timeout="))
+        .filter(|kv| {
+            !kv.is_empty()
+                && *kv != "wait"
+                && !kv.starts_with("wait=")
+                && !kv.starts_with("timeout=")
+        })
         .collect::<Vec<_>>()
         .join("&")
 }

@@ -22,6 +22,11 @@ use crate::envelope::{ok, ApiError};
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// One long poll of a replica's applied sequence.
 const POLL: Duration = Duration::from_millis(1000);
+/// Once `write_consistency_factor` replicas applied a write, how long it still waits for
+/// the other live ones (so a read right after sees it everywhere, unless one lags).
+const GRACE: Duration = Duration::from_secs(2);
+/// The largest message NATS takes (its default `max_payload`).
+const LOG_MESSAGE_LIMIT: usize = 1024 * 1024;
 
 fn unavailable(message: String) -> ApiError {
     ApiError {
@@ -46,7 +51,17 @@ pub async fn write(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
+    let age = c.node.view_age();
+    if age > Duration::from_secs(diskvec_cluster::node::LEASE_TTL_SECS) {
+        return Err(unavailable(format!(
+            "this node has not reached the cluster's control plane for {:.0} s: it takes no writes until it does",
+            age.as_secs_f64()
+        )));
+    }
     let body = r.json()?;
+    if !body.is_object() {
+        return Err(ApiError::bad_request("expected a JSON object"));
+    }
     let query = replica_query(r.query.as_deref());
     let parts = split_write(r.method.as_str(), &r.tail, &query, &body, map.shard_number)
         .map_err(ApiError::bad_request)?;
@@ -62,6 +77,16 @@ pub async fn write(
                 "shard {shard} of {} has {live} live replicas, fewer than its write_consistency_factor {}",
                 r.name, map.write_consistency_factor
             )));
+        }
+        if let Some(m) = msgs.iter().find(|m| m.to_bytes().len() > LOG_MESSAGE_LIMIT) {
+            return Err(ApiError {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!(
+                    "one point of this write takes {} bytes, over the log's {LOG_MESSAGE_LIMIT}-byte message limit",
+                    m.to_bytes().len()
+                ),
+                retry_after: None,
+            });
         }
     }
     // Each shard's messages in order; the shards side by side.
@@ -81,13 +106,13 @@ pub async fn write(
                     .await
                     .map_err(|e| {
                         unavailable(format!(
-                            "{e} ({} earlier parts of this write are in the log and will apply)",
+                            "{e} ({} earlier parts of this write on shard {shard} are in the log and will apply)",
                             seqs.len()
                         ))
                     })?;
                 seqs.push(seq);
             }
-            Ok::<_, ApiError>((shard as u32, seqs[0], *seqs.last().expect("one message")))
+            Ok::<_, ApiError>((shard as u32, seqs))
         }));
     }
     let mut appended = Vec::with_capacity(appends.len());
@@ -97,8 +122,14 @@ pub async fn write(
                 .map_err(|e| unavailable(format!("appending failed: {e}")))??,
         );
     }
-    let last_seq = appended.iter().map(|a| a.2).max().unwrap_or(0);
-    if !r.waits() {
+    let last_seq = appended
+        .iter()
+        .filter_map(|(_, seqs)| seqs.last().copied())
+        .max()
+        .unwrap_or(0);
+    // A change of the collection itself is answered as Qdrant does, once applied.
+    let always_waits = r.method == Method::PATCH && r.tail.is_empty();
+    if !r.waits() && !always_waits {
         return Ok(ok(
             json!({"operation_id": last_seq, "status": "acknowledged"}),
             r.started,
@@ -106,10 +137,10 @@ pub async fn write(
     }
     let deadline = Instant::now() + timeout_of(r.query.as_deref());
     let mut waits = Vec::with_capacity(appended.len());
-    for (shard, first, last) in appended {
+    for (shard, seqs) in appended {
         let (c, map, name) = (Arc::clone(c), map.clone(), r.name.clone());
         waits.push(tokio::spawn(async move {
-            wait_applied(&c, &map, &name, shard, first, last, deadline).await
+            wait_applied(&c, &map, &name, shard, &seqs, deadline).await
         }));
     }
     let mut result = json!({"operation_id": last_seq, "status": "completed"});
@@ -124,21 +155,28 @@ pub async fn write(
     Ok(ok(result, r.started))
 }
 
-/// Waits until every live replica of `shard` applied `last` (and at least the write
-/// consistency factor did); the error of the first message in `first..=last` a replica
-/// refused, else the last message's result as a replica answered it.
+/// Waits until at least `write_consistency_factor` replicas of `shard` applied the
+/// messages `seqs` (and the other live ones did, or `GRACE` passed); the error of the first
+/// of them a replica refused, else the last one's result as a replica answered it.
 async fn wait_applied(
     c: &Arc<ClusterState>,
     map: &CollectionMap,
     name: &str,
     shard: u32,
-    first: u64,
-    last: u64,
+    seqs: &[u64],
     deadline: Instant,
 ) -> Result<Option<Value>, ApiError> {
     let local = replica_name(name, shard);
+    let wanted = map.write_consistency_factor.max(1) as usize;
+    let list = seqs
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let last = seqs.iter().copied().max().unwrap_or(0);
     let mut done: Vec<String> = Vec::new();
     let mut outcome: Option<Value> = None;
+    let mut enough_at: Option<Instant> = None;
     loop {
         let view = c.node.view();
         let pending: Vec<String> = map.shards[shard as usize]
@@ -147,33 +185,43 @@ async fn wait_applied(
             .filter(|n| view.is_alive(n) && !done.contains(n))
             .cloned()
             .collect();
-        if done.len() >= map.write_consistency_factor as usize && pending.is_empty() {
-            return Ok(outcome);
+        if done.len() >= wanted {
+            let since = *enough_at.get_or_insert_with(Instant::now);
+            if pending.is_empty() || since.elapsed() >= GRACE {
+                return Ok(outcome);
+            }
         }
         if Instant::now() >= deadline {
-            if done.len() >= map.write_consistency_factor as usize {
+            if done.len() >= wanted {
                 return Ok(outcome);
+            }
+            if done.len() + pending.len() < wanted {
+                return Err(unavailable(format!(
+                    "only {} replicas of shard {shard} are live, fewer than write_consistency_factor {wanted} (the write is in the log and will apply)",
+                    done.len() + pending.len()
+                )));
             }
             return Err(ApiError {
                 status: StatusCode::REQUEST_TIMEOUT,
                 message: format!(
-                    "Timeout error: {} of {} replicas of shard {shard} applied the write in time (it is in the log and will apply)",
-                    done.len(),
-                    map.write_consistency_factor
+                    "Timeout error: {} of {wanted} replicas of shard {shard} applied the write in time (it is in the log and will apply)",
+                    done.len()
                 ),
                 retry_after: None,
             });
         }
+        let path = format!(
+            "/cluster/applied/{local}?uid={}&seqs={list}&wait_ms={}",
+            map.uid,
+            POLL.as_millis()
+        );
         let asks = pending.iter().map(|node| {
-            let path = format!(
-                "/cluster/applied/{local}?from={first}&seq={last}&wait_ms={}",
-                POLL.as_millis()
-            );
+            let path = path.clone();
             async move {
-                (
-                    node.clone(),
-                    c.call(node, &Method::GET, &path, Bytes::new(), POLL * 3).await,
-                )
+                let answer = c
+                    .call(node, &Method::GET, &path, Bytes::new(), POLL * 3, map.uid)
+                    .await;
+                (node.clone(), answer)
             }
         });
         let answers = futures_util::future::join_all(asks).await;
@@ -209,46 +257,55 @@ async fn wait_applied(
             done.push(node);
             progressed = true;
         }
-        if !progressed && pending.is_empty() {
-            // No live replica to wait on: the view will change, or the deadline come.
+        if !progressed {
+            // Nobody answered with progress (a node gone, a replica opening): do not spin.
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }
 
-/// `GET /cluster/applied/<replica>?from=A&seq=B&wait_ms=T`: waits up to T ms until the
-/// local replica applied B, then tells how far it is, the first refused message in A..=B
-/// (status and answer), and B's result.
+/// `GET /cluster/applied/<replica>?uid=U&seqs=A,B,...&wait_ms=T`: waits up to T ms until the
+/// local replica of incarnation U applied the greatest of the messages, then tells how far
+/// it is, the first of them it refused (status and answer), and the last one's result.
 pub async fn applied_endpoint(c: &ClusterState, local: &str, query: Option<&str>) -> Response {
     let started = Instant::now();
-    let param = |name: &str| -> u64 {
+    let param = |name: &str| -> Option<&str> {
         query
             .unwrap_or("")
             .split('&')
             .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
     };
-    let (from, seq, wait_ms) = (param("from"), param("seq"), param("wait_ms").min(10_000));
-    let Some(replica) = replicas::replica(c, local) else {
-        return ApiError::not_found(format!("no replica {local} on this node")).into_response();
+    let uid = param("uid").and_then(|v| v.parse::<u64>().ok());
+    let wait_ms = param("wait_ms")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        .min(10_000);
+    let seqs: Vec<u64> = param("seqs")
+        .unwrap_or("")
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let last = seqs.iter().copied().max().unwrap_or(0);
+    let Some(replica) = replicas::replica(c, local).filter(|r| Some(r.uid) == uid) else {
+        return ApiError::not_found(format!("no replica {local} of that collection here"))
+            .into_response();
     };
     let mut rx = replica.applied.subscribe();
     let _ = tokio::time::timeout(
         Duration::from_millis(wait_ms),
-        rx.wait_for(|&applied| applied >= seq),
+        rx.wait_for(|&applied| applied >= last),
     )
     .await;
     let applied = *rx.borrow();
     let kept = replica.outcomes.lock().unwrap_or_else(|p| p.into_inner());
     let failure = kept
         .iter()
-        .find(|o| o.seq >= from && o.seq <= seq && o.status >= 400)
+        .find(|o| o.status >= 400 && seqs.contains(&o.seq))
         .map(|o| json!({"seq": o.seq, "status": o.status, "body": o.body}));
     let result = kept
         .iter()
         .rev()
-        .find(|o| o.seq == seq)
+        .find(|o| o.seq == last)
         .and_then(|o| o.body.get("result").cloned());
     ok(
         json!({"applied": applied, "failure": failure, "result": result}),
