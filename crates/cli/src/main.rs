@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod build_cmd;
+mod cluster_cmd;
 mod dataset_cmd;
 mod db_cmd;
 mod demo_cmd;
@@ -67,6 +68,9 @@ enum Command {
     Demo(demo_cmd::Args),
     /// Serve a database over Qdrant's REST API (qdrant-client, VectorDBBench work unchanged).
     Serve(serve_cmd::Args),
+    /// Operate a cluster of `serve --cluster` nodes (`cluster rebalance`).
+    #[command(subcommand)]
+    Cluster(cluster_cmd::Command),
 }
 
 fn main() {
@@ -85,6 +89,7 @@ fn main() {
         Command::Iobench(a) => iobench_cmd::run_cmd(a),
         Command::Demo(a) => demo_cmd::run(a),
         Command::Serve(a) => serve_cmd::run(a),
+        Command::Cluster(c) => cluster_cmd::run(c),
         Command::Import(a) => import_cmd::run(a),
         Command::Query(a) => query_cmd::run(a),
         Command::Db(c) => db_cmd::run(c),

@@ -7,6 +7,7 @@
 //!   cluster, re-read continuously.
 //! - [`log`]: the replicated log, one NATS JetStream stream per shard.
 //! - [`applied`]: how far each local replica has applied its shard's log, durably.
+//! - [`rebalance`]: which replicas to move so that every live node holds its share.
 //!
 //! Nothing here knows Qdrant's API; the server routes requests with it
 //! (docs/design-scale-out.md).
@@ -16,11 +17,12 @@ pub mod etcd;
 pub mod log;
 pub mod map;
 pub mod node;
+pub mod rebalance;
 
 pub use applied::AppliedMark;
 pub use etcd::Etcd;
 pub use log::Log;
-pub use map::{ClusterView, CollectionMap, NodeInfo, ShardMap};
+pub use map::{ClusterView, CollectionMap, Move, NodeInfo, ShardMap};
 pub use node::ClusterNode;
 
 #[derive(Debug, thiserror::Error)]

@@ -48,6 +48,16 @@ pub fn peer_id_of(node_id: &str) -> u64 {
 pub struct ShardMap {
     /// Node ids holding a replica, distinct.
     pub replicas: Vec<String>,
+    /// Replicas being moved: `to` is among the replicas already (its node builds it from
+    /// the log); once it has caught up, its node removes `from` and the move.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<Move>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    pub from: String,
+    pub to: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -167,7 +177,10 @@ pub fn place(view: &ClusterView, shards: u32, replication: u32) -> Vec<ShardMap>
         for r in &replicas {
             *load.get_mut(r.as_str()).expect("placed on a known node") += 1;
         }
-        out.push(ShardMap { replicas });
+        out.push(ShardMap {
+            replicas,
+            moves: Vec::new(),
+        });
     }
     out
 }
@@ -223,6 +236,7 @@ mod tests {
             write_consistency_factor: 1,
             shards: vec![ShardMap {
                 replicas: vec!["a".into(), "b".into()],
+                moves: Vec::new(),
             }],
         };
         view.collections.insert("x".into(), (first, 5));

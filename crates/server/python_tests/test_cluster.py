@@ -531,6 +531,7 @@ class Load:
         self.failed_reads = []
         self.read_times = []  # (started, seconds, node) of every read
         self.write_failures = []  # (when, node, error)
+        self.acked_times = []  # (sent, acknowledged) of every acknowledged write
         self.crashes = []
         self.stopping = threading.Event()
         # Daemons: a thread stuck past its join timeout must not keep pytest from exiting.
@@ -563,11 +564,13 @@ class Load:
             self.next_id += 20
             k, _, port = self._pick(rnd)
             payloads = {i: {"n": i, "round": self.round} for i in ids}
+            sent = time.monotonic()
             try:
                 self._client(clients, port).upsert(self.name, wait=True, points=[
                     models.PointStruct(id=i, vector=v.tolist(), payload=payloads[i])
                     for i, v in zip(ids, vectors_of(ids))])
                 self.acked.update(payloads)
+                self.acked_times.append((sent, time.monotonic()))
             except Exception as e:
                 self.maybe.update(ids)
                 self.write_errors += 1
@@ -645,7 +648,6 @@ def hang_node(cluster, load, k):
     wait_members(cluster, range(NODES), 20)
     back = time.monotonic() - resumed
     load.mark_up(k)
-    print("DEBUG slow reads", [(round(st - hung, 2), round(t, 2), j) for st, t, j in load.read_times if t > 0.5])
     slowest = max((t for started, t, j in list(load.read_times) if j != k and started >= hung), default=0)
     return (f"hung node {k} for {resumed - hung:.1f} s (others dropped it after {gone:.1f} s, "
             f"listed again {back:.1f} s after SIGCONT; slowest read through a live node "
@@ -654,15 +656,30 @@ def hang_node(cluster, load, k):
 
 def kill_etcd_and_nats(cluster, load, _):
     """Member 0 of each: every node starts with etcd member 0, and some nodes' NATS connections
-    are to server 0, so the nodes must move to the others."""
+    are to server 0, so the nodes must move to the others. Down for 8 s, past the election of
+    new leaders for the streams server 0 led (about 6 s here)."""
+    killed = time.monotonic()
     cluster.etcd.kill(0)
     cluster.nats.kill(0)
-    time.sleep(3)
+    time.sleep(8)
     cluster.etcd.start(0)
     cluster.nats.start(0)
     cluster.etcd.wait_ready()
     cluster.nats.wait_ready()
-    return "killed etcd member 0 and NATS server 0, restarted them on their data"
+    ready = time.monotonic()
+
+    # Writes that failed are only "maybe"; but writes must be acknowledged again once both
+    # clusters are whole, or the round would prove nothing about the log. The bound is loose:
+    # a node whose NATS connection was to server 0 has been seen to stop applying its logs
+    # for 20 s (its ordered consumer waits for missed 15 s heartbeats), and a write waits for
+    # every live replica.
+    def resumed():
+        assert any(sent >= ready for sent, _ in list(load.acked_times)), "no write acknowledged since"
+    eventually(resumed, 60)
+    first = min(done for sent, done in list(load.acked_times) if sent >= killed) - killed
+    return (f"killed etcd member 0 and NATS server 0 for 8 s, restarted on their data, both clusters "
+            f"ready {ready - killed:.1f} s after the kill; first write sent after the kill acknowledged "
+            f"{first:.1f} s after it")
 
 
 def test_faults_under_load_lose_nothing(cluster):
@@ -722,10 +739,11 @@ def test_faults_under_load_lose_nothing(cluster):
         print(f"round {round_} ({time.monotonic() - load.started:.0f} s): {what}; {len(load.acked)} acknowledged, "
               f"{len(load.maybe)} unacknowledged ids, {load.reads} reads, {len(load.failed_reads)} failed, "
               f"{load.excused} excused (node down mid-request)")
-        if load.write_failures:
-            (first, _, error), (last, _, _) = load.write_failures[0], load.write_failures[-1]
-            print(f"  writes failed from {first - load.started:.1f} s to {last - load.started:.1f} s "
-                  f"into the round, the first with {error}")
+        kinds = {}  # the failed writes by error, numbers left out: when and how often
+        for when, _, error in load.write_failures:
+            kinds.setdefault(re.sub(r"\d+", "N", error)[:160], []).append(when - load.started)
+        for error, times in kinds.items():
+            print(f"  {len(times)} writes failed from {times[0]:.1f} s to {times[-1]:.1f} s into the round: {error}")
 
     print(f"fault loop: {len(rounds)} rounds, {len(acked)} acknowledged ids checked, 0 lost, "
           f"{len(maybe)} maybe ({write_errors} failed writes), {reads} reads, {len(failed_reads)} failed "

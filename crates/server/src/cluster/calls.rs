@@ -44,11 +44,52 @@ impl Answer {
     }
 }
 
+/// What a router asks of the replica it reads: to be of the collection incarnation `uid`
+/// (and caught up), and to have applied its log up to `at_least` (a read that must not be
+/// stale: the log's end when the read began).
+#[derive(Clone, Copy, Debug)]
+pub struct Route {
+    pub uid: u64,
+    pub at_least: u64,
+}
+
+impl Route {
+    pub fn of(uid: u64) -> Self {
+        Self { uid, at_least: 0 }
+    }
+
+    /// `uid` or `uid:at_least`, the value of the routed header.
+    pub fn header(&self) -> String {
+        if self.at_least == 0 {
+            self.uid.to_string()
+        } else {
+            format!("{}:{}", self.uid, self.at_least)
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        let (uid, at_least) = value.split_once(':').unwrap_or((value, "0"));
+        Some(Self {
+            uid: uid.parse().ok()?,
+            at_least: at_least.parse().ok()?,
+        })
+    }
+}
+
+/// A read asked of a shard's replica: `tail` after `/collections/<name>@<shard>`; `fresh`
+/// when it must not be older than the log's end as the read begins (`consistency`).
+pub struct ShardRead {
+    pub method: Method,
+    pub tail: String,
+    pub body: Bytes,
+    pub fresh: bool,
+}
+
 /// On whose behalf a node calls its own API.
 #[derive(Clone, Copy, Debug)]
 pub enum Via {
-    /// A router reading a replica of the collection incarnation with this uid.
-    Router(u64),
+    /// A router reading a replica.
+    Router(Route),
     /// The node keeping its replica: creating it, applying its log.
     Apply,
 }
@@ -77,11 +118,11 @@ impl ClusterState {
         path_and_query: &str,
         body: Bytes,
         patience: Duration,
-        uid: u64,
+        route: Route,
     ) -> Result<Answer, ApiError> {
         if node == self.node.me.id {
             return self
-                .call_local(method, path_and_query, body, Via::Router(uid))
+                .call_local(method, path_and_query, body, Via::Router(route))
                 .await;
         }
         let url = self
@@ -100,7 +141,7 @@ impl ClusterState {
             let mut req = agent
                 .request(method.as_str(), &target)
                 .timeout(patience)
-                .set(ROUTED_HEADER, &uid.to_string())
+                .set(ROUTED_HEADER, &route.header())
                 .set("content-type", "application/json");
             if let Some(k) = &key {
                 req = req.set("api-key", k);
@@ -147,7 +188,7 @@ impl ClusterState {
             .uri(path_and_query)
             .header("content-type", "application/json");
         req = match via {
-            Via::Router(uid) => req.header(ROUTED_HEADER, uid.to_string()),
+            Via::Router(route) => req.header(ROUTED_HEADER, route.header()),
             Via::Apply => req.header(APPLY_HEADER, "1"),
         };
         if let Some(k) = &self.api_key {
@@ -196,11 +237,25 @@ impl ClusterState {
         name: &str,
         map: &CollectionMap,
         shard: u32,
-        method: &Method,
-        tail: &str,
-        body: Bytes,
+        read: &ShardRead,
     ) -> Result<Answer, ApiError> {
+        let ShardRead {
+            method,
+            tail,
+            body,
+            fresh,
+        } = read;
         let path_name = replica_name(name, shard);
+        let mut route = Route::of(map.uid);
+        if *fresh {
+            // Not stale: the replica must have applied everything the log held when the read
+            // began (every write acknowledged before it).
+            route.at_least = self
+                .log
+                .last_sequence(&map.stream_name(name, shard))
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+        }
         let path = format!("/collections/{path_name}{tail}");
         let mut last = None;
         let nodes = self.live_replicas(map, shard);
@@ -213,7 +268,7 @@ impl ClusterState {
                 LAST_TRY_PATIENCE
             };
             let answer = self
-                .call(node, method, &path, body.clone(), patience, map.uid)
+                .call(node, method, &path, body.clone(), patience, route)
                 .await;
             match answer {
                 // A replica not (yet) there answers 404 for the collection: another may hold it.
@@ -240,22 +295,19 @@ impl ClusterState {
         self: &Arc<Self>,
         name: &str,
         map: &CollectionMap,
-        method: &Method,
-        tail: &str,
-        body: Bytes,
+        read: ShardRead,
     ) -> Result<Vec<Answer>, ApiError> {
+        let read = Arc::new(read);
         let mut tasks = Vec::with_capacity(map.shard_number as usize);
         for shard in 0..map.shard_number {
-            let (c, name, map, method, tail, body) = (
+            let (c, name, map, read) = (
                 Arc::clone(self),
                 name.to_string(),
                 map.clone(),
-                method.clone(),
-                tail.to_string(),
-                body.clone(),
+                Arc::clone(&read),
             );
             tasks.push(tokio::spawn(async move {
-                c.read_shard(&name, &map, shard, &method, &tail, body).await
+                c.read_shard(&name, &map, shard, &read).await
             }));
         }
         let mut out = Vec::with_capacity(tasks.len());

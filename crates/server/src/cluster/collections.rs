@@ -13,6 +13,8 @@ use diskvec_cluster::{ClusterError, ClusterView, CollectionMap};
 use diskvec_db::DbError;
 use serde_json::{json, Map, Value};
 
+use super::calls::Route;
+use super::calls::ShardRead;
 use super::{replicas, ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
 
@@ -35,7 +37,7 @@ fn control_plane(e: ClusterError) -> ApiError {
     }
 }
 
-async fn etcd<T: Send + 'static>(
+pub(super) async fn etcd_call<T: Send + 'static>(
     c: &ClusterState,
     work: impl FnOnce(&diskvec_cluster::Etcd) -> Result<T, ClusterError> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -78,7 +80,7 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     }
     // Placed by a fresh read of the cluster, not the view a few hundred ms old (a node that
     // just joined gets its share).
-    let (keys, revision) = etcd(c, |e| e.range_prefix(ROOT_PREFIX)).await?;
+    let (keys, revision) = etcd_call(c, |e| e.range_prefix(ROOT_PREFIX)).await?;
     let view = ClusterView::from_keys(&keys, revision);
     if view.collection(&r.name).is_some() {
         return Err(DbError::CollectionExists(r.name.clone()).into());
@@ -118,7 +120,7 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     }
     let key = format!("{COLLECTIONS_PREFIX}{}", r.name);
     let value = serde_json::to_vec(&map).expect("a shard map serializes");
-    if !etcd(c, move |e| e.create(&key, &value)).await? {
+    if !etcd_call(c, move |e| e.create(&key, &value)).await? {
         return Err(DbError::CollectionExists(r.name.clone()).into());
     }
     wait_for_replicas(c, &r.name, &map).await;
@@ -140,7 +142,7 @@ async fn wait_for_replicas(c: &Arc<ClusterState>, name: &str, map: &CollectionMa
                         &path,
                         Bytes::new(),
                         Duration::from_secs(2),
-                        map.uid,
+                        Route::of(map.uid),
                     )
                     .await
                     .is_ok_and(|a| a.result()["exists"] == json!(true));
@@ -156,12 +158,12 @@ async fn wait_for_replicas(c: &Arc<ClusterState>, name: &str, map: &CollectionMa
 pub async fn delete(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> {
     let key = format!("{COLLECTIONS_PREFIX}{}", r.name);
     let k = key.clone();
-    let Some(current) = etcd(c, move |e| e.get(&k)).await? else {
+    let Some(current) = etcd_call(c, move |e| e.get(&k)).await? else {
         return Ok(ok(json!(false), r.started));
     };
     let map: Option<CollectionMap> = serde_json::from_slice(&current.value).ok();
     let revision = current.mod_revision;
-    let dropped = etcd(c, move |e| e.delete_if(&key, revision)).await?;
+    let dropped = etcd_call(c, move |e| e.delete_if(&key, revision)).await?;
     if dropped {
         // Replicas are dropped by their nodes as they see the map go; the logs go now.
         if let Some(map) = map {
@@ -199,7 +201,16 @@ pub async fn info(
     r: Routed,
 ) -> Result<Response, ApiError> {
     let answers = c
-        .read_all_shards(&r.name, map, &Method::GET, "", Bytes::new())
+        .read_all_shards(
+            &r.name,
+            map,
+            ShardRead {
+                method: Method::GET.clone(),
+                tail: "".to_string(),
+                body: Bytes::new(),
+                fresh: false,
+            },
+        )
         .await?;
     let mut out = answers[0].result().clone();
     for field in ["points_count", "indexed_vectors_count", "segments_count"] {
@@ -269,7 +280,17 @@ pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> 
     let me = &c.node.me.id;
     let mut local = Vec::new();
     let mut remote = Vec::new();
+    let mut transfers = Vec::new();
     for (shard, s) in map.shards.iter().enumerate() {
+        for m in &s.moves {
+            transfers.push(json!({
+                "shard_id": shard,
+                "from": diskvec_cluster::map::peer_id_of(&m.from),
+                "to": diskvec_cluster::map::peer_id_of(&m.to),
+                "sync": false,
+                "method": "stream_records",
+            }));
+        }
         for node in &s.replicas {
             let state = if !view.is_alive(node) {
                 "Dead"
@@ -298,7 +319,7 @@ pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> 
             "shard_count": map.shard_number,
             "local_shards": local,
             "remote_shards": remote,
-            "shard_transfers": [],
+            "shard_transfers": transfers,
         }),
         r.started,
     )

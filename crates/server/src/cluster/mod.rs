@@ -14,6 +14,7 @@ mod merge;
 mod reads;
 mod replicas;
 mod split;
+mod transfers;
 mod writes;
 
 use std::collections::HashMap;
@@ -109,15 +110,15 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         .filter(|name| name.contains('@'))
         .map(str::to_string);
     let applying = req.headers().contains_key(APPLY_HEADER);
-    let routed_uid = req
+    let routed = req
         .headers()
         .get(ROUTED_HEADER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+        .and_then(calls::Route::parse);
     if let Some(name) = &replica {
         // A replica changes only through its log: reads are open, writes only to the node
         // (a router forwards reads only).
-        if !applying && routed_uid.is_none() && !crate::is_read(&method, &path) {
+        if !applying && routed.is_none() && !crate::is_read(&method, &path) {
             return ApiError::bad_request(format!(
                 "{name} is a replica of a cluster collection ('@' names are kept for them): write to the collection"
             ))
@@ -139,13 +140,11 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         return collections::list(&cluster, started);
     }
     if let Some(name) = replica {
-        if let Some(uid) = routed_uid {
-            if !replicas::serves(&cluster, &name, uid) {
+        if let Some(route) = routed {
+            if let Err(why) = replicas::serve_routed(&cluster, &name, route).await {
                 return ApiError {
                     status: StatusCode::SERVICE_UNAVAILABLE,
-                    message: format!(
-                        "replica {name} is not open here or is catching up with its log"
-                    ),
+                    message: format!("replica {name} {why}"),
                     retry_after: Some(1),
                 }
                 .into_response();
@@ -203,6 +202,18 @@ impl Routed {
             .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))
     }
 
+    /// Whether the read asks for a `consistency` above one replica (`majority`, `quorum`,
+    /// `all`, or a number over 1): it is answered by replicas that applied everything their
+    /// log held when it began, so it never sees data older than a write acknowledged before.
+    pub fn wants_fresh(&self) -> bool {
+        self.query
+            .as_deref()
+            .unwrap_or("")
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("consistency="))
+            .is_some_and(|v| v != "1")
+    }
+
     /// Whether the request asks to wait until the write is applied (Qdrant's `wait`).
     pub fn waits(&self) -> bool {
         self.query
@@ -245,6 +256,7 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
     match (m, tail) {
         ("GET", "") => collections::info(c, &map, r).await,
         ("GET", "/cluster") => Ok(collections::collection_cluster(c, &map, &r)),
+        ("POST", "/cluster") => transfers::update(c, r).await,
         ("POST", "/points") => reads::retrieve(c, &map, r).await,
         ("POST", "/points/scroll") => reads::scroll(c, &map, r).await,
         ("POST", "/points/count") => reads::count(c, &map, r).await,

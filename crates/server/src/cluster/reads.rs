@@ -11,6 +11,7 @@ use diskvec_cluster::CollectionMap;
 use diskvec_db::{shard_of, PointId};
 use serde_json::{json, Value};
 
+use super::calls::ShardRead;
 use super::merge::{merge_scored, merge_scroll};
 use super::{ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
@@ -39,7 +40,17 @@ pub async fn forward_whole(
 ) -> Result<Response, ApiError> {
     let tail = with_query(&r.tail, &r.query);
     let a = c
-        .read_shard(&r.name, map, 0, &r.method, &tail, r.body)
+        .read_shard(
+            &r.name,
+            map,
+            0,
+            &ShardRead {
+                method: r.method.clone(),
+                tail: tail.to_string(),
+                body: r.body.clone(),
+                fresh: r.wants_fresh(),
+            },
+        )
         .await?;
     Ok((a.status, axum::Json(a.body)).into_response())
 }
@@ -58,7 +69,17 @@ pub async fn get_one(
     let shard = shard_of(id, map.shard_number);
     let tail = with_query(&r.tail, &r.query);
     let a = c
-        .read_shard(&r.name, map, shard, &r.method, &tail, r.body)
+        .read_shard(
+            &r.name,
+            map,
+            shard,
+            &ShardRead {
+                method: r.method.clone(),
+                tail: tail.to_string(),
+                body: r.body.clone(),
+                fresh: r.wants_fresh(),
+            },
+        )
         .await?;
     Ok((a.status, axum::Json(a.body)).into_response())
 }
@@ -97,9 +118,12 @@ pub async fn retrieve(
                 &r.name,
                 map,
                 shard as u32,
-                &Method::POST,
-                &tail,
-                Bytes::from(b.to_string()),
+                &ShardRead {
+                    method: Method::POST.clone(),
+                    tail: tail.to_string(),
+                    body: Bytes::from(b.to_string()),
+                    fresh: r.wants_fresh(),
+                },
             )
             .await?;
         if !a.status.is_success() {
@@ -128,7 +152,16 @@ pub async fn count(
 ) -> Result<Response, ApiError> {
     let tail = with_query(&r.tail, &r.query);
     let answers = c
-        .read_all_shards(&r.name, map, &Method::POST, &tail, r.body.clone())
+        .read_all_shards(
+            &r.name,
+            map,
+            ShardRead {
+                method: Method::POST.clone(),
+                tail: tail.to_string(),
+                body: r.body.clone(),
+                fresh: r.wants_fresh(),
+            },
+        )
         .await?;
     let total: u64 = answers
         .iter()
@@ -162,9 +195,12 @@ pub async fn scroll(
         .read_all_shards(
             &r.name,
             map,
-            &Method::POST,
-            &tail,
-            Bytes::from(body.to_string()),
+            ShardRead {
+                method: Method::POST.clone(),
+                tail: tail.to_string(),
+                body: Bytes::from(body.to_string()),
+                fresh: r.wants_fresh(),
+            },
         )
         .await?;
     let pages = answers
@@ -269,9 +305,12 @@ pub async fn scored(
         .read_all_shards(
             &r.name,
             map,
-            &Method::POST,
-            &tail,
-            Bytes::from(per_shard.to_string()),
+            ShardRead {
+                method: Method::POST.clone(),
+                tail: tail.to_string(),
+                body: Bytes::from(per_shard.to_string()),
+                fresh: r.wants_fresh(),
+            },
         )
         .await?;
     let lists = answers.iter().map(|a| scored_list(a.result())).collect();
@@ -322,9 +361,12 @@ pub async fn scored_batch(
         .read_all_shards(
             &r.name,
             map,
-            &Method::POST,
-            &tail,
-            Bytes::from(body.to_string()),
+            ShardRead {
+                method: Method::POST.clone(),
+                tail: tail.to_string(),
+                body: Bytes::from(body.to_string()),
+                fresh: r.wants_fresh(),
+            },
         )
         .await?;
     let mut out = Vec::with_capacity(pages.len());

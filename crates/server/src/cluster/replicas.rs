@@ -50,10 +50,34 @@ impl Drop for LocalReplica {
     }
 }
 
-/// Whether the local replica `name` may answer a router's read for the collection
-/// incarnation `uid`: it is open here, of that incarnation, and caught up with its log.
-pub fn serves(c: &ClusterState, name: &str, uid: u64) -> bool {
-    replica(c, name).is_some_and(|r| r.uid == uid && r.ready.load(Ordering::Acquire))
+/// How long a replica waits to reach the sequence a read must not be older than.
+const FRESH_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether the local replica `name` answers a router's read: it serves the incarnation,
+/// and has applied up to `route.at_least` (waiting a little for it); else why not.
+pub async fn serve_routed(
+    c: &ClusterState,
+    name: &str,
+    route: super::calls::Route,
+) -> Result<(), String> {
+    let Some(r) = replica(c, name) else {
+        return Err("is not open on this node".into());
+    };
+    if r.uid != route.uid || !r.ready.load(Ordering::Acquire) {
+        return Err("is of another incarnation here, or catching up with its log".into());
+    }
+    let mut rx = r.applied.subscribe();
+    let reached = tokio::time::timeout(FRESH_WAIT, rx.wait_for(|&a| a >= route.at_least))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    if reached {
+        return Ok(());
+    }
+    let applied = *r.applied.borrow();
+    Err(format!(
+        "has applied its log to {applied}, not yet to {}",
+        route.at_least
+    ))
 }
 
 /// Whether `replica` is still the one this node keeps under `name` (not dropped or
@@ -94,6 +118,9 @@ pub fn start(state: AppState) {
             let view = c.node.view();
             if let Err(e) = reconcile(&state, &c, &view).await {
                 log::warn!("cluster: keeping replicas: {e}");
+            }
+            if let Err(e) = super::transfers::finish_moves(&c).await {
+                log::warn!("cluster: finishing shard moves: {e}");
             }
             let _ = tokio::time::timeout(Duration::from_secs(2), changes.changed()).await;
         }

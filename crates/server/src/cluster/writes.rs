@@ -13,7 +13,7 @@ use diskvec_cluster::map::replica_name;
 use diskvec_cluster::CollectionMap;
 use serde_json::{json, Value};
 
-use super::calls::Answer;
+use super::calls::{Answer, Route};
 use super::split::{replica_query, split_write};
 use super::{replicas, ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
@@ -175,6 +175,8 @@ async fn wait_applied(
         .join(",");
     let last = seqs.iter().copied().max().unwrap_or(0);
     let mut done: Vec<String> = Vec::new();
+    // Replicas still replaying their log from the start (new, or rebuilt): not waited for.
+    let mut replaying: Vec<String> = Vec::new();
     let mut outcome: Option<Value> = None;
     let mut enough_at: Option<Instant> = None;
     loop {
@@ -182,7 +184,7 @@ async fn wait_applied(
         let pending: Vec<String> = map.shards[shard as usize]
             .replicas
             .iter()
-            .filter(|n| view.is_alive(n) && !done.contains(n))
+            .filter(|n| view.is_alive(n) && !done.contains(n) && !replaying.contains(n))
             .cloned()
             .collect();
         if done.len() >= wanted {
@@ -219,7 +221,14 @@ async fn wait_applied(
             let path = path.clone();
             async move {
                 let answer = c
-                    .call(node, &Method::GET, &path, Bytes::new(), POLL * 3, map.uid)
+                    .call(
+                        node,
+                        &Method::GET,
+                        &path,
+                        Bytes::new(),
+                        POLL * 3,
+                        Route::of(map.uid),
+                    )
                     .await;
                 (node.clone(), answer)
             }
@@ -235,6 +244,9 @@ async fn wait_applied(
             }
             let result = body.get("result").cloned().unwrap_or(Value::Null);
             if result["applied"].as_u64().unwrap_or(0) < last {
+                if result["ready"] == json!(false) {
+                    replaying.push(node);
+                }
                 continue;
             }
             if let Some(failure) = result.get("failure").filter(|f| !f.is_null()) {
@@ -308,7 +320,12 @@ pub async fn applied_endpoint(c: &ClusterState, local: &str, query: Option<&str>
         .find(|o| o.seq == last)
         .and_then(|o| o.body.get("result").cloned());
     ok(
-        json!({"applied": applied, "failure": failure, "result": result}),
+        json!({
+            "applied": applied,
+            "ready": replica.ready.load(std::sync::atomic::Ordering::Acquire),
+            "failure": failure,
+            "result": result,
+        }),
         started,
     )
 }
