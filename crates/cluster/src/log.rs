@@ -95,13 +95,23 @@ impl Log {
     /// Appends `message` to stream `name`; its sequence once a quorum of the stream's
     /// servers stored it.
     pub async fn publish(&self, name: &str, message: Bytes) -> Result<u64, ClusterError> {
+        let appending = |e: String| {
+            // async-nats's words for "no server answered for the subject": while JetStream
+            // elects a new leader for the stream (a server went away), or if it is gone.
+            let e = if e.contains("no stream found") || e.contains("no responders") {
+                format!("the stream has no leader now (a log server went away?); retry: {e}")
+            } else {
+                e
+            };
+            log_error(&format!("appending to log {name}"))(e)
+        };
         let ack = self
             .js
             .publish(name.to_string(), message)
             .await
-            .map_err(|e| log_error(&format!("appending to log {name}"))(e.to_string()))?
+            .map_err(|e| appending(e.to_string()))?
             .await
-            .map_err(|e| log_error(&format!("appending to log {name}"))(e.to_string()))?;
+            .map_err(|e| appending(e.to_string()))?;
         Ok(ack.sequence)
     }
 

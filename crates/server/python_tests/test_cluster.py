@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"))
@@ -39,7 +39,10 @@ def need(name):
     # Debian puts nats-server in /usr/sbin, which a non-root PATH may lack.
     path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     if path is None:
-        pytest.skip(f"{name} is not installed (Debian: apt-get install etcd-server nats-server)")
+        message = f"{name} is not installed (Debian: apt-get install etcd-server nats-server)"
+        if os.environ.get("DISKVEC_REQUIRE_CLUSTER"):  # CI: a missing server must fail, not skip
+            pytest.fail(message)
+        pytest.skip(message)
     return path
 
 
@@ -531,7 +534,7 @@ class Load:
         self.failed_reads = []
         self.read_times = []  # (started, seconds, node) of every read
         self.write_failures = []  # (when, node, error)
-        self.acked_times = []  # (sent, acknowledged) of every acknowledged write
+        self.acked_times = []  # (sent, acknowledged, node) of every acknowledged write
         self.crashes = []
         self.stopping = threading.Event()
         # Daemons: a thread stuck past its join timeout must not keep pytest from exiting.
@@ -570,7 +573,7 @@ class Load:
                     models.PointStruct(id=i, vector=v.tolist(), payload=payloads[i])
                     for i, v in zip(ids, vectors_of(ids))])
                 self.acked.update(payloads)
-                self.acked_times.append((sent, time.monotonic()))
+                self.acked_times.append((sent, time.monotonic(), k))
             except Exception as e:
                 self.maybe.update(ids)
                 self.write_errors += 1
@@ -670,13 +673,12 @@ def kill_etcd_and_nats(cluster, load, _):
 
     # Writes that failed are only "maybe"; but writes must be acknowledged again once both
     # clusters are whole, or the round would prove nothing about the log. The bound is loose:
-    # a node whose NATS connection was to server 0 has been seen to stop applying its logs
-    # for 20 s (its ordered consumer waits for missed 15 s heartbeats), and a write waits for
-    # every live replica.
+    # a replica whose log consumer went through server 0 has been seen to stop applying for
+    # 20-30 s, until its ordered consumer misses heartbeats, slowing every write to its shard.
     def resumed():
-        assert any(sent >= ready for sent, _ in list(load.acked_times)), "no write acknowledged since"
+        assert any(sent >= ready for sent, _, _ in list(load.acked_times)), "no write acknowledged since"
     eventually(resumed, 60)
-    first = min(done for sent, done in list(load.acked_times) if sent >= killed) - killed
+    first = min(done for sent, done, _ in list(load.acked_times) if sent >= killed) - killed
     return (f"killed etcd member 0 and NATS server 0 for 8 s, restarted on their data, both clusters "
             f"ready {ready - killed:.1f} s after the kill; first write sent after the kill acknowledged "
             f"{first:.1f} s after it")
@@ -712,10 +714,14 @@ def test_faults_under_load_lose_nothing(cluster):
             missing = acked.keys() - owner.keys()
             assert not missing, (len(missing), sorted(missing)[:10])
             return owner
+        # Loose, as for writes resuming after the NATS kill: a replica whose log consumer went
+        # through the killed server has been seen to stay behind for 30 s.
+        stopped = time.monotonic()
         try:
-            owner = eventually(converged, 30, interval=0.5)
+            owner = eventually(converged, 60, interval=0.5)
         except AssertionError as e:
-            raise AssertionError(f"round {round_}: replicas did not converge in 30 s: {e}") from None
+            raise AssertionError(f"round {round_}: replicas did not converge in 60 s: {e}") from None
+        converged_after = time.monotonic() - stopped
         assert owner.keys() <= acked.keys() | maybe, sorted(owner.keys() - acked.keys() - maybe)[:10]
         for s, held in read_replicas(cluster, name).items():
             for points in held.values():
@@ -738,7 +744,8 @@ def test_faults_under_load_lose_nothing(cluster):
                                   lost[:10])
         print(f"round {round_} ({time.monotonic() - load.started:.0f} s): {what}; {len(load.acked)} acknowledged, "
               f"{len(load.maybe)} unacknowledged ids, {load.reads} reads, {len(load.failed_reads)} failed, "
-              f"{load.excused} excused (node down mid-request)")
+              f"{load.excused} excused (node down mid-request); replicas converged {converged_after:.1f} s "
+              f"after the writes stopped")
         kinds = {}  # the failed writes by error, numbers left out: when and how often
         for when, _, error in load.write_failures:
             kinds.setdefault(re.sub(r"\d+", "N", error)[:160], []).append(when - load.started)
@@ -791,11 +798,8 @@ def test_writes_of_every_kind_reach_every_replica(cluster):
         models.UpdateVectorsOperation(update_vectors=models.UpdateVectors(
             points=[models.PointVectors(id=i, vector=v.tolist()) for i, v in moved.items()])),
     ])
-    # The body client.batch_update_points sends, sent without it: the client cannot read the
-    # cluster's answer (test_batch_answers_one_result_per_operation); the writes are checked here.
-    answer = http_json(f"{cluster.node_url(1)}/collections/{name}/points/batch?wait=true",
-                       json.loads(batch.model_dump_json(exclude_unset=True)))
-    assert answer["status"] == "ok", answer
+    results = cluster.client(1).batch_update_points(name, wait=True, update_operations=batch.operations)
+    assert [r.status for r in results] == [models.UpdateStatus.COMPLETED] * len(batch.operations), results
     for i in range(60, 70):
         want[i] = ({"n": i, "group": i % 3}, vec(i))
     for i in (0, 1, 2, 61):
@@ -845,17 +849,17 @@ def test_writes_of_every_kind_reach_every_replica(cluster):
     assert_replicas_hold(cluster, name, want)
 
 
-@pytest.mark.xfail(strict=True, raises=ResponseHandlingException,
-                   reason="cluster mode answers POST /points/batch with one {operation_id, status} "
-                   "object, not a list of one result per operation as Qdrant and a standalone node do")
 def test_batch_answers_one_result_per_operation(cluster):
     name = "batch_answer"
     create_and_wait(cluster, name, shards=2, replicas=1)
-    results = cluster.client(2).batch_update_points(name, wait=True, update_operations=[
+    ops = [
         models.UpsertOperation(upsert=models.PointsList(points=[point(i, {"n": i}) for i in range(10)])),
         models.ClearPayloadOperation(clear_payload=models.PointIdsList(points=[1, 2])),
-    ])
+    ]
+    results = cluster.client(2).batch_update_points(name, wait=True, update_operations=ops)
     assert [r.status for r in results] == [models.UpdateStatus.COMPLETED] * 2, results
+    results = cluster.client(0).batch_update_points(name, wait=False, update_operations=ops)
+    assert len(results) == 2, results
 
 
 def replicas_on_disk(cluster, k, name, shards):

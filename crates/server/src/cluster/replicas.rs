@@ -20,6 +20,9 @@ use super::split::LogMessage;
 use super::ClusterState;
 use crate::AppState;
 
+/// How long an applier waits for a message before it checks that its consumer is not stalled.
+const STALL_CHECK: Duration = Duration::from_secs(3);
+
 /// Outcomes kept per replica for routers waiting on their writes.
 const OUTCOMES_KEPT: usize = 4096;
 
@@ -336,7 +339,29 @@ async fn follow_once(
         .await
         .map_err(|e| e.to_string())?;
     let mut messages = Box::pin(messages);
-    while let Some(item) = messages.next().await {
+    loop {
+        let item = match tokio::time::timeout(STALL_CHECK, messages.next()).await {
+            Ok(Some(item)) => item,
+            Ok(None) => break,
+            Err(_) => {
+                // Nothing for a while: fine at the log's end; behind it, the consumer has
+                // stalled (after a NATS server went away its ordered consumer may take a
+                // minute to notice), so it is made again from the mark.
+                let end = c
+                    .log
+                    .last_sequence(stream)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let applied = mark.as_ref().expect("opened above").sequence();
+                if end > applied {
+                    return Err(format!(
+                        "no message for {} s while the log is at {end} and this replica at {applied}: following again",
+                        STALL_CHECK.as_secs()
+                    ));
+                }
+                continue;
+            }
+        };
         let (seq, body) = item.map_err(|e| e.to_string())?;
         if !is_current(c, local, replica) {
             return Ok(());

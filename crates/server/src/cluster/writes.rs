@@ -127,13 +127,23 @@ pub async fn write(
         .filter_map(|(_, seqs)| seqs.last().copied())
         .max()
         .unwrap_or(0);
+    // A batch is answered with one result per operation, as a single node answers it.
+    let batch_of = (r.tail == "/points/batch").then(|| {
+        body.get("operations")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    });
+    let answer = |status: &str| {
+        let one = json!({"operation_id": last_seq, "status": status});
+        match batch_of {
+            Some(n) => Value::Array(vec![one; n]),
+            None => one,
+        }
+    };
     // A change of the collection itself is answered as Qdrant does, once applied.
     let always_waits = r.method == Method::PATCH && r.tail.is_empty();
     if !r.waits() && !always_waits {
-        return Ok(ok(
-            json!({"operation_id": last_seq, "status": "acknowledged"}),
-            r.started,
-        ));
+        return Ok(ok(answer("acknowledged"), r.started));
     }
     let deadline = Instant::now() + timeout_of(r.query.as_deref());
     let mut waits = Vec::with_capacity(appended.len());
@@ -143,12 +153,14 @@ pub async fn write(
             wait_applied(&c, &map, &name, shard, &seqs, deadline).await
         }));
     }
-    let mut result = json!({"operation_id": last_seq, "status": "completed"});
+    let mut result = answer("completed");
     for w in waits {
         let outcome = w
             .await
             .map_err(|e| unavailable(format!("waiting failed: {e}")))??;
-        if let Some(v) = outcome {
+        // A replica's own answer where it has the shape asked (PATCH's `true`, an index's
+        // update result); a batch's list is the one made above.
+        if let Some(v) = outcome.filter(|_| batch_of.is_none()) {
             result = v;
         }
     }
