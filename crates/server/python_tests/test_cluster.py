@@ -11,6 +11,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -945,3 +946,93 @@ def test_whole_cluster_restart_keeps_data(cluster):
     for k in range(NODES):
         assert cluster.client(k).count(name, exact=True).count == len(want), k
     assert_replicas_hold(cluster, name, want)
+
+
+def shard_holders(cluster, name, check=lambda holders: True):
+    """{shard: sorted node numbers holding it}, once every node agrees, no transfer is under
+    way, and `check` holds of it (maps change through etcd: every node sees it a moment later)."""
+    peer_of = {k: cluster.get(k, "/cluster")["peer_id"] for k in range(NODES)}
+    node_of = {p: k for k, p in peer_of.items()}
+
+    def settled():
+        views = []
+        for k in range(NODES):
+            info, view = placement(cluster, k, name)
+            assert not info["shard_transfers"], info["shard_transfers"]
+            for s, held in view.items():
+                assert set(held.values()) == {"Active"}, (k, s, held)
+            views.append({s: sorted(node_of[p] for p in held) for s, held in view.items()})
+        assert all(v == views[0] for v in views), views
+        assert check(views[0]), views[0]
+        return views[0]
+    return eventually(settled, 30)
+
+
+def shard_op(cluster, name, op):
+    return http_json(f"{cluster.node_url(1)}/collections/{name}/cluster", op)["result"]
+
+
+def test_shards_move_replicate_drop_and_rebalance(cluster):
+    name = "moving"
+    create_and_wait(cluster, name, shards=3, replicas=1)
+    want = {i: ({"n": i}, vectors_of([i])[0]) for i in range(300)}
+    cluster.client(0).upsert(name, wait=True, points=[point(i, p, v) for i, (p, v) in want.items()])
+    peer = {k: cluster.get(k, "/cluster")["peer_id"] for k in range(NODES)}
+    holders = shard_holders(cluster, name)
+    src = holders[0][0]
+    dst = next(k for k in range(NODES) if k != src)
+
+    # A second replica, built by its node from the shard's log, then the first one dropped.
+    assert shard_op(cluster, name, {"replicate_shard": {
+        "shard_id": 0, "from_peer_id": peer[src], "to_peer_id": peer[dst]}}) is True
+    shard_holders(cluster, name, lambda h: h[0] == sorted([src, dst]))
+    reps = read_replicas(cluster, name)
+    assert reps[0][src] == reps[0][dst] and len(reps[0][dst]) > 0
+    assert shard_op(cluster, name, {"drop_replica": {"shard_id": 0, "peer_id": peer[src]}}) is True
+    shard_holders(cluster, name, lambda h: h[0] == [dst])
+    # The last replica of a shard stays.
+    with pytest.raises(urllib.error.HTTPError) as e:
+        shard_op(cluster, name, {"drop_replica": {"shard_id": 0, "peer_id": peer[dst]}})
+    assert e.value.code == 400
+
+    # Everything onto one node, by moves, under writes; then `diskvec cluster rebalance`.
+    lump = holders[1][0]
+    for s, held in shard_holders(cluster, name, lambda h: h[0] == [dst]).items():
+        if held != [lump]:
+            assert shard_op(cluster, name, {"move_shard": {
+                "shard_id": s, "from_peer_id": peer[held[0]], "to_peer_id": peer[lump]}}) is True
+    extra = {i: ({"n": i, "late": True}, vectors_of([i])[0]) for i in range(300, 340)}
+    cluster.client(2).upsert(name, wait=True, points=[point(i, p, v) for i, (p, v) in extra.items()])
+    want.update(extra)
+    shard_holders(cluster, name, lambda h: h == {0: [lump], 1: [lump], 2: [lump]})
+    assert cluster.client(1).count(name, exact=True).count == len(want)
+
+    out = subprocess.run([str(BIN), "cluster", "rebalance", "--url", cluster.node_url(2), "--timeout", "60"],
+                         capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert "moves done" in out.stdout, out.stdout
+    shard_holders(cluster, name, lambda h: sorted(k for held in h.values() for k in held) == [0, 1, 2])
+    assert_replicas_hold(cluster, name, want, replicas=1)
+    for k in range(NODES):
+        assert cluster.client(k).count(name, exact=True).count == len(want)
+    # Balanced: a second run moves nothing.
+    out = subprocess.run([str(BIN), "cluster", "rebalance", "--url", cluster.node_url(0)],
+                         capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0 and f"{name}: balanced" in out.stdout, out.stdout + out.stderr
+
+
+def test_reads_asking_consistency_see_every_acknowledged_write(cluster):
+    name = "fresh"
+    create_and_wait(cluster, name, shards=3, replicas=2)
+    rounds = 30
+    for r in range(rounds):
+        ids = list(range(r * 10, r * 10 + 10))
+        # Acknowledged once in the log, before any replica applied it.
+        cluster.client(r % NODES).upsert(name, wait=False, points=[point(i, {"r": r}) for i in ids])
+        got = cluster.client((r + 1) % NODES).retrieve(
+            name, ids=ids, consistency=models.ReadConsistencyType.ALL)
+        assert sorted(p.id for p in got) == ids, (r, sorted(p.id for p in got))
+        hits = cluster.client((r + 2) % NODES).query_points(
+            name, query=vectors_of([ids[0]])[0].tolist(), limit=1,
+            consistency=models.ReadConsistencyType.MAJORITY).points
+        assert hits and hits[0].id == ids[0], (r, hits)
