@@ -116,9 +116,14 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         .and_then(|v| v.to_str().ok())
         .and_then(calls::Route::parse);
     if let Some(name) = &replica {
-        // A replica changes only through its log: reads are open, writes only to the node
-        // (a router forwards reads only).
-        if !applying && routed.is_none() && !crate::is_read(&method, &path) {
+        // A replica changes only through its log: reads are open (a router forwards reads
+        // only), writes only to the node itself.
+        let read = crate::is_read(&method, &path)
+            || (method == Method::POST
+                && ["/groups", "/facet", "/matrix/pairs", "/matrix/offsets"]
+                    .iter()
+                    .any(|t| path.ends_with(t)));
+        if !applying && !read {
             return ApiError::bad_request(format!(
                 "{name} is a replica of a cluster collection ('@' names are kept for them): write to the collection"
             ))

@@ -89,6 +89,22 @@ fn is_current(c: &ClusterState, name: &str, replica: &Arc<LocalReplica>) -> bool
     self::replica(c, name).is_some_and(|r| Arc::ptr_eq(&r, replica))
 }
 
+/// Whether this node's replica `local` of the collection incarnation `uid` has applied its
+/// log to the end the log has now (asked of the log): what finishing a move needs.
+pub async fn caught_up(c: &ClusterState, local: &str, uid: u64, stream: &str) -> bool {
+    let Some(r) = replica(c, local).filter(|r| r.uid == uid) else {
+        return false;
+    };
+    if !r.ready.load(Ordering::Acquire) {
+        return false;
+    }
+    let applied = *r.applied.borrow();
+    c.log
+        .last_sequence(stream)
+        .await
+        .is_ok_and(|end| applied >= end)
+}
+
 /// `Some(ready)` for a local replica this node keeps, `None` when it has none (yet).
 pub fn local_state(c: &ClusterState, name: &str) -> Option<bool> {
     replica(c, name).map(|r| r.ready.load(Ordering::Acquire))
@@ -167,7 +183,14 @@ async fn reconcile(
         }
     }
     for (local, (name, shard, map)) in wanted {
-        if replica(c, &local).is_some() {
+        let running = replica(c, &local).is_some_and(|r| {
+            r.task
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .is_none_or(|t| !t.is_finished())
+        });
+        if running {
             continue;
         }
         if let Err(e) = open_replica(state, c, &local, &name, shard, &map).await {
@@ -265,6 +288,12 @@ async fn open_replica(
         task: Mutex::new(None),
     });
     let stream = map.stream_name(name, shard);
+    // Registered before its applier starts: the applier stops as soon as its replica is not
+    // the one registered.
+    c.replicas
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(local.to_string(), Arc::clone(&replica));
     let task = tokio::spawn(apply_log(
         Arc::clone(c),
         Arc::clone(&replica),
@@ -272,10 +301,6 @@ async fn open_replica(
         stream,
     ));
     *replica.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
-    c.replicas
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(local.to_string(), replica);
     log::info!(
         "cluster: replica {local} applying its log from {}",
         from + 1
@@ -318,7 +343,7 @@ async fn follow_once(
         );
     }
     let applied = mark.as_ref().expect("opened above").sequence();
-    let end = c
+    let mut end = c
         .log
         .last_sequence(stream)
         .await
@@ -389,8 +414,18 @@ async fn follow_once(
             kept.push_back(outcome);
         }
         replica.applied.send_replace(seq);
-        if seq >= end {
-            replica.ready.store(true, Ordering::Release);
+        if seq >= end && !replica.ready.load(Ordering::Acquire) {
+            // Reached where the log ended when it started: ready only if that is still
+            // the end (writes went on while it replayed; it must not take reads, or finish a
+            // move, while far behind).
+            end = c
+                .log
+                .last_sequence(stream)
+                .await
+                .map_err(|e| e.to_string())?;
+            if seq >= end {
+                replica.ready.store(true, Ordering::Release);
+            }
         }
     }
     Err("the log's message stream ended".into())

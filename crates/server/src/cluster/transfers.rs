@@ -53,11 +53,22 @@ fn apply(map: &mut CollectionMap, op: &Value, live: &[String]) -> Result<(), Api
     })?;
     let mut known: Vec<String> = live.to_vec();
     known.extend(s.replicas.iter().cloned());
+    // A move's nodes too: a dead target can still be named to abort its move.
+    known.extend(s.moves.iter().flat_map(|m| [m.from.clone(), m.to.clone()]));
     let peer =
         |field: &str| -> Result<String, ApiError> { node_of(&known, field_u64(args, field)?) };
+    let in_transfer = |node: &str| s.moves.iter().any(|m| m.from == node || m.to == node);
     match kind.as_str() {
         "replicate_shard" | "move_shard" => {
             let to = peer("to_peer_id")?;
+            let from_node = peer("from_peer_id")?;
+            // One transfer at a time per replica (as Qdrant): a chain of moves could leave a
+            // move whose target no longer holds the shard.
+            if in_transfer(&to) || in_transfer(&from_node) {
+                return Err(ApiError::bad_request(format!(
+                    "a transfer of shard {shard} involving {from_node} or {to} is under way; wait for it or abort it"
+                )));
+            }
             if !live.contains(&to) {
                 return Err(ApiError::bad_request(format!(
                     "peer of node {to} is not live"
@@ -68,7 +79,7 @@ fn apply(map: &mut CollectionMap, op: &Value, live: &[String]) -> Result<(), Api
                     "node {to} holds a replica of shard {shard} already"
                 )));
             }
-            let from = peer("from_peer_id")?;
+            let from = from_node;
             if !s.replicas.contains(&from) {
                 return Err(ApiError::bad_request(format!(
                     "node {from} holds no replica of shard {shard}"
@@ -92,6 +103,7 @@ fn apply(map: &mut CollectionMap, op: &Value, live: &[String]) -> Result<(), Api
                 })?;
             s.moves.remove(at);
             s.replicas.retain(|r| *r != to);
+            s.moves.retain(|m| m.to != to && m.from != to);
         }
         "drop_replica" => {
             let node = peer("peer_id")?;
@@ -150,57 +162,78 @@ pub async fn finish_moves(c: &Arc<ClusterState>) -> Result<(), String> {
     let me = c.node.me.id.clone();
     let view = c.node.view();
     for (name, (map, _)) in &view.collections {
-        let done = map.shards.iter().enumerate().any(|(shard, s)| {
-            s.moves.iter().any(|m| {
-                m.to == me
-                    && replicas::local_state(
-                        c,
-                        &diskvec_cluster::map::replica_name(name, shard as u32),
-                    ) == Some(true)
-            })
-        });
-        if !done {
-            continue;
-        }
-        let key = format!("{COLLECTIONS_PREFIX}{name}");
-        let k = key.clone();
-        let Some(current) = etcd_call(c, move |e| e.get(&k))
-            .await
-            .map_err(|e| e.message)?
-        else {
-            continue;
-        };
-        let Ok(mut map) = serde_json::from_slice::<CollectionMap>(&current.value) else {
-            continue;
-        };
-        for (shard, s) in map.shards.iter_mut().enumerate() {
-            let ready =
-                replicas::local_state(c, &diskvec_cluster::map::replica_name(name, shard as u32))
-                    == Some(true);
-            let finished: Vec<Move> = s
-                .moves
-                .iter()
-                .filter(|m| m.to == me && ready)
-                .cloned()
-                .collect();
-            for m in finished {
-                s.replicas.retain(|r| *r != m.from);
-                s.moves.retain(|x| *x != m);
-                log::info!(
-                    "cluster: shard {shard} of {name} moved from {} to {}",
-                    m.from,
-                    m.to
-                );
+        // The shards moving here whose replica has applied its log to the log's end now.
+        let mut finished_shards = Vec::new();
+        for (shard, s) in map.shards.iter().enumerate() {
+            if !s.moves.iter().any(|m| m.to == me) {
+                continue;
+            }
+            let local = diskvec_cluster::map::replica_name(name, shard as u32);
+            let stream = map.stream_name(name, shard as u32);
+            if replicas::caught_up(c, &local, map.uid, &stream).await {
+                finished_shards.push(shard);
             }
         }
-        let value = serde_json::to_vec(&map).expect("a shard map serializes");
-        let revision = current.mod_revision;
-        // A lost race is retried at the next round of keeping replicas.
-        etcd_call(c, move |e| e.compare_and_swap(&key, revision, &value))
-            .await
-            .map_err(|e| e.message)?;
+        if finished_shards.is_empty() {
+            continue;
+        }
+        if let Err(e) = finish_in_map(c, name, map.uid, &finished_shards).await {
+            // Tried again at the next round of keeping replicas.
+            log::warn!("cluster: finishing moves of {name}: {e}");
+        }
     }
     Ok(())
+}
+
+/// Drops, in the stored map, the source of each move to this node of `shards`.
+async fn finish_in_map(
+    c: &Arc<ClusterState>,
+    name: &str,
+    uid: u64,
+    shards: &[usize],
+) -> Result<(), String> {
+    let me = c.node.me.id.clone();
+    let key = format!("{COLLECTIONS_PREFIX}{name}");
+    let k = key.clone();
+    let Some(current) = etcd_call(c, move |e| e.get(&k))
+        .await
+        .map_err(|e| e.message)?
+    else {
+        return Ok(());
+    };
+    let mut map =
+        serde_json::from_slice::<CollectionMap>(&current.value).map_err(|e| e.to_string())?;
+    if map.uid != uid {
+        return Ok(());
+    }
+    let mut changed = false;
+    for &shard in shards {
+        let Some(s) = map.shards.get_mut(shard) else {
+            continue;
+        };
+        let finished: Vec<Move> = s.moves.iter().filter(|m| m.to == me).cloned().collect();
+        for m in finished {
+            s.replicas.retain(|r| *r != m.from);
+            // The move, and any other naming the dropped replica.
+            s.moves
+                .retain(|x| x.from != m.from && x.to != m.from && *x != m);
+            changed = true;
+            log::info!(
+                "cluster: shard {shard} of {name} moved from {} to {}",
+                m.from,
+                m.to
+            );
+        }
+    }
+    if !changed {
+        return Ok(());
+    }
+    let value = serde_json::to_vec(&map).expect("a shard map serializes");
+    let revision = current.mod_revision;
+    etcd_call(c, move |e| e.compare_and_swap(&key, revision, &value))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.message)
 }
 
 #[cfg(test)]
@@ -243,8 +276,10 @@ mod tests {
                 to: "c".into()
             }]
         );
-        // The same move again: c holds it already.
+        // The same move again: c holds it already; a chained move while it runs is refused.
         assert!(apply(&mut m, &mv, &live).is_err());
+        let chained = json!({"move_shard": {"shard_id": 0, "from_peer_id": c, "to_peer_id": b}});
+        assert!(apply(&mut m, &chained, &live).is_err());
         let abort = json!({"abort_transfer": {"shard_id": 0, "from_peer_id": a, "to_peer_id": c}});
         apply(&mut m, &abort, &live).unwrap();
         assert_eq!(m, map());

@@ -187,21 +187,32 @@ async fn wait_applied(
         .join(",");
     let last = seqs.iter().copied().max().unwrap_or(0);
     let mut done: Vec<String> = Vec::new();
-    // Replicas still replaying their log from the start (new, or rebuilt): not waited for.
+    // Replicas replaying their log (new, rebuilt, restarted): still asked, since they may
+    // be needed for the count, but not waited for beyond it.
     let mut replaying: Vec<String> = Vec::new();
     let mut outcome: Option<Value> = None;
     let mut enough_at: Option<Instant> = None;
     loop {
         let view = c.node.view();
-        let pending: Vec<String> = map.shards[shard as usize]
-            .replicas
+        // The shard's replicas as the map has them now (a move may finish while waiting).
+        let replicas = view
+            .collection(name)
+            .filter(|m| m.uid == map.uid)
+            .unwrap_or(map)
+            .shards
+            .get(shard as usize)
+            .map(|s| s.replicas.clone())
+            .unwrap_or_default();
+        let pending: Vec<String> = replicas
             .iter()
-            .filter(|n| view.is_alive(n) && !done.contains(n) && !replaying.contains(n))
+            .filter(|n| view.is_alive(n) && !done.contains(n))
             .cloned()
             .collect();
         if done.len() >= wanted {
             let since = *enough_at.get_or_insert_with(Instant::now);
-            if pending.is_empty() || since.elapsed() >= GRACE {
+            // Replicas still replaying their log are not waited for beyond the count.
+            let waiting = pending.iter().filter(|n| !replaying.contains(n)).count();
+            if waiting == 0 || since.elapsed() >= GRACE {
                 return Ok(outcome);
             }
         }
@@ -256,7 +267,9 @@ async fn wait_applied(
             }
             let result = body.get("result").cloned().unwrap_or(Value::Null);
             if result["applied"].as_u64().unwrap_or(0) < last {
-                if result["ready"] == json!(false) {
+                let is_replaying = result["ready"] == json!(false);
+                replaying.retain(|n| *n != node);
+                if is_replaying {
                     replaying.push(node);
                 }
                 continue;
