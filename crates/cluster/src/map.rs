@@ -18,6 +18,9 @@ use crate::etcd::KeyValue;
 pub const NODES_PREFIX: &str = "/diskvec/nodes/";
 pub const COLLECTIONS_PREFIX: &str = "/diskvec/collections/";
 pub const ROOT_PREFIX: &str = "/diskvec/";
+/// Every alias of the cluster, `{alias: collection}`, in one key: changed by
+/// compare-and-swap, so a list of alias actions applies all or nothing.
+pub const ALIASES_KEY: &str = "/diskvec/aliases";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeInfo {
@@ -110,6 +113,8 @@ pub struct ClusterView {
     pub nodes: BTreeMap<String, NodeInfo>,
     /// Each collection's map and its key's mod revision (the compare-and-swap token).
     pub collections: BTreeMap<String, (CollectionMap, i64)>,
+    /// Alias -> collection.
+    pub aliases: BTreeMap<String, String>,
 }
 
 impl ClusterView {
@@ -127,6 +132,11 @@ impl ClusterView {
                         view.nodes.insert(id.to_string(), node);
                     }
                     _ => log::warn!("cluster: node key {} does not parse; left out", kv.key),
+                }
+            } else if kv.key == ALIASES_KEY {
+                match serde_json::from_slice(&kv.value) {
+                    Ok(aliases) => view.aliases = aliases,
+                    Err(e) => log::warn!("cluster: the aliases key does not parse: {e}"),
                 }
             } else if let Some(name) = kv.key.strip_prefix(COLLECTIONS_PREFIX) {
                 match serde_json::from_slice::<CollectionMap>(&kv.value) {
@@ -147,6 +157,14 @@ impl ClusterView {
 
     pub fn collection(&self, name: &str) -> Option<&CollectionMap> {
         self.collections.get(name).map(|(m, _)| m)
+    }
+
+    /// The collection a name means: itself, or the collection an alias of that name points to.
+    pub fn resolve<'a>(&'a self, name: &'a str) -> &'a str {
+        if self.collections.contains_key(name) {
+            return name;
+        }
+        self.aliases.get(name).map_or(name, String::as_str)
     }
 }
 
@@ -205,6 +223,7 @@ mod tests {
                 })
                 .collect(),
             collections: BTreeMap::new(),
+            aliases: BTreeMap::new(),
         }
     }
 

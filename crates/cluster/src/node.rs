@@ -194,8 +194,9 @@ fn keep_reading(
                 read_at.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
                 let view = ClusterView::from_keys(&keys, revision);
                 tx.send_if_modified(|current| {
-                    let changed =
-                        current.nodes != view.nodes || current.collections != view.collections;
+                    let changed = current.nodes != view.nodes
+                        || current.collections != view.collections
+                        || current.aliases != view.aliases;
                     if changed {
                         *current = Arc::new(view);
                     }

@@ -85,8 +85,8 @@ pub(crate) fn write(storage: &dyn Storage, dir: &Path, aliases: &AliasMap) -> Re
 }
 
 /// `aliases` after `actions`, in order, all or nothing; `is_collection` says which names are
-/// collections.
-pub(crate) fn apply(
+/// collections. (A cluster keeps its aliases in etcd and changes them by this too.)
+pub fn apply(
     aliases: &AliasMap,
     actions: &[AliasAction],
     is_collection: &dyn Fn(&str) -> bool,

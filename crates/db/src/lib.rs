@@ -24,7 +24,7 @@ pub mod strict;
 mod vectors;
 pub mod wal;
 
-pub use aliases::AliasAction;
+pub use aliases::{apply as apply_alias_actions, AliasAction};
 pub use collection::{
     Collection, CollectionInfo, FacetValue, Hit, NewSpace, PathIo, Record, RecoveryReport,
     SearchMemoryInfo, SearchRequest, SegmentInfo, Status, TaskInfo, UpsertMode, MAX_BATCH,

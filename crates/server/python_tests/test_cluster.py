@@ -1036,3 +1036,38 @@ def test_reads_asking_consistency_see_every_acknowledged_write(cluster):
             name, query=vectors_of([ids[0]])[0].tolist(), limit=1,
             consistency=models.ReadConsistencyType.MAJORITY).points
         assert hits and hits[0].id == ids[0], (r, hits)
+
+
+def test_aliases_answer_from_every_node(cluster):
+    name = "aliased"
+    create_and_wait(cluster, name, shards=2, replicas=2)
+    cluster.client(0).upsert(name, wait=True, points=[point(i, {"n": i}) for i in range(20)])
+    assert cluster.client(1).update_collection_aliases(change_aliases_operations=[
+        models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=name, alias_name="al"))])
+
+    def through_alias():
+        for k in range(NODES):
+            assert cluster.client(k).count("al", exact=True).count == 20
+            names = {(a.alias_name, a.collection_name) for a in cluster.client(k).get_aliases().aliases}
+            assert names == {("al", name)}, names
+            of = cluster.client(k).get_collection_aliases(name).aliases
+            assert [a.alias_name for a in of] == ["al"], of
+    eventually(through_alias, 10)
+    # Writes through an alias reach the collection; a rename moves it; a bad action changes nothing.
+    cluster.client(2).upsert("al", wait=True, points=[point(i, {"n": i}) for i in range(20, 25)])
+    assert cluster.client(0).update_collection_aliases(change_aliases_operations=[
+        models.RenameAliasOperation(rename_alias=models.RenameAlias(old_alias_name="al", new_alias_name="al2"))])
+    with pytest.raises(UnexpectedResponse):
+        cluster.client(0).update_collection_aliases(change_aliases_operations=[
+            models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name="nope", alias_name="x"))])
+    def renamed():
+        counts = [cluster.client(k).count("al2", exact=True).count for k in range(NODES)]
+        assert counts == [25] * NODES, counts
+    eventually(renamed, 10)
+    # Dropping the collection drops its aliases.
+    assert cluster.client(1).delete_collection(name)
+
+    def gone():
+        left = [cluster.client(k).get_aliases().aliases for k in range(NODES)]
+        assert not any(left), left
+    eventually(gone, 10)

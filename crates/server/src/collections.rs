@@ -169,7 +169,13 @@ pub async fn delete_index(
 /// {"old_alias_name", "new_alias_name"}}]}`, applied all or none.
 pub async fn update_aliases(State(s): State<AppState>, body: Bytes) -> ApiResult {
     let t = Instant::now();
-    let body = parse_body(&body)?;
+    let actions = alias_actions(&parse_body(&body)?)?;
+    blocking(move || Ok(s.db.update_aliases(&actions)?)).await?;
+    Ok(ok(json!(true), t))
+}
+
+/// The actions of `POST /collections/aliases`.
+pub(crate) fn alias_actions(body: &Value) -> Result<Vec<diskvec_db::AliasAction>, ApiError> {
     let list = body
         .get("actions")
         .and_then(Value::as_array)
@@ -204,11 +210,10 @@ pub async fn update_aliases(State(s): State<AppState>, body: Bytes) -> ApiResult
         };
         actions.push(action);
     }
-    blocking(move || Ok(s.db.update_aliases(&actions)?)).await?;
-    Ok(ok(json!(true), t))
+    Ok(actions)
 }
 
-fn alias_list(aliases: impl Iterator<Item = (String, String)>) -> Value {
+pub(crate) fn alias_list(aliases: impl Iterator<Item = (String, String)>) -> Value {
     let list: Vec<Value> = aliases
         .map(|(a, c)| json!({"alias_name": a, "collection_name": c}))
         .collect();

@@ -165,6 +165,7 @@ pub async fn delete(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     let revision = current.mod_revision;
     let dropped = etcd_call(c, move |e| e.delete_if(&key, revision)).await?;
     if dropped {
+        super::aliases::forget_collection(c, &r.name).await;
         // Replicas are dropped by their nodes as they see the map go; the logs go now.
         if let Some(map) = map {
             for shard in 0..map.shard_number {

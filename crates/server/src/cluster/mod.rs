@@ -8,6 +8,7 @@
 //! order (`replicas.rs`); reads go to one live replica of each shard and are merged
 //! (`merge.rs`). The shard maps live in etcd (diskvec-cluster).
 
+mod aliases;
 mod calls;
 mod collections;
 mod merge;
@@ -144,6 +145,15 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     if path == "/collections" && method == Method::GET {
         return collections::list(&cluster, started);
     }
+    if path == "/aliases" && method == Method::GET {
+        return aliases::list(&cluster, None, started);
+    }
+    if path == "/collections/aliases" && method == Method::POST {
+        return match axum::body::to_bytes(req.into_body(), crate::MAX_BODY_BYTES).await {
+            Ok(body) => aliases::update(&cluster, &body, started).await,
+            Err(e) => ApiError::bad_request(format!("reading the body: {e}")).into_response(),
+        };
+    }
     if let Some(name) = replica {
         if let Some(route) = routed {
             if let Err(why) = replicas::serve_routed(&cluster, &name, route).await {
@@ -164,10 +174,12 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         Some(at) => (rest[..at].to_string(), rest[at..].to_string()),
         None => (rest.to_string(), String::new()),
     };
-    if name == "aliases" {
-        return ApiError::bad_request("aliases are not supported in cluster mode yet")
-            .into_response();
-    }
+    // An alias means its collection, except to create or drop a collection of that name.
+    let name = if tail.is_empty() && (method == Method::PUT || method == Method::DELETE) {
+        name
+    } else {
+        cluster.node.view().resolve(&name).to_string()
+    };
     let body = match axum::body::to_bytes(req.into_body(), crate::MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(e) => return ApiError::bad_request(format!("reading the body: {e}")).into_response(),
@@ -261,6 +273,7 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
     match (m, tail) {
         ("GET", "") => collections::info(c, &map, r).await,
         ("GET", "/cluster") => Ok(collections::collection_cluster(c, &map, &r)),
+        ("GET", "/aliases") => Ok(aliases::list(c, Some(&r.name), r.started)),
         ("POST", "/cluster") => transfers::update(c, r).await,
         ("POST", "/points") => reads::retrieve(c, &map, r).await,
         ("POST", "/points/scroll") => reads::scroll(c, &map, r).await,

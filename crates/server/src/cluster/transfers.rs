@@ -142,7 +142,11 @@ pub async fn update(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
             ApiError::bad_request(format!("the collection's shard map does not parse: {e}"))
         })?;
         let live: Vec<String> = c.node.view().nodes.keys().cloned().collect();
+        let before = map.clone();
         apply(&mut map, &op, &live)?;
+        if op.get("drop_replica").is_some() {
+            keeps_a_caught_up_replica(c, &r.name, &before, &map).await?;
+        }
         let value = serde_json::to_vec(&map).expect("a shard map serializes");
         let (k, revision) = (key.clone(), current.mod_revision);
         if etcd_call(c, move |e| e.compare_and_swap(&k, revision, &value)).await? {
@@ -154,6 +158,49 @@ pub async fn update(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
         message: "the shard map kept changing under this operation; try again".into(),
         retry_after: Some(1),
     })
+}
+
+/// Refuses a drop that would leave a shard without a replica that has caught up with its log
+/// (one still replaying would answer nothing and hold every write back).
+async fn keeps_a_caught_up_replica(
+    c: &Arc<ClusterState>,
+    name: &str,
+    before: &CollectionMap,
+    after: &CollectionMap,
+) -> Result<(), ApiError> {
+    for (shard, (was, now)) in before.shards.iter().zip(&after.shards).enumerate() {
+        if was.replicas == now.replicas {
+            continue;
+        }
+        let local = diskvec_cluster::map::replica_name(name, shard as u32);
+        let path = format!(
+            "/cluster/applied/{local}?uid={}&seqs=0&wait_ms=0",
+            before.uid
+        );
+        let mut ready = false;
+        for node in now.replicas.iter().filter(|n| c.node.view().is_alive(n)) {
+            let answer = c
+                .call(
+                    node,
+                    &axum::http::Method::GET,
+                    &path,
+                    axum::body::Bytes::new(),
+                    std::time::Duration::from_secs(2),
+                    super::calls::Route::of(before.uid),
+                )
+                .await;
+            if answer.is_ok_and(|a| a.result()["ready"] == json!(true)) {
+                ready = true;
+                break;
+            }
+        }
+        if !ready {
+            return Err(ApiError::bad_request(format!(
+                "no other replica of shard {shard} is live and caught up with its log: the drop would leave it unanswered"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Completes the moves to this node whose new replica has caught up: drops the old replica
