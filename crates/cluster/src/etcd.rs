@@ -215,10 +215,7 @@ impl Etcd {
         mod_revision: i64,
         value: &[u8],
     ) -> Result<bool, ClusterError> {
-        let compare = json!({
-            "key": B64.encode(key), "target": "MOD", "result": "EQUAL",
-            "mod_revision": mod_revision.to_string()
-        });
+        let compare = unchanged_since(key, mod_revision);
         if self.txn(compare, put_request(key, value, None))? {
             return Ok(true);
         }
@@ -227,10 +224,7 @@ impl Etcd {
 
     /// Deletes `key` only if it has not changed since `mod_revision`; whether it did.
     pub fn delete_if(&self, key: &str, mod_revision: i64) -> Result<bool, ClusterError> {
-        let compare = json!({
-            "key": B64.encode(key), "target": "MOD", "result": "EQUAL",
-            "mod_revision": mod_revision.to_string()
-        });
+        let compare = unchanged_since(key, mod_revision);
         let r = self.call(
             "/v3/kv/txn",
             &json!({
@@ -271,6 +265,14 @@ impl Etcd {
             })
             .collect()
     }
+}
+
+/// A transaction's condition: `key` last changed at `mod_revision`.
+fn unchanged_since(key: &str, mod_revision: i64) -> Value {
+    json!({
+        "key": B64.encode(key), "target": "MOD", "result": "EQUAL",
+        "mod_revision": mod_revision.to_string()
+    })
 }
 
 fn put_request(key: &str, value: &[u8], lease: Option<i64>) -> Value {

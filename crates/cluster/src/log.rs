@@ -27,8 +27,8 @@ impl std::fmt::Debug for Log {
     }
 }
 
-fn log_error(what: &str) -> impl Fn(String) -> ClusterError + '_ {
-    move |e| ClusterError::Log(format!("{what}: {e}"))
+fn log_error(what: impl std::fmt::Display, e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Log(format!("{what}: {e}"))
 }
 
 impl Log {
@@ -61,7 +61,7 @@ impl Log {
             .retry_on_initial_connect()
             .connect(servers)
             .await
-            .map_err(|e| log_error("connecting to NATS")(e.to_string()))?;
+            .map_err(|e| log_error("connecting to NATS", e))?;
         let mut js = jetstream::new(client);
         js.set_timeout(Duration::from_secs(5));
         Ok(Self { js, replicas })
@@ -79,7 +79,7 @@ impl Log {
                 ..Default::default()
             })
             .await
-            .map_err(|e| log_error(&format!("creating log {name}"))(e.to_string()))?;
+            .map_err(|e| log_error(format_args!("creating log {name}"), e))?;
         Ok(())
     }
 
@@ -88,7 +88,7 @@ impl Log {
         match self.js.delete_stream(name).await {
             Ok(_) => Ok(()),
             Err(e) if e.to_string().contains("not found") => Ok(()),
-            Err(e) => Err(log_error(&format!("deleting log {name}"))(e.to_string())),
+            Err(e) => Err(log_error(format_args!("deleting log {name}"), e)),
         }
     }
 
@@ -103,7 +103,7 @@ impl Log {
             } else {
                 e
             };
-            log_error(&format!("appending to log {name}"))(e)
+            log_error(format_args!("appending to log {name}"), e)
         };
         let ack = self
             .js
@@ -121,11 +121,11 @@ impl Log {
             .js
             .get_stream(name)
             .await
-            .map_err(|e| log_error(&format!("reading log {name}"))(e.to_string()))?;
+            .map_err(|e| log_error(format_args!("reading log {name}"), e))?;
         let info = s
             .info()
             .await
-            .map_err(|e| log_error(&format!("reading log {name}"))(e.to_string()))?;
+            .map_err(|e| log_error(format_args!("reading log {name}"), e))?;
         Ok(info.state.last_sequence)
     }
 
@@ -143,7 +143,7 @@ impl Log {
             .js
             .get_stream(name)
             .await
-            .map_err(|e| log_error(&format!("opening log {name}"))(e.to_string()))?;
+            .map_err(|e| log_error(format_args!("opening log {name}"), e))?;
         let consumer = s
             .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: name.to_string(),
@@ -153,17 +153,17 @@ impl Log {
                 ..Default::default()
             })
             .await
-            .map_err(|e| log_error(&format!("following log {name}"))(e.to_string()))?;
+            .map_err(|e| log_error(format_args!("following log {name}"), e))?;
         let messages = consumer
             .messages()
             .await
-            .map_err(|e| log_error(&format!("following log {name}"))(e.to_string()))?;
+            .map_err(|e| log_error(format_args!("following log {name}"), e))?;
         let name = name.to_string();
         Ok(messages.map(move |m| {
-            let m = m.map_err(|e| log_error(&format!("following log {name}"))(e.to_string()))?;
+            let m = m.map_err(|e| log_error(format_args!("following log {name}"), e))?;
             let seq = m
                 .info()
-                .map_err(|e| log_error(&format!("a message of log {name}"))(e.to_string()))?
+                .map_err(|e| log_error(format_args!("a message of log {name}"), e))?
                 .stream_sequence;
             Ok((seq, m.message.payload.clone()))
         }))

@@ -37,6 +37,16 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// 503 with `Retry-After: 1`: the answer depends on a part of the system that may be
+    /// back in a moment (a replica, the log, the control plane).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: message.into(),
+            retry_after: Some(1),
+        }
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,

@@ -281,13 +281,18 @@ async fn telemetry(State(s): State<AppState>, RawQuery(query): RawQuery) -> Resp
     metrics::page(&s, false, query.as_deref()).await
 }
 
+/// The value of parameter `name` in a query string (`""` when it is given bare).
+pub(crate) fn query_param<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
+    query?.split('&').find_map(|kv| match kv.split_once('=') {
+        Some((k, v)) if k == name => Some(v),
+        None if kv == name => Some(""),
+        _ => None,
+    })
+}
+
 /// A collection's strict mode bounds the `?timeout=` a request on it may ask for.
 async fn strict_timeout(State(s): State<AppState>, req: Request, next: Next) -> Response {
-    let asked = req.uri().query().and_then(|q| {
-        q.split('&')
-            .find_map(|kv| kv.strip_prefix("timeout="))
-            .and_then(|t| t.parse::<u64>().ok())
-    });
+    let asked = query_param(req.uri().query(), "timeout").and_then(|t| t.parse::<u64>().ok());
     let collection = req
         .uri()
         .path()
@@ -305,11 +310,7 @@ async fn strict_timeout(State(s): State<AppState>, req: Request, next: Next) -> 
 /// Qdrant's `?timeout=SECONDS`: past it the client gets 408. The work itself is not
 /// interrupted (a write may still be applied, as with Qdrant); only the wait ends.
 async fn deadline(req: Request, next: Next) -> Response {
-    let asked = req.uri().query().and_then(|q| {
-        q.split('&')
-            .find_map(|kv| kv.strip_prefix("timeout="))
-            .map(str::to_string)
-    });
+    let asked = query_param(req.uri().query(), "timeout").map(str::to_string);
     let Some(asked) = asked else {
         return next.run(req).await;
     };

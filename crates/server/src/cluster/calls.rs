@@ -99,14 +99,6 @@ const TRY_NEXT_AFTER: Duration = Duration::from_secs(3);
 /// How long a read waits on the last replica it can ask.
 const LAST_TRY_PATIENCE: Duration = Duration::from_secs(60);
 
-fn unavailable(message: String) -> ApiError {
-    ApiError {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        message,
-        retry_after: Some(1),
-    }
-}
-
 impl ClusterState {
     /// `method path_and_query` with `body` on node `node` (this node in-process), as a router
     /// reading a replica of the collection incarnation `uid`; given up after `patience` when
@@ -131,7 +123,7 @@ impl ClusterState {
             .nodes
             .get(node)
             .map(|n| n.url.clone())
-            .ok_or_else(|| unavailable(format!("node {node} is not live")))?;
+            .ok_or_else(|| ApiError::unavailable(format!("node {node} is not live")))?;
         let agent = self.http.clone();
         let key = self.api_key.clone();
         let method = method.clone();
@@ -154,11 +146,15 @@ impl ClusterState {
             let (status, response) = match outcome {
                 Ok(r) => (r.status(), r),
                 Err(ureq::Error::Status(code, r)) => (code, r),
-                Err(e) => return Err(unavailable(format!("node {node} did not answer: {e}"))),
+                Err(e) => {
+                    return Err(ApiError::unavailable(format!(
+                        "node {node} did not answer: {e}"
+                    )))
+                }
             };
-            let text = response
-                .into_string()
-                .map_err(|e| unavailable(format!("node {node}: reading its answer: {e}")))?;
+            let text = response.into_string().map_err(|e| {
+                ApiError::unavailable(format!("node {node}: reading its answer: {e}"))
+            })?;
             let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
             Ok(Answer {
                 status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
@@ -166,7 +162,7 @@ impl ClusterState {
             })
         })
         .await
-        .map_err(|e| unavailable(format!("a call to node failed: {e}")))?
+        .map_err(|e| ApiError::unavailable(format!("a call to node failed: {e}")))?
     }
 
     /// A request to this node's own API, as a router's read or as the node's own work on
@@ -182,7 +178,7 @@ impl ClusterState {
             .router
             .get()
             .cloned()
-            .ok_or_else(|| unavailable("the node is starting".into()))?;
+            .ok_or_else(|| ApiError::unavailable("the node is starting"))?;
         let mut req = axum::http::Request::builder()
             .method(method.clone())
             .uri(path_and_query)
@@ -200,11 +196,11 @@ impl ClusterState {
         let response = router
             .oneshot(req)
             .await
-            .map_err(|e| unavailable(format!("local request: {e}")))?;
+            .map_err(|e| ApiError::unavailable(format!("local request: {e}")))?;
         let status = response.status();
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
-            .map_err(|e| unavailable(format!("local answer: {e}")))?;
+            .map_err(|e| ApiError::unavailable(format!("local answer: {e}")))?;
         let body = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         Ok(Answer { status, body })
@@ -254,7 +250,7 @@ impl ClusterState {
                 .log
                 .last_sequence(&map.stream_name(name, shard))
                 .await
-                .map_err(|e| unavailable(e.to_string()))?;
+                .map_err(|e| ApiError::unavailable(e.to_string()))?;
         }
         let path = format!("/collections/{path_name}{tail}");
         let mut last = None;
@@ -284,7 +280,7 @@ impl ClusterState {
             }
         }
         Err(last.unwrap_or_else(|| {
-            unavailable(format!(
+            ApiError::unavailable(format!(
                 "no live replica of shard {shard} of collection {name}"
             ))
         }))
@@ -314,7 +310,7 @@ impl ClusterState {
         for t in tasks {
             let answer = t
                 .await
-                .map_err(|e| unavailable(format!("a shard's read failed: {e}")))??;
+                .map_err(|e| ApiError::unavailable(format!("a shard's read failed: {e}")))??;
             if !answer.status.is_success() {
                 return Err(answer.error());
             }

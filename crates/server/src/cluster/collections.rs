@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::response::Response;
 use diskvec_cluster::map::{place, replica_name, COLLECTIONS_PREFIX, ROOT_PREFIX};
 use diskvec_cluster::{ClusterError, ClusterView, CollectionMap};
@@ -30,11 +30,7 @@ const LAYOUT_FIELDS: &[&str] = &[
 const CREATE_WAIT: Duration = Duration::from_secs(30);
 
 fn control_plane(e: ClusterError) -> ApiError {
-    ApiError {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        message: format!("the cluster's control plane: {e}"),
-        retry_after: Some(1),
-    }
+    ApiError::unavailable(format!("the cluster's control plane: {e}"))
 }
 
 pub(super) async fn etcd_call<T: Send + 'static>(
@@ -88,14 +84,10 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     let shards = place(&view, shard_number, replication_factor);
     let placed = shards.iter().map(|s| s.replicas.len()).min().unwrap_or(0);
     if placed < write_consistency_factor.max(1) as usize {
-        return Err(ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: format!(
-                "{} live nodes: too few to place replicas for write_consistency_factor {write_consistency_factor}",
-                view.nodes.len()
-            ),
-            retry_after: Some(1),
-        });
+        return Err(ApiError::unavailable(format!(
+            "{} live nodes: too few to place replicas for write_consistency_factor {write_consistency_factor}",
+            view.nodes.len()
+        )));
     }
     let mut config: Map<String, Value> = body.as_object().cloned().unwrap_or_default();
     for f in LAYOUT_FIELDS {

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -157,12 +157,7 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     if let Some(name) = replica {
         if let Some(route) = routed {
             if let Err(why) = replicas::serve_routed(&cluster, &name, route).await {
-                return ApiError {
-                    status: StatusCode::SERVICE_UNAVAILABLE,
-                    message: format!("replica {name} {why}"),
-                    retry_after: Some(1),
-                }
-                .into_response();
+                return ApiError::unavailable(format!("replica {name} {why}")).into_response();
             }
         }
         return next.run(req).await;
@@ -223,21 +218,29 @@ impl Routed {
     /// `all`, or a number over 1): it is answered by replicas that applied everything their
     /// log held when it began, so it never sees data older than a write acknowledged before.
     pub fn wants_fresh(&self) -> bool {
-        self.query
-            .as_deref()
-            .unwrap_or("")
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("consistency="))
-            .is_some_and(|v| v != "1")
+        crate::query_param(self.query.as_deref(), "consistency").is_some_and(|v| v != "1")
     }
 
-    /// Whether the request asks to wait until the write is applied (Qdrant's `wait`).
+    /// Whether the request asks to wait until the write is applied (Qdrant's `wait`, bare or
+    /// `=true`).
     pub fn waits(&self) -> bool {
-        self.query
-            .as_deref()
-            .unwrap_or("")
-            .split('&')
-            .any(|kv| kv == "wait=true" || kv == "wait")
+        matches!(
+            crate::query_param(self.query.as_deref(), "wait"),
+            Some("true" | "")
+        )
+    }
+
+    /// A read of a shard's replica with this request's method, path, query and `consistency`.
+    pub fn shard_read(&self, body: Bytes) -> calls::ShardRead {
+        calls::ShardRead {
+            method: self.method.clone(),
+            tail: match &self.query {
+                Some(q) if !q.is_empty() => format!("{}?{q}", self.tail),
+                _ => self.tail.clone(),
+            },
+            body,
+            fresh: self.wants_fresh(),
+        }
     }
 }
 

@@ -5,23 +5,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use diskvec_cluster::CollectionMap;
 use diskvec_db::{shard_of, PointId};
 use serde_json::{json, Value};
 
-use super::calls::ShardRead;
 use super::merge::{merge_scored, merge_scroll};
 use super::{ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
-
-fn with_query(tail: &str, query: &Option<String>) -> String {
-    match query {
-        Some(q) if !q.is_empty() => format!("{tail}?{q}"),
-        _ => tail.to_string(),
-    }
-}
 
 fn usize_field(body: &Value, field: &str, default: usize) -> Result<usize, ApiError> {
     match body.get(field) {
@@ -32,27 +23,26 @@ fn usize_field(body: &Value, field: &str, default: usize) -> Result<usize, ApiEr
     }
 }
 
+/// The request as it is, to one live replica of `shard`, answered as that replica answers.
+async fn forward_to(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+    shard: u32,
+) -> Result<Response, ApiError> {
+    let a = c
+        .read_shard(&r.name, map, shard, &r.shard_read(r.body.clone()))
+        .await?;
+    Ok((a.status, axum::Json(a.body)).into_response())
+}
+
 /// A collection of one shard: the request as it is, to one live replica.
 pub async fn forward_whole(
     c: &Arc<ClusterState>,
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
-    let tail = with_query(&r.tail, &r.query);
-    let a = c
-        .read_shard(
-            &r.name,
-            map,
-            0,
-            &ShardRead {
-                method: r.method.clone(),
-                tail: tail.to_string(),
-                body: r.body.clone(),
-                fresh: r.wants_fresh(),
-            },
-        )
-        .await?;
-    Ok((a.status, axum::Json(a.body)).into_response())
+    forward_to(c, map, r, 0).await
 }
 
 pub async fn get_one(
@@ -67,21 +57,7 @@ pub async fn get_one(
             .map_err(|e| ApiError::bad_request(format!("point id {raw:?}: {e}")))?,
     };
     let shard = shard_of(id, map.shard_number);
-    let tail = with_query(&r.tail, &r.query);
-    let a = c
-        .read_shard(
-            &r.name,
-            map,
-            shard,
-            &ShardRead {
-                method: r.method.clone(),
-                tail: tail.to_string(),
-                body: r.body.clone(),
-                fresh: r.wants_fresh(),
-            },
-        )
-        .await?;
-    Ok((a.status, axum::Json(a.body)).into_response())
+    forward_to(c, map, r, shard).await
 }
 
 pub async fn retrieve(
@@ -106,7 +82,6 @@ pub async fn retrieve(
         parsed.push(p);
     }
     let mut found: HashMap<PointId, Value> = HashMap::new();
-    let tail = with_query(&r.tail, &r.query);
     for (shard, ids) in per_shard.into_iter().enumerate() {
         if ids.is_empty() {
             continue;
@@ -118,12 +93,7 @@ pub async fn retrieve(
                 &r.name,
                 map,
                 shard as u32,
-                &ShardRead {
-                    method: Method::POST.clone(),
-                    tail: tail.to_string(),
-                    body: Bytes::from(b.to_string()),
-                    fresh: r.wants_fresh(),
-                },
+                &r.shard_read(Bytes::from(b.to_string())),
             )
             .await?;
         if !a.status.is_success() {
@@ -150,18 +120,8 @@ pub async fn count(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
-    let tail = with_query(&r.tail, &r.query);
     let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            ShardRead {
-                method: Method::POST.clone(),
-                tail: tail.to_string(),
-                body: r.body.clone(),
-                fresh: r.wants_fresh(),
-            },
-        )
+        .read_all_shards(&r.name, map, r.shard_read(r.body.clone()))
         .await?;
     let total: u64 = answers
         .iter()
@@ -190,18 +150,8 @@ pub async fn scroll(
     let limit = usize_field(&body, "limit", 10)?;
     // One more than asked from each shard: the first id past the page is the next offset.
     body["limit"] = json!(limit + 1);
-    let tail = with_query(&r.tail, &r.query);
     let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            ShardRead {
-                method: Method::POST.clone(),
-                tail: tail.to_string(),
-                body: Bytes::from(body.to_string()),
-                fresh: r.wants_fresh(),
-            },
-        )
+        .read_all_shards(&r.name, map, r.shard_read(Bytes::from(body.to_string())))
         .await?;
     let pages = answers
         .iter()
@@ -300,17 +250,11 @@ pub async fn scored(
         ));
     }
     let (per_shard, offset, limit) = per_shard_search(&body)?;
-    let tail = with_query(&r.tail, &r.query);
     let answers = c
         .read_all_shards(
             &r.name,
             map,
-            ShardRead {
-                method: Method::POST.clone(),
-                tail: tail.to_string(),
-                body: Bytes::from(per_shard.to_string()),
-                fresh: r.wants_fresh(),
-            },
+            r.shard_read(Bytes::from(per_shard.to_string())),
         )
         .await?;
     let lists = answers.iter().map(|a| scored_list(a.result())).collect();
@@ -356,18 +300,8 @@ pub async fn scored_batch(
         pages.push((offset, limit));
     }
     body["searches"] = Value::Array(per_shard);
-    let tail = with_query(&r.tail, &r.query);
     let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            ShardRead {
-                method: Method::POST.clone(),
-                tail: tail.to_string(),
-                body: Bytes::from(body.to_string()),
-                fresh: r.wants_fresh(),
-            },
-        )
+        .read_all_shards(&r.name, map, r.shard_read(Bytes::from(body.to_string())))
         .await?;
     let mut out = Vec::with_capacity(pages.len());
     for (i, (offset, limit)) in pages.into_iter().enumerate() {

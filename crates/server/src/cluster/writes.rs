@@ -28,19 +28,8 @@ const GRACE: Duration = Duration::from_secs(2);
 /// The largest message NATS takes (its default `max_payload`).
 const LOG_MESSAGE_LIMIT: usize = 1024 * 1024;
 
-fn unavailable(message: String) -> ApiError {
-    ApiError {
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        message,
-        retry_after: Some(1),
-    }
-}
-
 fn timeout_of(query: Option<&str>) -> Duration {
-    query
-        .unwrap_or("")
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("timeout="))
+    crate::query_param(query, "timeout")
         .and_then(|t| t.parse::<u64>().ok())
         .filter(|&t| t > 0)
         .map_or(DEFAULT_WAIT, Duration::from_secs)
@@ -53,7 +42,7 @@ pub async fn write(
 ) -> Result<Response, ApiError> {
     let age = c.node.view_age();
     if age > Duration::from_secs(diskvec_cluster::node::LEASE_TTL_SECS) {
-        return Err(unavailable(format!(
+        return Err(ApiError::unavailable(format!(
             "this node has not reached the cluster's control plane for {:.0} s: it takes no writes until it does",
             age.as_secs_f64()
         )));
@@ -63,8 +52,13 @@ pub async fn write(
         return Err(ApiError::bad_request("expected a JSON object"));
     }
     let query = replica_query(r.query.as_deref());
-    let parts = split_write(r.method.as_str(), &r.tail, &query, &body, map.shard_number)
-        .map_err(ApiError::bad_request)?;
+    // Each message encoded once: checked against the log's limit, then published.
+    let parts: Vec<Vec<Bytes>> =
+        split_write(r.method.as_str(), &r.tail, &query, &body, map.shard_number)
+            .map_err(ApiError::bad_request)?
+            .into_iter()
+            .map(|msgs| msgs.iter().map(|m| Bytes::from(m.to_bytes())).collect())
+            .collect();
     let view = c.node.view();
     for (shard, msgs) in parts.iter().enumerate() {
         let live = map.shards[shard]
@@ -73,17 +67,17 @@ pub async fn write(
             .filter(|n| view.is_alive(n))
             .count();
         if !msgs.is_empty() && live < map.write_consistency_factor as usize {
-            return Err(unavailable(format!(
+            return Err(ApiError::unavailable(format!(
                 "shard {shard} of {} has {live} live replicas, fewer than its write_consistency_factor {}",
                 r.name, map.write_consistency_factor
             )));
         }
-        if let Some(m) = msgs.iter().find(|m| m.to_bytes().len() > LOG_MESSAGE_LIMIT) {
+        if let Some(m) = msgs.iter().find(|m| m.len() > LOG_MESSAGE_LIMIT) {
             return Err(ApiError {
                 status: StatusCode::PAYLOAD_TOO_LARGE,
                 message: format!(
                     "one point of this write takes {} bytes, over the log's {LOG_MESSAGE_LIMIT}-byte message limit",
-                    m.to_bytes().len()
+                    m.len()
                 ),
                 retry_after: None,
             });
@@ -102,10 +96,10 @@ pub async fn write(
             for m in msgs {
                 let seq = c
                     .log
-                    .publish(&stream, Bytes::from(m.to_bytes()))
+                    .publish(&stream, m)
                     .await
                     .map_err(|e| {
-                        unavailable(format!(
+                        ApiError::unavailable(format!(
                             "{e} ({} earlier parts of this write on shard {shard} are in the log and will apply)",
                             seqs.len()
                         ))
@@ -119,7 +113,7 @@ pub async fn write(
     for a in appends {
         appended.push(
             a.await
-                .map_err(|e| unavailable(format!("appending failed: {e}")))??,
+                .map_err(|e| ApiError::unavailable(format!("appending failed: {e}")))??,
         );
     }
     let last_seq = appended
@@ -157,7 +151,7 @@ pub async fn write(
     for w in waits {
         let outcome = w
             .await
-            .map_err(|e| unavailable(format!("waiting failed: {e}")))??;
+            .map_err(|e| ApiError::unavailable(format!("waiting failed: {e}")))??;
         // A replica's own answer where it has the shape asked (PATCH's `true`, an index's
         // update result); a batch's list is the one made above.
         if let Some(v) = outcome.filter(|_| batch_of.is_none()) {
@@ -221,7 +215,7 @@ async fn wait_applied(
                 return Ok(outcome);
             }
             if done.len() + pending.len() < wanted {
-                return Err(unavailable(format!(
+                return Err(ApiError::unavailable(format!(
                     "only {} replicas of shard {shard} are live, fewer than write_consistency_factor {wanted} (the write is in the log and will apply)",
                     done.len() + pending.len()
                 )));
@@ -306,12 +300,7 @@ async fn wait_applied(
 /// it is, the first of them it refused (status and answer), and the last one's result.
 pub async fn applied_endpoint(c: &ClusterState, local: &str, query: Option<&str>) -> Response {
     let started = Instant::now();
-    let param = |name: &str| -> Option<&str> {
-        query
-            .unwrap_or("")
-            .split('&')
-            .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-    };
+    let param = |name: &str| crate::query_param(query, name);
     let uid = param("uid").and_then(|v| v.parse::<u64>().ok());
     let wait_ms = param("wait_ms")
         .and_then(|v| v.parse::<u64>().ok())
