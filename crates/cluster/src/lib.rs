@@ -3,6 +3,7 @@
 //! - [`etcd`]: the control plane's client (etcd's JSON gateway): leases, keys, compare-and-swap.
 //! - [`map`]: the cluster as etcd holds it: live nodes and each collection's shard map, and
 //!   the placement of new shards.
+//! - [`keys`]: which shards a request reaches (by point id, or by its shard keys).
 //! - [`node`]: this node's membership (a key under a lease kept alive) and its view of the
 //!   cluster, re-read continuously.
 //! - [`log`]: the replicated log, one NATS JetStream stream per shard.
@@ -14,6 +15,7 @@
 
 pub mod applied;
 pub mod etcd;
+pub mod keys;
 pub mod log;
 pub mod map;
 pub mod node;
@@ -21,6 +23,7 @@ pub mod rebalance;
 
 pub use applied::AppliedMark;
 pub use etcd::Etcd;
+pub use keys::{KeySelector, RouteError, ShardKey, ShardingMethod};
 pub use log::Log;
 pub use map::{ClusterView, CollectionMap, Move, NodeInfo, ShardMap};
 pub use node::ClusterNode;

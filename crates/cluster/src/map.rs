@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::etcd::KeyValue;
+use crate::keys::{ShardKey, ShardingMethod};
 
 pub const NODES_PREFIX: &str = "/diskvec/nodes/";
 pub const COLLECTIONS_PREFIX: &str = "/diskvec/collections/";
@@ -55,6 +56,13 @@ pub struct ShardMap {
     /// the log); once it has caught up, its node removes `from` and the move.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moves: Vec<Move>,
+    /// The key whose points it holds (collections sharded by key only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<ShardKey>,
+    /// Its key was dropped: it holds nothing and no replica (kept so that shard ids, which
+    /// name logs and replicas, are never reused).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retired: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +82,20 @@ pub struct CollectionMap {
     pub shard_number: u32,
     pub replication_factor: u32,
     pub write_consistency_factor: u32,
+    /// `auto`: `shard_number` shards made at creation; `custom`: `shard_number` shards made
+    /// per key as keys are made.
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub sharding_method: ShardingMethod,
+    /// Changes of the collection itself (payload indexes, vector spaces, settings) applied
+    /// so far, in order, as log messages: a shard made later for a new key applies them
+    /// first (collections sharded by key only; others have every shard from the start).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<Value>,
     pub shards: Vec<ShardMap>,
+}
+
+fn is_auto(m: &ShardingMethod) -> bool {
+    *m == ShardingMethod::Auto
 }
 
 impl CollectionMap {
@@ -198,6 +219,8 @@ pub fn place(view: &ClusterView, shards: u32, replication: u32) -> Vec<ShardMap>
         out.push(ShardMap {
             replicas,
             moves: Vec::new(),
+            key: None,
+            retired: false,
         });
     }
     out
@@ -256,7 +279,11 @@ mod tests {
             shards: vec![ShardMap {
                 replicas: vec!["a".into(), "b".into()],
                 moves: Vec::new(),
+                key: None,
+                retired: false,
             }],
+            sharding_method: ShardingMethod::Auto,
+            changes: Vec::new(),
         };
         view.collections.insert("x".into(), (first, 5));
         assert_eq!(place(&view, 1, 1)[0].replicas, vec!["c".to_string()]);
@@ -270,6 +297,8 @@ mod tests {
             shard_number: 2,
             replication_factor: 1,
             write_consistency_factor: 1,
+            sharding_method: ShardingMethod::Auto,
+            changes: Vec::new(),
             shards: vec![],
         };
         assert_eq!(map.stream_name("docs", 1), "dv_docs_ab_1");

@@ -863,6 +863,70 @@ def test_batch_answers_one_result_per_operation(cluster):
     assert len(results) == 2, results
 
 
+def test_custom_sharding_keeps_each_key_on_its_own_shards(cluster):
+    name = "tenants"
+    clients = [cluster.client(k) for k in range(NODES)]
+    clients[0].create_collection(
+        name, vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE),
+        sharding_method=models.ShardingMethod.CUSTOM, shard_number=2, replication_factor=2,
+        write_consistency_factor=2)
+    # A change of the collection before any key: the shards of keys made later take it.
+    clients[1].create_payload_index(name, "n", field_schema=models.PayloadSchemaType.INTEGER, wait=True)
+    assert cluster.get(2, f"/collections/{name}/shards")["shard_keys"] == []
+    assert clients[2].count(name).count == 0
+    assert clients[1].create_shard_key(name, "eu")
+    assert clients[2].create_shard_key(name, 7, shards_number=1)
+    keys = cluster.get(0, f"/collections/{name}/shards")["shard_keys"]
+    assert sorted(map(str, (k["key"] for k in keys))) == ["7", "eu"], keys
+    with pytest.raises(UnexpectedResponse) as e:
+        clients[0].create_shard_key(name, "eu")
+    assert e.value.status_code == 400 and "already exists" in said(e.value)
+
+    # Ids 30..39 are written under both keys: each key's points are its own.
+    clients[0].upsert(name, wait=True, shard_key_selector="eu",
+                      points=[point(i, {"n": i, "key": "eu"}) for i in range(40)])
+    clients[1].upsert(name, wait=True, shard_key_selector=7,
+                      points=[point(i, {"n": i, "key": 7}) for i in range(30, 50)])
+    for bad, why in [(None, "shard key not specified"), ("us", "not found")]:
+        with pytest.raises(UnexpectedResponse) as e:
+            clients[2].upsert(name, wait=True, shard_key_selector=bad, points=[point(1, {})])
+        assert e.value.status_code == 400 and why in said(e.value), said(e.value)
+
+    _, layout = placement(cluster, 0, name)
+    info = cluster.get(0, f"/collections/{name}/cluster")
+    key_of = {s["shard_id"]: s["shard_key"] for s in info["local_shards"] + info["remote_shards"]}
+    assert sorted(map(str, key_of.values())) == ["7", "eu", "eu"], key_of
+    assert all(len(held) == 2 for held in layout.values()), layout
+    for k, client in enumerate(clients):
+        assert client.count(name, exact=True).count == 60, k
+        assert client.count(name, exact=True, shard_key_selector="eu").count == 40, k
+        assert client.count(name, exact=True, shard_key_selector=[7]).count == 20, k
+        hits = client.query_points(name, query=vectors_of([35])[0].tolist(), limit=50,
+                                   shard_key_selector=7, with_payload=True).points
+        assert sorted(h.id for h in hits) == list(range(30, 50)) and {h.payload["key"] for h in hits} == {7}, k
+        got = client.retrieve(name, ids=[0, 45], shard_key_selector="eu")
+        assert [p.id for p in got] == [0], (k, got)
+        n_over_44 = models.Filter(must=[models.FieldCondition(key="n", range=models.Range(gt=44))])
+        assert client.count(name, count_filter=n_over_44, exact=True).count == 5, k
+    # Key 7's shard was made after the payload index: its replicas have it too.
+    seven = next(s for s, key in key_of.items() if key == 7)
+    for k in range(NODES):
+        if cluster.get(k, f"/collections/{name}@{seven}/exists")["exists"]:
+            schema = cluster.get(k, f"/collections/{name}@{seven}")["payload_schema"]
+            assert "n" in schema, (k, schema)
+
+    assert clients[2].delete_shard_key(name, "eu")
+    for k, client in enumerate(clients):
+        assert client.count(name, exact=True).count == 20, k
+    gone = {s for s, key in key_of.items() if key == "eu"}
+
+    def dropped_everywhere():
+        for k in range(NODES):
+            assert not replicas_on_disk(cluster, k, name, max(key_of) + 1) & gone, k
+    eventually(dropped_everywhere, 15)
+    clients[0].delete_collection(name)
+
+
 def replicas_on_disk(cluster, k, name, shards):
     """The shards of `name` node k keeps a local collection `name@shard` for."""
     return {s for s in range(shards) if cluster.get(k, f"/collections/{name}@{s}/exists")["exists"]}

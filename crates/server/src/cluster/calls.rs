@@ -286,16 +286,17 @@ impl ClusterState {
         }))
     }
 
-    /// The same read on every shard, concurrently; answers in shard order.
+    /// The same read on each of `shards`, concurrently; answers in their order.
     pub(super) async fn read_all_shards(
         self: &Arc<Self>,
         name: &str,
         map: &CollectionMap,
+        shards: &[u32],
         read: ShardRead,
     ) -> Result<Vec<Answer>, ApiError> {
         let read = Arc::new(read);
-        let mut tasks = Vec::with_capacity(map.shard_number as usize);
-        for shard in 0..map.shard_number {
+        let mut tasks = Vec::with_capacity(shards.len());
+        for &shard in shards {
             let (c, name, map, read) = (
                 Arc::clone(self),
                 name.to_string(),

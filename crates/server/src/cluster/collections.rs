@@ -9,12 +9,15 @@ use axum::body::Bytes;
 use axum::http::Method;
 use axum::response::Response;
 use diskvec_cluster::map::{place, replica_name, COLLECTIONS_PREFIX, ROOT_PREFIX};
-use diskvec_cluster::{ClusterError, ClusterView, CollectionMap};
+use diskvec_cluster::{
+    ClusterError, ClusterView, CollectionMap, ShardKey, ShardMap, ShardingMethod,
+};
 use diskvec_db::DbError;
 use serde_json::{json, Map, Value};
 
 use super::calls::Route;
 use super::calls::ShardRead;
+use super::split::LogMessage;
 use super::{replicas, ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
 
@@ -25,6 +28,9 @@ const LAYOUT_FIELDS: &[&str] = &[
     "write_consistency_factor",
     "sharding_method",
 ];
+
+/// Compare-and-swap rounds before giving up on a map others keep changing.
+pub(super) const CAS_ROUNDS: usize = 8;
 
 /// How long a creation waits for every replica to exist before it answers.
 const CREATE_WAIT: Duration = Duration::from_secs(30);
@@ -61,11 +67,8 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     diskvec_db::check_name(&r.name)?;
     // The whole configuration is checked here, as a node would check it.
     crate::convert::collection_config(&body)?;
-    if body.get("sharding_method").and_then(Value::as_str) == Some("custom") {
-        return Err(ApiError::bad_request(
-            "sharding_method custom (shard keys) is not supported yet; shards are chosen by point id",
-        ));
-    }
+    let sharding_method =
+        ShardingMethod::from_json(body.get("sharding_method")).map_err(ApiError::bad_request)?;
     let shard_number = layout_field(&body, "shard_number");
     let replication_factor = layout_field(&body, "replication_factor");
     let write_consistency_factor = layout_field(&body, "write_consistency_factor");
@@ -81,14 +84,16 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     if view.collection(&r.name).is_some() {
         return Err(DbError::CollectionExists(r.name.clone()).into());
     }
-    let shards = place(&view, shard_number, replication_factor);
-    let placed = shards.iter().map(|s| s.replicas.len()).min().unwrap_or(0);
-    if placed < write_consistency_factor.max(1) as usize {
-        return Err(ApiError::unavailable(format!(
-            "{} live nodes: too few to place replicas for write_consistency_factor {write_consistency_factor}",
-            view.nodes.len()
-        )));
-    }
+    // Sharded by key: no shard until a key is made.
+    let shards = match sharding_method {
+        ShardingMethod::Auto => placed(
+            &view,
+            shard_number,
+            replication_factor,
+            write_consistency_factor,
+        )?,
+        ShardingMethod::Custom => Vec::new(),
+    };
     let mut config: Map<String, Value> = body.as_object().cloned().unwrap_or_default();
     for f in LAYOUT_FIELDS {
         config.remove(*f);
@@ -101,10 +106,12 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
         shard_number,
         replication_factor,
         write_consistency_factor,
+        sharding_method,
+        changes: Vec::new(),
         shards,
     };
     // The logs first: a replica that sees the map finds its log there.
-    for shard in 0..shard_number {
+    for shard in map.active_shards() {
         c.log
             .ensure_stream(&map.stream_name(&r.name, shard))
             .await
@@ -119,10 +126,247 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     Ok(ok(json!(true), r.started))
 }
 
+/// `shards` shards of `replication` replicas placed over the view's nodes; refused when too
+/// few nodes are live for the write consistency asked.
+fn placed(
+    view: &ClusterView,
+    shards: u32,
+    replication: u32,
+    write_consistency_factor: u32,
+) -> Result<Vec<ShardMap>, ApiError> {
+    let out = place(view, shards, replication);
+    let least = out.iter().map(|s| s.replicas.len()).min().unwrap_or(0);
+    if least < write_consistency_factor.max(1) as usize {
+        return Err(ApiError::unavailable(format!(
+            "{} live nodes: too few to place replicas for write_consistency_factor {write_consistency_factor}",
+            view.nodes.len()
+        )));
+    }
+    Ok(out)
+}
+
+/// A collection's map as etcd holds it now, with its key's mod revision (the
+/// compare-and-swap token).
+async fn read_map(c: &ClusterState, name: &str) -> Result<(CollectionMap, i64), ApiError> {
+    let key = format!("{COLLECTIONS_PREFIX}{name}");
+    let current = etcd_call(c, move |e| e.get(&key))
+        .await?
+        .ok_or_else(|| DbError::UnknownCollection(name.to_string()))?;
+    let map = serde_json::from_slice(&current.value).map_err(|e| {
+        ApiError::unavailable(format!("the shard map of {name} does not parse: {e}"))
+    })?;
+    Ok((map, current.mod_revision))
+}
+
+/// Stores `map` as `name`'s map if the key is still at `revision`; false when another node
+/// changed it first.
+async fn swap_map(
+    c: &ClusterState,
+    name: &str,
+    revision: i64,
+    map: &CollectionMap,
+) -> Result<bool, ApiError> {
+    let key = format!("{COLLECTIONS_PREFIX}{name}");
+    let value = serde_json::to_vec(map).expect("a shard map serializes");
+    etcd_call(c, move |e| e.compare_and_swap(&key, revision, &value)).await
+}
+
+fn kept_changing() -> ApiError {
+    ApiError {
+        status: axum::http::StatusCode::CONFLICT,
+        message: "the shard map kept changing under this operation; try again".into(),
+        retry_after: Some(1),
+    }
+}
+
+/// Changes the map of `name` (of incarnation `uid`) by compare-and-swap: `change` applied to
+/// the map as stored, again on a fresh read when another node changed it first. The map as
+/// stored after.
+async fn update_map(
+    c: &ClusterState,
+    name: &str,
+    uid: u64,
+    mut change: impl FnMut(&mut CollectionMap) -> Result<(), ApiError>,
+) -> Result<CollectionMap, ApiError> {
+    for _ in 0..CAS_ROUNDS {
+        let (mut map, revision) = read_map(c, name).await?;
+        if map.uid != uid {
+            return Err(DbError::UnknownCollection(name.to_string()).into());
+        }
+        change(&mut map)?;
+        if swap_map(c, name, revision, &map).await? {
+            return Ok(map);
+        }
+    }
+    Err(kept_changing())
+}
+
+/// Records a change of the collection itself in the map of a collection sharded by key
+/// (`CollectionMap::changes`); the map as stored after, which the change is then published
+/// to every shard of.
+pub(super) async fn record_change(
+    c: &ClusterState,
+    name: &str,
+    uid: u64,
+    change: LogMessage,
+) -> Result<CollectionMap, ApiError> {
+    let change = serde_json::to_value(&change).expect("a log message serializes");
+    update_map(c, name, uid, |map| {
+        map.changes.push(change.clone());
+        Ok(())
+    })
+    .await
+}
+
+fn whole_number(args: &Value, fields: &[&str], default: u32) -> Result<u32, ApiError> {
+    for f in fields {
+        match args.get(*f) {
+            None | Some(Value::Null) => continue,
+            Some(v) => {
+                return v
+                    .as_u64()
+                    .filter(|&n| (1..=u64::from(u32::MAX)).contains(&n))
+                    .map(|n| n as u32)
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "{f}: expected a whole number above 0, got {v}"
+                        ))
+                    })
+            }
+        }
+    }
+    Ok(default)
+}
+
+/// `PUT /collections/{c}/shards` (or the `create_sharding_key` shard operation): makes the
+/// shards of a new key, placed over the live nodes (or the peers of `placement`), their logs
+/// first.
+pub async fn create_key(
+    c: &Arc<ClusterState>,
+    name: &str,
+    args: &Value,
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let key = ShardKey::from_json(
+        args.get("shard_key")
+            .ok_or_else(|| ApiError::bad_request("shard_key is missing"))?,
+    )
+    .map_err(|e| ApiError::bad_request(format!("shard_key: {e}")))?;
+    let placement: Option<Vec<u64>> = match args.get("placement") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            serde_json::from_value(v.clone())
+                .map_err(|_| ApiError::bad_request("placement: expected a list of peer ids"))?,
+        ),
+    };
+    for _ in 0..CAS_ROUNDS {
+        let (mut map, revision) = read_map(c, name).await?;
+        if map.sharding_method != ShardingMethod::Custom {
+            return Err(ApiError::bad_request(format!(
+                "collection {name} is sharded by point id (sharding_method auto): it has no shard keys"
+            )));
+        }
+        if !map.shards_of_key(&key).is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "shard key {key} already exists"
+            )));
+        }
+        let number = whole_number(args, &["shards_number", "shard_number"], map.shard_number)?;
+        let replication = whole_number(args, &["replication_factor"], map.replication_factor)?;
+        let (keys, at) = etcd_call(c, |e| e.range_prefix(ROOT_PREFIX)).await?;
+        let mut view = ClusterView::from_keys(&keys, at);
+        if let Some(peers) = &placement {
+            view.nodes.retain(|_, n| peers.contains(&n.peer_id()));
+            if view.nodes.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "placement: none of the peers {peers:?} is live"
+                )));
+            }
+        }
+        let first = map.shards.len() as u32;
+        for mut shard in placed(&view, number, replication, map.write_consistency_factor)? {
+            shard.key = Some(key.clone());
+            map.shards.push(shard);
+        }
+        // The logs first, as at creation. Should another node take these shard ids first,
+        // its shards use the logs made here (a log is empty until its map names it).
+        for shard in first..map.shards.len() as u32 {
+            c.log
+                .ensure_stream(&map.stream_name(name, shard))
+                .await
+                .map_err(control_plane)?;
+        }
+        if swap_map(c, name, revision, &map).await? {
+            wait_for_replicas(c, name, &map).await;
+            return Ok(ok(json!(true), started));
+        }
+    }
+    Err(kept_changing())
+}
+
+/// `POST /collections/{c}/shards/delete` (or `drop_sharding_key`): retires the key's shards
+/// (their nodes drop their replicas as they see the map) and deletes their logs.
+pub async fn drop_key(
+    c: &Arc<ClusterState>,
+    name: &str,
+    args: &Value,
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let key = ShardKey::from_json(
+        args.get("shard_key")
+            .ok_or_else(|| ApiError::bad_request("shard_key is missing"))?,
+    )
+    .map_err(|e| ApiError::bad_request(format!("shard_key: {e}")))?;
+    let uid = c.collection(name)?.uid;
+    let mut retired = Vec::new();
+    let map = update_map(c, name, uid, |map| {
+        retired = map.shards_of_key(&key);
+        if retired.is_empty() {
+            return Err(ApiError::not_found(format!("shard key {key} not found")));
+        }
+        for &s in &retired {
+            let shard = &mut map.shards[s as usize];
+            shard.retired = true;
+            shard.replicas.clear();
+            shard.moves.clear();
+        }
+        Ok(())
+    })
+    .await?;
+    for shard in retired {
+        if let Err(e) = c.log.delete_stream(&map.stream_name(name, shard)).await {
+            log::warn!("cluster: {e}");
+        }
+    }
+    if let Ok((_, revision)) = read_map(c, name).await {
+        wait_seen_everywhere(c, revision, Instant::now() + CREATE_WAIT).await;
+    }
+    Ok(ok(json!(true), started))
+}
+
+/// `GET /collections/{c}/shards`: the keys of a collection sharded by key.
+pub fn list_keys(map: &CollectionMap, started: Instant) -> Response {
+    let keys = match map.sharding_method {
+        ShardingMethod::Auto => Value::Null,
+        ShardingMethod::Custom => map
+            .keys()
+            .iter()
+            .map(|k| json!({ "key": k.to_json() }))
+            .collect(),
+    };
+    ok(json!({ "shard_keys": keys }), started)
+}
+
 /// Waits (bounded) until every live replica of the new collection exists on its node, so
 /// that a write right after the creation is applied at once.
 async fn wait_for_replicas(c: &Arc<ClusterState>, name: &str, map: &CollectionMap) {
     let deadline = Instant::now() + CREATE_WAIT;
+    // Every node routes by the new map first (a request through any of them right after
+    // finds the collection, or the key), then each replica exists.
+    let key = format!("{COLLECTIONS_PREFIX}{name}");
+    if let Ok(Some(kv)) = etcd_call(c, move |e| e.get(&key)).await {
+        wait_seen_everywhere(c, kv.mod_revision, deadline).await;
+    }
     for (shard, s) in map.shards.iter().enumerate() {
         let path = format!("/collections/{}/exists", replica_name(name, shard as u32));
         for node in &s.replicas {
@@ -147,6 +391,33 @@ async fn wait_for_replicas(c: &Arc<ClusterState>, name: &str, map: &CollectionMa
     }
 }
 
+/// Waits (bounded) until every live node has read the cluster at etcd revision `revision`
+/// or later (its `GET /cluster` says which it read last).
+async fn wait_seen_everywhere(c: &Arc<ClusterState>, revision: i64, deadline: Instant) {
+    let nodes: Vec<String> = c.node.view().nodes.keys().cloned().collect();
+    for node in nodes {
+        while Instant::now() < deadline && c.node.view().is_alive(&node) {
+            let seen = c
+                .call(
+                    &node,
+                    &Method::GET,
+                    "/cluster",
+                    Bytes::new(),
+                    Duration::from_secs(2),
+                    Route::of(0),
+                )
+                .await
+                .ok()
+                .and_then(|a| a.result()["raft_info"]["commit"].as_i64())
+                .is_some_and(|seen| seen >= revision);
+            if seen {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 pub async fn delete(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> {
     let key = format!("{COLLECTIONS_PREFIX}{}", r.name);
     let k = key.clone();
@@ -160,7 +431,7 @@ pub async fn delete(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
         super::aliases::forget_collection(c, &r.name).await;
         // Replicas are dropped by their nodes as they see the map go; the logs go now.
         if let Some(map) = map {
-            for shard in 0..map.shard_number {
+            for shard in map.active_shards() {
                 if let Err(e) = c.log.delete_stream(&map.stream_name(&r.name, shard)).await {
                     log::warn!("cluster: {e}");
                 }
@@ -193,10 +464,15 @@ pub async fn info(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
+    let shards = map.active_shards();
+    if shards.is_empty() {
+        return Ok(ok(info_without_shards(map, &r.name)?, r.started));
+    }
     let answers = c
         .read_all_shards(
             &r.name,
             map,
+            &shards,
             ShardRead {
                 method: Method::GET.clone(),
                 tail: "".to_string(),
@@ -223,7 +499,44 @@ pub async fn info(
     params["shard_number"] = json!(map.shard_number);
     params["replication_factor"] = json!(map.replication_factor);
     params["write_consistency_factor"] = json!(map.write_consistency_factor);
+    if map.sharding_method == ShardingMethod::Custom {
+        params["sharding_method"] = json!("custom");
+    }
     Ok(ok(out, r.started))
+}
+
+/// The description of a collection sharded by key before its first key: empty, with the
+/// configuration it was created with.
+fn info_without_shards(map: &CollectionMap, name: &str) -> Result<Value, ApiError> {
+    let config = crate::convert::collection_config(&map.config)?;
+    let info = diskvec_db::CollectionInfo {
+        name: name.to_string(),
+        status: diskvec_db::Status::Green,
+        error: None,
+        points: 0,
+        indexed_points: 0,
+        segments: Vec::new(),
+        payload_indexes: Vec::new(),
+        payload_index_params: Default::default(),
+        config,
+        last_op: 0,
+        wal_bytes: 0,
+        wal_syncs: 0,
+        seals_done: 0,
+        rebuilds_done: 0,
+        task: None,
+        tasks: Vec::new(),
+        last_task: None,
+        indexing_paused: false,
+        search_memory: Default::default(),
+    };
+    let mut out = crate::convert::collection_info(&info, &[]);
+    let params = &mut out["config"]["params"];
+    params["shard_number"] = json!(map.shard_number);
+    params["replication_factor"] = json!(map.replication_factor);
+    params["write_consistency_factor"] = json!(map.write_consistency_factor);
+    params["sharding_method"] = json!("custom");
+    Ok(out)
 }
 
 /// `GET /cluster`: Qdrant's cluster status, with the live nodes as its peers.
@@ -274,7 +587,8 @@ pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> 
     let mut local = Vec::new();
     let mut remote = Vec::new();
     let mut transfers = Vec::new();
-    for (shard, s) in map.shards.iter().enumerate() {
+    for (shard, s) in map.shards.iter().enumerate().filter(|(_, s)| !s.retired) {
+        let key = s.key.as_ref().map(diskvec_cluster::ShardKey::to_json);
         for m in &s.moves {
             transfers.push(json!({
                 "shard_id": shard,
@@ -296,10 +610,11 @@ pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> 
             };
             if node == me {
                 let points = replicas::local_points(c, &r.name, shard as u32);
-                local.push(json!({"shard_id": shard, "points_count": points, "state": state}));
+                local.push(json!({"shard_id": shard, "shard_key": key, "points_count": points, "state": state}));
             } else {
                 remote.push(json!({
                     "shard_id": shard,
+                    "shard_key": key,
                     "peer_id": diskvec_cluster::map::peer_id_of(node),
                     "state": state,
                 }));
@@ -309,7 +624,7 @@ pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> 
     ok(
         json!({
             "peer_id": c.node.me.peer_id(),
-            "shard_count": map.shard_number,
+            "shard_count": map.active_shards().len(),
             "local_shards": local,
             "remote_shards": remote,
             "shard_transfers": transfers,

@@ -258,6 +258,15 @@ const WRITES: &[(&str, &str)] = &[
     ("PATCH", ""),
 ];
 
+/// Whether a write changes the collection itself (its settings, payload indexes, vector
+/// spaces) rather than points: it goes to every shard, whatever key it names.
+pub(crate) fn is_schema_change(method: &str, tail: &str) -> bool {
+    (method == "PATCH" && tail.is_empty())
+        || (method == "PUT" && tail == "/index")
+        || (method == "DELETE" && tail.starts_with("/index/"))
+        || ((method == "PUT" || method == "DELETE") && tail.starts_with("/vectors/"))
+}
+
 async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> {
     let m = r.method.as_str();
     let tail = r.tail.as_str();
@@ -268,16 +277,28 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
         _ => {}
     }
     let map = c.collection(&r.name)?;
-    let schema_change = (m == "DELETE" && tail.starts_with("/index/"))
-        || ((m == "PUT" || m == "DELETE") && tail.starts_with("/vectors/"));
-    if schema_change || WRITES.contains(&(m, tail)) {
+    if is_schema_change(m, tail) || WRITES.contains(&(m, tail)) {
         return writes::write(c, &map, r).await;
     }
     match (m, tail) {
         ("GET", "") => collections::info(c, &map, r).await,
         ("GET", "/cluster") => Ok(collections::collection_cluster(c, &map, &r)),
         ("GET", "/aliases") => Ok(aliases::list(c, Some(&r.name), r.started)),
-        ("POST", "/cluster") => transfers::update(c, r).await,
+        ("POST", "/cluster") => {
+            let op = r.json()?;
+            if let Some(args) = op.get("create_sharding_key") {
+                collections::create_key(c, &r.name, args, r.started).await
+            } else if let Some(args) = op.get("drop_sharding_key") {
+                collections::drop_key(c, &r.name, args, r.started).await
+            } else {
+                transfers::update(c, r).await
+            }
+        }
+        ("PUT", "/shards") => collections::create_key(c, &r.name, &r.json()?, r.started).await,
+        ("POST", "/shards/delete") => {
+            collections::drop_key(c, &r.name, &r.json()?, r.started).await
+        }
+        ("GET", "/shards") => Ok(collections::list_keys(&map, r.started)),
         ("POST", "/points") => reads::retrieve(c, &map, r).await,
         ("POST", "/points/scroll") => reads::scroll(c, &map, r).await,
         ("POST", "/points/count") => reads::count(c, &map, r).await,
@@ -286,12 +307,11 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
             reads::scored_batch(c, &map, r).await
         }
         ("GET", t) if t.starts_with("/points/") => reads::get_one(c, &map, r).await,
-        _ if map.shard_number == 1 && (m == "GET" || m == "POST") => {
-            reads::forward_whole(c, &map, r).await
-        }
+        // What reaches one shard is that shard's replica's to answer.
+        _ if m == "GET" || m == "POST" => reads::forward_whole(c, &map, r).await,
         _ => Err(ApiError::bad_request(format!(
-            "{m} /collections/{}{tail} is not supported on a collection of {} shards yet",
-            r.name, map.shard_number
+            "{m} /collections/{}{tail} is not supported on a cluster collection",
+            r.name
         ))),
     }
 }

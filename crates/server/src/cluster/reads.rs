@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
-use diskvec_cluster::CollectionMap;
-use diskvec_db::{shard_of, PointId};
+use diskvec_cluster::keys::shard_in;
+use diskvec_cluster::{CollectionMap, KeySelector};
+use diskvec_db::PointId;
 use serde_json::{json, Value};
 
 use super::merge::{merge_scored, merge_scroll};
+use super::split::without_shard_key;
 use super::{ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
 
@@ -21,6 +23,16 @@ fn usize_field(body: &Value, field: &str, default: usize) -> Result<usize, ApiEr
             ApiError::bad_request(format!("{field} must be a whole number, got {v}"))
         }),
     }
+}
+
+/// The shards a read reaches (by its `shard_key`; every shard when it names none) and its
+/// body as their replicas take it (without the key: a replica holds one shard).
+fn reached(map: &CollectionMap, body: &Value) -> Result<(Vec<u32>, Value), ApiError> {
+    let selector = KeySelector::of(body).map_err(ApiError::bad_request)?;
+    let shards = map
+        .shards_reached(&selector)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok((shards, without_shard_key(body)))
 }
 
 /// The request as it is, to one live replica of `shard`, answered as that replica answers.
@@ -36,13 +48,32 @@ async fn forward_to(
     Ok((a.status, axum::Json(a.body)).into_response())
 }
 
-/// A collection of one shard: the request as it is, to one live replica.
+/// A read that reaches one shard: the request as it is (less its key), to one live replica.
+/// A collection sharded by key that has no key yet answers as an empty one would: 404 for
+/// what a request names, else what the caller gives.
 pub async fn forward_whole(
     c: &Arc<ClusterState>,
     map: &CollectionMap,
-    r: Routed,
+    mut r: Routed,
 ) -> Result<Response, ApiError> {
-    forward_to(c, map, r, 0).await
+    let (shards, body) = if r.method == axum::http::Method::POST {
+        reached(map, &r.json()?)?
+    } else {
+        (map.active_shards(), Value::Null)
+    };
+    let Some(&shard) = shards.first().filter(|_| shards.len() == 1) else {
+        return Err(ApiError::bad_request(format!(
+            "{} /collections/{}{} reaches {} shards: it is not supported on more than one yet",
+            r.method,
+            r.name,
+            r.tail,
+            shards.len()
+        )));
+    };
+    if !body.is_null() {
+        r.body = Bytes::from(body.to_string());
+    }
+    forward_to(c, map, r, shard).await
 }
 
 pub async fn get_one(
@@ -56,8 +87,25 @@ pub async fn get_one(
         Err(_) => PointId::parse_uuid(raw)
             .map_err(|e| ApiError::bad_request(format!("point id {raw:?}: {e}")))?,
     };
-    let shard = shard_of(id, map.shard_number);
-    forward_to(c, map, r, shard).await
+    // One shard per key to ask (the id's within each key's shards); the first that has it.
+    let groups = map
+        .groups(&KeySelector::Unset, false)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut last = None;
+    for group in groups {
+        let shard = shard_in(&group, id);
+        let a = c
+            .read_shard(&r.name, map, shard, &r.shard_read(r.body.clone()))
+            .await?;
+        if a.status != axum::http::StatusCode::NOT_FOUND {
+            return Ok((a.status, axum::Json(a.body)).into_response());
+        }
+        last = Some(a);
+    }
+    match last {
+        Some(a) => Ok((a.status, axum::Json(a.body)).into_response()),
+        None => Err(ApiError::not_found(format!("No point with id {id} found"))),
+    }
 }
 
 pub async fn retrieve(
@@ -65,20 +113,28 @@ pub async fn retrieve(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
-    if map.shard_number == 1 {
+    let body = r.json()?;
+    let selector = KeySelector::of(&body).map_err(ApiError::bad_request)?;
+    let groups = map
+        .groups(&selector, false)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if groups.len() == 1 && groups[0].len() == 1 {
         return forward_whole(c, map, r).await;
     }
-    let body = r.json()?;
+    let body = without_shard_key(&body);
     let ids = body
         .get("ids")
         .and_then(Value::as_array)
         .ok_or_else(|| ApiError::bad_request("ids: expected a list of point ids"))?;
     let mut parsed = Vec::with_capacity(ids.len());
-    let mut per_shard: Vec<Vec<Value>> = vec![Vec::new(); map.shard_number as usize];
+    // Each id to its shard within each key's shards.
+    let mut per_shard: Vec<Vec<Value>> = vec![Vec::new(); map.shards.len()];
     for (i, id) in ids.iter().enumerate() {
         let p =
             PointId::from_json(id).map_err(|e| ApiError::bad_request(format!("ids[{i}]: {e}")))?;
-        per_shard[shard_of(p, map.shard_number) as usize].push(id.clone());
+        for group in &groups {
+            per_shard[shard_in(group, p) as usize].push(id.clone());
+        }
         parsed.push(p);
     }
     let mut found: HashMap<PointId, Value> = HashMap::new();
@@ -120,8 +176,14 @@ pub async fn count(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
+    let (shards, body) = reached(map, &r.json()?)?;
     let answers = c
-        .read_all_shards(&r.name, map, r.shard_read(r.body.clone()))
+        .read_all_shards(
+            &r.name,
+            map,
+            &shards,
+            r.shard_read(Bytes::from(body.to_string())),
+        )
         .await?;
     let total: u64 = answers
         .iter()
@@ -135,12 +197,13 @@ pub async fn scroll(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
-    if map.shard_number == 1 {
-        return forward_whole(c, map, r).await;
-    }
-    let mut body = r.json()?;
+    let body = r.json()?;
     if !body.is_object() {
         return Err(ApiError::bad_request("expected a JSON object"));
+    }
+    let (shards, mut body) = reached(map, &body)?;
+    if shards.len() == 1 {
+        return forward_whole(c, map, r).await;
     }
     if body.get("order_by").is_some_and(|o| !o.is_null()) {
         return Err(ApiError::bad_request(
@@ -151,7 +214,12 @@ pub async fn scroll(
     // One more than asked from each shard: the first id past the page is the next offset.
     body["limit"] = json!(limit + 1);
     let answers = c
-        .read_all_shards(&r.name, map, r.shard_read(Bytes::from(body.to_string())))
+        .read_all_shards(
+            &r.name,
+            map,
+            &shards,
+            r.shard_read(Bytes::from(body.to_string())),
+        )
         .await?;
     let pages = answers
         .iter()
@@ -239,11 +307,11 @@ pub async fn scored(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
-    if map.shard_number == 1 {
+    let is_query = r.tail.ends_with("/query");
+    let (shards, body) = reached(map, &r.json()?)?;
+    if shards.len() == 1 {
         return forward_whole(c, map, r).await;
     }
-    let is_query = r.tail.ends_with("/query");
-    let body = r.json()?;
     if !merges_by_score(&body, is_query) {
         return Err(ApiError::bad_request(
             "this query (by point id, recommend, discover, fusion or order_by) is not supported on a collection of several shards yet; query by a vector",
@@ -254,6 +322,7 @@ pub async fn scored(
         .read_all_shards(
             &r.name,
             map,
+            &shards,
             r.shard_read(Bytes::from(per_shard.to_string())),
         )
         .await?;
@@ -270,9 +339,6 @@ pub async fn scored_batch(
     map: &CollectionMap,
     r: Routed,
 ) -> Result<Response, ApiError> {
-    if map.shard_number == 1 {
-        return forward_whole(c, map, r).await;
-    }
     let is_query = r.tail.ends_with("/query/batch");
     let mut body = r.json()?;
     if !body.is_object() {
@@ -283,6 +349,26 @@ pub async fn scored_batch(
         .and_then(Value::as_array)
         .cloned()
         .ok_or_else(|| ApiError::bad_request("searches: expected a list"))?;
+    // Every search of the batch asks the same shards, once: the shards of their keys.
+    let mut reached_by = searches.iter().map(|s| reached(map, s));
+    let shards = match reached_by.next() {
+        Some(first) => first?.0,
+        None => map.active_shards(),
+    };
+    for other in reached_by {
+        if other?.0 != shards {
+            return Err(ApiError::bad_request(
+                "the searches of a batch on a collection of several shards must name the same shard keys",
+            ));
+        }
+    }
+    let searches: Vec<Value> = searches.iter().map(without_shard_key).collect();
+    if shards.len() == 1 {
+        body["searches"] = Value::Array(searches);
+        let mut r = r;
+        r.body = Bytes::from(body.to_string());
+        return forward_to(c, map, r, shards[0]).await;
+    }
     let mut pages = Vec::with_capacity(searches.len());
     let orders: Vec<Option<bool>> = searches
         .iter()
@@ -301,7 +387,12 @@ pub async fn scored_batch(
     }
     body["searches"] = Value::Array(per_shard);
     let answers = c
-        .read_all_shards(&r.name, map, r.shard_read(Bytes::from(body.to_string())))
+        .read_all_shards(
+            &r.name,
+            map,
+            &shards,
+            r.shard_read(Bytes::from(body.to_string())),
+        )
         .await?;
     let mut out = Vec::with_capacity(pages.len());
     for (i, (offset, limit)) in pages.into_iter().enumerate() {

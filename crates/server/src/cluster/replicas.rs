@@ -271,6 +271,17 @@ async fn open_replica(
                     answer.error().message
                 ));
             }
+            // A shard made for a key after changes of the collection itself takes them
+            // first (before its mark exists: a failure here starts it over).
+            for (i, change) in map.changes.iter().enumerate() {
+                let outcome = apply_one(c, local, 0, change.to_string().as_bytes()).await?;
+                if outcome.status >= 400 {
+                    log::warn!(
+                        "cluster: replica {local}: change {i} of the collection refused: {}",
+                        outcome.body
+                    );
+                }
+            }
             let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
             tokio::task::spawn_blocking(move || AppliedMark::create(&dir, &l, uid))
                 .await

@@ -5,7 +5,8 @@
 //! message per operation, so every message is one operation: applying the last one twice
 //! (a crash between applying it and recording so) leaves the same state as applying it once.
 
-use diskvec_db::{shard_of, PointId};
+use diskvec_cluster::keys::shard_in;
+use diskvec_db::PointId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -62,15 +63,21 @@ fn batch_operation(name: &str) -> Option<(&'static str, &'static str)> {
     })
 }
 
-/// The messages of a write, per shard (index = shard), in the order they must apply.
+/// Where one operation goes, from its body (its `shard_key`): the groups of shards its point
+/// ids hash within (`CollectionMap::groups`).
+pub type Groups<'a> = &'a dyn Fn(&Value) -> Result<Vec<Vec<u32>>, String>;
+
+/// The messages of a write, per shard (index = shard id, `shards` of them), in the order they
+/// must apply.
 pub fn split_write(
     method: &str,
     path: &str,
     query: &str,
     body: &Value,
-    shards: u32,
+    shards: usize,
+    groups: Groups,
 ) -> Result<Vec<Vec<LogMessage>>, String> {
-    let mut out = vec![Vec::new(); shards as usize];
+    let mut out = vec![Vec::new(); shards];
     if path == "/points/batch" {
         let ops = body
             .get("operations")
@@ -91,16 +98,23 @@ pub fn split_write(
             if name == "clear_payload" && inner.is_array() {
                 one = serde_json::json!({ "points": inner });
             }
-            for (shard, msgs) in split_one(m, p, query, &one, shards)?
-                .into_iter()
-                .enumerate()
-            {
-                out[shard].extend(msgs);
-            }
+            let groups = groups(&one).map_err(|e| format!("operations[{i}]: {e}"))?;
+            split_one(m, p, query, &one, &groups, &mut out)?;
         }
         return Ok(out);
     }
-    split_one(method, path, query, body, shards)
+    split_one(method, path, query, body, &groups(body)?, &mut out)?;
+    Ok(out)
+}
+
+/// A request body as a replica applies it: a replica holds one shard, so its key is not
+/// passed on.
+pub fn without_shard_key(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("shard_key");
+    }
+    body
 }
 
 fn message(method: &str, path: &str, query: &str, body: Value) -> LogMessage {
@@ -117,56 +131,84 @@ fn id_of(v: &Value, at: &str) -> Result<PointId, String> {
     PointId::from_json(id).map_err(|e| format!("{at}: {e}"))
 }
 
+/// One operation into the messages of the shards it reaches (its groups'), appended to `out`.
 fn split_one(
     method: &str,
     path: &str,
     query: &str,
     body: &Value,
-    shards: u32,
-) -> Result<Vec<Vec<LogMessage>>, String> {
-    let mut out = vec![Vec::new(); shards as usize];
+    groups: &[Vec<u32>],
+    out: &mut [Vec<LogMessage>],
+) -> Result<(), String> {
+    let body = without_shard_key(body);
+    for group in groups {
+        split_in_group(method, path, query, &body, group, out)?;
+    }
+    Ok(())
+}
+
+fn split_in_group(
+    method: &str,
+    path: &str,
+    query: &str,
+    body: &Value,
+    group: &[u32],
+    out: &mut [Vec<LogMessage>],
+) -> Result<(), String> {
     let by_id = body.get("points").and_then(Value::as_array);
-    if let Some(points) = by_id.filter(|_| shards > 1) {
-        let mut parts: Vec<Vec<Value>> = vec![Vec::new(); shards as usize];
+    if let Some(points) = by_id.filter(|_| group.len() > 1) {
+        let mut parts: Vec<(u32, Vec<Value>)> = group.iter().map(|&s| (s, Vec::new())).collect();
         for (i, p) in points.iter().enumerate() {
             let id = id_of(p, &format!("points[{i}]"))?;
-            parts[shard_of(id, shards) as usize].push(p.clone());
+            let shard = shard_in(group, id);
+            parts[group
+                .iter()
+                .position(|&s| s == shard)
+                .expect("in its group")]
+            .1
+            .push(p.clone());
         }
-        for (shard, part) in parts.into_iter().enumerate() {
+        for (shard, part) in parts {
             if part.is_empty() {
                 continue;
             }
             let mut b = body.clone();
             b["points"] = Value::Array(part);
-            out[shard].extend(chunked(message(method, path, query, b)));
+            out[shard as usize].extend(chunked(message(method, path, query, b)));
         }
-        return Ok(out);
+        return Ok(());
     }
     if let Some(batch) = body.get("batch").and_then(Value::as_object) {
         let ids = batch
             .get("ids")
             .and_then(Value::as_array)
             .ok_or("batch.ids: expected a list of point ids")?;
-        let mut rows: Vec<Vec<usize>> = vec![Vec::new(); shards as usize];
+        let mut rows: Vec<(u32, Vec<usize>)> = group.iter().map(|&s| (s, Vec::new())).collect();
         for (i, id) in ids.iter().enumerate() {
             let id = id_of(id, &format!("batch.ids[{i}]"))?;
-            rows[shard_of(id, shards) as usize].push(i);
+            let shard = shard_in(group, id);
+            rows[group
+                .iter()
+                .position(|&s| s == shard)
+                .expect("in its group")]
+            .1
+            .push(i);
         }
-        for (shard, rows) in rows.into_iter().enumerate() {
+        for (shard, rows) in rows {
             if rows.is_empty() {
                 continue;
             }
             let mut b = body.clone();
             b["batch"] = Value::Object(pick_rows(batch, &rows));
-            out[shard].extend(chunked(message(method, path, query, b)));
+            out[shard as usize].extend(chunked(message(method, path, query, b)));
         }
-        return Ok(out);
+        return Ok(());
     }
-    // By filter, or the collection itself: every shard.
-    for shard in out.iter_mut() {
-        shard.extend(chunked(message(method, path, query, body.clone())));
+    // By filter, or the collection itself: every shard of the group.
+    for &shard in group {
+        out[shard as usize].extend(chunked(message(method, path, query, body.clone())));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The rows `rows` of a batch's parallel lists (`ids`, `payloads`, `vectors` as a list or
@@ -240,13 +282,26 @@ mod tests {
     use serde_json::json;
 
     fn shard(id: u64, n: u32) -> usize {
-        shard_of(PointId::Num(id), n) as usize
+        diskvec_db::shard_of(PointId::Num(id), n) as usize
+    }
+
+    /// Every operation to one group of `n` shards (a collection sharded by point id).
+    fn split(
+        path: &str,
+        query: &str,
+        body: &Value,
+        n: u32,
+    ) -> Result<Vec<Vec<LogMessage>>, String> {
+        let method = if path == "/points" { "PUT" } else { "POST" };
+        split_write(method, path, query, body, n as usize, &|_| {
+            Ok(vec![(0..n).collect()])
+        })
     }
 
     #[test]
     fn points_go_to_their_shards_and_filters_to_every_shard() {
         let body = json!({"points": (0..40).map(|i| json!({"id": i, "vector": [i as f32]})).collect::<Vec<_>>()});
-        let parts = split_write("PUT", "/points", "", &body, 3).unwrap();
+        let parts = split("/points", "", &body, 3).unwrap();
         let mut seen = 0;
         for (s, msgs) in parts.iter().enumerate() {
             for m in msgs {
@@ -258,11 +313,11 @@ mod tests {
         }
         assert_eq!(seen, 40);
         let by_filter = json!({"filter": {"must": []}});
-        let parts = split_write("POST", "/points/delete", "", &by_filter, 3).unwrap();
+        let parts = split("/points/delete", "", &by_filter, 3).unwrap();
         assert!(parts.iter().all(|m| m.len() == 1 && m[0].body == by_filter));
         // Ids of a payload change.
         let ids = json!({"payload": {"a": 1}, "points": [1, 2, 3, 4, 5, 6]});
-        let parts = split_write("POST", "/points/payload", "", &ids, 2).unwrap();
+        let parts = split("/points/payload", "", &ids, 2).unwrap();
         for (s, msgs) in parts.iter().enumerate() {
             for id in msgs
                 .iter()
@@ -271,7 +326,7 @@ mod tests {
                 assert_eq!(shard(id.as_u64().unwrap(), 2), s);
             }
         }
-        assert!(split_write("PUT", "/points", "", &json!({"points": [{"id": -1}]}), 2).is_err());
+        assert!(split("/points", "", &json!({"points": [{"id": -1}]}), 2).is_err());
     }
 
     #[test]
@@ -281,7 +336,7 @@ mod tests {
             "vectors": {"a": [[0.0], [1.0], [2.0], [3.0], [4.0], [5.0], [6.0], [7.0]]},
             "payloads": [{"n": 0}, {"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}, {"n": 5}, {"n": 6}, {"n": 7}]
         }});
-        let parts = split_write("PUT", "/points", "wait=true", &body, 3).unwrap();
+        let parts = split("/points", "wait=true", &body, 3).unwrap();
         let mut seen = 0;
         for (s, msgs) in parts.iter().enumerate() {
             for m in msgs {
@@ -305,14 +360,13 @@ mod tests {
             {"delete": {"filter": {"must": []}}},
             {"clear_payload": {"points": [1]}},
         ]});
-        let parts = split_write("POST", "/points/batch", "", &body, 1).unwrap();
+        let parts = split("/points/batch", "", &body, 1).unwrap();
         let paths: Vec<&str> = parts[0].iter().map(|m| m.path.as_str()).collect();
         assert_eq!(
             paths,
             ["/points", "/points/delete", "/points/payload/clear"]
         );
-        assert!(split_write(
-            "POST",
+        assert!(split(
             "/points/batch",
             "",
             &json!({"operations": [{"nope": {}}]}),
@@ -322,10 +376,52 @@ mod tests {
     }
 
     #[test]
+    fn each_operation_goes_to_the_shards_of_its_own_keys() {
+        // Shards 0-1 hold key "a", shard 2 key "b" (as CollectionMap::groups routes them).
+        let groups = |op: &Value| -> Result<Vec<Vec<u32>>, String> {
+            match op.get("shard_key").and_then(Value::as_str) {
+                Some("a") => Ok(vec![vec![0, 1]]),
+                Some("b") => Ok(vec![vec![2]]),
+                _ => Err("shard key not specified".into()),
+            }
+        };
+        let body = json!({"operations": [
+            {"upsert": {"shard_key": "a", "points": (0..20).map(|i| json!({"id": i, "vector": [1.0]})).collect::<Vec<_>>()}},
+            {"upsert": {"shard_key": "b", "points": [{"id": 1, "vector": [2.0]}]}},
+            {"delete": {"shard_key": "b", "filter": {"must": []}}},
+        ]});
+        let parts = split_write("POST", "/points/batch", "", &body, 3, &groups).unwrap();
+        let ids = |s: usize| -> Vec<u64> {
+            parts[s]
+                .iter()
+                .filter_map(|m| m.body.get("points"))
+                .flat_map(|p| {
+                    p.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|p| p["id"].as_u64().unwrap())
+                })
+                .collect()
+        };
+        let (a0, a1) = (ids(0), ids(1));
+        assert_eq!(a0.len() + a1.len(), 20);
+        assert!(a0.iter().all(|&i| shard(i, 2) == 0) && a1.iter().all(|&i| shard(i, 2) == 1));
+        assert_eq!(ids(2), vec![1]);
+        assert_eq!(parts[2].len(), 2);
+        // A replica holds one shard: the key is not passed on.
+        assert!(parts
+            .iter()
+            .flatten()
+            .all(|m| m.body.get("shard_key").is_none()));
+        let unkeyed = json!({"points": [{"id": 1, "vector": [1.0]}]});
+        assert!(split_write("PUT", "/points", "", &unkeyed, 3, &groups).is_err());
+    }
+
+    #[test]
     fn large_upserts_are_cut_below_the_message_limit() {
         let point = |i: u64| json!({"id": i, "vector": vec![0.5f32; 768]});
         let body = json!({"points": (0..400).map(point).collect::<Vec<_>>()});
-        let parts = split_write("PUT", "/points", "", &body, 1).unwrap();
+        let parts = split("/points", "", &body, 1).unwrap();
         assert!(parts[0].len() > 1);
         let mut n = 0;
         for m in &parts[0] {

@@ -48,9 +48,15 @@ fn apply(map: &mut CollectionMap, op: &Value, live: &[String]) -> Result<(), Api
         })?;
     let shard = field_u64(args, "shard_id")? as usize;
     let shards = map.shards.len();
-    let s = map.shards.get_mut(shard).ok_or_else(|| {
-        ApiError::bad_request(format!("shard {shard}: the collection has {shards} shards"))
-    })?;
+    let s = map
+        .shards
+        .get_mut(shard)
+        .filter(|s| !s.retired)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "shard {shard}: no such shard (the collection has {shards} shard ids)"
+            ))
+        })?;
     let mut known: Vec<String> = live.to_vec();
     known.extend(s.replicas.iter().cloned());
     // A move's nodes too: a dead target can still be named to abort its move.
@@ -122,7 +128,7 @@ fn apply(map: &mut CollectionMap, op: &Value, live: &[String]) -> Result<(), Api
         }
         other => {
             return Err(ApiError::bad_request(format!(
-                "unknown shard operation {other:?} (custom shard keys are not supported yet)"
+                "unknown shard operation {other:?}"
             )))
         }
     }
@@ -299,12 +305,18 @@ mod tests {
                 ShardMap {
                     replicas: vec!["a".into()],
                     moves: vec![],
+                    key: None,
+                    retired: false,
                 },
                 ShardMap {
                     replicas: vec!["b".into()],
                     moves: vec![],
+                    key: None,
+                    retired: false,
                 },
             ],
+            sharding_method: Default::default(),
+            changes: vec![],
         }
     }
 

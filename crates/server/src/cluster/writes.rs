@@ -10,11 +10,11 @@ use axum::body::Bytes;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use diskvec_cluster::map::replica_name;
-use diskvec_cluster::CollectionMap;
+use diskvec_cluster::{CollectionMap, KeySelector, ShardingMethod};
 use serde_json::{json, Value};
 
 use super::calls::{Answer, Route};
-use super::split::{replica_query, split_write};
+use super::split::{replica_query, split_write, without_shard_key, LogMessage};
 use super::{replicas, ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
 
@@ -52,13 +52,42 @@ pub async fn write(
         return Err(ApiError::bad_request("expected a JSON object"));
     }
     let query = replica_query(r.query.as_deref());
+    let schema_change = super::is_schema_change(r.method.as_str(), &r.tail);
+    // A change of a collection sharded by key is kept in its map first, for the shards of
+    // keys made later (published after, so that no shard misses it).
+    let recorded;
+    let map = if schema_change && map.sharding_method == ShardingMethod::Custom {
+        let change = LogMessage {
+            method: r.method.to_string(),
+            path: r.tail.clone(),
+            query: query.clone(),
+            body: without_shard_key(&body),
+        };
+        recorded = super::collections::record_change(c, &r.name, map.uid, change).await?;
+        &recorded
+    } else {
+        map
+    };
+    let groups = |op: &Value| -> Result<Vec<Vec<u32>>, String> {
+        if schema_change {
+            return Ok(vec![map.active_shards()]);
+        }
+        map.groups(&KeySelector::of(op)?, true)
+            .map_err(|e| e.to_string())
+    };
     // Each message encoded once: checked against the log's limit, then published.
-    let parts: Vec<Vec<Bytes>> =
-        split_write(r.method.as_str(), &r.tail, &query, &body, map.shard_number)
-            .map_err(ApiError::bad_request)?
-            .into_iter()
-            .map(|msgs| msgs.iter().map(|m| Bytes::from(m.to_bytes())).collect())
-            .collect();
+    let parts: Vec<Vec<Bytes>> = split_write(
+        r.method.as_str(),
+        &r.tail,
+        &query,
+        &body,
+        map.shards.len(),
+        &groups,
+    )
+    .map_err(ApiError::bad_request)?
+    .into_iter()
+    .map(|msgs| msgs.iter().map(|m| Bytes::from(m.to_bytes())).collect())
+    .collect();
     let view = c.node.view();
     for (shard, msgs) in parts.iter().enumerate() {
         let live = map.shards[shard]
@@ -147,7 +176,12 @@ pub async fn write(
             wait_applied(&c, &map, &name, shard, &seqs, deadline).await
         }));
     }
-    let mut result = answer("completed");
+    // PATCH answers `true` (kept so when no shard exists yet to answer it).
+    let mut result = if always_waits {
+        json!(true)
+    } else {
+        answer("completed")
+    };
     for w in waits {
         let outcome = w
             .await
