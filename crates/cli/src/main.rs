@@ -74,11 +74,15 @@ enum Command {
 }
 
 fn main() {
-    quiet_on_closed_stdout();
+    let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_)) {
+        survive_closed_connections();
+    } else {
+        quiet_on_closed_stdout();
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp(None)
         .init();
-    let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Build(a) => build_cmd::run(a),
         Command::Search(a) => search_cmd::run(a),
@@ -107,10 +111,22 @@ fn main() {
 /// Ends the process quietly when stdout's reader goes away (`diskvec search ... | head`),
 /// as Unix tools do, instead of panicking in `println!` on EPIPE.
 fn quiet_on_closed_stdout() {
-    // SAFETY: called first thing in main, before any other thread exists, so nothing can
-    // race on the signal disposition; SIG_DFL is a valid disposition for SIGPIPE.
+    // SAFETY: called in main right after parsing the arguments, before any other thread
+    // exists, so nothing can race on the signal disposition; SIG_DFL is a valid
+    // disposition for SIGPIPE.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// A server must outlive a client that hangs up mid-answer: a write to its socket fails
+/// with EPIPE (the request ends) instead of SIGPIPE ending the process (vectored socket
+/// writes, which hyper uses, raise the signal).
+fn survive_closed_connections() {
+    // SAFETY: as above, before any other thread exists; SIG_IGN is a valid disposition for
+    // SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 }
 

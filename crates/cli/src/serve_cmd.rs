@@ -52,6 +52,10 @@ pub struct Args {
     /// The URL other nodes reach this one at (default: http:// and the address listened on)
     #[arg(long, requires = "cluster")]
     advertise: Option<String>,
+    /// Messages each shard's log keeps below where every live replica has applied it (older
+    /// ones are trimmed; a replica further behind is rebuilt from a snapshot of another)
+    #[arg(long, default_value_t = 100_000, requires = "cluster")]
+    log_retain: u64,
 }
 
 fn pq_codes(text: &str) -> Result<diskvec_db::PqCodes, String> {
@@ -191,6 +195,7 @@ async fn join_cluster(
         log,
         db.dir().join("cluster"),
         keys.api_key.clone(),
+        args.log_retain,
     ))
 }
 

@@ -108,10 +108,20 @@ impl AppliedMark {
     /// Starts a mark at sequence 0 for a replica of the collection incarnation `uid`,
     /// replacing any mark the name had.
     pub fn create(dir: &Path, replica: &str, uid: u64) -> Result<Self, ClusterError> {
+        Self::create_at(dir, replica, uid, 0)
+    }
+
+    /// Starts a mark at sequence `seq` (a replica restored from a snapshot taken there), in
+    /// one atomic write.
+    pub fn create_at(dir: &Path, replica: &str, uid: u64, seq: u64) -> Result<Self, ClusterError> {
         let fs: &'static dyn Storage = &storage::FsStorage;
         storage::create_dir_all_durable(fs, dir).map_err(io_error(dir))?;
         let path = mark_path(dir, replica);
-        storage::write_atomic(fs, &path, &header(uid)).map_err(io_error(&path))?;
+        let mut bytes = header(uid);
+        if seq > 0 {
+            bytes.extend_from_slice(&record(uid, seq));
+        }
+        storage::write_atomic(fs, &path, &bytes).map_err(io_error(&path))?;
         Self::open(dir, replica)
     }
 
@@ -222,6 +232,13 @@ mod tests {
         assert_eq!(
             AppliedMark::read(dir.path(), "docs@0").unwrap(),
             Some((77, 5001))
+        );
+        // A replica restored from a snapshot starts where the snapshot was taken.
+        let restored = AppliedMark::create_at(dir.path(), "docs@1", 78, 420).unwrap();
+        assert_eq!((restored.uid(), restored.sequence()), (78, 420));
+        assert_eq!(
+            AppliedMark::read(dir.path(), "docs@1").unwrap(),
+            Some((78, 420))
         );
         // A record of another incarnation (or zeros) ends the valid part, and is cut on
         // open so that what is appended next counts.

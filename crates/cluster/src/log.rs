@@ -3,6 +3,8 @@
 //! message's stream sequence is the write's op number, and every replica applies the stream
 //! in that order (docs/design-scale-out.md, design A).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
@@ -15,8 +17,20 @@ use crate::ClusterError;
 #[derive(Clone)]
 pub struct Log {
     js: jetstream::Context,
+    client: async_nats::Client,
     /// Servers each stream is stored on (JetStream's replicas of the log, not diskvec's).
     replicas: usize,
+    /// When the connection was last dropped for another (ms since the Unix epoch).
+    last_reconnect: Arc<AtomicU64>,
+}
+
+/// A connection that times out is dropped for another server's at most this often.
+const RECONNECT_AT_MOST_EVERY: Duration = Duration::from_secs(5);
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl std::fmt::Debug for Log {
@@ -58,13 +72,52 @@ impl Log {
         let replicas = servers.len().min(3);
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(3))
+            // An idle connection to a server cut off is noticed within a few seconds (a busy
+            // one by its requests timing out: `failed`).
+            .ping_interval(Duration::from_secs(2))
             .retry_on_initial_connect()
             .connect(servers)
             .await
             .map_err(|e| log_error("connecting to NATS", e))?;
-        let mut js = jetstream::new(client);
+        let mut js = jetstream::new(client.clone());
         js.set_timeout(Duration::from_secs(5));
-        Ok(Self { js, replicas })
+        Ok(Self {
+            js,
+            client,
+            replicas,
+            last_reconnect: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The error of a request to the log; one that timed out drops the connection for
+    /// another server's (at most every few seconds). A connection to a server cut off from
+    /// the others by the network stays open, and the client (which pings only when idle)
+    /// would otherwise keep sending it every request until the network heals.
+    fn failed(&self, what: impl std::fmt::Display, e: impl std::fmt::Display) -> ClusterError {
+        let text = e.to_string();
+        let timed_out = ["timed out", "deadline", "ack in time"]
+            .iter()
+            .any(|t| text.contains(t));
+        if timed_out {
+            let now = now_ms();
+            let last = self.last_reconnect.load(Ordering::Relaxed);
+            let due = now.saturating_sub(last) >= RECONNECT_AT_MOST_EVERY.as_millis() as u64;
+            if due
+                && self
+                    .last_reconnect
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                log::warn!("log: {what} timed out; connecting to another NATS server");
+                let client = self.client.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = client.force_reconnect().await {
+                        log::warn!("log: reconnecting: {e}");
+                    }
+                });
+            }
+        }
+        log_error(what, text)
     }
 
     /// Creates the stream `name` (subject `name`) if it is not there.
@@ -103,7 +156,7 @@ impl Log {
             } else {
                 e
             };
-            log_error(format_args!("appending to log {name}"), e)
+            self.failed(format_args!("appending to log {name}"), e)
         };
         let ack = self
             .js
@@ -117,16 +170,37 @@ impl Log {
 
     /// The stream's last sequence (0 when empty).
     pub async fn last_sequence(&self, name: &str) -> Result<u64, ClusterError> {
+        Ok(self.bounds(name).await?.1)
+    }
+
+    /// The stream's first and last sequences held: (0, 0) before the first message; after a
+    /// trim of everything, the first is the last + 1.
+    pub async fn bounds(&self, name: &str) -> Result<(u64, u64), ClusterError> {
         let mut s = self
             .js
             .get_stream(name)
             .await
-            .map_err(|e| log_error(format_args!("reading log {name}"), e))?;
+            .map_err(|e| self.failed(format_args!("reading log {name}"), e))?;
         let info = s
             .info()
             .await
-            .map_err(|e| log_error(format_args!("reading log {name}"), e))?;
-        Ok(info.state.last_sequence)
+            .map_err(|e| self.failed(format_args!("reading log {name}"), e))?;
+        Ok((info.state.first_sequence, info.state.last_sequence))
+    }
+
+    /// Removes the stream's messages below sequence `below` (every replica has applied
+    /// them); the sequences of the others do not change.
+    pub async fn trim_below(&self, name: &str, below: u64) -> Result<(), ClusterError> {
+        let s = self
+            .js
+            .get_stream(name)
+            .await
+            .map_err(|e| self.failed(format_args!("opening log {name}"), e))?;
+        s.purge()
+            .sequence(below)
+            .await
+            .map_err(|e| self.failed(format_args!("trimming log {name}"), e))?;
+        Ok(())
     }
 
     /// The stream's messages from sequence `from` on, in order, as (sequence, message),
@@ -143,7 +217,7 @@ impl Log {
             .js
             .get_stream(name)
             .await
-            .map_err(|e| log_error(format_args!("opening log {name}"), e))?;
+            .map_err(|e| self.failed(format_args!("opening log {name}"), e))?;
         let consumer = s
             .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: name.to_string(),
@@ -153,14 +227,15 @@ impl Log {
                 ..Default::default()
             })
             .await
-            .map_err(|e| log_error(format_args!("following log {name}"), e))?;
+            .map_err(|e| self.failed(format_args!("following log {name}"), e))?;
         let messages = consumer
             .messages()
             .await
-            .map_err(|e| log_error(format_args!("following log {name}"), e))?;
+            .map_err(|e| self.failed(format_args!("following log {name}"), e))?;
         let name = name.to_string();
+        let this = self.clone();
         Ok(messages.map(move |m| {
-            let m = m.map_err(|e| log_error(format_args!("following log {name}"), e))?;
+            let m = m.map_err(|e| this.failed(format_args!("following log {name}"), e))?;
             let seq = m
                 .info()
                 .map_err(|e| log_error(format_args!("a message of log {name}"), e))?

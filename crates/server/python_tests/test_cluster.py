@@ -25,6 +25,9 @@ BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"
 HOST = "127.0.0.1"
 NODES = 3
 DIM = 8
+# Messages a shard's log keeps below its slowest live replica: few, so that tests trim logs
+# and rebuild replicas from snapshots (the default is 100,000).
+LOG_RETAIN = 20
 
 
 # ---- small helpers -------------------------------------------------------------------------
@@ -247,8 +250,9 @@ class Cluster:
         self.starts[k] += 1
         self.procs[k] = subprocess.Popen(
             [str(BIN), "serve", "--db", str(self.work / f"node{k}"), "--port", "0",
-             *self.flags, "--node-id", f"node{k}"],
-            stdout=subprocess.DEVNULL, stderr=open(self.logs[k], "w"))
+             *self.flags, "--node-id", f"node{k}", "--log-retain", str(LOG_RETAIN)],
+            stdout=subprocess.DEVNULL, stderr=open(self.logs[k], "w"),
+            env={**os.environ, "RUST_LOG": "warn,diskvec_server::cluster=info"})
 
     def _wait_listening(self, k):
         def listening():
@@ -1034,6 +1038,68 @@ def shard_holders(cluster, name, check=lambda holders: True):
 
 def shard_op(cluster, name, op):
     return http_json(f"{cluster.node_url(1)}/collections/{name}/cluster", op)["result"]
+
+
+def log_bounds(cluster, k, name):
+    """{shard: (first, last)}: the messages each shard's log holds, as node k sees them."""
+    info = cluster.get(k, f"/collections/{name}/cluster")
+    return {g["shard_id"]: (g["first"], g["last"]) for g in info["logs"]}
+
+
+def test_logs_are_trimmed_and_replicas_rebuilt_from_snapshots(cluster):
+    name = "trimmed"
+    create_and_wait(cluster, name, shards=1, replicas=1)
+    peer = {k: cluster.get(k, "/cluster")["peer_id"] for k in range(NODES)}
+    client = cluster.client(0)
+    want = {}
+
+    def write(lo, hi, wait=False):
+        # One message per write: far more messages than the logs keep.
+        for i in range(lo, hi, 2):
+            client.upsert(name, wait=wait or i + 2 >= hi, points=[point(j, {"n": j}) for j in (i, i + 1)])
+            want.update({j: ({"n": j}, vectors_of([j])[0]) for j in (i, i + 1)})
+
+    write(0, 400)
+    # Trimmed below its one replica's mark, less LOG_RETAIN (each node trims every 5 s).
+    via = [0]  # the node asked (one that stays up)
+
+    def trimmed_past(seq):
+        def check():
+            first, last = log_bounds(cluster, via[0], name)[0]
+            assert first > seq, (first, last)
+            return first, last
+        return check
+    first, last = eventually(trimmed_past(100), 20)
+    assert last >= 200, (first, last)
+
+    # A new replica: the log no longer holds the first writes, so they come from a snapshot.
+    src = shard_holders(cluster, name)[0][0]
+    dst = (src + 1) % NODES
+    client = cluster.client(src)  # the writes and checks below go on while dst is down
+    via[0] = src
+    assert shard_op(cluster, name, {"replicate_shard": {
+        "shard_id": 0, "from_peer_id": peer[src], "to_peer_id": peer[dst]}}) is True
+    shard_holders(cluster, name, lambda h: h[0] == sorted([src, dst]))
+    write(400, 420, wait=True)
+    assert_replicas_hold(cluster, name, want, shards=1, replicas=2)
+    assert "restored from" in cluster.logs[dst].read_text(errors="replace")
+    _, applied_by_dst = log_bounds(cluster, src, name)[0]
+
+    # Its node down while the log moves on and is trimmed past its mark: back, it is
+    # rebuilt from a snapshot of the other replica, then follows the log again.
+    cluster.kill(dst)
+    wait_members(cluster, [k for k in range(NODES) if k != dst], 10)
+    write(420, 700)
+    eventually(trimmed_past(applied_by_dst + 1), 20)
+    cluster.restart(dst)
+    wait_members(cluster, range(NODES), 15)
+    shard_holders(cluster, name, lambda h: h[0] == sorted([src, dst]))
+    write(700, 720, wait=True)
+    eventually(lambda: assert_replicas_hold(cluster, name, want, shards=1, replicas=2), 20)
+    assert "rebuilding it from a snapshot" in cluster.logs[dst].read_text(errors="replace")
+    for k in range(NODES):
+        assert cluster.client(k).count(name, exact=True).count == len(want), k
+    client.delete_collection(name)
 
 
 def test_shards_move_replicate_drop_and_rebalance(cluster):

@@ -109,18 +109,32 @@ pub async fn delete_full(
 }
 
 async fn file_response(path: &FsPath) -> Result<Response, ApiError> {
-    // Read whole: snapshots are sent as one body (a stream would spare the memory).
-    let path = path.to_path_buf();
-    let bytes = blocking(move || {
-        std::fs::read(&path)
-            .map_err(|e| ApiError::not_found(format!("Snapshot {}: {e}", path.display())))
-    })
-    .await?;
-    Ok((
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| ApiError::not_found(format!("Snapshot {}: {e}", path.display())))?;
+    Ok(stream_file(file))
+}
+
+/// An open file as a response body, sent a MiB at a time (a snapshot can be larger than the
+/// memory to spare).
+pub(crate) fn stream_file(file: tokio::fs::File) -> Response {
+    let chunks = futures_util::stream::unfold(file, |mut file| async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 1 << 20];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(Bytes::from(buf)), file))
+            }
+            Err(e) => Some((Err(e), file)),
+        }
+    });
+    (
         [(header::CONTENT_TYPE, "application/octet-stream")],
-        Body::from(bytes),
+        Body::from_stream(chunks),
     )
-        .into_response())
+        .into_response()
 }
 
 fn forbidden(message: impl Into<String>) -> ApiError {

@@ -165,6 +165,45 @@ impl ClusterState {
         .map_err(|e| ApiError::unavailable(format!("a call to node failed: {e}")))?
     }
 
+    /// Fetches `path` from node `node` into the file `into` (made durable), within `patience`.
+    pub(super) async fn download(
+        &self,
+        node: &str,
+        path: &str,
+        into: &std::path::Path,
+        patience: Duration,
+    ) -> Result<(), ApiError> {
+        let url = self
+            .node
+            .view()
+            .nodes
+            .get(node)
+            .map(|n| n.url.clone())
+            .ok_or_else(|| ApiError::unavailable(format!("node {node} is not live")))?;
+        let (agent, key, into) = (self.http.clone(), self.api_key.clone(), into.to_path_buf());
+        let target = format!("{url}{path}");
+        tokio::task::spawn_blocking(move || {
+            let mut req = agent.get(&target).timeout(patience);
+            if let Some(k) = &key {
+                req = req.set("api-key", k);
+            }
+            let response = req
+                .call()
+                .map_err(|e| ApiError::unavailable(format!("{target}: {e}")))?;
+            let failed =
+                |e: std::io::Error| ApiError::unavailable(format!("{}: {e}", into.display()));
+            if let Some(dir) = into.parent() {
+                std::fs::create_dir_all(dir).map_err(failed)?;
+            }
+            let mut file = std::fs::File::create(&into).map_err(failed)?;
+            std::io::copy(&mut response.into_reader(), &mut file)
+                .and_then(|_| file.sync_all())
+                .map_err(failed)
+        })
+        .await
+        .map_err(|e| ApiError::unavailable(format!("a download failed: {e}")))?
+    }
+
     /// A request to this node's own API, as a router's read or as the node's own work on
     /// its replica.
     pub(super) async fn call_local(

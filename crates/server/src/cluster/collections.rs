@@ -581,7 +581,7 @@ pub async fn cluster_info(c: &ClusterState, started: Instant) -> Response {
 }
 
 /// `GET /collections/{name}/cluster`: which shards this node holds and where the others are.
-pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> Response {
+pub async fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> Response {
     let view = c.node.view();
     let me = &c.node.me.id;
     let mut local = Vec::new();
@@ -621,10 +621,18 @@ pub fn collection_cluster(c: &ClusterState, map: &CollectionMap, r: &Routed) -> 
             }
         }
     }
+    // diskvec's own: which messages each shard's log still holds (trimmed below its first).
+    let mut logs = Vec::new();
+    for shard in map.active_shards() {
+        if let Ok((first, last)) = c.log.bounds(&map.stream_name(&r.name, shard)).await {
+            logs.push(json!({"shard_id": shard, "first": first, "last": last}));
+        }
+    }
     ok(
         json!({
             "peer_id": c.node.me.peer_id(),
             "shard_count": map.active_shards().len(),
+            "logs": logs,
             "local_shards": local,
             "remote_shards": remote,
             "shard_transfers": transfers,

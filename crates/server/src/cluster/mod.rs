@@ -14,6 +14,7 @@ mod collections;
 mod merge;
 mod reads;
 mod replicas;
+mod seeding;
 mod split;
 mod transfers;
 mod writes;
@@ -60,6 +61,8 @@ pub struct ClusterState {
     replicas: Mutex<HashMap<String, Arc<replicas::LocalReplica>>>,
     /// Spreads reads over a shard's replicas.
     turn: AtomicUsize,
+    /// Messages a shard's log keeps below its slowest live replica (`--log-retain`).
+    pub log_retain: u64,
 }
 
 impl ClusterState {
@@ -69,6 +72,7 @@ impl ClusterState {
         log: Log,
         marks_dir: PathBuf,
         api_key: Option<String>,
+        log_retain: u64,
     ) -> Arc<Self> {
         Arc::new(Self {
             node,
@@ -83,6 +87,7 @@ impl ClusterState {
             api_key,
             replicas: Mutex::new(HashMap::new()),
             turn: AtomicUsize::new(0),
+            log_retain,
         })
     }
 
@@ -141,6 +146,13 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     }
     if let Some(local) = path.strip_prefix("/cluster/applied/") {
         return writes::applied_endpoint(&cluster, local, query.as_deref()).await;
+    }
+    if let Some(rest) = path.strip_prefix("/cluster/snapshot/") {
+        return match (method.as_str(), rest.split_once('/')) {
+            ("POST", None) => seeding::snapshot_endpoint(&cluster, rest, query.as_deref()).await,
+            ("GET", Some((local, name))) => seeding::download_endpoint(&cluster, local, name).await,
+            _ => ApiError::not_found(format!("{method} {path}")).into_response(),
+        };
     }
     if path == "/collections" && method == Method::GET {
         return collections::list(&cluster, started);
@@ -282,7 +294,7 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
     }
     match (m, tail) {
         ("GET", "") => collections::info(c, &map, r).await,
-        ("GET", "/cluster") => Ok(collections::collection_cluster(c, &map, &r)),
+        ("GET", "/cluster") => Ok(collections::collection_cluster(c, &map, &r).await),
         ("GET", "/aliases") => Ok(aliases::list(c, Some(&r.name), r.started)),
         ("POST", "/cluster") => {
             let op = r.json()?;

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::calls::Via;
 use super::split::LogMessage;
-use super::ClusterState;
+use super::{seeding, ClusterState};
 use crate::AppState;
 
 /// How long an applier waits for a message before it checks that its consumer is not stalled.
@@ -42,6 +42,9 @@ pub struct LocalReplica {
     /// then routers read elsewhere.
     pub ready: AtomicBool,
     pub outcomes: Mutex<VecDeque<Outcome>>,
+    /// Held by the applier from applying a message to recording it, and by a snapshot of
+    /// the replica while it is taken: a snapshot is at one sequence exactly.
+    pub applying: tokio::sync::Mutex<()>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -131,6 +134,8 @@ pub fn start(state: AppState) {
     let Some(c) = state.cluster.clone() else {
         return;
     };
+    seeding::clear_incoming(&c.marks_dir);
+    seeding::start_trimming(Arc::clone(&c));
     tokio::spawn(async move {
         let mut changes = c.node.watch();
         loop {
@@ -254,8 +259,46 @@ async fn open_replica(
     let from = match resume {
         Some(seq) => seq,
         None => {
-            // Without a mark of this incarnation its content is unknown: start it empty.
+            // Without a mark of this incarnation its content is unknown: start it anew, from
+            // a snapshot of another replica where the log alone will not do.
             drop_replica(state, c, local).await?;
+            if seeding::should_copy(c, name, shard, map).await? {
+                let Some(seq) = seeding::from_snapshot(c, name, shard, map).await? else {
+                    let (first, _) = c
+                        .log
+                        .bounds(&map.stream_name(name, shard))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if first > 1 {
+                        return Err(format!(
+                            "replica {local}: no live replica to copy, and the log starts at message {first}: waiting for one"
+                        ));
+                    }
+                    return build_from_log(c, local, name, shard, map).await;
+                };
+                let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
+                tokio::task::spawn_blocking(move || AppliedMark::create_at(&dir, &l, uid, seq))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+                return start_applier(c, local, name, shard, map, seq);
+            }
+            return build_from_log(c, local, name, shard, map).await;
+        }
+    };
+    start_applier(c, local, name, shard, map, from)
+}
+
+/// Creates `local` empty (with the collection's recorded changes) to replay its whole log.
+async fn build_from_log(
+    c: &Arc<ClusterState>,
+    local: &str,
+    name: &str,
+    shard: u32,
+    map: &CollectionMap,
+) -> Result<(), String> {
+    {
+        {
             let answer = c
                 .call_local(
                     &Method::PUT,
@@ -287,15 +330,27 @@ async fn open_replica(
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
-            0
         }
-    };
+    }
+    start_applier(c, local, name, shard, map, 0)
+}
+
+/// Registers `local` and starts applying its log from the message after `from`.
+fn start_applier(
+    c: &Arc<ClusterState>,
+    local: &str,
+    name: &str,
+    shard: u32,
+    map: &CollectionMap,
+    from: u64,
+) -> Result<(), String> {
     let (tx, _) = watch::channel(from);
     let replica = Arc::new(LocalReplica {
         uid: map.uid,
         applied: tx,
         ready: AtomicBool::new(false),
         outcomes: Mutex::new(VecDeque::new()),
+        applying: tokio::sync::Mutex::new(()),
         task: Mutex::new(None),
     });
     let stream = map.stream_name(name, shard);
@@ -330,10 +385,38 @@ async fn apply_log(
 ) {
     let mut mark = None;
     while is_current(&c, &local, &replica) {
-        if let Err(e) = follow_once(&c, &replica, &local, &stream, &mut mark).await {
-            log::warn!("cluster: replica {local}: {e}; retrying in 1 s");
+        match follow_once(&c, &replica, &local, &stream, &mut mark).await {
+            Ok(()) => {}
+            Err(Stop::Retry(e)) => log::warn!("cluster: replica {local}: {e}; retrying in 1 s"),
+            Err(Stop::Behind(e)) => {
+                // Its next message was trimmed: it is made again from another replica (the
+                // node's next round of keeping replicas finds it without a mark).
+                log::warn!("cluster: replica {local}: {e}; rebuilding it from a snapshot");
+                drop(mark.take());
+                let (dir, l) = (c.marks_dir.clone(), local.clone());
+                match tokio::task::spawn_blocking(move || AppliedMark::remove(&dir, &l)).await {
+                    Ok(Ok(())) => return,
+                    Ok(Err(e)) => log::warn!("cluster: replica {local}: {e}"),
+                    Err(e) => log::warn!("cluster: replica {local}: {e}"),
+                }
+            }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Why an applier stopped following its log.
+enum Stop {
+    /// A failure worth retrying from the same message (the log out of reach, a message the
+    /// node could not apply now).
+    Retry(String),
+    /// The log no longer holds the next message this replica needs.
+    Behind(String),
+}
+
+impl From<String> for Stop {
+    fn from(e: String) -> Self {
+        Stop::Retry(e)
     }
 }
 
@@ -343,7 +426,7 @@ async fn follow_once(
     local: &str,
     stream: &str,
     mark: &mut Option<AppliedMark>,
-) -> Result<(), String> {
+) -> Result<(), Stop> {
     if mark.is_none() {
         let (dir, l) = (c.marks_dir.clone(), local.to_string());
         *mark = Some(
@@ -354,17 +437,18 @@ async fn follow_once(
         );
     }
     let applied = mark.as_ref().expect("opened above").sequence();
-    let mut end = c
-        .log
-        .last_sequence(stream)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (first, mut end) = c.log.bounds(stream).await.map_err(|e| e.to_string())?;
+    if first > applied + 1 && end > applied {
+        return Err(Stop::Behind(format!(
+            "it has applied its log to {applied}, and the log now starts at {first}"
+        )));
+    }
     if applied > end {
         // The log lost messages this replica applied (its stream was created again, or its
         // servers lost their data): new messages would reuse sequences already marked.
-        return Err(format!(
+        return Err(Stop::Retry(format!(
             "the log ends at {end}, below this replica's mark {applied}: it lost messages; the replica stops"
-        ));
+        )));
     }
     if applied >= end {
         replica.ready.store(true, Ordering::Release);
@@ -390,10 +474,10 @@ async fn follow_once(
                     .map_err(|e| e.to_string())?;
                 let applied = mark.as_ref().expect("opened above").sequence();
                 if end > applied {
-                    return Err(format!(
+                    return Err(Stop::Retry(format!(
                         "no message for {} s while the log is at {end} and this replica at {applied}: following again",
                         STALL_CHECK.as_secs()
-                    ));
+                    )));
                 }
                 continue;
             }
@@ -407,10 +491,12 @@ async fn follow_once(
             continue;
         }
         if seq != applied + 1 {
-            return Err(format!(
-                "the log skipped from {applied} to {seq} (trimmed below this replica?)"
-            ));
+            return Err(Stop::Behind(format!(
+                "the log skipped from {applied} to {seq} (trimmed below this replica)"
+            )));
         }
+        // Applied and recorded with no snapshot taken in between.
+        let between = replica.applying.lock().await;
         let outcome = apply_one(c, local, seq, &body).await?;
         let mut m = mark.take().expect("opened above");
         let recorded = tokio::task::spawn_blocking(move || m.record(seq).map(|()| m))
@@ -425,6 +511,7 @@ async fn follow_once(
             kept.push_back(outcome);
         }
         replica.applied.send_replace(seq);
+        drop(between);
         if seq >= end && !replica.ready.load(Ordering::Acquire) {
             // Reached where the log ended when it started: ready only if that is still
             // the end (writes went on while it replayed; it must not take reads, or finish a
@@ -439,7 +526,7 @@ async fn follow_once(
             }
         }
     }
-    Err("the log's message stream ended".into())
+    Err(Stop::Retry("the log's message stream ended".into()))
 }
 
 /// Applies one message to the local replica; an answer in the 5xx range (the replica could

@@ -1,0 +1,283 @@
+//! Where a new replica's first state comes from, and how the logs stay bounded.
+//!
+//! A replica made on a node (a new shard, a replica added or moved, one whose files were
+//! lost or fell behind a trimmed log) starts from a snapshot of a live replica of its shard
+//! on another node, taken between two messages of the shard's log, then applies the log
+//! after that message (Qdrant's snapshot transfer with its WAL delta). Sealed segments are
+//! immutable files, so the snapshot is mostly their bytes. Where no other replica can give
+//! one and the log still starts at its first message (a new shard), it replays the log.
+//!
+//! Each shard's log is trimmed below where every live replica has applied it, less
+//! `--log-retain` messages; a replica of a node that was down longer finds its next message
+//! gone and is rebuilt from a snapshot.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use diskvec_cluster::map::replica_name;
+use diskvec_cluster::CollectionMap;
+use serde_json::json;
+
+use super::calls::Route;
+use super::{replicas, ClusterState};
+use crate::envelope::{ok, ApiError};
+
+/// A log shorter than this is replayed rather than copied from a snapshot of another replica.
+const REPLAY_AT_MOST: u64 = 1000;
+/// How long a snapshot may take to make and to fetch.
+const SNAPSHOT_PATIENCE: Duration = Duration::from_secs(30 * 60);
+/// How often each node trims the logs of the shards it leads.
+const TRIM_EVERY: Duration = Duration::from_secs(5);
+/// Snapshots made for a transfer that nobody fetched are removed after this long.
+const UNFETCHED_KEPT: Duration = Duration::from_secs(3600);
+
+/// `POST /cluster/snapshot/<replica>?uid=U`: a snapshot of this node's replica, taken while
+/// its applier waits between two messages; its name and the sequence it holds the log to.
+pub async fn snapshot_endpoint(c: &ClusterState, local: &str, query: Option<&str>) -> Response {
+    let started = std::time::Instant::now();
+    let uid = crate::query_param(query, "uid").and_then(|v| v.parse::<u64>().ok());
+    let Some(replica) = replicas::replica(c, local).filter(|r| Some(r.uid) == uid) else {
+        return ApiError::unavailable(format!("no replica {local} of that collection here"))
+            .into_response();
+    };
+    if !replica.ready.load(Ordering::Acquire) {
+        return ApiError::unavailable(format!("replica {local} is catching up with its log"))
+            .into_response();
+    }
+    remove_unfetched(c, local);
+    // Held until the snapshot is whole: no message is applied while it is taken.
+    let _between_messages = replica.applying.lock().await;
+    let sequence = *replica.applied.borrow();
+    let (db, name) = (Arc::clone(&c.db), local.to_string());
+    let made = tokio::task::spawn_blocking(move || db.create_snapshot(&name)).await;
+    match made {
+        Ok(Ok(info)) => ok(
+            json!({"name": info.name, "sequence": sequence, "checksum": info.checksum}),
+            started,
+        ),
+        Ok(Err(e)) => ApiError::from(e).into_response(),
+        Err(e) => ApiError::unavailable(format!("snapshot of {local}: {e}")).into_response(),
+    }
+}
+
+/// Transfer snapshots of `local` made long ago and never fetched (their fetcher died).
+fn remove_unfetched(c: &ClusterState, local: &str) {
+    let Ok(list) = c.db.list_snapshots(Some(local)) else {
+        return;
+    };
+    for s in list {
+        let path = c.db.snapshots_dir().join(local).join(&s.name);
+        let old = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > UNFETCHED_KEPT);
+        if old {
+            let _ = c.db.delete_snapshot(Some(local), &s.name);
+        }
+    }
+}
+
+/// `GET /cluster/snapshot/<replica>/<name>`: the snapshot's bytes, once: the file is removed
+/// as its sending begins (the open file stays readable until sent).
+pub async fn download_endpoint(c: &ClusterState, local: &str, name: &str) -> Response {
+    let path = match c.db.snapshot_file(Some(local), name) {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let file = match tokio::fs::File::open(&path).await {
+        Ok(f) => f,
+        Err(e) => {
+            return ApiError::not_found(format!("snapshot {}: {e}", path.display())).into_response()
+        }
+    };
+    if let Err(e) = c.db.delete_snapshot(Some(local), name) {
+        log::warn!("cluster: removing sent snapshot {name} of {local}: {e}");
+    }
+    crate::snapshots::stream_file(file)
+}
+
+/// Whether a replica of `shard` starting now should copy another replica rather than replay
+/// the log: the log no longer starts at its first message, or is long.
+pub async fn should_copy(
+    c: &ClusterState,
+    name: &str,
+    shard: u32,
+    map: &CollectionMap,
+) -> Result<bool, String> {
+    let (first, last) = c
+        .log
+        .bounds(&map.stream_name(name, shard))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(first > 1 || last >= REPLAY_AT_MOST)
+}
+
+/// Restores `local` from a snapshot of a live, caught-up replica of `shard` on another node;
+/// the log sequence it holds, or `None` when no other replica gave one.
+pub async fn from_snapshot(
+    c: &Arc<ClusterState>,
+    name: &str,
+    shard: u32,
+    map: &CollectionMap,
+) -> Result<Option<u64>, String> {
+    let local = replica_name(name, shard);
+    let me = c.node.me.id.clone();
+    for node in c.live_replicas(map, shard).into_iter().filter(|n| *n != me) {
+        let asked = c
+            .call(
+                &node,
+                &Method::POST,
+                &format!("/cluster/snapshot/{local}?uid={}", map.uid),
+                Bytes::new(),
+                SNAPSHOT_PATIENCE,
+                Route::of(map.uid),
+            )
+            .await;
+        let answer = match asked {
+            Ok(a) if a.status.is_success() => a,
+            Ok(a) => {
+                log::info!(
+                    "cluster: {node} gave no snapshot of {local}: {}",
+                    a.error().message
+                );
+                continue;
+            }
+            Err(e) => {
+                log::info!("cluster: {node} gave no snapshot of {local}: {}", e.message);
+                continue;
+            }
+        };
+        let result = answer.result();
+        let (Some(snapshot), Some(sequence)) =
+            (result["name"].as_str(), result["sequence"].as_u64())
+        else {
+            continue;
+        };
+        let checksum = result["checksum"].as_str().map(str::to_string);
+        let into = incoming_path(c, &local);
+        c.download(
+            &node,
+            &format!("/cluster/snapshot/{local}/{snapshot}"),
+            &into,
+            SNAPSHOT_PATIENCE,
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "fetching the snapshot of {local} from {node}: {}",
+                e.message
+            )
+        })?;
+        let (db, l, file) = (Arc::clone(&c.db), local.clone(), into.clone());
+        let restored = tokio::task::spawn_blocking(move || {
+            db.restore_collection(&l, &file, checksum.as_deref())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map(|_| ()).map_err(|e| e.to_string()));
+        let _ = std::fs::remove_file(&into);
+        restored.map_err(|e| format!("restoring {local} from {node}'s snapshot: {e}"))?;
+        log::info!(
+            "cluster: replica {local} restored from {node}'s snapshot at message {sequence}"
+        );
+        return Ok(Some(sequence));
+    }
+    Ok(None)
+}
+
+fn incoming_path(c: &ClusterState, local: &str) -> PathBuf {
+    c.marks_dir.join(format!("{local}.incoming.snapshot"))
+}
+
+/// Keeps trimming, every few seconds, the logs of the shards whose first live replica is
+/// this node's (one node per shard does it).
+pub fn start_trimming(c: Arc<ClusterState>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(TRIM_EVERY).await;
+            let view = c.node.view();
+            for (name, (map, _)) in &view.collections {
+                for shard in map.active_shards() {
+                    let first_live = map.shards[shard as usize]
+                        .replicas
+                        .iter()
+                        .find(|n| view.is_alive(n));
+                    if first_live != Some(&c.node.me.id) {
+                        continue;
+                    }
+                    if let Err(e) = trim(&c, name, shard, map).await {
+                        log::info!("cluster: not trimming the log of {name} shard {shard}: {e}");
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Trims the log of `shard` below the lowest mark of its live replicas, less the messages
+/// kept; nothing when a live replica does not say where it is.
+async fn trim(
+    c: &Arc<ClusterState>,
+    name: &str,
+    shard: u32,
+    map: &CollectionMap,
+) -> Result<(), String> {
+    let local = replica_name(name, shard);
+    let path = format!("/cluster/applied/{local}?uid={}&seqs=0&wait_ms=0", map.uid);
+    let mut lowest = u64::MAX;
+    for node in c.live_replicas(map, shard) {
+        let answer = c
+            .call(
+                &node,
+                &Method::GET,
+                &path,
+                Bytes::new(),
+                Duration::from_secs(2),
+                Route::of(map.uid),
+            )
+            .await
+            .map_err(|e| e.message)?;
+        let applied = answer
+            .result()
+            .get("applied")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| format!("{node} does not say where its replica is: {}", answer.body))?;
+        lowest = lowest.min(applied);
+    }
+    if lowest == u64::MAX || lowest <= c.log_retain {
+        return Ok(());
+    }
+    let below = lowest - c.log_retain + 1;
+    let stream = map.stream_name(name, shard);
+    let (first, _) = c.log.bounds(&stream).await.map_err(|e| e.to_string())?;
+    if first >= below {
+        return Ok(());
+    }
+    c.log
+        .trim_below(&stream, below)
+        .await
+        .map_err(|e| e.to_string())?;
+    log::info!("cluster: log of {name} shard {shard} trimmed below message {below}");
+    Ok(())
+}
+
+/// Removes what a restore left half done (a fetch that died with its node).
+pub fn clear_incoming(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name()
+            .to_string_lossy()
+            .ends_with(".incoming.snapshot")
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
