@@ -12,6 +12,7 @@ use diskvec_cluster::CollectionMap;
 use serde_json::Value;
 use tower::ServiceExt;
 
+use super::split::LogMessage;
 use super::{ClusterState, APPLY_HEADER, ROUTED_HEADER};
 use crate::envelope::ApiError;
 
@@ -284,10 +285,17 @@ impl ClusterState {
         let mut route = Route::of(map.uid);
         if *fresh {
             // Not stale: the replica must have applied everything the log held when the read
-            // began (every write acknowledged before it).
+            // began (every write acknowledged before it). Where the log ends is learnt by
+            // appending a barrier to it: acknowledged only once a quorum of the log's servers
+            // stored it, after every message acknowledged before. (Asking a server for the
+            // log's end can be answered by one cut off from the others, which does not know
+            // of the writes the others took meanwhile.)
             route.at_least = self
                 .log
-                .last_sequence(&map.stream_name(name, shard))
+                .publish(
+                    &map.stream_name(name, shard),
+                    Bytes::from(LogMessage::barrier().to_bytes()),
+                )
                 .await
                 .map_err(|e| ApiError::unavailable(e.to_string()))?;
         }

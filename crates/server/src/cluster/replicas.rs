@@ -548,6 +548,13 @@ async fn apply_one(
             })
         }
     };
+    if msg.method == super::split::BARRIER {
+        return Ok(Outcome {
+            seq,
+            status: 200,
+            body: serde_json::json!({"result": true}),
+        });
+    }
     let method = Method::from_bytes(msg.method.as_bytes()).map_err(|e| e.to_string())?;
     let query = if msg.query.is_empty() {
         "wait=true".to_string()

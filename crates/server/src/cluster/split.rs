@@ -27,7 +27,20 @@ pub struct LogMessage {
     pub body: Value,
 }
 
+/// The method of a message that changes nothing: a read appends one to learn where the log
+/// ends (`consistency`); replicas pass over it.
+pub const BARRIER: &str = "BARRIER";
+
 impl LogMessage {
+    pub fn barrier() -> Self {
+        LogMessage {
+            method: BARRIER.into(),
+            path: String::new(),
+            query: String::new(),
+            body: Value::Null,
+        }
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a log message serializes")
     }
