@@ -4,7 +4,8 @@
 //! ```text
 //! /diskvec/nodes/<node id>        {"id", "url"}                    bound to the node's lease
 //! /diskvec/collections/<name>     {"uid", "config", "shard_number", "replication_factor",
-//!                                  "write_consistency_factor", "shards": [{"replicas": [ids]}]}
+//!                                  "write_consistency_factor", "sharding_method"?, "changes"?,
+//!                                  "shards": [{"replicas": [ids], "moves"?, "key"?, "retired"?}]}
 //!                                  changed only by compare-and-swap on its mod revision
 //! ```
 

