@@ -57,6 +57,15 @@ fn record(uid: u64, seq: u64) -> [u8; RECORD] {
     out
 }
 
+/// A whole mark file at `seq`: its header, and its one record unless at 0.
+fn file_bytes(uid: u64, seq: u64) -> Vec<u8> {
+    let mut bytes = header(uid);
+    if seq > 0 {
+        bytes.extend_from_slice(&record(uid, seq));
+    }
+    bytes
+}
+
 /// (uid, last sequence applied, bytes up to the end of the last valid record) from a mark
 /// file's bytes.
 fn parse(bytes: &[u8], path: &Path) -> Result<(u64, u64, usize), ClusterError> {
@@ -117,11 +126,7 @@ impl AppliedMark {
         let fs: &'static dyn Storage = &storage::FsStorage;
         storage::create_dir_all_durable(fs, dir).map_err(io_error(dir))?;
         let path = mark_path(dir, replica);
-        let mut bytes = header(uid);
-        if seq > 0 {
-            bytes.extend_from_slice(&record(uid, seq));
-        }
-        storage::write_atomic(fs, &path, &bytes).map_err(io_error(&path))?;
+        storage::write_atomic(fs, &path, &file_bytes(uid, seq)).map_err(io_error(&path))?;
         Self::open(dir, replica)
     }
 
@@ -173,11 +178,8 @@ impl AppliedMark {
 
     /// Rewrites the file as its header and last record (atomically replaced).
     fn rotate(&mut self) -> Result<(), ClusterError> {
-        let mut bytes = header(self.uid);
-        if self.seq > 0 {
-            bytes.extend_from_slice(&record(self.uid, self.seq));
-        }
-        storage::write_atomic(self.storage, &self.path, &bytes).map_err(io_error(&self.path))?;
+        storage::write_atomic(self.storage, &self.path, &file_bytes(self.uid, self.seq))
+            .map_err(io_error(&self.path))?;
         self.file = self
             .storage
             .open_append(&self.path)

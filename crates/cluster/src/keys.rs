@@ -241,6 +241,7 @@ mod tests {
             moves: Vec::new(),
             key,
             retired,
+            changes_before: 0,
         }
     }
 

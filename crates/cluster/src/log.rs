@@ -22,10 +22,17 @@ pub struct Log {
     replicas: usize,
     /// When the connection was last dropped for another (ms since the Unix epoch).
     last_reconnect: Arc<AtomicU64>,
+    /// Requests timed out since `window_start` (ms since the Unix epoch).
+    timeouts: Arc<AtomicU64>,
+    window_start: Arc<AtomicU64>,
 }
 
-/// A connection that times out is dropped for another server's at most this often.
-const RECONNECT_AT_MOST_EVERY: Duration = Duration::from_secs(5);
+/// A connection whose requests keep timing out is dropped for another server's at most this
+/// often, after this many timeouts within this long: one timeout is a stream electing a
+/// leader, and a reconnection cancels every request in flight on every stream.
+const RECONNECT_AT_MOST_EVERY: Duration = Duration::from_secs(10);
+const TIMEOUTS_BEFORE_RECONNECT: u64 = 3;
+const TIMEOUT_WINDOW: Duration = Duration::from_secs(10);
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -86,11 +93,25 @@ impl Log {
             client,
             replicas,
             last_reconnect: Arc::new(AtomicU64::new(0)),
+            timeouts: Arc::new(AtomicU64::new(0)),
+            window_start: Arc::new(AtomicU64::new(0)),
         })
     }
 
-    /// The error of a request to the log; one that timed out drops the connection for
-    /// another server's (at most every few seconds). A connection to a server cut off from
+    /// Counts a timeout; whether enough came within the window to give up the connection.
+    fn keeps_timing_out(&self) -> bool {
+        let now = now_ms();
+        let start = self.window_start.load(Ordering::Relaxed);
+        if now.saturating_sub(start) > TIMEOUT_WINDOW.as_millis() as u64 {
+            self.window_start.store(now, Ordering::Relaxed);
+            self.timeouts.store(1, Ordering::Relaxed);
+            return false;
+        }
+        self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= TIMEOUTS_BEFORE_RECONNECT
+    }
+
+    /// The error of a request to the log; requests that keep timing out drop the
+    /// connection for another server's (at most every few seconds). A connection to a server cut off from
     /// the others by the network stays open, and the client (which pings only when idle)
     /// would otherwise keep sending it every request until the network heals.
     fn failed(&self, what: impl std::fmt::Display, e: impl std::fmt::Display) -> ClusterError {
@@ -98,7 +119,7 @@ impl Log {
         let timed_out = ["timed out", "deadline", "ack in time"]
             .iter()
             .any(|t| text.contains(t));
-        if timed_out {
+        if timed_out && self.keeps_timing_out() {
             let now = now_ms();
             let last = self.last_reconnect.load(Ordering::Relaxed);
             let due = now.saturating_sub(last) >= RECONNECT_AT_MOST_EVERY.as_millis() as u64;

@@ -64,6 +64,15 @@ pub struct ShardMap {
     /// name logs and replicas, are never reused).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retired: bool,
+    /// How many of the collection's recorded `changes` were made before this shard (a shard
+    /// of a key made later): a replica built from the log applies those first, the others
+    /// being in its log.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changes_before: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,6 +231,7 @@ pub fn place(view: &ClusterView, shards: u32, replication: u32) -> Vec<ShardMap>
             moves: Vec::new(),
             key: None,
             retired: false,
+            changes_before: 0,
         });
     }
     out
@@ -282,6 +292,7 @@ mod tests {
                 moves: Vec::new(),
                 key: None,
                 retired: false,
+                changes_before: 0,
             }],
             sharding_method: ShardingMethod::Auto,
             changes: Vec::new(),

@@ -129,11 +129,23 @@ impl Database {
     /// Snapshots a collection (`Collection::copy_consistent`): consistent at one operation,
     /// and restorable elsewhere with `restore_collection`.
     pub fn create_snapshot(&self, collection: &str) -> Result<SnapshotInfo> {
+        self.create_snapshot_then(collection, || {})
+    }
+
+    /// [`Database::create_snapshot`], calling `copied` once the collection's consistent copy
+    /// is made (before it is packed): the collection may change from then on.
+    pub fn create_snapshot_then(
+        &self,
+        collection: &str,
+        copied: impl FnOnce(),
+    ) -> Result<SnapshotInfo> {
         let c = self.collection(collection)?;
         let dir = self.snapshot_dir_of(Some(collection))?;
         let staging = self.snapshots_dir().join(format!(".staging-{}", c.name()));
         let _ = fs::remove_dir_all(&staging);
-        let copied = c.copy_consistent(&staging.join("collection"));
+        let copied_now = c.copy_consistent(&staging.join("collection"));
+        copied();
+        let copied = copied_now;
         let packed = copied.and_then(|last_op| {
             let header = Header {
                 format: FORMAT,

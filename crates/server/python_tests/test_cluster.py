@@ -919,6 +919,29 @@ def test_custom_sharding_keeps_each_key_on_its_own_shards(cluster):
             schema = cluster.get(k, f"/collections/{name}@{seven}")["payload_schema"]
             assert "n" in schema, (k, schema)
 
+    # A change of the collection made after a key's shards: a replica of one built later from
+    # the log applies it in its place, after the writes before it (strict mode applied first
+    # would refuse the second upsert there, and only there).
+    clients[0].upsert(name, wait=True, shard_key_selector="eu",
+                      points=[point(i, {"n": i, "key": "eu"}) for i in range(100, 110)])
+    clients[0].update_collection(name, strict_mode_config=models.StrictModeConfig(
+        enabled=True, max_points_count=1))
+    peer_of = {cluster.get(k, "/cluster")["peer_id"]: k for k in range(NODES)}
+    eu0 = min(s for s, key in key_of.items() if key == "eu")
+    held = [peer_of[p] for p in placement(cluster, 0, name)[1][eu0]]
+    new = next(k for k in range(NODES) if k not in held)
+    assert shard_op(cluster, name, {"replicate_shard": {
+        "shard_id": eu0, "from_peer_id": cluster.get(held[0], "/cluster")["peer_id"],
+        "to_peer_id": cluster.get(new, "/cluster")["peer_id"]}}) is True
+
+    def three_active_alike():
+        view = placement(cluster, 0, name)[1][eu0]
+        assert len(view) == 3 and set(view.values()) == {"Active"}, view
+        counts = {k: cluster.get(k, f"/collections/{name}@{eu0}/points/count", {"exact": True})["count"]
+                  for k in range(NODES)}
+        assert len(set(counts.values())) == 1 and counts[new] > 0, counts
+    eventually(three_active_alike, 30)
+
     assert clients[2].delete_shard_key(name, "eu")
     for k, client in enumerate(clients):
         assert client.count(name, exact=True).count == 20, k

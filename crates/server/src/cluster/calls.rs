@@ -166,7 +166,8 @@ impl ClusterState {
         .map_err(|e| ApiError::unavailable(format!("a call to node failed: {e}")))?
     }
 
-    /// Fetches `path` from node `node` into the file `into` (made durable), within `patience`.
+    /// Fetches `path` (a POST: the answer is given once) from node `node` into the file
+    /// `into` (made durable), within `patience`.
     pub(super) async fn download(
         &self,
         node: &str,
@@ -184,7 +185,7 @@ impl ClusterState {
         let (agent, key, into) = (self.http.clone(), self.api_key.clone(), into.to_path_buf());
         let target = format!("{url}{path}");
         tokio::task::spawn_blocking(move || {
-            let mut req = agent.get(&target).timeout(patience);
+            let mut req = agent.post(&target).timeout(patience);
             if let Some(k) = &key {
                 req = req.set("api-key", k);
             }

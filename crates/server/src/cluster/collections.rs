@@ -50,10 +50,12 @@ pub(super) async fn etcd_call<T: Send + 'static>(
         .map_err(control_plane)
 }
 
-fn layout_field(body: &Value, field: &str) -> u32 {
-    body.get(field)
-        .and_then(Value::as_u64)
-        .map_or(1, |n| n.min(u64::from(u32::MAX)) as u32)
+/// The most shards (per key, for a collection sharded by key) or replicas a collection
+/// takes: each shard is a log and a collection per replica.
+const MOST_SHARDS: u64 = 1024;
+
+fn layout_field(body: &Value, field: &str) -> Result<u32, ApiError> {
+    whole_number(body, &[field], 1)
 }
 
 pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> {
@@ -69,9 +71,9 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     crate::convert::collection_config(&body)?;
     let sharding_method =
         ShardingMethod::from_json(body.get("sharding_method")).map_err(ApiError::bad_request)?;
-    let shard_number = layout_field(&body, "shard_number");
-    let replication_factor = layout_field(&body, "replication_factor");
-    let write_consistency_factor = layout_field(&body, "write_consistency_factor");
+    let shard_number = layout_field(&body, "shard_number")?;
+    let replication_factor = layout_field(&body, "replication_factor")?;
+    let write_consistency_factor = layout_field(&body, "write_consistency_factor")?;
     if write_consistency_factor > replication_factor {
         return Err(ApiError::bad_request(format!(
             "write_consistency_factor {write_consistency_factor} is more than replication_factor {replication_factor}"
@@ -225,11 +227,11 @@ fn whole_number(args: &Value, fields: &[&str], default: u32) -> Result<u32, ApiE
             Some(v) => {
                 return v
                     .as_u64()
-                    .filter(|&n| (1..=u64::from(u32::MAX)).contains(&n))
+                    .filter(|n| (1..=MOST_SHARDS).contains(n))
                     .map(|n| n as u32)
                     .ok_or_else(|| {
                         ApiError::bad_request(format!(
-                            "{f}: expected a whole number above 0, got {v}"
+                            "{f}: expected a whole number from 1 to {MOST_SHARDS}, got {v}"
                         ))
                     })
             }
@@ -284,8 +286,15 @@ pub async fn create_key(
             }
         }
         let first = map.shards.len() as u32;
+        if map.write_consistency_factor > replication {
+            return Err(ApiError::bad_request(format!(
+                "replication_factor {replication} is below the collection's write_consistency_factor {}",
+                map.write_consistency_factor
+            )));
+        }
         for mut shard in placed(&view, number, replication, map.write_consistency_factor)? {
             shard.key = Some(key.clone());
+            shard.changes_before = map.changes.len();
             map.shards.push(shard);
         }
         // The logs first, as at creation. Should another node take these shard ids first,
@@ -431,7 +440,8 @@ pub async fn delete(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
         super::aliases::forget_collection(c, &r.name).await;
         // Replicas are dropped by their nodes as they see the map go; the logs go now.
         if let Some(map) = map {
-            for shard in map.active_shards() {
+            // Retired shards' too (deleting one may have failed when its key was dropped).
+            for shard in 0..map.shards.len() as u32 {
                 if let Err(e) = c.log.delete_stream(&map.stream_name(&r.name, shard)).await {
                     log::warn!("cluster: {e}");
                 }

@@ -150,7 +150,9 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     if let Some(rest) = path.strip_prefix("/cluster/snapshot/") {
         return match (method.as_str(), rest.split_once('/')) {
             ("POST", None) => seeding::snapshot_endpoint(&cluster, rest, query.as_deref()).await,
-            ("GET", Some((local, name))) => seeding::download_endpoint(&cluster, local, name).await,
+            ("POST", Some((local, name))) => {
+                seeding::download_endpoint(&cluster, local, name, query.as_deref()).await
+            }
             _ => ApiError::not_found(format!("{method} {path}")).into_response(),
         };
     }

@@ -49,8 +49,6 @@ async fn forward_to(
 }
 
 /// A read that reaches one shard: the request as it is (less its key), to one live replica.
-/// A collection sharded by key that has no key yet answers as an empty one would: 404 for
-/// what a request names, else what the caller gives.
 pub async fn forward_whole(
     c: &Arc<ClusterState>,
     map: &CollectionMap,
@@ -61,6 +59,12 @@ pub async fn forward_whole(
     } else {
         (map.active_shards(), Value::Null)
     };
+    if shards.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "collection {} has no shard yet: it is sharded by key, and no key was made (PUT /collections/{}/shards)",
+            r.name, r.name
+        )));
+    }
     let Some(&shard) = shards.first().filter(|_| shards.len() == 1) else {
         return Err(ApiError::bad_request(format!(
             "{} /collections/{}{} reaches {} shards: it is not supported on more than one yet",

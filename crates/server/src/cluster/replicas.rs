@@ -44,7 +44,7 @@ pub struct LocalReplica {
     pub outcomes: Mutex<VecDeque<Outcome>>,
     /// Held by the applier from applying a message to recording it, and by a snapshot of
     /// the replica while it is taken: a snapshot is at one sequence exactly.
-    pub applying: tokio::sync::Mutex<()>,
+    pub applying: Arc<tokio::sync::Mutex<()>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -205,19 +205,24 @@ async fn reconcile(
     first_error.map_or(Ok(()), Err)
 }
 
-async fn drop_replica(state: &AppState, c: &ClusterState, local: &str) -> Result<(), String> {
+/// Stops keeping `local`: out of the registry (routers' reads and snapshots no longer find
+/// it), its applier stopped and waited for (an applier left running would apply the old log
+/// to a new collection of the name).
+async fn unregister(c: &ClusterState, local: &str) {
     let gone = c
         .replicas
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .remove(local);
-    // Its applier holds it too: stopped here, and waited for, before the collection goes
-    // (an applier left running would apply the old log to a new collection of the name).
     let task = gone.and_then(|r| r.task.lock().unwrap_or_else(|p| p.into_inner()).take());
     if let Some(task) = task {
         task.abort();
         let _ = task.await;
     }
+}
+
+async fn drop_replica(state: &AppState, c: &ClusterState, local: &str) -> Result<(), String> {
+    unregister(c, local).await;
     let (db, dir, name) = (
         Arc::clone(&state.db),
         c.marks_dir.clone(),
@@ -233,8 +238,11 @@ async fn drop_replica(state: &AppState, c: &ClusterState, local: &str) -> Result
     .map_err(|e| e.to_string())?
 }
 
-/// Opens the replica `local` where its mark says it stopped, or creates it anew (empty, at
-/// sequence 0) when it has no mark of this collection's incarnation.
+/// Opens the replica `local` where its mark says it stopped; without a mark of this
+/// collection's incarnation (a new replica, one behind a trimmed log, a mark that does not
+/// read) it is made again: from a snapshot of another replica, or by replaying the whole log
+/// when the log still starts at its first message. What the node holds of it is kept until a
+/// replacement is in hand.
 async fn open_replica(
     state: &AppState,
     c: &Arc<ClusterState>,
@@ -248,48 +256,41 @@ async fn open_replica(
         .await
         .map_err(|e| e.to_string())?;
     let exists = state.db.collection_names().iter().any(|n| n == local);
-    let resume = match mark {
-        Ok(Some((uid, seq))) if uid == map.uid && exists => Some(seq),
-        Ok(_) => None,
-        Err(e) => {
-            log::warn!("cluster: replica {local}: {e}; building it again from its log");
-            None
+    match mark {
+        Ok(Some((uid, seq))) if uid == map.uid && exists => {
+            return start_applier(c, local, name, shard, map, seq)
         }
-    };
-    let from = match resume {
-        Some(seq) => seq,
-        None => {
-            // Without a mark of this incarnation its content is unknown: start it anew, from
-            // a snapshot of another replica where the log alone will not do.
-            drop_replica(state, c, local).await?;
-            if seeding::should_copy(c, name, shard, map).await? {
-                let Some(seq) = seeding::from_snapshot(c, name, shard, map).await? else {
-                    let (first, _) = c
-                        .log
-                        .bounds(&map.stream_name(name, shard))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if first > 1 {
-                        return Err(format!(
-                            "replica {local}: no live replica to copy, and the log starts at message {first}: waiting for one"
-                        ));
-                    }
-                    return build_from_log(c, local, name, shard, map).await;
-                };
-                let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
-                tokio::task::spawn_blocking(move || AppliedMark::create_at(&dir, &l, uid, seq))
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?;
-                return start_applier(c, local, name, shard, map, seq);
-            }
-            return build_from_log(c, local, name, shard, map).await;
+        Ok(_) => {}
+        Err(e) => log::warn!("cluster: replica {local}: {e}; making it again"),
+    }
+    unregister(c, local).await;
+    if seeding::should_copy(c, name, shard, map).await? {
+        if let Some(seq) = seeding::from_snapshot(c, name, shard, map).await? {
+            let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
+            tokio::task::spawn_blocking(move || AppliedMark::create_at(&dir, &l, uid, seq))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            return start_applier(c, local, name, shard, map, seq);
         }
-    };
-    start_applier(c, local, name, shard, map, from)
+        let (first, _) = c
+            .log
+            .bounds(&map.stream_name(name, shard))
+            .await
+            .map_err(|e| e.to_string())?;
+        if first > 1 {
+            return Err(format!(
+                "replica {local}: no live replica to copy, and the log starts at message {first}: waiting for one"
+            ));
+        }
+    }
+    // The whole log is replayed: from an empty collection.
+    drop_replica(state, c, local).await?;
+    build_from_log(c, local, name, shard, map).await
 }
 
-/// Creates `local` empty (with the collection's recorded changes) to replay its whole log.
+/// Creates `local` empty, with the changes of the collection made before its shard was
+/// (a shard of a key made later), to replay its whole log.
 async fn build_from_log(
     c: &Arc<ClusterState>,
     local: &str,
@@ -297,41 +298,40 @@ async fn build_from_log(
     shard: u32,
     map: &CollectionMap,
 ) -> Result<(), String> {
-    {
-        {
-            let answer = c
-                .call_local(
-                    &Method::PUT,
-                    &format!("/collections/{local}"),
-                    Bytes::from(map.config.to_string()),
-                    Via::Apply,
-                )
-                .await
-                .map_err(|e| e.message)?;
-            if !answer.status.is_success() {
-                return Err(format!(
-                    "creating replica {local}: {}",
-                    answer.error().message
-                ));
-            }
-            // A shard made for a key after changes of the collection itself takes them
-            // first (before its mark exists: a failure here starts it over).
-            for (i, change) in map.changes.iter().enumerate() {
-                let outcome = apply_one(c, local, 0, change.to_string().as_bytes()).await?;
-                if outcome.status >= 400 {
-                    log::warn!(
-                        "cluster: replica {local}: change {i} of the collection refused: {}",
-                        outcome.body
-                    );
-                }
-            }
-            let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
-            tokio::task::spawn_blocking(move || AppliedMark::create(&dir, &l, uid))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+    let answer = c
+        .call_local(
+            &Method::PUT,
+            &format!("/collections/{local}"),
+            Bytes::from(map.config.to_string()),
+            Via::Apply,
+        )
+        .await
+        .map_err(|e| e.message)?;
+    if !answer.status.is_success() {
+        return Err(format!(
+            "creating replica {local}: {}",
+            answer.error().message
+        ));
+    }
+    // Before its mark exists: a failure here starts it over. Changes made after the shard
+    // are in its log, in their place.
+    let before = map.shards[shard as usize]
+        .changes_before
+        .min(map.changes.len());
+    for (i, change) in map.changes[..before].iter().enumerate() {
+        let applied = apply_one(c, local, 0, change.to_string().as_bytes()).await?;
+        if let Some(refused) = applied.filter(|o| o.status >= 400) {
+            log::warn!(
+                "cluster: replica {local}: change {i} of the collection refused: {}",
+                refused.body
+            );
         }
     }
+    let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
+    tokio::task::spawn_blocking(move || AppliedMark::create(&dir, &l, uid))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     start_applier(c, local, name, shard, map, 0)
 }
 
@@ -350,7 +350,7 @@ fn start_applier(
         applied: tx,
         ready: AtomicBool::new(false),
         outcomes: Mutex::new(VecDeque::new()),
-        applying: tokio::sync::Mutex::new(()),
+        applying: Arc::new(tokio::sync::Mutex::new(())),
         task: Mutex::new(None),
     });
     let stream = map.stream_name(name, shard);
@@ -390,8 +390,16 @@ async fn apply_log(
             Err(Stop::Retry(e)) => log::warn!("cluster: replica {local}: {e}; retrying in 1 s"),
             Err(Stop::Behind(e)) => {
                 // Its next message was trimmed: it is made again from another replica (the
-                // node's next round of keeping replicas finds it without a mark).
+                // node's next round of keeping replicas finds it without a mark). Until then
+                // it answers no routed read and gives no snapshot.
                 log::warn!("cluster: replica {local}: {e}; rebuilding it from a snapshot");
+                replica.ready.store(false, Ordering::Release);
+                if is_current(&c, &local, &replica) {
+                    c.replicas
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&local);
+                }
                 drop(mark.take());
                 let (dir, l) = (c.marks_dir.clone(), local.clone());
                 match tokio::task::spawn_blocking(move || AppliedMark::remove(&dir, &l)).await {
@@ -447,7 +455,7 @@ async fn follow_once(
         // The log lost messages this replica applied (its stream was created again, or its
         // servers lost their data): new messages would reuse sequences already marked.
         return Err(Stop::Retry(format!(
-            "the log ends at {end}, below this replica's mark {applied}: it lost messages; the replica stops"
+            "the log ends at {end}, below this replica's mark {applied}: it lost messages; the replica waits (new messages would reuse sequences it applied)"
         )));
     }
     if applied >= end {
@@ -503,7 +511,7 @@ async fn follow_once(
             .await
             .map_err(|e| e.to_string())?;
         *mark = Some(recorded.map_err(|e| e.to_string())?);
-        {
+        if let Some(outcome) = outcome {
             let mut kept = replica.outcomes.lock().unwrap_or_else(|p| p.into_inner());
             if kept.len() == OUTCOMES_KEPT {
                 kept.pop_front();
@@ -531,29 +539,26 @@ async fn follow_once(
 
 /// Applies one message to the local replica; an answer in the 5xx range (the replica could
 /// not apply it now) is an error, retried; any other answer is the message's outcome, the
-/// same on every replica (a request refused is refused everywhere).
+/// same on every replica (a request refused is refused everywhere). A barrier has none
+/// (it is not kept among the outcomes writes look for their refusals in).
 async fn apply_one(
     c: &ClusterState,
     local: &str,
     seq: u64,
     body: &[u8],
-) -> Result<Outcome, String> {
+) -> Result<Option<Outcome>, String> {
     let msg: LogMessage = match serde_json::from_slice(body) {
         Ok(m) => m,
         Err(e) => {
-            return Ok(Outcome {
+            return Ok(Some(Outcome {
                 seq,
                 status: 400,
                 body: serde_json::json!({"status": {"error": format!("a log message that does not parse: {e}")}}),
-            })
+            }))
         }
     };
     if msg.method == super::split::BARRIER {
-        return Ok(Outcome {
-            seq,
-            status: 200,
-            body: serde_json::json!({"result": true}),
-        });
+        return Ok(None);
     }
     let method = Method::from_bytes(msg.method.as_bytes()).map_err(|e| e.to_string())?;
     let query = if msg.query.is_empty() {
@@ -572,11 +577,11 @@ async fn apply_one(
             answer.error().message
         ));
     }
-    Ok(Outcome {
+    Ok(Some(Outcome {
         seq,
         status: answer.status.as_u16(),
         body: answer.body,
-    })
+    }))
 }
 
 /// Whether an answer says this node could not apply the message now, rather than what the

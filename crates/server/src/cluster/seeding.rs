@@ -51,11 +51,15 @@ pub async fn snapshot_endpoint(c: &ClusterState, local: &str, query: Option<&str
             .into_response();
     }
     remove_unfetched(c, local);
-    // Held until the snapshot is whole: no message is applied while it is taken.
-    let _between_messages = replica.applying.lock().await;
+    // Held until the collection is copied (not while the copy is packed): no message is
+    // applied meanwhile, so the copy is at `sequence` exactly.
+    let between_messages = Arc::clone(&replica.applying).lock_owned().await;
     let sequence = *replica.applied.borrow();
     let (db, name) = (Arc::clone(&c.db), local.to_string());
-    let made = tokio::task::spawn_blocking(move || db.create_snapshot(&name)).await;
+    let made = tokio::task::spawn_blocking(move || {
+        db.create_snapshot_then(&name, move || drop(between_messages))
+    })
+    .await;
     match made {
         Ok(Ok(info)) => ok(
             json!({"name": info.name, "sequence": sequence, "checksum": info.checksum}),
@@ -84,9 +88,24 @@ fn remove_unfetched(c: &ClusterState, local: &str) {
     }
 }
 
-/// `GET /cluster/snapshot/<replica>/<name>`: the snapshot's bytes, once: the file is removed
-/// as its sending begins (the open file stays readable until sent).
-pub async fn download_endpoint(c: &ClusterState, local: &str, name: &str) -> Response {
+/// `POST /cluster/snapshot/<replica>/<name>?uid=U`: the bytes of a snapshot made for a
+/// transfer, once: the file is removed as its sending begins (the open file stays readable
+/// until sent). Only of a replica this node keeps (of that incarnation), never of another
+/// collection's snapshots.
+pub async fn download_endpoint(
+    c: &ClusterState,
+    local: &str,
+    name: &str,
+    query: Option<&str>,
+) -> Response {
+    let uid = crate::query_param(query, "uid").and_then(|v| v.parse::<u64>().ok());
+    if replicas::replica(c, local)
+        .filter(|r| Some(r.uid) == uid)
+        .is_none()
+    {
+        return ApiError::not_found(format!("no replica {local} of that collection here"))
+            .into_response();
+    }
     let path = match c.db.snapshot_file(Some(local), name) {
         Ok(p) => p,
         Err(e) => return ApiError::from(e).into_response(),
@@ -164,7 +183,7 @@ pub async fn from_snapshot(
         let into = incoming_path(c, &local);
         c.download(
             &node,
-            &format!("/cluster/snapshot/{local}/{snapshot}"),
+            &format!("/cluster/snapshot/{local}/{snapshot}?uid={}", map.uid),
             &into,
             SNAPSHOT_PATIENCE,
         )
