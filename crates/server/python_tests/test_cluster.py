@@ -865,6 +865,10 @@ def test_batch_answers_one_result_per_operation(cluster):
     assert [r.status for r in results] == [models.UpdateStatus.COMPLETED] * 2, results
     results = cluster.client(0).batch_update_points(name, wait=False, update_operations=ops)
     assert len(results) == 2, results
+    # A write every replica refuses (decided as each applies it) is answered with the refusal.
+    with pytest.raises(UnexpectedResponse) as e:
+        cluster.client(1).upsert(name, wait=True, points=[models.PointStruct(id=99, vector=[1.0, 2.0])])
+    assert e.value.status_code == 400 and "dimension" in said(e.value).lower(), said(e.value)
 
 
 def test_custom_sharding_keeps_each_key_on_its_own_shards(cluster):
@@ -941,6 +945,9 @@ def test_custom_sharding_keeps_each_key_on_its_own_shards(cluster):
                   for k in range(NODES)}
         assert len(set(counts.values())) == 1 and counts[new] > 0, counts
     eventually(three_active_alike, 30)
+    with pytest.raises(UnexpectedResponse) as e:
+        clients[1].upsert(name, wait=True, shard_key_selector="eu", points=[point(200, {"n": 200})])
+    assert e.value.status_code == 400 and "limit" in said(e.value), said(e.value)
 
     assert clients[2].delete_shard_key(name, "eu")
     for k, client in enumerate(clients):

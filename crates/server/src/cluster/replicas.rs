@@ -3,7 +3,7 @@
 //! its applied mark so that a restart goes on from the next one.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +42,9 @@ pub struct LocalReplica {
     /// then routers read elsewhere.
     pub ready: AtomicBool,
     pub outcomes: Mutex<VecDeque<Outcome>>,
+    /// The first message whose outcome is kept: the first this replica applied since it
+    /// was opened, then past the ones let go.
+    pub known_from: AtomicU64,
     /// Held by the applier from applying a message to recording it, and by a snapshot of
     /// the replica while it is taken: a snapshot is at one sequence exactly.
     pub applying: Arc<tokio::sync::Mutex<()>>,
@@ -350,6 +353,7 @@ fn start_applier(
         applied: tx,
         ready: AtomicBool::new(false),
         outcomes: Mutex::new(VecDeque::new()),
+        known_from: AtomicU64::new(from + 1),
         applying: Arc::new(tokio::sync::Mutex::new(())),
         task: Mutex::new(None),
     });
@@ -514,7 +518,9 @@ async fn follow_once(
         if let Some(outcome) = outcome {
             let mut kept = replica.outcomes.lock().unwrap_or_else(|p| p.into_inner());
             if kept.len() == OUTCOMES_KEPT {
-                kept.pop_front();
+                if let Some(gone) = kept.pop_front() {
+                    replica.known_from.store(gone.seq + 1, Ordering::Release);
+                }
             }
             kept.push_back(outcome);
         }

@@ -215,6 +215,8 @@ async fn wait_applied(
         .join(",");
     let last = seqs.iter().copied().max().unwrap_or(0);
     let mut done: Vec<String> = Vec::new();
+    // Of those, the replicas that kept what applying the messages gave.
+    let mut knowing = 0usize;
     // Replicas replaying their log (new, rebuilt, restarted): still asked, since they may
     // be needed for the count, but not waited for beyond it.
     let mut replaying: Vec<String> = Vec::new();
@@ -240,7 +242,11 @@ async fn wait_applied(
             let since = *enough_at.get_or_insert_with(Instant::now);
             // Replicas still replaying their log are not waited for beyond the count.
             let waiting = pending.iter().filter(|n| !replaying.contains(n)).count();
-            if waiting == 0 || since.elapsed() >= GRACE {
+            // A refusal is known only from a replica that applied the messages itself (not
+            // restored from a snapshot past them, nor restarted since): one is waited for
+            // while another replica may still tell.
+            let told = knowing > 0 || waiting == 0;
+            if told && (waiting == 0 || since.elapsed() >= GRACE) {
                 return Ok(outcome);
             }
         }
@@ -316,8 +322,11 @@ async fn wait_applied(
                     retry_after: None,
                 });
             }
-            if outcome.is_none() {
-                outcome = result.get("result").cloned().filter(|v| !v.is_null());
+            if result["known"] != json!(false) {
+                knowing += 1;
+                if outcome.is_none() {
+                    outcome = result.get("result").cloned().filter(|v| !v.is_null());
+                }
             }
             done.push(node);
             progressed = true;
@@ -357,6 +366,9 @@ pub async fn applied_endpoint(c: &ClusterState, local: &str, query: Option<&str>
     )
     .await;
     let applied = *rx.borrow();
+    let known_from = replica
+        .known_from
+        .load(std::sync::atomic::Ordering::Acquire);
     let kept = replica.outcomes.lock().unwrap_or_else(|p| p.into_inner());
     let failure = kept
         .iter()
@@ -371,6 +383,9 @@ pub async fn applied_endpoint(c: &ClusterState, local: &str, query: Option<&str>
         json!({
             "applied": applied,
             "ready": replica.ready.load(std::sync::atomic::Ordering::Acquire),
+            // Whether the outcomes of these messages are kept here (a replica restored past
+            // them, restarted since, or that let them go, cannot tell a refusal).
+            "known": seqs.iter().all(|&q| q >= known_from),
             "failure": failure,
             "result": result,
         }),
