@@ -23,12 +23,9 @@ impl ShardKey {
     pub fn from_json(v: &Value) -> Result<Self, String> {
         match v {
             Value::String(s) => Ok(ShardKey::Name(s.clone())),
-            Value::Number(n) if n.as_u64().is_some() => {
-                Ok(ShardKey::Number(n.as_u64().expect("checked")))
-            }
-            other => Err(format!(
-                "a shard key is a string or a whole number of at least 0, got {other}"
-            )),
+            other => other.as_u64().map(ShardKey::Number).ok_or_else(|| {
+                format!("a shard key is a string or a whole number of at least 0, got {other}")
+            }),
         }
     }
 

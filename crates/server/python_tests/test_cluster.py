@@ -5,7 +5,6 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +18,8 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
+
+from cluster_helpers import GaveUp, eventually, log_tail, need, normalized
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"))
@@ -37,35 +38,6 @@ def free_port():
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
-
-
-def need(name):
-    # Debian puts nats-server in /usr/sbin, which a non-root PATH may lack.
-    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
-    if path is None:
-        message = f"{name} is not installed (Debian: apt-get install etcd-server nats-server)"
-        if os.environ.get("DISKVEC_REQUIRE_CLUSTER"):  # CI: a missing server must fail, not skip
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
-class GaveUp(Exception):
-    """Raised inside an `eventually` check when waiting longer cannot help (a process exited)."""
-
-
-def eventually(check, timeout, interval=0.25):
-    """check() until it stops raising; past the deadline its last error is the test's."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except GaveUp:
-            raise
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(interval)
 
 
 def alive(proc, what, log):
@@ -92,10 +64,6 @@ def stop(procs, sig=signal.SIGTERM):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-
-
-def log_tail(path, lines=30):
-    return "".join(Path(path).read_text(errors="replace").splitlines(True)[-lines:])
 
 
 # ---- etcd and NATS JetStream -----------------------------------------------------------------
@@ -426,11 +394,6 @@ def check_replicas(reps, shards=3, replicas=2):
             assert i not in owner, (i, "in shards", owner[i], s)
             owner[i] = s
     return owner
-
-
-def normalized(x):
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
 # ---- tests ---------------------------------------------------------------------------------

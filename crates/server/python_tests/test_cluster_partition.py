@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cluster_helpers import GaveUp, eventually, log_tail, need, normalized
+
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"))
 HOSTS = 3
@@ -47,40 +49,7 @@ NODE_PORT = 6333
 BATCH = 10  # points per write
 
 
-# ---- small helpers (as test_cluster.py's) --------------------------------------------------
-
-def need(name):
-    # Debian puts nats-server in /usr/sbin, which a non-root PATH may lack.
-    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
-    if path is None:
-        message = f"{name} is not installed (Debian: apt-get install etcd-server nats-server)"
-        if os.environ.get("DISKVEC_REQUIRE_CLUSTER"):  # CI: a missing server must fail, not skip
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
-
-
-class GaveUp(Exception):
-    """Raised inside an `eventually` check when waiting longer cannot help (a process exited)."""
-
-
-def eventually(check, timeout, interval=0.25):
-    """check() until it stops raising; past the deadline its last error is the test's."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except GaveUp:
-            raise
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(interval)
-
-
-def log_tail(path, lines=30):
-    return "".join(Path(path).read_text(errors="replace").splitlines(True)[-lines:])
-
+# ---- small helpers -------------------------------------------------------------------------
 
 class HttpError(Exception):
     def __init__(self, status, text):
@@ -103,11 +72,6 @@ def http(url, body=None, method=None, timeout=10):
 def said(e):
     """A failed request in a line, numbers kept (they are the useful part here)."""
     return (str(e) if isinstance(e, HttpError) else repr(e))[:300]
-
-
-def normalized(x):
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
 def vectors_of(ids):
@@ -770,6 +734,16 @@ class Traffic:
         return [r for r in self.reads if r[3] in kinds and (r[4] is not None or not errors_only)
                 and since <= r[0] < until and (via is None or r[2] in via)]
 
+    def print_details(self, t0):
+        """The kinds of failed writes and reads, and the first stale reads (times from t0)."""
+        for line in self.error_kinds(self.writes, 3, t0):
+            print(f"  writes: {line}")
+        for line in self.error_kinds([(r[0], r[2], r[3], r[4]) for r in self.reads], 3, t0):
+            print(f"  reads: {line}")
+        for started, k, ids, n in self.stale[:5]:
+            print(f"  stale: a consistency=all read through node {k} at {started - t0:+.1f} s missed {n} "
+                  f"acknowledged ids, e.g. " + "; ".join(f"{i} ({self.explain(i, t0)})" for i in ids[:2]))
+
     def error_kinds(self, rows, index, t0):
         """The errors of `rows` by kind, numbers left out: how often, from when to when."""
         kinds = {}
@@ -901,13 +875,7 @@ def test_isolated_host_loses_nothing_and_catches_up(hosts):
           f"{len(victim_reads)} consistency=all reads through the cut-off host while cut, "
           f"{sum(r[4] is not None for r in victim_reads)} refused; {len(t.stale)} stale; replicas converged "
           f"{converged} after the writes stopped, {total} points")
-    for line in t.error_kinds(t.writes, 3, cut):
-        print(f"  writes: {line}")
-    for line in t.error_kinds([(r[0], r[2], r[3], r[4]) for r in t.reads], 3, cut):
-        print(f"  reads: {line}")
-    for started, k, ids, n in t.stale[:5]:
-        print(f"  stale: a consistency=all read through node {k} at {started - cut:+.1f} s missed {n} "
-              f"acknowledged ids, e.g. " + "; ".join(f"{i} ({t.explain(i, cut)})" for i in ids[:2]))
+    t.print_details(cut)
 
     assert_kept(diverged, lost, t, cut, "the cut")
     assert not victim_acked_cut, ("the cut-off host acknowledged writes it could not log",
@@ -956,13 +924,7 @@ def test_lossy_link_loses_nothing_and_reads_stay_fresh(hosts):
           f"{sum(w[3] is not None for w in t.writes)} failed writes; {len(t.reads)} reads "
           f"({len(fresh)} consistency=all since the degradation), {len(failed)} failed, {len(t.stale)} stale; "
           f"replicas converged {converged} after the writes stopped, {total} points")
-    for line in t.error_kinds(t.writes, 3, start):
-        print(f"  writes: {line}")
-    for line in t.error_kinds([(r[0], r[2], r[3], r[4]) for r in t.reads], 3, start):
-        print(f"  reads: {line}")
-    for started, k, ids, n in t.stale[:5]:
-        print(f"  stale: a consistency=all read through node {k} at {started - start:+.1f} s missed {n} "
-              f"acknowledged ids, e.g. " + "; ".join(f"{i} ({t.explain(i, start)})" for i in ids[:2]))
+    t.print_details(start)
     assert_kept(diverged, lost, t, start, "the degradation")
     assert during, "no write was acknowledged while the link was degraded"
     assert any(r[4] is None for r in fresh), "no consistency=all read succeeded"

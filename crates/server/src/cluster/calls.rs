@@ -118,13 +118,7 @@ impl ClusterState {
                 .call_local(method, path_and_query, body, Via::Router(route))
                 .await;
         }
-        let url = self
-            .node
-            .view()
-            .nodes
-            .get(node)
-            .map(|n| n.url.clone())
-            .ok_or_else(|| ApiError::unavailable(format!("node {node} is not live")))?;
+        let url = self.url_of(node)?;
         let agent = self.http.clone();
         let key = self.api_key.clone();
         let method = method.clone();
@@ -166,6 +160,16 @@ impl ClusterState {
         .map_err(|e| ApiError::unavailable(format!("a call to node failed: {e}")))?
     }
 
+    /// Where live node `node`'s API answers.
+    fn url_of(&self, node: &str) -> Result<String, ApiError> {
+        self.node
+            .view()
+            .nodes
+            .get(node)
+            .map(|n| n.url.clone())
+            .ok_or_else(|| ApiError::unavailable(format!("node {node} is not live")))
+    }
+
     /// Fetches `path` (a POST: the answer is given once) from node `node` into the file
     /// `into` (made durable), within `patience`.
     pub(super) async fn download(
@@ -175,13 +179,7 @@ impl ClusterState {
         into: &std::path::Path,
         patience: Duration,
     ) -> Result<(), ApiError> {
-        let url = self
-            .node
-            .view()
-            .nodes
-            .get(node)
-            .map(|n| n.url.clone())
-            .ok_or_else(|| ApiError::unavailable(format!("node {node} is not live")))?;
+        let url = self.url_of(node)?;
         let (agent, key, into) = (self.http.clone(), self.api_key.clone(), into.to_path_buf());
         let target = format!("{url}{path}");
         tokio::task::spawn_blocking(move || {

@@ -240,6 +240,14 @@ fn whole_number(args: &Value, fields: &[&str], default: u32) -> Result<u32, ApiE
     Ok(default)
 }
 
+/// The `shard_key` of a key's creation or drop.
+fn shard_key_arg(args: &Value) -> Result<ShardKey, ApiError> {
+    let key = args
+        .get("shard_key")
+        .ok_or_else(|| ApiError::bad_request("shard_key is missing"))?;
+    ShardKey::from_json(key).map_err(|e| ApiError::bad_request(format!("shard_key: {e}")))
+}
+
 /// `PUT /collections/{c}/shards` (or the `create_sharding_key` shard operation): makes the
 /// shards of a new key, placed over the live nodes (or the peers of `placement`), their logs
 /// first.
@@ -249,11 +257,7 @@ pub async fn create_key(
     args: &Value,
     started: Instant,
 ) -> Result<Response, ApiError> {
-    let key = ShardKey::from_json(
-        args.get("shard_key")
-            .ok_or_else(|| ApiError::bad_request("shard_key is missing"))?,
-    )
-    .map_err(|e| ApiError::bad_request(format!("shard_key: {e}")))?;
+    let key = shard_key_arg(args)?;
     let placement: Option<Vec<u64>> = match args.get("placement") {
         None | Some(Value::Null) => None,
         Some(v) => Some(
@@ -321,11 +325,7 @@ pub async fn drop_key(
     args: &Value,
     started: Instant,
 ) -> Result<Response, ApiError> {
-    let key = ShardKey::from_json(
-        args.get("shard_key")
-            .ok_or_else(|| ApiError::bad_request("shard_key is missing"))?,
-    )
-    .map_err(|e| ApiError::bad_request(format!("shard_key: {e}")))?;
+    let key = shard_key_arg(args)?;
     let uid = c.collection(name)?.uid;
     let mut retired = Vec::new();
     let map = update_map(c, name, uid, |map| {

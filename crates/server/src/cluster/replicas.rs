@@ -267,20 +267,16 @@ async fn open_replica(
         Err(e) => log::warn!("cluster: replica {local}: {e}; making it again"),
     }
     unregister(c, local).await;
-    if seeding::should_copy(c, name, shard, map).await? {
+    let (first, last) = c
+        .log
+        .bounds(&map.stream_name(name, shard))
+        .await
+        .map_err(|e| e.to_string())?;
+    if seeding::should_copy(first, last) {
         if let Some(seq) = seeding::from_snapshot(c, name, shard, map).await? {
-            let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
-            tokio::task::spawn_blocking(move || AppliedMark::create_at(&dir, &l, uid, seq))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+            write_mark(c, local, map.uid, seq).await?;
             return start_applier(c, local, name, shard, map, seq);
         }
-        let (first, _) = c
-            .log
-            .bounds(&map.stream_name(name, shard))
-            .await
-            .map_err(|e| e.to_string())?;
         if first > 1 {
             return Err(format!(
                 "replica {local}: no live replica to copy, and the log starts at message {first}: waiting for one"
@@ -330,12 +326,18 @@ async fn build_from_log(
             );
         }
     }
-    let (dir, l, uid) = (c.marks_dir.clone(), local.to_string(), map.uid);
-    tokio::task::spawn_blocking(move || AppliedMark::create(&dir, &l, uid))
+    write_mark(c, local, map.uid, 0).await?;
+    start_applier(c, local, name, shard, map, 0)
+}
+
+/// Starts `local`'s applied mark at `seq` (durably, replacing any it had).
+async fn write_mark(c: &ClusterState, local: &str, uid: u64, seq: u64) -> Result<(), String> {
+    let (dir, l) = (c.marks_dir.clone(), local.to_string());
+    tokio::task::spawn_blocking(move || AppliedMark::create_at(&dir, &l, uid, seq))
         .await
         .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    start_applier(c, local, name, shard, map, 0)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Registers `local` and starts applying its log from the message after `from`.

@@ -122,20 +122,11 @@ pub async fn download_endpoint(
     crate::snapshots::stream_file(file)
 }
 
-/// Whether a replica of `shard` starting now should copy another replica rather than replay
-/// the log: the log no longer starts at its first message, or is long.
-pub async fn should_copy(
-    c: &ClusterState,
-    name: &str,
-    shard: u32,
-    map: &CollectionMap,
-) -> Result<bool, String> {
-    let (first, last) = c
-        .log
-        .bounds(&map.stream_name(name, shard))
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(first > 1 || last >= REPLAY_AT_MOST)
+/// Whether a replica starting now should copy another replica rather than replay its log,
+/// which holds messages `first..=last`: the log no longer starts at its first message, or is
+/// long.
+pub fn should_copy(first: u64, last: u64) -> bool {
+    first > 1 || last >= REPLAY_AT_MOST
 }
 
 /// Restores `local` from a snapshot of a live, caught-up replica of `shard` on another node;
@@ -249,18 +240,9 @@ async fn trim(
     map: &CollectionMap,
 ) -> Result<(), String> {
     let local = replica_name(name, shard);
-    let path = format!("/cluster/applied/{local}?uid={}&seqs=0&wait_ms=0", map.uid);
     let mut lowest = u64::MAX;
     for node in c.live_replicas(map, shard) {
-        let answer = c
-            .call(
-                &node,
-                &Method::GET,
-                &path,
-                Bytes::new(),
-                Duration::from_secs(2),
-                Route::of(map.uid),
-            )
+        let answer = super::writes::applied_now(c, &node, &local, map.uid)
             .await
             .map_err(|e| e.message)?;
         let applied = answer

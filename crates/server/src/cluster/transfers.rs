@@ -179,22 +179,9 @@ async fn keeps_a_caught_up_replica(
             continue;
         }
         let local = diskvec_cluster::map::replica_name(name, shard as u32);
-        let path = format!(
-            "/cluster/applied/{local}?uid={}&seqs=0&wait_ms=0",
-            before.uid
-        );
         let mut ready = false;
         for node in now.replicas.iter().filter(|n| c.node.view().is_alive(n)) {
-            let answer = c
-                .call(
-                    node,
-                    &axum::http::Method::GET,
-                    &path,
-                    axum::body::Bytes::new(),
-                    std::time::Duration::from_secs(2),
-                    super::calls::Route::of(before.uid),
-                )
-                .await;
+            let answer = super::writes::applied_now(c, node, &local, before.uid).await;
             if answer.is_ok_and(|a| a.result()["ready"] == json!(true)) {
                 ready = true;
                 break;

@@ -338,6 +338,25 @@ async fn wait_applied(
     }
 }
 
+/// What node `node`'s replica `local` of incarnation `uid` says of itself now (`applied`,
+/// `ready`: the applied endpoint's answer, without waiting).
+pub async fn applied_now(
+    c: &ClusterState,
+    node: &str,
+    local: &str,
+    uid: u64,
+) -> Result<Answer, ApiError> {
+    c.call(
+        node,
+        &Method::GET,
+        &format!("/cluster/applied/{local}?uid={uid}&seqs=0&wait_ms=0"),
+        Bytes::new(),
+        Duration::from_secs(2),
+        Route::of(uid),
+    )
+    .await
+}
+
 /// `GET /cluster/applied/<replica>?uid=U&seqs=A,B,...&wait_ms=T`: waits up to T ms until the
 /// local replica of incarnation U applied the greatest of the messages, then tells how far
 /// it is, the first of them it refused (status and answer), and the last one's result.
