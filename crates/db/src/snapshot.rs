@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! <db>/snapshots/<collection>/<name>.snapshot    a collection's snapshots
+//! <db>/snapshots/<collection>/shard/<name>.snapshot  its shard's (Qdrant's shard snapshots:
+//!                                                same format, kept apart)
 //! <db>/snapshots/<name>.snapshot                 full snapshots
 //! <name>.snapshot.checksum                       beside each: its SHA-256, hex
 //!
@@ -53,6 +55,18 @@ struct Header {
     collection: Option<String>,
     #[serde(default)]
     last_op: Option<u64>,
+}
+
+/// Which shelf of snapshots a call means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotsOf<'a> {
+    /// Full snapshots: every collection.
+    Database,
+    /// A collection's snapshots.
+    Collection(&'a str),
+    /// The snapshots of a collection's shard (Qdrant's shard snapshots API; a local
+    /// collection is one shard), kept apart from the collection's own.
+    Shard(&'a str),
 }
 
 /// A writer that hashes what passes through it.
@@ -116,13 +130,17 @@ impl Database {
         self.dir().join("snapshots")
     }
 
-    fn snapshot_dir_of(&self, collection: Option<&str>) -> Result<PathBuf> {
-        Ok(match collection {
-            Some(name) => {
+    fn snapshot_dir_of(&self, of: SnapshotsOf) -> Result<PathBuf> {
+        Ok(match of {
+            SnapshotsOf::Collection(name) => {
                 let c = self.collection(name)?;
                 self.snapshots_dir().join(c.name())
             }
-            None => self.snapshots_dir(),
+            SnapshotsOf::Shard(name) => {
+                let c = self.collection(name)?;
+                self.snapshots_dir().join(c.name()).join("shard")
+            }
+            SnapshotsOf::Database => self.snapshots_dir(),
         })
     }
 
@@ -139,9 +157,30 @@ impl Database {
         collection: &str,
         copied: impl FnOnce(),
     ) -> Result<SnapshotInfo> {
+        self.snapshot_onto(SnapshotsOf::Collection(collection), collection, copied)
+    }
+
+    /// A snapshot of a collection kept among its shard's snapshots ([`SnapshotsOf::Shard`]).
+    pub fn create_shard_snapshot(&self, collection: &str) -> Result<SnapshotInfo> {
+        self.snapshot_onto(SnapshotsOf::Shard(collection), collection, || {})
+    }
+
+    fn snapshot_onto(
+        &self,
+        shelf: SnapshotsOf,
+        collection: &str,
+        copied: impl FnOnce(),
+    ) -> Result<SnapshotInfo> {
         let c = self.collection(collection)?;
-        let dir = self.snapshot_dir_of(Some(collection))?;
-        let staging = self.snapshots_dir().join(format!(".staging-{}", c.name()));
+        let dir = self.snapshot_dir_of(shelf)?;
+        let kind = if matches!(shelf, SnapshotsOf::Shard(_)) {
+            "shard-"
+        } else {
+            ""
+        };
+        let staging = self
+            .snapshots_dir()
+            .join(format!(".staging-{kind}{}", c.name()));
         let _ = fs::remove_dir_all(&staging);
         let copied_now = c.copy_consistent(&staging.join("collection"));
         copied();
@@ -206,9 +245,9 @@ impl Database {
         built
     }
 
-    /// The snapshots of a collection (`None`: the full snapshots), oldest first.
-    pub fn list_snapshots(&self, collection: Option<&str>) -> Result<Vec<SnapshotInfo>> {
-        let dir = self.snapshot_dir_of(collection)?;
+    /// The snapshots on a shelf, oldest first.
+    pub fn list_snapshots(&self, of: SnapshotsOf) -> Result<Vec<SnapshotInfo>> {
+        let dir = self.snapshot_dir_of(of)?;
         let mut out = Vec::new();
         let Ok(entries) = fs::read_dir(&dir) else {
             return Ok(out);
@@ -242,17 +281,17 @@ impl Database {
     }
 
     /// The file of a listed snapshot (`NotFound` for any other name, paths included).
-    pub fn snapshot_file(&self, collection: Option<&str>, name: &str) -> Result<PathBuf> {
+    pub fn snapshot_file(&self, of: SnapshotsOf, name: &str) -> Result<PathBuf> {
         check_snapshot_name(name)?;
-        let path = self.snapshot_dir_of(collection)?.join(name);
+        let path = self.snapshot_dir_of(of)?.join(name);
         if !path.is_file() {
             return Err(DbError::NotFound(format!("Snapshot {name} not found")));
         }
         Ok(path)
     }
 
-    pub fn delete_snapshot(&self, collection: Option<&str>, name: &str) -> Result<()> {
-        let path = self.snapshot_file(collection, name)?;
+    pub fn delete_snapshot(&self, of: SnapshotsOf, name: &str) -> Result<()> {
+        let path = self.snapshot_file(of, name)?;
         fs::remove_file(&path).map_err(file_error(&path))?;
         let _ = fs::remove_file(path.with_extension("snapshot.checksum"));
         Ok(())
@@ -293,6 +332,44 @@ impl Database {
         });
         let _ = fs::remove_dir_all(&unpacked);
         result
+    }
+
+    /// Whether `archive` is a collection snapshot this build restores (its header and
+    /// manifest are there), without unpacking it: reads only the entries' headers.
+    pub fn check_collection_snapshot(archive: &Path) -> Result<()> {
+        let bad = |m: String| DbError::Corrupt {
+            path: archive.to_path_buf(),
+            message: m,
+        };
+        let file = File::open(archive).map_err(file_error(archive))?;
+        let mut tar = tar::Archive::new(file);
+        let mut header: Option<Header> = None;
+        let mut manifest = false;
+        for entry in tar
+            .entries_with_seek()
+            .map_err(|e| bad(format!("not a snapshot archive: {e}")))?
+        {
+            let mut entry = entry.map_err(|e| bad(format!("damaged archive: {e}")))?;
+            let path = entry
+                .path()
+                .map_err(|e| bad(format!("damaged archive: {e}")))?
+                .into_owned();
+            if path == Path::new(HEADER_FILE) {
+                let mut text = String::new();
+                entry
+                    .read_to_string(&mut text)
+                    .map_err(|e| bad(format!("damaged header: {e}")))?;
+                header =
+                    Some(serde_json::from_str(&text).map_err(|e| bad(format!("bad header: {e}")))?);
+            } else if path == Path::new("collection").join(MANIFEST_FILE) {
+                manifest = true;
+            }
+        }
+        check_collection_header(header.as_ref()).map_err(bad)?;
+        if !manifest {
+            return Err(bad("the snapshot has no manifest".into()));
+        }
+        Ok(())
     }
 
     fn unpack_collection(&self, archive: &Path, into: &Path) -> Result<()> {
@@ -336,15 +413,7 @@ impl Database {
                 return Err(bad(format!("entry {} leaves the archive", path.display())));
             }
         }
-        let header =
-            header.ok_or_else(|| bad("no snapshot header: not a diskvec snapshot".into()))?;
-        if header.format != FORMAT || header.kind != "collection" {
-            return Err(bad(format!(
-                "a {} snapshot of format {}; this build restores collection snapshots of \
-                 format {FORMAT}",
-                header.kind, header.format
-            )));
-        }
+        check_collection_header(header.as_ref()).map_err(bad)?;
         // Entries were unpacked under `into/collection/`; the collection is that directory.
         let nested = into.join("collection");
         if !nested.join(MANIFEST_FILE).is_file() {
@@ -359,6 +428,19 @@ impl Database {
         }
         fs::remove_dir(&nested).map_err(file_error(&nested))?;
         Ok(())
+    }
+}
+
+/// Why a snapshot's header is not that of a collection snapshot this build restores.
+fn check_collection_header(header: Option<&Header>) -> std::result::Result<(), String> {
+    match header {
+        None => Err("no snapshot header: not a diskvec snapshot".into()),
+        Some(h) if h.format != FORMAT || h.kind != "collection" => Err(format!(
+            "a {} snapshot of format {}; this build restores collection snapshots of format \
+             {FORMAT}",
+            h.kind, h.format
+        )),
+        Some(_) => Ok(()),
     }
 }
 

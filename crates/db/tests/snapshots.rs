@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use diskvec_db::{CollectionConfig, Database, DbError, Metric, PointId, PointRecord};
+use diskvec_db::{CollectionConfig, Database, DbError, Metric, PointId, PointRecord, SnapshotsOf};
 use serde_json::json;
 
 fn point(id: u64) -> PointRecord {
@@ -38,12 +38,17 @@ fn a_snapshot_restores_every_point_payload_and_setting_on_another_database() {
     c.delete(vec![PointId::Num(3), PointId::Num(1_600)])
         .unwrap();
     let info = src.create_snapshot("c").unwrap();
-    let file = src.snapshot_file(Some("c"), &info.name).unwrap();
+    let file = src
+        .snapshot_file(SnapshotsOf::Collection("c"), &info.name)
+        .unwrap();
     assert_eq!(
         info.checksum.as_deref(),
         Some(diskvec_db::file_checksum(&file).unwrap().as_str())
     );
-    assert_eq!(src.list_snapshots(Some("c")).unwrap(), vec![info.clone()]);
+    assert_eq!(
+        src.list_snapshots(SnapshotsOf::Collection("c")).unwrap(),
+        vec![info.clone()]
+    );
 
     let dst = Database::open(b.path()).unwrap();
     let restored = dst
@@ -68,11 +73,15 @@ fn a_snapshot_restores_every_point_payload_and_setting_on_another_database() {
     let dst = Database::open(b.path()).unwrap();
     assert_eq!(dst.collection("copy").unwrap().len(), 1_698);
     // Deleting it removes the file; a path is never a snapshot name.
-    src.delete_snapshot(Some("c"), &info.name).unwrap();
-    assert!(src.list_snapshots(Some("c")).unwrap().is_empty());
+    src.delete_snapshot(SnapshotsOf::Collection("c"), &info.name)
+        .unwrap();
+    assert!(src
+        .list_snapshots(SnapshotsOf::Collection("c"))
+        .unwrap()
+        .is_empty());
     for bad in ["../../etc/passwd", "/etc/passwd", &info.name] {
         assert!(matches!(
-            src.snapshot_file(Some("c"), bad),
+            src.snapshot_file(SnapshotsOf::Collection("c"), bad),
             Err(DbError::NotFound(_))
         ));
     }
@@ -85,7 +94,9 @@ fn mismatched_and_damaged_snapshots_are_refused_and_change_nothing() {
     let c = src.create_collection("c", small_config()).unwrap();
     c.upsert((0..50).map(point).collect()).unwrap();
     let info = src.create_snapshot("c").unwrap();
-    let file = src.snapshot_file(Some("c"), &info.name).unwrap();
+    let file = src
+        .snapshot_file(SnapshotsOf::Collection("c"), &info.name)
+        .unwrap();
     let dst = Database::open(b.path()).unwrap();
     let other = dst.create_collection("c", small_config()).unwrap();
     other.upsert(vec![point(7)]).unwrap();
@@ -103,12 +114,58 @@ fn mismatched_and_damaged_snapshots_are_refused_and_change_nothing() {
     let junk = b.path().join("junk.snapshot");
     std::fs::write(&junk, b"not a tar file at all").unwrap();
     assert!(dst.restore_collection("c", &junk, None).is_err());
+    // The check without unpacking says the same of each.
+    Database::check_collection_snapshot(&file).unwrap();
+    for bad in [&cut, &junk] {
+        assert!(matches!(
+            Database::check_collection_snapshot(bad),
+            Err(DbError::Corrupt { .. })
+        ));
+    }
+    let full = src.create_full_snapshot().unwrap();
+    let full = src
+        .snapshot_file(SnapshotsOf::Database, &full.name)
+        .unwrap();
+    let Err(e) = Database::check_collection_snapshot(&full) else {
+        panic!("a full snapshot passed for a collection's");
+    };
+    assert!(e.to_string().contains("a full snapshot"), "{e}");
     // The collection there is untouched.
     assert_eq!(dst.collection("c").unwrap().len(), 1);
     // The right one replaces it.
     dst.restore_collection("c", &file, info.checksum.as_deref())
         .unwrap();
     assert_eq!(dst.collection("c").unwrap().len(), 50);
+}
+
+#[test]
+fn shard_snapshots_are_kept_apart_from_the_collection_s_own() {
+    let a = tempfile::tempdir().unwrap();
+    let db = Database::open(a.path()).unwrap();
+    let c = db.create_collection("c", small_config()).unwrap();
+    c.upsert((0..20).map(point).collect()).unwrap();
+    let own = db.create_snapshot("c").unwrap();
+    let shard = db.create_shard_snapshot("c").unwrap();
+    let shelf = SnapshotsOf::Shard("c");
+    assert_eq!(db.list_snapshots(shelf).unwrap(), vec![shard.clone()]);
+    assert_eq!(
+        db.list_snapshots(SnapshotsOf::Collection("c")).unwrap(),
+        vec![own.clone()]
+    );
+    // Each shelf serves and deletes its own names only.
+    assert!(db.snapshot_file(shelf, &own.name).is_err() || own.name == shard.name);
+    let file = db.snapshot_file(shelf, &shard.name).unwrap();
+    Database::check_collection_snapshot(&file).unwrap();
+    db.delete_snapshot(shelf, &shard.name).unwrap();
+    assert!(db.list_snapshots(shelf).unwrap().is_empty());
+    assert_eq!(
+        db.list_snapshots(SnapshotsOf::Collection("c")).unwrap(),
+        vec![own]
+    );
+    assert!(matches!(
+        db.list_snapshots(SnapshotsOf::Shard("missing")),
+        Err(DbError::UnknownCollection(_))
+    ));
 }
 
 #[test]
@@ -134,7 +191,9 @@ fn a_snapshot_under_writes_holds_a_prefix_of_them() {
     let info = src.create_snapshot("c").unwrap();
     stop.store(true, Ordering::Relaxed);
     let written = writer.join().unwrap();
-    let file = src.snapshot_file(Some("c"), &info.name).unwrap();
+    let file = src
+        .snapshot_file(SnapshotsOf::Collection("c"), &info.name)
+        .unwrap();
     let dst = Database::open(b.path()).unwrap();
     let r = dst.restore_collection("r", &file, None).unwrap();
     let held = r.len() as u64;

@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 use diskvec_db::{
     parse_metric, Collection, CollectionConfig, Database, DbError, DbOptions, Durability, Filter,
     Hit, MemoryBudget, NamedVectors, NewSpace, Payload, PointId, PointRecord, Record,
-    SearchRequest, Vector,
+    SearchRequest, SnapshotsOf, Vector,
 };
 use diskvec_index::limits;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -476,7 +476,7 @@ impl PyDatabase {
     ) -> PyResult<(String, String, u64, String)> {
         self.with(py, false, |db| {
             let info = db.create_snapshot(&name)?;
-            let path = db.snapshot_file(Some(&name), &info.name)?;
+            let path = db.snapshot_file(SnapshotsOf::Collection(&name), &info.name)?;
             Ok((
                 info.name,
                 path.display().to_string(),
@@ -490,7 +490,7 @@ impl PyDatabase {
     fn list_snapshots(&self, py: Python<'_>, name: String) -> PyResult<Vec<(String, u64, String)>> {
         self.with(py, false, |db| {
             Ok(db
-                .list_snapshots(Some(&name))?
+                .list_snapshots(SnapshotsOf::Collection(&name))?
                 .into_iter()
                 .map(|s| (s.name, s.size, s.checksum.unwrap_or_default()))
                 .collect())
@@ -498,7 +498,9 @@ impl PyDatabase {
     }
 
     fn delete_snapshot(&self, py: Python<'_>, name: String, snapshot: String) -> PyResult<()> {
-        self.with(py, false, |db| db.delete_snapshot(Some(&name), &snapshot))
+        self.with(py, false, |db| {
+            db.delete_snapshot(SnapshotsOf::Collection(&name), &snapshot)
+        })
     }
 
     /// Restores the snapshot file at `path` as collection `name` (replacing one of that

@@ -1,6 +1,7 @@
 """Scale-out end to end: three `diskvec serve --cluster` nodes over a 3-member etcd and a
 3-server NATS JetStream cluster, all processes on free loopback ports, driven through
 qdrant-client and the REST API (docs/design-scale-out.md)."""
+import hashlib
 import json
 import os
 import random
@@ -1194,3 +1195,114 @@ def test_aliases_answer_from_every_node(cluster):
         left = [cluster.client(k).get_aliases().aliases for k in range(NODES)]
         assert not any(left), left
     eventually(gone, 10)
+
+
+def multipart(field, data):
+    """A multipart/form-data body with one file field: (body, content type)."""
+    b = "diskvec-test-boundary"
+    head = (f"--{b}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"s.snapshot\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    return head + data + f"\r\n--{b}--\r\n".encode(), f"multipart/form-data; boundary={b}"
+
+
+def post_upload(url, data):
+    body, kind = multipart("snapshot", data)
+    req = urllib.request.Request(url, data=body, headers={"content-type": kind}, method="POST")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())["result"]
+
+
+def http_error(call):
+    with pytest.raises(urllib.error.HTTPError) as e:
+        call()
+    return e.value.code, json.loads(e.value.read())["status"]["error"]
+
+
+def test_shard_snapshots_restore_every_replica_alike(cluster):
+    name = "snaps"
+    create_and_wait(cluster, name, shards=2, replicas=2)
+    first = {i: {"n": i} for i in range(200)}
+    cluster.client(0).upsert(name, wait=True, points=[point(i, p) for i, p in first.items()])
+    # Made through one node, listed and fetched through the others: one holder per shard.
+    made = http_json(cluster.node_url(1) + f"/collections/{name}/shards/0/snapshots?wait=true", {})["result"]
+    for k in range(NODES):
+        listed = cluster.get(k, f"/collections/{name}/shards/0/snapshots")
+        assert [(s["name"], s["checksum"]) for s in listed] == [(made["name"], made["checksum"])], (k, listed)
+    with urllib.request.urlopen(cluster.node_url(2) + f"/collections/{name}/shards/0/snapshots/{made['name']}") as r:
+        snapshot = r.read()
+    assert hashlib.sha256(snapshot).hexdigest() == made["checksum"]
+    at_snapshot = next(iter(read_replicas(cluster, name)[0].values()))
+    assert len(at_snapshot) > 50
+
+    # Written after it: new points and changed ones, on both shards.
+    cluster.client(2).upsert(name, wait=True, points=[point(i, {"n": i, "late": True}) for i in range(150, 260)])
+    shard1 = next(iter(read_replicas(cluster, name)[1].values()))
+    # Refused before anything reaches the log: a wrong checksum, a file that is no snapshot.
+    base = cluster.node_url(0) + f"/collections/{name}/shards/0/snapshots/upload"
+    code, why = http_error(lambda: post_upload(base + "?checksum=" + "3" * 64, snapshot))
+    assert code == 400 and "checksum mismatch" in why, why
+    code, why = http_error(lambda: post_upload(base, b"not a snapshot"))
+    assert code == 400, why
+    code, _ = http_error(lambda: post_upload(cluster.node_url(0) + f"/collections/{name}/shards/7/snapshots/upload", snapshot))
+    assert code == 404
+
+    # A node holding a replica of shard 0 is down while the shard is restored through another.
+    _, view = placement(cluster, 0, name)
+    peer_of = {cluster.get(k, "/cluster")["peer_id"]: k for k in range(NODES)}
+    down = peer_of[sorted(view[0])[0]]
+    via = next(k for k in range(NODES) if k != down)
+    cluster.kill(down)
+    # Seen gone: the restore is retired without it (its file removed, the log trimmed), so
+    # on its return it finds the restore's file gone and is rebuilt from the other replica.
+    wait_members(cluster, [k for k in range(NODES) if k != down], 30)
+    assert post_upload(cluster.node_url(via) + f"{base[len(cluster.node_url(0)):]}?checksum={made['checksum']}",
+                       snapshot) is True
+
+    def retired():
+        assert not list((cluster.work / f"node{via}" / "cluster" / "restores").iterdir())
+    eventually(retired, 30)
+    cluster.restart(down)
+    wait_members(cluster, range(NODES), 30)
+
+    def restored_everywhere():
+        reps = read_replicas(cluster, name)
+        for k, held in reps[0].items():
+            assert held == at_snapshot, (k, len(held), len(at_snapshot))
+        for k, held in reps[1].items():
+            assert held == shard1, (k, len(held), len(shard1))
+        assert len(reps[0]) == 2 and len(reps[1]) == 2, {s: sorted(h) for s, h in reps.items()}
+    eventually(restored_everywhere, 60)
+    for k in range(NODES):
+        assert cluster.client(k).count(name, exact=True).count == len(at_snapshot) + len(shard1)
+    # Writes after the restore go on from it on every replica.
+    cluster.client(down).upsert(name, wait=True, points=[point(i, {"n": i, "after": True}) for i in range(300, 340)])
+    check_replicas(read_replicas(cluster, name), shards=2)
+    assert cluster.client(0).count(name, exact=True).count == len(at_snapshot) + len(shard1) + 40
+
+
+def test_collection_recovered_from_its_snapshot_on_any_node(cluster):
+    name = "snap1"
+    create_and_wait(cluster, name, shards=1, replicas=2)
+    want = {i: {"n": i} for i in range(120)}
+    cluster.client(1).upsert(name, wait=True, points=[point(i, p) for i, p in want.items()])
+    made = http_json(cluster.node_url(0) + f"/collections/{name}/snapshots?wait=true", {})["result"]
+    with urllib.request.urlopen(cluster.node_url(2) + f"/collections/{name}/snapshots/{made['name']}") as r:
+        snapshot = r.read()
+    assert hashlib.sha256(snapshot).hexdigest() == made["checksum"]
+    assert cluster.client(2).delete_collection(name)
+    for k in range(NODES):
+        assert not cluster.client(k).collection_exists(name)
+    # Recovery creates the collection (one shard, the snapshot's settings) and fills it.
+    result = post_upload(cluster.node_url(2) + f"/collections/{name}/snapshots/upload?checksum={made['checksum']}",
+                         snapshot)
+    assert result is True
+
+    def everywhere():
+        for k in range(NODES):
+            assert cluster.client(k).count(name, exact=True).count == len(want), k
+    eventually(everywhere, 30)
+    info = cluster.client(0).get_collection(name)
+    assert info.config.params.vectors.size == DIM
+    reps = read_replicas(cluster, name)
+    owner = check_replicas(reps, shards=1, replicas=len(reps[0]))
+    assert sorted(owner) == sorted(want)

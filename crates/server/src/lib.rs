@@ -18,6 +18,7 @@ mod points;
 mod quantization;
 mod query;
 mod settings;
+mod shard_snapshots;
 mod snapshots;
 mod spaces_route;
 mod strict;
@@ -26,7 +27,7 @@ mod writes;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{RawQuery, Request, State};
+use axum::extract::{DefaultBodyLimit, RawQuery, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -179,6 +180,30 @@ pub fn router(state: AppState) -> Router {
         )
         .route(&format!("{c}/snapshots/recover"), put(snapshots::recover))
         .route(
+            &format!("{c}/snapshots/upload"),
+            post(shard_snapshots::upload_collection).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            &format!("{c}/shards/{{shard}}/snapshots"),
+            get(shard_snapshots::list).post(shard_snapshots::create),
+        )
+        .route(
+            &format!("{c}/shards/{{shard}}/snapshots/recover"),
+            put(shard_snapshots::recover),
+        )
+        .route(
+            &format!("{c}/shards/{{shard}}/snapshots/upload"),
+            post(shard_snapshots::upload).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            &format!("{c}/shards/{{shard}}/snapshots/{{snapshot}}"),
+            get(shard_snapshots::download).delete(shard_snapshots::delete),
+        )
+        .route(
+            &format!("{c}/shards/{{shard}}/snapshot/partial/recover"),
+            post(shard_snapshots::partial_recover),
+        )
+        .route(
             &format!("{c}/snapshots/{{snapshot}}"),
             get(snapshots::download).delete(snapshots::delete),
         )
@@ -215,7 +240,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             authorize,
         ))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 

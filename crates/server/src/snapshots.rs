@@ -9,6 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use diskvec_db::SnapshotsOf;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -18,12 +19,12 @@ use crate::{blocking, AppState};
 
 #[derive(Deserialize, Default)]
 pub struct WaitParam {
-    wait: Option<bool>,
+    pub wait: Option<bool>,
 }
 
 /// Runs `work`; with `wait=false` answers 202 at once and lets it finish in the
 /// background (its failure is logged), as Qdrant does.
-async fn maybe_wait<T: serde::Serialize + Send + 'static>(
+pub(crate) async fn maybe_wait<T: serde::Serialize + Send + 'static>(
     wait: Option<bool>,
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> ApiResult {
@@ -52,7 +53,7 @@ pub async fn create(
 
 pub async fn list(State(s): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let t = Instant::now();
-    let list = blocking(move || Ok(s.db.list_snapshots(Some(&name))?)).await?;
+    let list = blocking(move || Ok(s.db.list_snapshots(SnapshotsOf::Collection(&name))?)).await?;
     Ok(ok(list, t))
 }
 
@@ -60,7 +61,8 @@ pub async fn download(
     State(s): State<AppState>,
     Path((name, snapshot)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let path = s.db.snapshot_file(Some(&name), &snapshot)?;
+    let path =
+        s.db.snapshot_file(SnapshotsOf::Collection(&name), &snapshot)?;
     file_response(&path).await
 }
 
@@ -69,9 +71,9 @@ pub async fn delete(
     Path((name, snapshot)): Path<(String, String)>,
     Query(q): Query<WaitParam>,
 ) -> ApiResult {
-    s.db.snapshot_file(Some(&name), &snapshot)?;
+    s.db.snapshot_file(SnapshotsOf::Collection(&name), &snapshot)?;
     maybe_wait(q.wait, move || {
-        s.db.delete_snapshot(Some(&name), &snapshot)?;
+        s.db.delete_snapshot(SnapshotsOf::Collection(&name), &snapshot)?;
         Ok(true)
     })
     .await
@@ -83,7 +85,7 @@ pub async fn create_full(State(s): State<AppState>, Query(q): Query<WaitParam>) 
 
 pub async fn list_full(State(s): State<AppState>) -> ApiResult {
     let t = Instant::now();
-    let list = blocking(move || Ok(s.db.list_snapshots(None)?)).await?;
+    let list = blocking(move || Ok(s.db.list_snapshots(SnapshotsOf::Database)?)).await?;
     Ok(ok(list, t))
 }
 
@@ -91,7 +93,7 @@ pub async fn download_full(
     State(s): State<AppState>,
     Path(snapshot): Path<String>,
 ) -> Result<Response, ApiError> {
-    let path = s.db.snapshot_file(None, &snapshot)?;
+    let path = s.db.snapshot_file(SnapshotsOf::Database, &snapshot)?;
     file_response(&path).await
 }
 
@@ -100,15 +102,15 @@ pub async fn delete_full(
     Path(snapshot): Path<String>,
     Query(q): Query<WaitParam>,
 ) -> ApiResult {
-    s.db.snapshot_file(None, &snapshot)?;
+    s.db.snapshot_file(SnapshotsOf::Database, &snapshot)?;
     maybe_wait(q.wait, move || {
-        s.db.delete_snapshot(None, &snapshot)?;
+        s.db.delete_snapshot(SnapshotsOf::Database, &snapshot)?;
         Ok(true)
     })
     .await
 }
 
-async fn file_response(path: &FsPath) -> Result<Response, ApiError> {
+pub(crate) async fn file_response(path: &FsPath) -> Result<Response, ApiError> {
     let file = tokio::fs::File::open(path)
         .await
         .map_err(|e| ApiError::not_found(format!("Snapshot {}: {e}", path.display())))?;
@@ -202,16 +204,26 @@ fn source(location: &str, snapshots: &FsPath) -> Result<Source, ApiError> {
     )))
 }
 
-/// Fetches `url` into a file in `dir`.
-fn download_to(url: &str, dir: &FsPath, api_key: Option<&str>) -> Result<PathBuf, ApiError> {
-    std::fs::create_dir_all(dir).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let path = dir.join(format!(
-        ".download-{}-{}",
+/// A fresh hidden file name in `dir` (hidden: never listed as a snapshot).
+pub(crate) fn temp_file(dir: &FsPath, what: &str) -> PathBuf {
+    dir.join(format!(".{what}-{}", unique_suffix()))
+}
+
+/// `<pid>-<nanoseconds>`: a name part no other call of this process or another repeats.
+pub(crate) fn unique_suffix() -> String {
+    format!(
+        "{}-{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
-    ));
+    )
+}
+
+/// Fetches `url` into a file in `dir`.
+fn download_to(url: &str, dir: &FsPath, api_key: Option<&str>) -> Result<PathBuf, ApiError> {
+    std::fs::create_dir_all(dir).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let path = temp_file(dir, "download");
     let mut req = ureq::get(url);
     if let Some(k) = api_key {
         req = req.set("api-key", k);
@@ -230,42 +242,64 @@ fn download_to(url: &str, dir: &FsPath, api_key: Option<&str>) -> Result<PathBuf
     Ok(path)
 }
 
-/// `PUT /collections/{name}/snapshots/recover`: `{"location", "checksum"?, "api_key"?}`.
+/// A recovery's request: `{"location", "checksum"?, "api_key"?}` (Qdrant's fields).
+pub(crate) struct RecoverRequest {
+    source: Source,
+    pub checksum: Option<String>,
+    api_key: Option<String>,
+}
+
+impl RecoverRequest {
+    pub fn parse(body: &[u8], snapshots: &FsPath) -> Result<Self, ApiError> {
+        let body = parse_body(body)?;
+        let text = |field: &str| body.get(field).and_then(Value::as_str).map(str::to_string);
+        let location = text("location")
+            .ok_or_else(|| ApiError::validation("location: must be a snapshot URI"))?;
+        Ok(Self {
+            source: source(&location, snapshots)?,
+            checksum: text("checksum"),
+            api_key: text("api_key"),
+        })
+    }
+
+    /// The snapshot as a file in `dir` (fetched there from a URL), and whether it is a
+    /// fetched copy, to remove once used.
+    pub fn fetch(self, dir: &FsPath) -> Result<(PathBuf, bool), ApiError> {
+        match self.source {
+            Source::File(p) => Ok((p, false)),
+            Source::Url(url) => Ok((download_to(&url, dir, self.api_key.as_deref())?, true)),
+        }
+    }
+}
+
+/// `PUT /collections/{name}/snapshots/recover`.
 pub async fn recover(
     State(s): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<WaitParam>,
     body: Bytes,
 ) -> ApiResult {
-    let body = parse_body(&body)?;
-    let location = body
-        .get("location")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::validation("location: must be a snapshot URI"))?
-        .to_string();
-    let checksum = body
-        .get("checksum")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let api_key = body
-        .get("api_key")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let source = source(&location, &s.db.snapshots_dir())?;
-    maybe_wait(q.wait.or(Some(true)), move || {
-        let (path, fetched) = match source {
-            Source::File(p) => (p, false),
-            Source::Url(url) => (
-                download_to(&url, &s.db.snapshots_dir(), api_key.as_deref())?,
-                true,
-            ),
-        };
-        let restored = s.db.restore_collection(&name, &path, checksum.as_deref());
-        if fetched {
-            let _ = std::fs::remove_file(&path);
-        }
-        restored?;
-        Ok(true)
-    })
-    .await
+    let request = RecoverRequest::parse(&body, &s.db.snapshots_dir())?;
+    maybe_wait(q.wait.or(Some(true)), move || restore(&s, &name, request)).await
+}
+
+/// Replaces collection `name` with the snapshot a recovery names.
+pub(crate) fn restore(s: &AppState, name: &str, request: RecoverRequest) -> Result<bool, ApiError> {
+    let checksum = request.checksum.clone();
+    let (path, fetched) = request.fetch(&s.db.snapshots_dir())?;
+    let restored = s.db.restore_collection(name, &path, checksum.as_deref());
+    if fetched {
+        let _ = std::fs::remove_file(&path);
+    }
+    restored.map_err(given_snapshot)?;
+    Ok(true)
+}
+
+/// A database error about a snapshot the client gave: a damaged or foreign file is the
+/// request's fault (400), not the server's.
+pub(crate) fn given_snapshot(e: diskvec_db::DbError) -> ApiError {
+    match e {
+        diskvec_db::DbError::Corrupt { .. } => ApiError::bad_request(format!("Bad request: {e}")),
+        other => other.into(),
+    }
 }

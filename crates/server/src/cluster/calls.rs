@@ -170,11 +170,13 @@ impl ClusterState {
             .ok_or_else(|| ApiError::unavailable(format!("node {node} is not live")))
     }
 
-    /// Fetches `path` (a POST: the answer is given once) from node `node` into the file
-    /// `into` (made durable), within `patience`.
+    /// Fetches `method path` (POST where the answer is given once) from node `node` into the
+    /// file `into` (made durable), within `patience`. A refusal keeps its status (404: the
+    /// file is not there).
     pub(super) async fn download(
         &self,
         node: &str,
+        method: &Method,
         path: &str,
         into: &std::path::Path,
         patience: Duration,
@@ -182,14 +184,24 @@ impl ClusterState {
         let url = self.url_of(node)?;
         let (agent, key, into) = (self.http.clone(), self.api_key.clone(), into.to_path_buf());
         let target = format!("{url}{path}");
+        let method = method.clone();
         tokio::task::spawn_blocking(move || {
-            let mut req = agent.post(&target).timeout(patience);
+            let mut req = agent.request(method.as_str(), &target).timeout(patience);
             if let Some(k) = &key {
                 req = req.set("api-key", k);
             }
-            let response = req
-                .call()
-                .map_err(|e| ApiError::unavailable(format!("{target}: {e}")))?;
+            let response = req.call().map_err(|e| match e {
+                ureq::Error::Status(code, r) => {
+                    let text = r.into_string().unwrap_or_default();
+                    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                    Answer {
+                        status: StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY),
+                        body,
+                    }
+                    .error()
+                }
+                other => ApiError::unavailable(format!("{target}: {other}")),
+            })?;
             let failed =
                 |e: std::io::Error| ApiError::unavailable(format!("{}: {e}", into.display()));
             if let Some(dir) = into.parent() {

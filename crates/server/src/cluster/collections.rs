@@ -435,8 +435,14 @@ pub async fn delete(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     };
     let map: Option<CollectionMap> = serde_json::from_slice(&current.value).ok();
     let revision = current.mod_revision;
-    let dropped = etcd_call(c, move |e| e.delete_if(&key, revision)).await?;
+    let k = key.clone();
+    let dropped = etcd_call(c, move |e| e.delete_if(&k, revision)).await?;
     if dropped {
+        // Answered once every node routes without it (a request through any node right after
+        // finds it gone), as a creation is.
+        if let Ok((_, now)) = etcd_call(c, move |e| e.range_prefix(&key)).await {
+            wait_seen_everywhere(c, now, Instant::now() + CREATE_WAIT).await;
+        }
         super::aliases::forget_collection(c, &r.name).await;
         // Replicas are dropped by their nodes as they see the map go; the logs go now.
         if let Some(map) = map {

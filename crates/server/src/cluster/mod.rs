@@ -14,7 +14,9 @@ mod collections;
 mod merge;
 mod reads;
 mod replicas;
+mod restores;
 mod seeding;
+mod shard_snapshots;
 mod split;
 mod transfers;
 mod writes;
@@ -129,7 +131,10 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
                 && ["/groups", "/facet", "/matrix/pairs", "/matrix/offsets"]
                     .iter()
                     .any(|t| path.ends_with(t)));
-        if !applying && !read {
+        // Snapshots change no point: made and removed by routers on the holder replica.
+        let snapshot = (method == Method::POST && path.ends_with("/snapshots"))
+            || (method == Method::DELETE && path.contains("/snapshots/"));
+        if !applying && !read && !snapshot {
             return ApiError::bad_request(format!(
                 "{name} is a replica of a cluster collection ('@' names are kept for them): write to the collection"
             ))
@@ -155,6 +160,11 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
             }
             _ => ApiError::not_found(format!("{method} {path}")).into_response(),
         };
+    }
+    if let Some(file) = path.strip_prefix("/cluster/restore/") {
+        if method == Method::POST {
+            return restores::file_endpoint(&cluster, file).await;
+        }
     }
     if path == "/collections" && method == Method::GET {
         return collections::list(&cluster, started);
@@ -189,6 +199,13 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     } else {
         cluster.node.view().resolve(&name).to_string()
     };
+    if method == Method::POST && tail.ends_with("/snapshots/upload") {
+        if let Some((shelf, _)) = shard_snapshots::parse(&tail) {
+            return shard_snapshots::upload(&cluster, name, shelf, query, req)
+                .await
+                .unwrap_or_else(|e| e.into_response());
+        }
+    }
     let body = match axum::body::to_bytes(req.into_body(), crate::MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(e) => return ApiError::bad_request(format!("reading the body: {e}")).into_response(),
@@ -289,6 +306,10 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
         ("DELETE", "") => return collections::delete(c, r).await,
         ("GET", "/exists") => return Ok(collections::exists(c, &r)),
         _ => {}
+    }
+    if let Some((shelf, rest)) = shard_snapshots::parse(tail) {
+        let (rest, map) = (rest.to_string(), c.node.view().collection(&r.name).cloned());
+        return shard_snapshots::handle(c, map.as_ref(), r, shelf, &rest).await;
     }
     let map = c.collection(&r.name)?;
     if is_schema_change(m, tail) || WRITES.contains(&(m, tail)) {

@@ -318,7 +318,9 @@ async fn build_from_log(
         .changes_before
         .min(map.changes.len());
     for (i, change) in map.changes[..before].iter().enumerate() {
-        let applied = apply_one(c, local, 0, change.to_string().as_bytes()).await?;
+        let applied = apply_one(c, local, 0, change.to_string().as_bytes())
+            .await
+            .map_err(Stop::into_message)?;
         if let Some(refused) = applied.filter(|o| o.status >= 400) {
             log::warn!(
                 "cluster: replica {local}: change {i} of the collection refused: {}",
@@ -420,7 +422,7 @@ async fn apply_log(
 }
 
 /// Why an applier stopped following its log.
-enum Stop {
+pub(super) enum Stop {
     /// A failure worth retrying from the same message (the log out of reach, a message the
     /// node could not apply now).
     Retry(String),
@@ -431,6 +433,14 @@ enum Stop {
 impl From<String> for Stop {
     fn from(e: String) -> Self {
         Stop::Retry(e)
+    }
+}
+
+impl Stop {
+    fn into_message(self) -> String {
+        match self {
+            Stop::Retry(e) | Stop::Behind(e) => e,
+        }
     }
 }
 
@@ -554,7 +564,7 @@ async fn apply_one(
     local: &str,
     seq: u64,
     body: &[u8],
-) -> Result<Option<Outcome>, String> {
+) -> Result<Option<Outcome>, Stop> {
     let msg: LogMessage = match serde_json::from_slice(body) {
         Ok(m) => m,
         Err(e) => {
@@ -568,6 +578,9 @@ async fn apply_one(
     if msg.method == super::split::BARRIER {
         return Ok(None);
     }
+    if msg.method == super::restores::RESTORE {
+        return super::restores::apply(c, local, seq, &msg.body).await;
+    }
     let method = Method::from_bytes(msg.method.as_bytes()).map_err(|e| e.to_string())?;
     let query = if msg.query.is_empty() {
         "wait=true".to_string()
@@ -580,10 +593,10 @@ async fn apply_one(
         .await
         .map_err(|e| e.message)?;
     if must_retry(&answer, local) {
-        return Err(format!(
+        return Err(Stop::Retry(format!(
             "applying message {seq}: {}",
             answer.error().message
-        ));
+        )));
     }
     Ok(Some(Outcome {
         seq,

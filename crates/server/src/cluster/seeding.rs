@@ -21,6 +21,7 @@ use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use diskvec_cluster::map::replica_name;
 use diskvec_cluster::CollectionMap;
+use diskvec_db::SnapshotsOf;
 use serde_json::json;
 
 use super::calls::Route;
@@ -31,11 +32,11 @@ use crate::envelope::{ok, ApiError};
 /// (measured: 100k x 128 in 400 messages took 10.3 s to replay, 0.69 s to copy).
 const REPLAY_AT_MOST: u64 = 100;
 /// How long a snapshot may take to make and to fetch.
-const SNAPSHOT_PATIENCE: Duration = Duration::from_secs(30 * 60);
+pub(super) const SNAPSHOT_PATIENCE: Duration = Duration::from_secs(30 * 60);
 /// How often each node trims the logs of the shards it leads.
 const TRIM_EVERY: Duration = Duration::from_secs(5);
 /// Snapshots made for a transfer that nobody fetched are removed after this long.
-const UNFETCHED_KEPT: Duration = Duration::from_secs(3600);
+pub(super) const UNFETCHED_KEPT: Duration = Duration::from_secs(3600);
 
 /// `POST /cluster/snapshot/<replica>?uid=U`: a snapshot of this node's replica, taken while
 /// its applier waits between two messages; its name and the sequence it holds the log to.
@@ -72,7 +73,7 @@ pub async fn snapshot_endpoint(c: &ClusterState, local: &str, query: Option<&str
 
 /// Transfer snapshots of `local` made long ago and never fetched (their fetcher died).
 fn remove_unfetched(c: &ClusterState, local: &str) {
-    let Ok(list) = c.db.list_snapshots(Some(local)) else {
+    let Ok(list) = c.db.list_snapshots(SnapshotsOf::Collection(local)) else {
         return;
     };
     for s in list {
@@ -83,7 +84,8 @@ fn remove_unfetched(c: &ClusterState, local: &str) {
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > UNFETCHED_KEPT);
         if old {
-            let _ = c.db.delete_snapshot(Some(local), &s.name);
+            let _ =
+                c.db.delete_snapshot(SnapshotsOf::Collection(local), &s.name);
         }
     }
 }
@@ -106,7 +108,7 @@ pub async fn download_endpoint(
         return ApiError::not_found(format!("no replica {local} of that collection here"))
             .into_response();
     }
-    let path = match c.db.snapshot_file(Some(local), name) {
+    let path = match c.db.snapshot_file(SnapshotsOf::Collection(local), name) {
         Ok(p) => p,
         Err(e) => return ApiError::from(e).into_response(),
     };
@@ -116,7 +118,7 @@ pub async fn download_endpoint(
             return ApiError::not_found(format!("snapshot {}: {e}", path.display())).into_response()
         }
     };
-    if let Err(e) = c.db.delete_snapshot(Some(local), name) {
+    if let Err(e) = c.db.delete_snapshot(SnapshotsOf::Collection(local), name) {
         log::warn!("cluster: removing sent snapshot {name} of {local}: {e}");
     }
     crate::snapshots::stream_file(file)
@@ -174,6 +176,7 @@ pub async fn from_snapshot(
         let into = incoming_path(c, &local);
         c.download(
             &node,
+            &Method::POST,
             &format!("/cluster/snapshot/{local}/{snapshot}?uid={}", map.uid),
             &into,
             SNAPSHOT_PATIENCE,
@@ -202,7 +205,7 @@ pub async fn from_snapshot(
     Ok(None)
 }
 
-fn incoming_path(c: &ClusterState, local: &str) -> PathBuf {
+pub fn incoming_path(c: &ClusterState, local: &str) -> PathBuf {
     c.marks_dir.join(format!("{local}.incoming.snapshot"))
 }
 

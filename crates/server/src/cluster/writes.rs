@@ -28,7 +28,7 @@ const GRACE: Duration = Duration::from_secs(2);
 /// The largest message NATS takes (its default `max_payload`).
 const LOG_MESSAGE_LIMIT: usize = 1024 * 1024;
 
-fn timeout_of(query: Option<&str>) -> Duration {
+pub(super) fn timeout_of(query: Option<&str>) -> Duration {
     crate::query_param(query, "timeout")
         .and_then(|t| t.parse::<u64>().ok())
         .filter(|&t| t > 0)
@@ -198,7 +198,7 @@ pub async fn write(
 /// Waits until at least `write_consistency_factor` replicas of `shard` applied the
 /// messages `seqs` (and the other live ones did, or `GRACE` passed); the error of the first
 /// of them a replica refused, else the last one's result as a replica answered it.
-async fn wait_applied(
+pub(super) async fn wait_applied(
     c: &Arc<ClusterState>,
     map: &CollectionMap,
     name: &str,
