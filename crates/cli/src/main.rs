@@ -75,14 +75,21 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Serve(_)) {
+    let serving = matches!(cli.command, Command::Serve(_));
+    if serving {
         survive_closed_connections();
     } else {
         quiet_on_closed_stdout();
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp(None)
-        .init();
+    // A server's log is read against other processes' (etcd's, NATS's, a client's): stamped.
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    if serving {
+        logger.format_timestamp_millis();
+    } else {
+        logger.format_timestamp(None);
+    }
+    logger.init();
     let outcome = match cli.command {
         Command::Build(a) => build_cmd::run(a),
         Command::Search(a) => search_cmd::run(a),

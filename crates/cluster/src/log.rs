@@ -16,23 +16,29 @@ use crate::ClusterError;
 /// A connection to the NATS servers holding the logs.
 #[derive(Clone)]
 pub struct Log {
+    /// Appends: their acknowledgement may wait for a stream's leader to be elected.
     js: jetstream::Context,
+    /// Questions about a stream (its bounds, a consumer, a trim), answered at once by a
+    /// stream that has a leader: asked again soon rather than waited on while it has none
+    /// (a follower stalled by an election must not wait out a long timeout).
+    js_info: jetstream::Context,
     client: async_nats::Client,
     /// Servers each stream is stored on (JetStream's replicas of the log, not diskvec's).
     replicas: usize,
-    /// When the connection was last dropped for another (ms since the Unix epoch).
-    last_reconnect: Arc<AtomicU64>,
-    /// Requests timed out since `window_start` (ms since the Unix epoch).
-    timeouts: Arc<AtomicU64>,
-    window_start: Arc<AtomicU64>,
+    /// When the connection was last probed after a timeout (ms since the Unix epoch).
+    last_probe: Arc<AtomicU64>,
 }
 
-/// A connection whose requests keep timing out is dropped for another server's at most this
-/// often, after this many timeouts within this long: one timeout is a stream electing a
-/// leader, and a reconnection cancels every request in flight on every stream.
-const RECONNECT_AT_MOST_EVERY: Duration = Duration::from_secs(10);
-const TIMEOUTS_BEFORE_RECONNECT: u64 = 3;
-const TIMEOUT_WINDOW: Duration = Duration::from_secs(10);
+/// After a request times out, the server this node is connected to is asked whether it
+/// reaches JetStream (its account's information, which needs the meta group's leader) at
+/// most this often, and given this long to answer: one that cannot is cut off from the
+/// other servers, and the connection is dropped for another server's. A request timing out
+/// on a server that answers is a stream electing a leader: reconnecting would only cancel
+/// every request in flight on every stream.
+const PROBE_AT_MOST_EVERY: Duration = Duration::from_secs(3);
+const PROBE_PATIENCE: Duration = Duration::from_secs(2);
+/// How long a question about a stream waits for its answer.
+const INFO_PATIENCE: Duration = Duration::from_secs(2);
 
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -77,7 +83,21 @@ impl Log {
             )));
         }
         let replicas = servers.len().min(3);
+        // Which server the connection is to, logged on every change (for reading a node's
+        // log against the servers').
+        let connected: Arc<std::sync::OnceLock<async_nats::Client>> = Arc::default();
+        let watched = Arc::clone(&connected);
         let client = async_nats::ConnectOptions::new()
+            .event_callback(move |event| {
+                let watched = Arc::clone(&watched);
+                async move {
+                    let server = watched.get().map(|c| {
+                        let info = c.server_info();
+                        format!(" ({} at {}:{})", info.server_name, info.host, info.port)
+                    });
+                    log::info!("log: NATS connection {event}{}", server.unwrap_or_default());
+                }
+            })
             .connection_timeout(Duration::from_secs(3))
             // An idle connection to a server cut off is noticed within a few seconds (a busy
             // one by its requests timing out: `failed`).
@@ -86,59 +106,64 @@ impl Log {
             .connect(servers)
             .await
             .map_err(|e| log_error("connecting to NATS", e))?;
+        let _ = connected.set(client.clone());
         let mut js = jetstream::new(client.clone());
         js.set_timeout(Duration::from_secs(5));
+        let mut js_info = jetstream::new(client.clone());
+        js_info.set_timeout(INFO_PATIENCE);
         Ok(Self {
             js,
+            js_info,
             client,
             replicas,
-            last_reconnect: Arc::new(AtomicU64::new(0)),
-            timeouts: Arc::new(AtomicU64::new(0)),
-            window_start: Arc::new(AtomicU64::new(0)),
+            last_probe: Arc::new(AtomicU64::new(0)),
         })
     }
 
-    /// Counts a timeout; whether enough came within the window to give up the connection.
-    fn keeps_timing_out(&self) -> bool {
-        let now = now_ms();
-        let start = self.window_start.load(Ordering::Relaxed);
-        if now.saturating_sub(start) > TIMEOUT_WINDOW.as_millis() as u64 {
-            self.window_start.store(now, Ordering::Relaxed);
-            self.timeouts.store(1, Ordering::Relaxed);
-            return false;
-        }
-        self.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= TIMEOUTS_BEFORE_RECONNECT
-    }
-
-    /// The error of a request to the log; requests that keep timing out drop the
-    /// connection for another server's (at most every few seconds). A connection to a server cut off from
-    /// the others by the network stays open, and the client (which pings only when idle)
-    /// would otherwise keep sending it every request until the network heals.
+    /// The error of a request to the log. A timeout has the connection's server probed
+    /// (at most every few seconds): a server cut off from the others by the network keeps
+    /// the connection open, and the client (which pings only when idle) would otherwise send
+    /// it every request until the network heals.
     fn failed(&self, what: impl std::fmt::Display, e: impl std::fmt::Display) -> ClusterError {
         let text = e.to_string();
         let timed_out = ["timed out", "deadline", "ack in time"]
             .iter()
             .any(|t| text.contains(t));
-        if timed_out && self.keeps_timing_out() {
-            let now = now_ms();
-            let last = self.last_reconnect.load(Ordering::Relaxed);
-            let due = now.saturating_sub(last) >= RECONNECT_AT_MOST_EVERY.as_millis() as u64;
-            if due
-                && self
-                    .last_reconnect
-                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                log::warn!("log: {what} timed out; connecting to another NATS server");
-                let client = self.client.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = client.force_reconnect().await {
-                        log::warn!("log: reconnecting: {e}");
-                    }
-                });
-            }
+        if timed_out {
+            self.probe_server();
         }
         log_error(what, text)
+    }
+
+    /// Asks the connection's server whether it reaches JetStream; reconnects to another
+    /// server when it does not answer in time.
+    fn probe_server(&self) {
+        let now = now_ms();
+        let last = self.last_probe.load(Ordering::Relaxed);
+        let due = now.saturating_sub(last) >= PROBE_AT_MOST_EVERY.as_millis() as u64;
+        if !due
+            || self
+                .last_probe
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let (js, client) = (self.js.clone(), self.client.clone());
+        tokio::spawn(async move {
+            let answer = tokio::time::timeout(PROBE_PATIENCE, js.query_account()).await;
+            let why = match answer {
+                Ok(Ok(_)) => return,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer in {} s", PROBE_PATIENCE.as_secs()),
+            };
+            log::warn!(
+                "log: the NATS server does not reach JetStream ({why}); connecting to another"
+            );
+            if let Err(e) = client.force_reconnect().await {
+                log::warn!("log: reconnecting: {e}");
+            }
+        });
     }
 
     /// Creates the stream `name` (subject `name`) if it is not there.
@@ -198,7 +223,7 @@ impl Log {
     /// trim of everything, the first is the last + 1.
     pub async fn bounds(&self, name: &str) -> Result<(u64, u64), ClusterError> {
         let mut s = self
-            .js
+            .js_info
             .get_stream(name)
             .await
             .map_err(|e| self.failed(format_args!("reading log {name}"), e))?;
@@ -213,7 +238,7 @@ impl Log {
     /// them); the sequences of the others do not change.
     pub async fn trim_below(&self, name: &str, below: u64) -> Result<(), ClusterError> {
         let s = self
-            .js
+            .js_info
             .get_stream(name)
             .await
             .map_err(|e| self.failed(format_args!("opening log {name}"), e))?;
@@ -235,7 +260,7 @@ impl Log {
     ) -> Result<impl futures_util::Stream<Item = Result<(u64, Bytes), ClusterError>>, ClusterError>
     {
         let s = self
-            .js
+            .js_info
             .get_stream(name)
             .await
             .map_err(|e| self.failed(format_args!("opening log {name}"), e))?;

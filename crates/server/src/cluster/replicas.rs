@@ -21,7 +21,11 @@ use super::{seeding, ClusterState};
 use crate::AppState;
 
 /// How long an applier waits for a message before it checks that its consumer is not stalled.
-const STALL_CHECK: Duration = Duration::from_secs(3);
+const STALL_CHECK: Duration = Duration::from_secs(2);
+
+/// How long an applier waits before following its log again after a failure (a log
+/// electing a stream leader answers again within seconds).
+const RETRY_AFTER: Duration = Duration::from_millis(500);
 
 /// Outcomes kept per replica for routers waiting on their writes.
 const OUTCOMES_KEPT: usize = 4096;
@@ -395,7 +399,7 @@ async fn apply_log(
     while is_current(&c, &local, &replica) {
         match follow_once(&c, &replica, &local, &stream, &mut mark).await {
             Ok(()) => {}
-            Err(Stop::Retry(e)) => log::warn!("cluster: replica {local}: {e}; retrying in 1 s"),
+            Err(Stop::Retry(e)) => log::warn!("cluster: replica {local}: {e}; retrying in 0.5 s"),
             Err(Stop::Behind(e)) => {
                 // Its next message was trimmed: it is made again from another replica (the
                 // node's next round of keeping replicas finds it without a mark). Until then
@@ -417,7 +421,7 @@ async fn apply_log(
                 }
             }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(RETRY_AFTER).await;
     }
 }
 
