@@ -1306,3 +1306,35 @@ def test_collection_recovered_from_its_snapshot_on_any_node(cluster):
     reps = read_replicas(cluster, name)
     owner = check_replicas(reps, shards=1, replicas=len(reps[0]))
     assert sorted(owner) == sorted(want)
+
+
+def test_lookups_into_another_cluster_collection(cluster):
+    """`lookup_from` and `with_lookup` name another cluster collection, whose points are on
+    other nodes than the replica answering: the router finds them."""
+    items, examples = "items", "examples"
+    create_and_wait(cluster, items, shards=1, replicas=1)
+    create_and_wait(cluster, examples, shards=2, replicas=1)
+    cluster.client(0).upsert(items, wait=True, points=[point(i, {"g": i % 4}) for i in range(40)])
+    far = {i: vectors_of([500 + i])[0] for i in range(8)}
+    cluster.client(1).upsert(examples, wait=True,
+                             points=[point(i, {"title": f"group {i}"}, far[i]) for i in range(8)])
+    for k in range(NODES):
+        client = cluster.client(k)
+        by_lookup = client.query_points(items, query=models.RecommendQuery(recommend=models.RecommendInput(
+            positive=[3, 5])), lookup_from=models.LookupLocation(collection=examples), limit=5).points
+        by_vectors = client.query_points(items, query=models.RecommendQuery(recommend=models.RecommendInput(
+            positive=[far[3].tolist(), far[5].tolist()])), limit=5).points
+        assert [p.id for p in by_lookup] == [p.id for p in by_vectors], k
+        nearest = client.query_points(items, query=6, lookup_from=models.LookupLocation(collection=examples),
+                                      limit=3).points
+        assert [p.id for p in nearest] == [p.id for p in client.query_points(
+            items, query=far[6].tolist(), limit=3).points], k
+        # A point the other collection lacks is a 404, as on one node.
+        with pytest.raises(UnexpectedResponse) as e:
+            client.query_points(items, query=99, lookup_from=models.LookupLocation(collection=examples))
+        assert e.value.status_code == 404, e.value
+        groups = client.query_points_groups(items, group_by="g", query=far[0].tolist(), limit=4, group_size=2,
+                                            with_lookup=models.WithLookup(collection=examples)).groups
+        assert sorted(g.id for g in groups) == [0, 1, 2, 3], groups
+        for g in groups:
+            assert g.lookup is not None and g.lookup.payload == {"title": f"group {g.id}"}, (k, g)

@@ -374,9 +374,51 @@ pub fn request(body: &Value, db: &Database) -> Result<QueryRequest> {
     node(body, true, db)
 }
 
+/// Every vector of `q` given as input (each may be a point id).
+fn inputs_mut(q: &mut Query) -> Vec<&mut VectorInput> {
+    match q {
+        Query::Nearest(v) | Query::NearestMmr { vector: v, .. } => vec![v],
+        Query::Recommend {
+            positive, negative, ..
+        } => positive.iter_mut().chain(negative.iter_mut()).collect(),
+        Query::Discover { target, context } => std::iter::once(target)
+            .chain(context.iter_mut().flat_map(|(p, n)| [p, n]))
+            .collect(),
+        Query::Context(pairs) => pairs.iter_mut().flat_map(|(p, n)| [p, n]).collect(),
+        Query::RelevanceFeedback {
+            target, feedback, ..
+        } => std::iter::once(target)
+            .chain(feedback.iter_mut().map(|(example, _)| example))
+            .collect(),
+        Query::OrderBy { .. } | Query::Fusion(_) | Query::Formula(_) | Query::Sample => Vec::new(),
+    }
+}
+
+/// The point ids a node of a query body (`query` with `lookup_from`) names as examples: what
+/// a router finds in the `lookup_from` collection and gives the node as
+/// `lookup_from.points` (`{"<id>": vector}`) when that collection is elsewhere.
+pub fn lookup_point_ids(node: &Value) -> Result<Vec<crate::PointId>> {
+    let Some(mut q) = node
+        .get("query")
+        .filter(|v| !v.is_null())
+        .map(query)
+        .transpose()?
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(inputs_mut(&mut q)
+        .into_iter()
+        .filter_map(|v| match v {
+            VectorInput::Point(id) => Some(*id),
+            _ => None,
+        })
+        .collect())
+}
+
 /// Replaces the point ids of `q` by their vectors in another collection (`lookup_from`:
-/// `{"collection", "vector"}`; the vector space defaults to the node's `using`). Such points
-/// are examples from elsewhere, so they are not left out of the results.
+/// `{"collection", "vector"}`; the vector space defaults to the node's `using`), or in the
+/// vectors a router found there (`"points": {"<id>": vector}`). Such points are examples from
+/// elsewhere, so they are not left out of the results.
 fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<()> {
     let name = lookup
         .get("collection")
@@ -386,6 +428,21 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
         .get("vector")
         .and_then(Value::as_str)
         .unwrap_or(using);
+    if let Some(given) = lookup.get("points").and_then(Value::as_object) {
+        for v in inputs_mut(q) {
+            let VectorInput::Point(id) = v else { continue };
+            let found = given
+                .get(&id.to_string())
+                .ok_or(DbError::PointNotFound(*id))?;
+            *v = match vector_input(found, "lookup_from.points")? {
+                VectorInput::Point(_) => {
+                    return Err(bad("lookup_from.points must hold vectors, not point ids"))
+                }
+                vector => vector,
+            };
+        }
+        return Ok(());
+    }
     let col = db
         .collection(name)
         .map_err(|_| DbError::NotFound(format!("Collection {name} not found")))?;
@@ -393,10 +450,8 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
     let known = config.dense_space(space).is_some()
         || config.sparse_space(space).is_some()
         || config.multi_space(space).is_some();
-    let resolve = |v: &mut VectorInput| -> Result<()> {
-        let VectorInput::Point(id) = v else {
-            return Ok(());
-        };
+    for v in inputs_mut(q) {
+        let VectorInput::Point(id) = v else { continue };
         let record = col
             .get(&[*id], false, true)?
             .pop()
@@ -417,39 +472,6 @@ fn look_up(q: &mut Query, lookup: &Value, using: &str, db: &Database) -> Result<
                 )))
             }
         };
-        Ok(())
-    };
-    match q {
-        Query::Nearest(v) | Query::NearestMmr { vector: v, .. } => resolve(v)?,
-        Query::Recommend {
-            positive, negative, ..
-        } => {
-            for v in positive.iter_mut().chain(negative.iter_mut()) {
-                resolve(v)?;
-            }
-        }
-        Query::Discover { target, context } => {
-            resolve(target)?;
-            for (p, n) in context {
-                resolve(p)?;
-                resolve(n)?;
-            }
-        }
-        Query::Context(pairs) => {
-            for (p, n) in pairs {
-                resolve(p)?;
-                resolve(n)?;
-            }
-        }
-        Query::RelevanceFeedback {
-            target, feedback, ..
-        } => {
-            resolve(target)?;
-            for (example, _) in feedback {
-                resolve(example)?;
-            }
-        }
-        Query::OrderBy { .. } | Query::Fusion(_) | Query::Formula(_) | Query::Sample => {}
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 mod aliases;
 mod calls;
 mod collections;
+mod lookups;
 mod merge;
 mod reads;
 mod replicas;
@@ -337,9 +338,20 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
         ("POST", "/points") => reads::retrieve(c, &map, r).await,
         ("POST", "/points/scroll") => reads::scroll(c, &map, r).await,
         ("POST", "/points/count") => reads::count(c, &map, r).await,
-        ("POST", "/points/search") | ("POST", "/points/query") => reads::scored(c, &map, r).await,
-        ("POST", "/points/search/batch") | ("POST", "/points/query/batch") => {
+        ("POST", "/points/search") => reads::scored(c, &map, r).await,
+        ("POST", "/points/query") => {
+            let mut r = r;
+            lookups::inline(c, &mut r).await?;
+            reads::scored(c, &map, r).await
+        }
+        ("POST", "/points/search/batch") => reads::scored_batch(c, &map, r).await,
+        ("POST", "/points/query/batch") => {
+            let mut r = r;
+            lookups::inline(c, &mut r).await?;
             reads::scored_batch(c, &map, r).await
+        }
+        ("POST", "/points/query/groups") | ("POST", "/points/search/groups") => {
+            lookups::groups(c, &map, r).await
         }
         ("GET", t) if t.starts_with("/points/") => reads::get_one(c, &map, r).await,
         // What reaches one shard is that shard's replica's to answer.
