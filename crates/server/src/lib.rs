@@ -236,6 +236,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             cluster::route,
         ))
+        .layer(axum::middleware::from_fn(checked_timeout))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authorize,
@@ -334,27 +335,38 @@ async fn strict_timeout(State(s): State<AppState>, req: Request, next: Next) -> 
 
 /// Qdrant's `?timeout=SECONDS`: past it the client gets 408. The work itself is not
 /// interrupted (a write may still be applied, as with Qdrant); only the wait ends.
-async fn deadline(req: Request, next: Next) -> Response {
-    let asked = query_param(req.uri().query(), "timeout").map(str::to_string);
-    let Some(asked) = asked else {
-        return next.run(req).await;
+/// A request's `timeout` parameter in seconds (`None` without one), or why it is refused.
+fn timeout_param(req: &Request) -> Result<Option<u64>, ApiError> {
+    let Some(asked) = query_param(req.uri().query(), "timeout") else {
+        return Ok(None);
     };
-    let secs = match asked.parse::<u64>() {
-        Ok(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => s,
+    match asked.parse::<u64>() {
+        Ok(s) if (1..=MAX_TIMEOUT_SECS).contains(&s) => Ok(Some(s)),
         // Qdrant's words for a zero timeout.
-        Ok(0) => {
-            return ApiError::validation_in(
-                "query parameters",
-                "timeout: value 0 invalid, must be 1 or larger",
-            )
-            .into_response()
-        }
-        _ => {
-            return ApiError::bad_request(format!(
+        Ok(0) => Err(ApiError::validation_in(
+            "query parameters",
+            "timeout: value 0 invalid, must be 1 or larger",
+        )),
+        _ => Err(ApiError::bad_request(format!(
             "timeout must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, not {asked:?}"
-        ))
-            .into_response()
-        }
+        ))),
+    }
+}
+
+/// Refuses a bad `timeout` before a cluster's router takes the request (which the node's own
+/// routes' `deadline` would not see).
+async fn checked_timeout(req: Request, next: Next) -> Response {
+    match timeout_param(&req) {
+        Ok(_) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn deadline(req: Request, next: Next) -> Response {
+    let secs = match timeout_param(&req) {
+        Ok(Some(secs)) => secs,
+        Ok(None) => return next.run(req).await,
+        Err(e) => return e.into_response(),
     };
     match tokio::time::timeout(std::time::Duration::from_secs(secs), next.run(req)).await {
         Ok(response) => response,

@@ -19,13 +19,20 @@ use crate::envelope::{ok, ApiError, ApiResult};
 use crate::{blocking, AppState};
 
 pub(crate) fn collection(s: &AppState, name: &str) -> Result<Arc<Collection>, ApiError> {
+    check_name_length(name)?;
+    Ok(s.db.collection(name)?)
+}
+
+/// A collection name in a path longer than any can be is a validation error (Qdrant's), not
+/// an unknown collection.
+pub(crate) fn check_name_length(name: &str) -> Result<(), ApiError> {
     if name.len() > 255 {
         return Err(ApiError::validation_in(
             "path parameters",
             "collection_name: value is too long, at most 255 bytes",
         ));
     }
-    Ok(s.db.collection(name)?)
+    Ok(())
 }
 
 pub async fn retrieve(

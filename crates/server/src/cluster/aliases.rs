@@ -53,6 +53,8 @@ async fn apply(c: &Arc<ClusterState>, body: &[u8]) -> Result<(), ApiError> {
             None => etcd_call(c, move |e| e.create(ALIASES_KEY, &value)).await?,
         };
         if written {
+            // Answered once every node resolves by the new aliases, as a creation is.
+            super::collections::wait_settled(c).await;
             return Ok(());
         }
     }

@@ -83,6 +83,14 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     // just joined gets its share).
     let (keys, revision) = etcd_call(c, |e| e.range_prefix(ROOT_PREFIX)).await?;
     let view = ClusterView::from_keys(&keys, revision);
+    if view.aliases.contains_key(&r.name) {
+        // The database's own refusal, as one node gives it.
+        return Err(DbError::InvalidInput(format!(
+            "Can't create collection with name {}. Alias with the same name already exists",
+            r.name
+        ))
+        .into());
+    }
     if view.collection(&r.name).is_some() {
         return Err(DbError::CollectionExists(r.name.clone()).into());
     }
@@ -400,6 +408,14 @@ async fn wait_for_replicas(c: &Arc<ClusterState>, name: &str, map: &CollectionMa
     }
 }
 
+/// Waits (bounded) until every live node has read the cluster as it is now (after a change
+/// this node made: the next request through any node finds it).
+pub(super) async fn wait_settled(c: &Arc<ClusterState>) {
+    if let Ok((_, now)) = etcd_call(c, |e| e.range_prefix(ROOT_PREFIX)).await {
+        wait_seen_everywhere(c, now, Instant::now() + CREATE_WAIT).await;
+    }
+}
+
 /// Waits (bounded) until every live node has read the cluster at etcd revision `revision`
 /// or later (its `GET /cluster` says which it read last).
 async fn wait_seen_everywhere(c: &Arc<ClusterState>, revision: i64, deadline: Instant) {
@@ -440,9 +456,7 @@ pub async fn delete(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
     if dropped {
         // Answered once every node routes without it (a request through any node right after
         // finds it gone), as a creation is.
-        if let Ok((_, now)) = etcd_call(c, move |e| e.range_prefix(&key)).await {
-            wait_seen_everywhere(c, now, Instant::now() + CREATE_WAIT).await;
-        }
+        wait_settled(c).await;
         super::aliases::forget_collection(c, &r.name).await;
         // Replicas are dropped by their nodes as they see the map go; the logs go now.
         if let Some(map) = map {

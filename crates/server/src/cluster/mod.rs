@@ -100,6 +100,7 @@ impl ClusterState {
     }
 
     fn collection(&self, name: &str) -> Result<CollectionMap, ApiError> {
+        crate::points::check_name_length(name)?;
         self.node
             .view()
             .collection(name)
@@ -115,9 +116,8 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     let path = req.uri().path().replace("%40", "@");
     let replica = path
         .strip_prefix("/collections/")
-        .map(|rest| rest.split('/').next().unwrap_or(""))
-        .filter(|name| name.contains('@'))
-        .map(str::to_string);
+        .map(|rest| decoded(rest.split('/').next().unwrap_or("")))
+        .filter(|name| name.contains('@'));
     let applying = req.headers().contains_key(APPLY_HEADER);
     let routed = req
         .headers()
@@ -191,8 +191,8 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         return next.run(req).await;
     };
     let (name, tail) = match rest.find('/') {
-        Some(at) => (rest[..at].to_string(), rest[at..].to_string()),
-        None => (rest.to_string(), String::new()),
+        Some(at) => (decoded(&rest[..at]), rest[at..].to_string()),
+        None => (decoded(rest), String::new()),
     };
     // An alias means its collection, except to create or drop a collection of that name.
     let name = if tail.is_empty() && (method == Method::PUT || method == Method::DELETE) {
@@ -223,6 +223,14 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
+}
+
+/// A collection name as a path segment carries it, percent-decoded (as the node's own API
+/// decodes it).
+fn decoded(segment: &str) -> String {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// A request on a cluster collection, as the router handles it.
