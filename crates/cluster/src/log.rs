@@ -18,7 +18,7 @@ use crate::ClusterError;
 pub struct Log {
     /// Appends: their acknowledgement may wait for a stream's leader to be elected.
     js: jetstream::Context,
-    /// Questions about a stream (its bounds, a consumer, a trim), answered at once by a
+    /// Questions about a stream (its bounds, a consumer), answered at once by a
     /// stream that has a leader: asked again soon rather than waited on while it has none
     /// (a follower stalled by an election must not wait out a long timeout).
     js_info: jetstream::Context,
@@ -238,7 +238,7 @@ impl Log {
     /// them); the sequences of the others do not change.
     pub async fn trim_below(&self, name: &str, below: u64) -> Result<(), ClusterError> {
         let s = self
-            .js_info
+            .js
             .get_stream(name)
             .await
             .map_err(|e| self.failed(format_args!("opening log {name}"), e))?;

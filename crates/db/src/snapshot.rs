@@ -173,8 +173,9 @@ impl Database {
     ) -> Result<SnapshotInfo> {
         let c = self.collection(collection)?;
         let dir = self.snapshot_dir_of(shelf)?;
+        // ':' is in no collection's name: a shard's staging never meets a collection's.
         let kind = if matches!(shelf, SnapshotsOf::Shard(_)) {
-            "shard-"
+            "shard:"
         } else {
             ""
         };

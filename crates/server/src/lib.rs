@@ -93,6 +93,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
+    snapshots::sweep_temporaries(&state.db.snapshots_dir());
     let c = "/collections/{name}";
     Router::new()
         .route("/", get(root))
@@ -181,7 +182,7 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{c}/snapshots/recover"), put(snapshots::recover))
         .route(
             &format!("{c}/snapshots/upload"),
-            post(shard_snapshots::upload_collection).layer(DefaultBodyLimit::disable()),
+            post(shard_snapshots::upload_collection),
         )
         .route(
             &format!("{c}/shards/{{shard}}/snapshots"),
@@ -193,7 +194,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             &format!("{c}/shards/{{shard}}/snapshots/upload"),
-            post(shard_snapshots::upload).layer(DefaultBodyLimit::disable()),
+            post(shard_snapshots::upload),
         )
         .route(
             &format!("{c}/shards/{{shard}}/snapshots/{{snapshot}}"),
@@ -236,7 +237,6 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             cluster::route,
         ))
-        .layer(axum::middleware::from_fn(checked_timeout))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authorize,
@@ -336,7 +336,7 @@ async fn strict_timeout(State(s): State<AppState>, req: Request, next: Next) -> 
 /// Qdrant's `?timeout=SECONDS`: past it the client gets 408. The work itself is not
 /// interrupted (a write may still be applied, as with Qdrant); only the wait ends.
 /// A request's `timeout` parameter in seconds (`None` without one), or why it is refused.
-fn timeout_param(req: &Request) -> Result<Option<u64>, ApiError> {
+pub(crate) fn timeout_param(req: &Request) -> Result<Option<u64>, ApiError> {
     let Some(asked) = query_param(req.uri().query(), "timeout") else {
         return Ok(None);
     };
@@ -350,15 +350,6 @@ fn timeout_param(req: &Request) -> Result<Option<u64>, ApiError> {
         _ => Err(ApiError::bad_request(format!(
             "timeout must be a whole number of seconds from 1 to {MAX_TIMEOUT_SECS}, not {asked:?}"
         ))),
-    }
-}
-
-/// Refuses a bad `timeout` before a cluster's router takes the request (which the node's own
-/// routes' `deadline` would not see).
-async fn checked_timeout(req: Request, next: Next) -> Response {
-    match timeout_param(&req) {
-        Ok(_) => next.run(req).await,
-        Err(e) => e.into_response(),
     }
 }
 

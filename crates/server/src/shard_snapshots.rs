@@ -8,7 +8,8 @@ use std::path::{Path as FsPath, PathBuf};
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
 use axum::response::Response;
 use diskvec_db::SnapshotsOf;
 use serde::Deserialize;
@@ -104,28 +105,36 @@ pub(crate) fn check_sha256(checksum: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-/// The multipart field `snapshot` of an upload, written to a hidden file in `dir`.
-pub(crate) async fn receive_upload(mut form: Multipart, dir: &FsPath) -> Result<PathBuf, ApiError> {
+/// The multipart field `snapshot` of an upload, streamed to a hidden file in `dir` (a
+/// snapshot may be larger than any request body is allowed to be in memory).
+pub(crate) async fn receive_upload(req: Request, dir: &FsPath) -> Result<PathBuf, ApiError> {
     use tokio::io::AsyncWriteExt;
     let bad = |e: String| ApiError::bad_request(format!("Bad request: the upload: {e}"));
-    tokio::fs::create_dir_all(dir)
-        .await
-        .map_err(|e| bad(e.to_string()))?;
+    let failed = |e: std::io::Error| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        message: format!("keeping the upload in {}: {e}", dir.display()),
+        retry_after: None,
+    };
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let boundary = multer::parse_boundary(content_type)
+        .map_err(|e| bad(format!("expected multipart/form-data: {e}")))?;
+    let mut form = multer::Multipart::new(req.into_body().into_data_stream(), boundary);
+    tokio::fs::create_dir_all(dir).await.map_err(failed)?;
     while let Some(mut field) = form.next_field().await.map_err(|e| bad(e.to_string()))? {
         if field.name() != Some("snapshot") {
             continue;
         }
         let path = temp_file(dir, "upload");
         let written = async {
-            let mut file = tokio::fs::File::create(&path)
-                .await
-                .map_err(|e| bad(e.to_string()))?;
+            let mut file = tokio::fs::File::create(&path).await.map_err(failed)?;
             while let Some(chunk) = field.chunk().await.map_err(|e| bad(e.to_string()))? {
-                file.write_all(&chunk)
-                    .await
-                    .map_err(|e| bad(e.to_string()))?;
+                file.write_all(&chunk).await.map_err(failed)?;
             }
-            file.sync_all().await.map_err(|e| bad(e.to_string()))
+            file.sync_all().await.map_err(failed)
         }
         .await;
         if let Err(e) = written {
@@ -143,11 +152,11 @@ pub async fn upload(
     State(s): State<AppState>,
     Path((name, shard)): Path<(String, u32)>,
     Query(q): Query<UploadParams>,
-    form: Multipart,
+    req: Request,
 ) -> ApiResult {
     check_sha256(q.checksum.as_deref())?;
     only_shard(&s, &name, shard)?;
-    restore_upload(s, name, q, form).await
+    restore_upload(s, name, q, req).await
 }
 
 /// `POST /collections/{name}/snapshots/upload?checksum=`: the same for a collection.
@@ -155,14 +164,14 @@ pub async fn upload_collection(
     State(s): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<UploadParams>,
-    form: Multipart,
+    req: Request,
 ) -> ApiResult {
     check_sha256(q.checksum.as_deref())?;
-    restore_upload(s, name, q, form).await
+    restore_upload(s, name, q, req).await
 }
 
-async fn restore_upload(s: AppState, name: String, q: UploadParams, form: Multipart) -> ApiResult {
-    let path = receive_upload(form, &s.db.snapshots_dir()).await?;
+async fn restore_upload(s: AppState, name: String, q: UploadParams, req: Request) -> ApiResult {
+    let path = receive_upload(req, &s.db.snapshots_dir()).await?;
     maybe_wait(q.wait.or(Some(true)), move || {
         let restored = s.db.restore_collection(&name, &path, q.checksum.as_deref());
         let _ = std::fs::remove_file(&path);

@@ -185,12 +185,17 @@ fn source(location: &str, snapshots: &FsPath) -> Result<Source, ApiError> {
         return Ok(Source::File(real));
     }
     if location.starts_with("http://") {
-        let host = location
+        let authority = location
             .trim_start_matches("http://")
-            .split(['/', '?'])
+            .split(['/', '?', '#'])
             .next()
             .unwrap_or_default();
-        let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        // `user@host`: the host is after the `@` (`localhost:1@elsewhere` is elsewhere).
+        let host = if authority.contains(['@', '\\']) {
+            authority
+        } else {
+            authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+        };
         if !["localhost", "127.0.0.1", "[::1]"].contains(&host) {
             return Err(ApiError::bad_request(format!(
                 "Bad request: snapshots are fetched from loopback URLs only, not {host:?}"
@@ -202,6 +207,23 @@ fn source(location: &str, snapshots: &FsPath) -> Result<Source, ApiError> {
         "Bad request: snapshot location must be a file:// path or an http:// loopback URL, \
          got {location:?}"
     )))
+}
+
+/// Removes the hidden files a previous run left in `dir` while receiving or fetching a
+/// snapshot (a request dropped mid-way, the process killed).
+pub(crate) fn sweep_temporaries(dir: &FsPath) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = [".upload-", ".download-", ".copy-"]
+            .iter()
+            .any(|p| name.starts_with(p));
+        if ours && e.path().is_file() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// A fresh hidden file name in `dir` (hidden: never listed as a snapshot).

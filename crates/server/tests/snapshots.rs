@@ -106,14 +106,22 @@ async fn snapshot_paths_outside_the_snapshots_directory_are_refused() {
         StatusCode::BAD_REQUEST,
     )
     .await;
-    let remote = json!({"location": "http://example.com/x.snapshot"});
-    api.err(
-        "PUT",
-        "/collections/c/snapshots/recover",
-        remote,
-        StatusCode::BAD_REQUEST,
-    )
-    .await;
+    // Another host, also behind a loopback-looking user part.
+    for location in [
+        "http://example.com/x.snapshot",
+        "http://localhost:1@example.com/x.snapshot",
+        "http://127.0.0.1@example.com:80/x.snapshot",
+    ] {
+        let why = api
+            .err(
+                "PUT",
+                "/collections/c/snapshots/recover",
+                json!({ "location": location }),
+                StatusCode::BAD_REQUEST,
+            )
+            .await;
+        assert!(why.contains("loopback"), "{location}: {why}");
+    }
     // Full snapshots: made, listed, deleted.
     let made = api.ok("POST", "/snapshots?wait=true", json!({})).await;
     let name = made["name"].as_str().unwrap();

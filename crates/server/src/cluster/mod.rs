@@ -145,6 +145,10 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     let Some(cluster) = s.cluster.clone() else {
         return next.run(req).await;
     };
+    // Refused here as the node's own routes refuse it (they do not see what is routed).
+    if let Err(e) = crate::timeout_param(&req) {
+        return e.into_response();
+    }
     let started = Instant::now();
     let query = req.uri().query().map(str::to_string);
     if path == "/cluster" && method == Method::GET {

@@ -142,6 +142,7 @@ pub fn start(state: AppState) {
         return;
     };
     seeding::clear_incoming(&c.marks_dir);
+    super::restores::sweep(&c);
     seeding::start_trimming(Arc::clone(&c));
     tokio::spawn(async move {
         let mut changes = c.node.watch();

@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Multipart, Request};
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use diskvec_cluster::map::replica_name;
 use diskvec_cluster::CollectionMap;
-use diskvec_db::{Database, DbError};
+
 use serde_json::{json, Value};
 
 use super::replicas::{Outcome, Stop};
@@ -86,10 +86,7 @@ pub async fn upload(
     if let Some(map) = map {
         check_shard(map, &r.name, shard)?;
     }
-    let form = Multipart::from_request(req, &())
-        .await
-        .map_err(|e| ApiError::bad_request(format!("Bad request: the upload: {e}")))?;
-    let file = receive_upload(form, &restores_dir(c)).await?;
+    let file = receive_upload(req, &restores_dir(c)).await?;
     restore(c, map, r, shard, file, checksum).await
 }
 
@@ -113,33 +110,44 @@ async fn restore(
     file: PathBuf,
     checksum: Option<String>,
 ) -> Result<Response, ApiError> {
-    let (kept, sum) = keep_checked(c, file, checksum).await?;
+    let checked = keep_checked(c, file, checksum).await?;
     let created;
     let map = match map {
         Some(map) => map,
-        None => match create_for(c, &r, &kept).await {
+        None => match create_for(c, &r, checked.params).await {
             Ok(map) => {
                 created = map;
                 &created
             }
             Err(e) => {
-                let _ = std::fs::remove_file(&kept);
+                let _ = std::fs::remove_file(&checked.kept);
                 return Err(e);
             }
         },
     };
-    publish_restore(c, map, &r, shard, kept, sum).await
+    publish_restore(c, map, &r, shard, checked.kept, checked.sum).await
 }
 
-/// The snapshot moved to where replicas fetch it from, with its SHA-256: refused (and
-/// removed) unless it is a whole collection snapshot with the checksum asked.
+/// A snapshot file the replicas may restore.
+struct Checked {
+    /// Where replicas fetch it from.
+    kept: PathBuf,
+    /// Its SHA-256, hex.
+    sum: String,
+    /// Its collection's parameters as the API describes them (`config.params`).
+    params: Value,
+}
+
+/// The snapshot moved to where replicas fetch it from: refused (and removed) unless it has
+/// the checksum asked and restores here, whole, as a collection (a trial restore under a
+/// scratch name, then dropped). So a replica that cannot restore it has a problem of its own
+/// (a disk full), which it retries; it never records a refusal the others would not.
 async fn keep_checked(
     c: &ClusterState,
     file: PathBuf,
     checksum: Option<String>,
-) -> Result<(PathBuf, String), ApiError> {
+) -> Result<Checked, ApiError> {
     let dir = restores_dir(c);
-    remove_old_files(&dir);
     let kept = dir.join(format!(
         "{}.snapshot",
         file.file_name()
@@ -147,22 +155,29 @@ async fn keep_checked(
             .to_string_lossy()
             .trim_start_matches('.')
     ));
-    let (from, to) = (file.clone(), kept.clone());
+    let (db, from, to) = (Arc::clone(&c.db), file.clone(), kept.clone());
+    let scratch = format!("recovering-{}", crate::snapshots::unique_suffix());
     let checked = crate::blocking(move || {
+        remove_old_files(&dir);
         let sum = diskvec_db::file_checksum(&from)?;
         if let Some(want) = checksum.filter(|w| !w.eq_ignore_ascii_case(&sum)) {
             return Err(ApiError::bad_request(format!(
                 "Bad request: Snapshot checksum mismatch: expected {want}, got {sum}"
             )));
         }
-        Database::check_collection_snapshot(&from).map_err(crate::snapshots::given_snapshot)?;
+        let info = db
+            .restore_collection(&scratch, &from, None)
+            .map_err(crate::snapshots::given_snapshot)?
+            .info();
+        let _ = db.drop_collection(&scratch);
         std::fs::rename(&from, &to)
             .map_err(|e| ApiError::unavailable(format!("{}: {e}", to.display())))?;
-        Ok(sum)
+        let params = crate::convert::collection_info(&info, &[])["config"]["params"].clone();
+        Ok((sum, params))
     })
     .await;
     match checked {
-        Ok(sum) => Ok((kept, sum)),
+        Ok((sum, params)) => Ok(Checked { kept, sum, params }),
         Err(e) => {
             let _ = std::fs::remove_file(&file);
             Err(e)
@@ -170,32 +185,30 @@ async fn keep_checked(
     }
 }
 
-/// Creates collection `r.name` of one shard, configured as the snapshot's collection is (its
-/// settings read from a copy restored here for the purpose, then dropped).
+/// Creates collection `r.name` of one shard, its vectors configured as the snapshot's
+/// collection's (`params`); its replicas as the cluster's defaults place them.
 async fn create_for(
     c: &Arc<ClusterState>,
     r: &Routed,
-    snapshot: &Path,
+    mut params: Value,
 ) -> Result<CollectionMap, ApiError> {
-    let (db, path) = (Arc::clone(&c.db), snapshot.to_path_buf());
-    let scratch = format!("recovering-{}", crate::snapshots::unique_suffix());
-    let params = crate::blocking(move || {
-        let info = db
-            .restore_collection(&scratch, &path, None)
-            .map_err(crate::snapshots::given_snapshot)?
-            .info();
-        let _ = db.drop_collection(&scratch);
-        Ok(crate::convert::collection_info(&info, &[])["config"]["params"].clone())
-    })
-    .await?;
-    let mut body = params;
-    body["shard_number"] = json!(1);
+    if let Some(p) = params.as_object_mut() {
+        // A local collection's description says one replica: not the cluster's layout.
+        for layout in [
+            "replication_factor",
+            "write_consistency_factor",
+            "sharding_method",
+        ] {
+            p.remove(layout);
+        }
+    }
+    params["shard_number"] = json!(1);
     let create = Routed {
         method: Method::PUT,
         name: r.name.clone(),
         tail: String::new(),
         query: None,
-        body: Bytes::from(body.to_string()),
+        body: Bytes::from(params.to_string()),
         started: r.started,
     };
     super::collections::create(c, create).await?;
@@ -264,7 +277,7 @@ async fn publish_restore(
 }
 
 /// Once every live replica of `shard` applied the restore at `seq` (or `UNFETCHED_KEPT`
-/// passed), trims the log below it and removes the file.
+/// passed), trims the log past it and removes the file.
 async fn retire(
     c: Arc<ClusterState>,
     map: CollectionMap,
@@ -294,20 +307,41 @@ async fn retire(
             all &= applied.is_some_and(|a| a >= seq);
         }
         if all {
+            // The restore itself goes too: a replica that was away, or is made later, then
+            // finds the log starting past it and copies a replica restored since, rather than
+            // replaying the messages it replaced (or asking for this file again).
             let stream = map.stream_name(&name, shard);
-            match c.log.trim_below(&stream, seq).await {
-                Ok(()) => log::info!(
-                    "cluster: {name} shard {shard} restored at message {seq}; its log trimmed below it"
+            match c.log.trim_below(&stream, seq + 1).await {
+                Ok(()) => {
+                    log::info!(
+                        "cluster: {name} shard {shard} restored at message {seq}; its log trimmed past it"
+                    );
+                    break;
+                }
+                Err(e) => log::warn!(
+                    "cluster: trimming {name} shard {shard} past its restore: {e}; trying again"
                 ),
-                Err(e) => log::warn!("cluster: trimming {name} shard {shard} below its restore: {e}"),
             }
-            break;
         }
     }
-    let _ = std::fs::remove_file(&file);
+    let _ = tokio::fs::remove_file(&file).await;
 }
 
-/// Restore files left by a node that died before retiring them.
+/// At a node's start: restore files its previous run did not retire (their replicas had an
+/// hour), and downloads a router was forwarding when it died.
+pub fn sweep(c: &ClusterState) {
+    remove_old_files(&restores_dir(c));
+    let Ok(entries) = std::fs::read_dir(&c.marks_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(".forwarded-") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Restore files older than an hour: left by a node that died before retiring them.
 fn remove_old_files(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -337,10 +371,11 @@ pub async fn file_endpoint(c: &ClusterState, file: &str) -> Response {
 }
 
 /// Applies a restore message to the local replica `local`: fetches the file, checks it, and
-/// replaces the replica's data. A snapshot the database refuses is refused on every replica
-/// alike (the same bytes); a file that cannot be fetched now is fetched again; one that is
-/// gone means the shard was restored and its log trimmed past this replica, which is then
-/// rebuilt from another.
+/// replaces the replica's data. The router restored the same bytes before publishing, so a
+/// failure here is this node's (the file damaged on the way, a disk full): retried, never
+/// recorded as a refusal the other replicas would not make. A file the router no longer has
+/// (404) means every live replica applied the restore and the log was trimmed past it (or an
+/// hour went by): this replica is rebuilt from another, restored since.
 pub async fn apply(
     c: &ClusterState,
     local: &str,
@@ -368,13 +403,13 @@ pub async fn apply(
         )
         .await;
     if let Err(e) = fetched {
-        let _ = std::fs::remove_file(&into);
-        let gone = e.status == StatusCode::NOT_FOUND || !c.node.view().is_alive(node);
+        let _ = tokio::fs::remove_file(&into).await;
         let why = format!(
             "fetching the snapshot of restore {seq} from {node}: {}",
             e.message
         );
-        return Err(if gone {
+        // A node away (restarting, cut off) still has the file: waited for.
+        return Err(if e.status == StatusCode::NOT_FOUND {
             Stop::Behind(why)
         } else {
             Stop::Retry(why)
@@ -386,36 +421,27 @@ pub async fn apply(
         into.clone(),
         checksum.to_string(),
     );
-    // Err((true, why)): the database refuses the snapshot (so does every replica);
-    // Err((false, why)): this node could not restore it now.
     let restored = tokio::task::spawn_blocking(move || {
-        let got = diskvec_db::file_checksum(&path).map_err(|e| (false, e.to_string()))?;
+        let got = diskvec_db::file_checksum(&path).map_err(|e| e.to_string())?;
         if !got.eq_ignore_ascii_case(&want) {
-            return Err((
-                false,
-                format!("the snapshot fetched has checksum {got}, not {want}"),
+            return Err(format!(
+                "the snapshot fetched has checksum {got}, not {want}"
             ));
         }
         db.restore_collection(&l, &path, None)
             .map(|_| ())
-            .map_err(|e| match e {
-                DbError::Corrupt { .. } | DbError::InvalidInput(_) | DbError::BadRequest(_) => {
-                    (true, ApiError::from(e).message)
-                }
-                other => (false, other.to_string()),
-            })
+            .map_err(|e| e.to_string())
     })
     .await
-    .unwrap_or_else(|e| Err((false, e.to_string())));
-    let _ = std::fs::remove_file(&into);
+    .unwrap_or_else(|e| Err(e.to_string()));
+    let _ = tokio::fs::remove_file(&into).await;
     match restored {
         Ok(()) => Ok(Some(Outcome {
             seq,
             status: 200,
             body: json!({"result": true, "status": "ok"}),
         })),
-        Err((true, why)) => Ok(Some(refused(seq, &why))),
-        Err((false, why)) => Err(Stop::Retry(format!("restoring {local}: {why}"))),
+        Err(why) => Err(Stop::Retry(format!("restoring {local}: {why}"))),
     }
 }
 

@@ -61,12 +61,11 @@ fn shard_of(map: &CollectionMap, name: &str, shelf: Shelf) -> Result<u32, ApiErr
     }
 }
 
-/// The path on the holder's replica that means the same shelf.
-fn replica_path(local: &str, shelf: Shelf, rest: &str) -> String {
-    match shelf {
-        Shelf::Shard(_) => format!("/collections/{local}/shards/0{rest}"),
-        Shelf::Collection => format!("/collections/{local}{rest}"),
-    }
+/// The path on the holder's replica: its shard shelf, for a shard's snapshots and for a
+/// one-shard collection's own (the replica's collection shelf holds the snapshots made to
+/// seed other replicas, removed once fetched or an hour old).
+fn replica_path(local: &str, rest: &str) -> String {
+    format!("/collections/{local}/shards/0{rest}")
 }
 
 /// A snapshot request on collection `r.name` (`map`: `None` when it does not exist, which
@@ -93,19 +92,34 @@ pub async fn handle(
     let shard = shard_of(map, &r.name, shelf)?;
     match (m, rest) {
         ("PUT", "/snapshots/recover") => restores::recover(c, Some(map), r, shard).await,
-        ("GET", "/snapshots") | ("POST", "/snapshots") => {
-            forward(c, map, &r, shard, shelf, rest).await
-        }
+        ("GET", "/snapshots") | ("POST", "/snapshots") => forward(c, map, &r, shard, rest).await,
         ("DELETE", file) if file.starts_with("/snapshots/") => {
-            forward(c, map, &r, shard, shelf, rest).await
+            plain_name(&file["/snapshots/".len()..])?;
+            forward(c, map, &r, shard, rest).await
         }
         ("GET", file) if file.starts_with("/snapshots/") => {
-            download(c, map, &r, shard, shelf, &file["/snapshots/".len()..]).await
+            let name = &file["/snapshots/".len()..];
+            plain_name(name)?;
+            download(c, map, &r, shard, name).await
         }
         _ => Err(ApiError::not_found(format!(
             "{m} /collections/{}{}",
             r.name, r.tail
         ))),
+    }
+}
+
+/// A snapshot's name as the request's path gives it (still percent-encoded): a plain file
+/// name of ours, or not found, before it is put into a path to another node (where `..` or
+/// an encoded `/` would name something else).
+fn plain_name(name: &str) -> Result<(), ApiError> {
+    let plain = name.ends_with(".snapshot")
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\', '%', '?', '#']);
+    if plain {
+        Ok(())
+    } else {
+        Err(DbError::NotFound(format!("Snapshot {name} not found")).into())
     }
 }
 
@@ -132,12 +146,11 @@ async fn forward(
     map: &CollectionMap,
     r: &Routed,
     shard: u32,
-    shelf: Shelf,
     rest: &str,
 ) -> Result<Response, ApiError> {
     let node = holder(c, map, &r.name, shard)?;
     let local = replica_name(&r.name, shard);
-    let mut path = replica_path(&local, shelf, rest);
+    let mut path = replica_path(&local, rest);
     if let Some(q) = r.query.as_deref().filter(|q| !q.is_empty()) {
         path = format!("{path}?{q}");
     }
@@ -161,21 +174,16 @@ async fn download(
     map: &CollectionMap,
     r: &Routed,
     shard: u32,
-    shelf: Shelf,
     file: &str,
 ) -> Result<Response, ApiError> {
     let node = holder(c, map, &r.name, shard)?;
     let local = replica_name(&r.name, shard);
     if node == c.node.me.id {
-        let of = match shelf {
-            Shelf::Shard(_) => SnapshotsOf::Shard(&local),
-            Shelf::Collection => SnapshotsOf::Collection(&local),
-        };
-        let path = c.db.snapshot_file(of, file)?;
+        let path = c.db.snapshot_file(SnapshotsOf::Shard(&local), file)?;
         return crate::snapshots::file_response(&path).await;
     }
     let into = crate::snapshots::temp_file(&c.marks_dir, "forwarded");
-    let path = replica_path(&local, shelf, &format!("/snapshots/{file}"));
+    let path = replica_path(&local, &format!("/snapshots/{file}"));
     let fetched = c
         .download(&node, &Method::GET, &path, &into, SNAPSHOT_PATIENCE)
         .await;
