@@ -62,6 +62,10 @@ pub struct ClusterState {
     http: ureq::Agent,
     api_key: Option<String>,
     replicas: Mutex<HashMap<String, Arc<replicas::LocalReplica>>>,
+    /// Replicas found behind their log (its next message gone, or a restore's file): made
+    /// again by copying another replica, however short the log, since replaying it would
+    /// meet the same gap.
+    copy_next: Mutex<std::collections::HashSet<String>>,
     /// Spreads reads over a shard's replicas.
     turn: AtomicUsize,
     /// Messages a shard's log keeps below its slowest live replica (`--log-retain`).
@@ -89,6 +93,7 @@ impl ClusterState {
                 .build(),
             api_key,
             replicas: Mutex::new(HashMap::new()),
+            copy_next: Mutex::default(),
             turn: AtomicUsize::new(0),
             log_retain,
         })

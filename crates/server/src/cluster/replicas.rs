@@ -231,6 +231,10 @@ async fn unregister(c: &ClusterState, local: &str) {
 
 async fn drop_replica(state: &AppState, c: &ClusterState, local: &str) -> Result<(), String> {
     unregister(c, local).await;
+    c.copy_next
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(local);
     let (db, dir, name) = (
         Arc::clone(&state.db),
         c.marks_dir.clone(),
@@ -277,14 +281,23 @@ async fn open_replica(
         .bounds(&map.stream_name(name, shard))
         .await
         .map_err(|e| e.to_string())?;
-    if seeding::should_copy(first, last) {
+    let behind = c
+        .copy_next
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(local);
+    if behind || seeding::should_copy(first, last) {
         if let Some(seq) = seeding::from_snapshot(c, name, shard, map).await? {
+            c.copy_next
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(local);
             write_mark(c, local, map.uid, seq).await?;
             return start_applier(c, local, name, shard, map, seq);
         }
-        if first > 1 {
+        if first > 1 || behind {
             return Err(format!(
-                "replica {local}: no live replica to copy, and the log starts at message {first}: waiting for one"
+                "replica {local}: no live replica to copy, and its log cannot be replayed (it starts at message {first}, or has a gap): waiting for one"
             ));
         }
     }
@@ -413,6 +426,10 @@ async fn apply_log(
                         .unwrap_or_else(|p| p.into_inner())
                         .remove(&local);
                 }
+                c.copy_next
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(local.clone());
                 drop(mark.take());
                 let (dir, l) = (c.marks_dir.clone(), local.clone());
                 match tokio::task::spawn_blocking(move || AppliedMark::remove(&dir, &l)).await {
