@@ -335,44 +335,6 @@ impl Database {
         result
     }
 
-    /// Whether `archive` is a collection snapshot this build restores (its header and
-    /// manifest are there), without unpacking it: reads only the entries' headers.
-    pub fn check_collection_snapshot(archive: &Path) -> Result<()> {
-        let bad = |m: String| DbError::Corrupt {
-            path: archive.to_path_buf(),
-            message: m,
-        };
-        let file = File::open(archive).map_err(file_error(archive))?;
-        let mut tar = tar::Archive::new(file);
-        let mut header: Option<Header> = None;
-        let mut manifest = false;
-        for entry in tar
-            .entries_with_seek()
-            .map_err(|e| bad(format!("not a snapshot archive: {e}")))?
-        {
-            let mut entry = entry.map_err(|e| bad(format!("damaged archive: {e}")))?;
-            let path = entry
-                .path()
-                .map_err(|e| bad(format!("damaged archive: {e}")))?
-                .into_owned();
-            if path == Path::new(HEADER_FILE) {
-                let mut text = String::new();
-                entry
-                    .read_to_string(&mut text)
-                    .map_err(|e| bad(format!("damaged header: {e}")))?;
-                header =
-                    Some(serde_json::from_str(&text).map_err(|e| bad(format!("bad header: {e}")))?);
-            } else if path == Path::new("collection").join(MANIFEST_FILE) {
-                manifest = true;
-            }
-        }
-        check_collection_header(header.as_ref()).map_err(bad)?;
-        if !manifest {
-            return Err(bad("the snapshot has no manifest".into()));
-        }
-        Ok(())
-    }
-
     fn unpack_collection(&self, archive: &Path, into: &Path) -> Result<()> {
         let bad = |m: String| DbError::Corrupt {
             path: archive.to_path_buf(),
@@ -380,7 +342,7 @@ impl Database {
         };
         let file = File::open(archive).map_err(file_error(archive))?;
         let mut tar = tar::Archive::new(file);
-        let mut header: Option<Header> = None;
+        let mut has_header = false;
         fs::create_dir_all(into).map_err(file_error(into))?;
         for entry in tar
             .entries()
@@ -396,8 +358,12 @@ impl Database {
                 entry
                     .read_to_string(&mut text)
                     .map_err(|e| bad(format!("damaged header: {e}")))?;
-                header =
-                    Some(serde_json::from_str(&text).map_err(|e| bad(format!("bad header: {e}")))?);
+                let read: Header =
+                    serde_json::from_str(&text).map_err(|e| bad(format!("bad header: {e}")))?;
+                // Said at once (the header is written first): another kind of snapshot is
+                // named as such, not by the first entry a collection's would not have.
+                check_collection_header(&read).map_err(bad)?;
+                has_header = true;
                 continue;
             }
             let Ok(inside) = path.strip_prefix("collection") else {
@@ -414,7 +380,9 @@ impl Database {
                 return Err(bad(format!("entry {} leaves the archive", path.display())));
             }
         }
-        check_collection_header(header.as_ref()).map_err(bad)?;
+        if !has_header {
+            return Err(bad("no snapshot header: not a diskvec snapshot".into()));
+        }
         // Entries were unpacked under `into/collection/`; the collection is that directory.
         let nested = into.join("collection");
         if !nested.join(MANIFEST_FILE).is_file() {
@@ -433,16 +401,15 @@ impl Database {
 }
 
 /// Why a snapshot's header is not that of a collection snapshot this build restores.
-fn check_collection_header(header: Option<&Header>) -> std::result::Result<(), String> {
-    match header {
-        None => Err("no snapshot header: not a diskvec snapshot".into()),
-        Some(h) if h.format != FORMAT || h.kind != "collection" => Err(format!(
+fn check_collection_header(h: &Header) -> std::result::Result<(), String> {
+    if h.format != FORMAT || h.kind != "collection" {
+        return Err(format!(
             "a {} snapshot of format {}; this build restores collection snapshots of format \
              {FORMAT}",
             h.kind, h.format
-        )),
-        Some(_) => Ok(()),
+        ));
     }
+    Ok(())
 }
 
 /// Makes every file and directory under `dir` durable.

@@ -1218,6 +1218,15 @@ def http_error(call):
     return e.value.code, json.loads(e.value.read())["status"]["error"]
 
 
+def fetch_snapshot(cluster, k, shelf, made):
+    """The bytes of snapshot `made` (as its creation answered) on `shelf` (a path ending in
+    /snapshots), fetched through node k: the file its checksum was taken of."""
+    with urllib.request.urlopen(f"{cluster.node_url(k)}{shelf}/{made['name']}") as r:
+        data = r.read()
+    assert hashlib.sha256(data).hexdigest() == made["checksum"]
+    return data
+
+
 def test_shard_snapshots_restore_every_replica_alike(cluster):
     name = "snaps"
     create_and_wait(cluster, name, shards=2, replicas=2)
@@ -1228,9 +1237,7 @@ def test_shard_snapshots_restore_every_replica_alike(cluster):
     for k in range(NODES):
         listed = cluster.get(k, f"/collections/{name}/shards/0/snapshots")
         assert [(s["name"], s["checksum"]) for s in listed] == [(made["name"], made["checksum"])], (k, listed)
-    with urllib.request.urlopen(cluster.node_url(2) + f"/collections/{name}/shards/0/snapshots/{made['name']}") as r:
-        snapshot = r.read()
-    assert hashlib.sha256(snapshot).hexdigest() == made["checksum"]
+    snapshot = fetch_snapshot(cluster, 2, f"/collections/{name}/shards/0/snapshots", made)
     at_snapshot = next(iter(read_replicas(cluster, name)[0].values()))
     assert len(at_snapshot) > 50
 
@@ -1286,9 +1293,7 @@ def test_collection_recovered_from_its_snapshot_on_any_node(cluster):
     want = {i: {"n": i} for i in range(120)}
     cluster.client(1).upsert(name, wait=True, points=[point(i, p) for i, p in want.items()])
     made = http_json(cluster.node_url(0) + f"/collections/{name}/snapshots?wait=true", {})["result"]
-    with urllib.request.urlopen(cluster.node_url(2) + f"/collections/{name}/snapshots/{made['name']}") as r:
-        snapshot = r.read()
-    assert hashlib.sha256(snapshot).hexdigest() == made["checksum"]
+    snapshot = fetch_snapshot(cluster, 2, f"/collections/{name}/snapshots", made)
     assert cluster.client(2).delete_collection(name)
     for k in range(NODES):
         assert not cluster.client(k).collection_exists(name)

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::envelope::{ok, ApiError, ApiResult};
 use crate::snapshots::{
-    file_response, given_snapshot, maybe_wait, restore, temp_file, RecoverRequest, WaitParam,
+    file_response, maybe_wait, restore, restore_file, temp_file, RecoverRequest, WaitParam,
 };
 use crate::{blocking, AppState};
 
@@ -173,10 +173,7 @@ pub async fn upload_collection(
 async fn restore_upload(s: AppState, name: String, q: UploadParams, req: Request) -> ApiResult {
     let path = receive_upload(req, &s.db.snapshots_dir()).await?;
     maybe_wait(q.wait.or(Some(true)), move || {
-        let restored = s.db.restore_collection(&name, &path, q.checksum.as_deref());
-        let _ = std::fs::remove_file(&path);
-        restored.map_err(given_snapshot)?;
-        Ok(true)
+        restore_file(&s, &name, &path, true, q.checksum.as_deref())
     })
     .await
 }

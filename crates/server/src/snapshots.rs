@@ -309,9 +309,21 @@ pub async fn recover(
 pub(crate) fn restore(s: &AppState, name: &str, request: RecoverRequest) -> Result<bool, ApiError> {
     let checksum = request.checksum.clone();
     let (path, fetched) = request.fetch(&s.db.snapshots_dir())?;
-    let restored = s.db.restore_collection(name, &path, checksum.as_deref());
-    if fetched {
-        let _ = std::fs::remove_file(&path);
+    restore_file(s, name, &path, fetched, checksum.as_deref())
+}
+
+/// Replaces collection `name` with the snapshot in `path`, a copy made for this (fetched,
+/// uploaded) removed after when `ours`.
+pub(crate) fn restore_file(
+    s: &AppState,
+    name: &str,
+    path: &FsPath,
+    ours: bool,
+    checksum: Option<&str>,
+) -> Result<bool, ApiError> {
+    let restored = s.db.restore_collection(name, path, checksum);
+    if ours {
+        let _ = std::fs::remove_file(path);
     }
     restored.map_err(given_snapshot)?;
     Ok(true)

@@ -257,16 +257,22 @@ impl ClusterState {
         Ok(Answer { status, body })
     }
 
-    /// The live replicas of `shard`, in the order to ask them: this node's first, then the
-    /// others starting from a turn that moves with every request (spreading the reads).
-    pub(super) fn live_replicas(&self, map: &CollectionMap, shard: u32) -> Vec<String> {
+    /// The live replicas of `shard` in the order the shard's placement lists them (every node
+    /// names the same first one).
+    pub(super) fn placed_live(&self, map: &CollectionMap, shard: u32) -> Vec<String> {
         let view = self.node.view();
-        let mut live: Vec<String> = map.shards[shard as usize]
+        map.shards[shard as usize]
             .replicas
             .iter()
             .filter(|r| view.is_alive(r))
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// The live replicas of `shard`, in the order to ask them: this node's first, then the
+    /// others starting from a turn that moves with every request (spreading the reads).
+    pub(super) fn live_replicas(&self, map: &CollectionMap, shard: u32) -> Vec<String> {
+        let mut live = self.placed_live(map, shard);
         if let Some(me) = live.iter().position(|r| *r == self.node.me.id) {
             let mine = live.remove(me);
             live.insert(0, mine);

@@ -3,14 +3,14 @@
 //! replaces its data at the same place in the log's order.
 //!
 //! The node that took the request keeps the snapshot file (`<db>/cluster/restores/`),
-//! checked whole (its checksum, a collection snapshot's header) before the message is
-//! published; each replica fetches it when it applies the message, checks it against the
-//! checksum the message carries (a damaged transfer is fetched again, never taken for a
-//! refusal), and restores its local collection from it. Once every live replica applied it,
-//! the log is trimmed below it: a replica that was away, or made later, copies a replica
-//! restored since instead of replaying messages the restore replaced. The file is kept until
-//! then (at most `UNFETCHED_KEPT`); a replica that finds it gone is rebuilt from another
-//! replica's snapshot.
+//! checked whole (its checksum, a trial restore) before the message is published; each
+//! replica fetches it when it applies the message, checks it against the checksum the
+//! message carries, and restores its local collection from it (a failure there is the
+//! node's own, retried, never a refusal). Once every live replica applied it, the log is
+//! trimmed past it: a replica that was away, or made later, copies a replica restored since
+//! instead of replaying messages the restore replaced. The file is kept until then (at most
+//! `UNFETCHED_KEPT`); a replica that finds it gone is rebuilt from another replica's
+//! snapshot.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +20,6 @@ use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use diskvec_cluster::map::replica_name;
 use diskvec_cluster::CollectionMap;
 
 use serde_json::{json, Value};
@@ -43,17 +42,15 @@ fn restores_dir(c: &ClusterState) -> PathBuf {
 }
 
 /// `PUT /collections/<c>/shards/<shard>/snapshots/recover` (and the collection's own
-/// recovery when it has one shard); `map` is `None` when the collection does not exist, which
-/// the recovery creates (one shard, configured as the snapshot's collection).
+/// recovery when it has one shard), `shard` one of the map's active shards; `map` is `None`
+/// when the collection does not exist, which the recovery creates (one shard, configured as
+/// the snapshot's collection).
 pub async fn recover(
     c: &Arc<ClusterState>,
     map: Option<&CollectionMap>,
     r: Routed,
     shard: u32,
 ) -> Result<Response, ApiError> {
-    if let Some(map) = map {
-        check_shard(map, &r.name, shard)?;
-    }
     let request = RecoverRequest::parse(&r.body, &c.db.snapshots_dir())?;
     let checksum = request.checksum.clone();
     let dir = restores_dir(c);
@@ -83,21 +80,8 @@ pub async fn upload(
 ) -> Result<Response, ApiError> {
     let checksum = crate::query_param(r.query.as_deref(), "checksum").map(str::to_string);
     check_sha256(checksum.as_deref())?;
-    if let Some(map) = map {
-        check_shard(map, &r.name, shard)?;
-    }
     let file = receive_upload(req, &restores_dir(c)).await?;
     restore(c, map, r, shard, file, checksum).await
-}
-
-fn check_shard(map: &CollectionMap, name: &str, shard: u32) -> Result<(), ApiError> {
-    if map.active_shards().contains(&shard) {
-        Ok(())
-    } else {
-        Err(ApiError::not_found(format!(
-            "Not found: Shard {shard} of collection `{name}` does not exist"
-        )))
-    }
 }
 
 /// Checks the snapshot in `file` (removed if refused), creates the collection if `map` is
@@ -225,17 +209,9 @@ async fn publish_restore(
     kept: PathBuf,
     sum: String,
 ) -> Result<Response, ApiError> {
-    let live = map.shards[shard as usize]
-        .replicas
-        .iter()
-        .filter(|n| c.node.view().is_alive(n))
-        .count();
-    if live < map.write_consistency_factor as usize {
+    if let Err(e) = super::writes::enough_live(c, map, &r.name, shard) {
         let _ = std::fs::remove_file(&kept);
-        return Err(ApiError::unavailable(format!(
-            "shard {shard} of {} has {live} live replicas, fewer than its write_consistency_factor {}",
-            r.name, map.write_consistency_factor
-        )));
+        return Err(e);
     }
     let message = LogMessage {
         method: RESTORE.into(),
@@ -286,27 +262,20 @@ async fn retire(
     seq: u64,
     file: PathBuf,
 ) {
-    let local = replica_name(&name, shard);
     let until = Instant::now() + UNFETCHED_KEPT;
     while Instant::now() < until {
         tokio::time::sleep(RETIRE_CHECK).await;
-        let view = c.node.view();
-        let Some(now) = view.collection(&name).filter(|m| m.uid == map.uid) else {
+        let Some(now) = c
+            .node
+            .view()
+            .collection(&name)
+            .filter(|m| m.uid == map.uid)
+            .cloned()
+        else {
             break;
         };
-        let mut all = true;
-        for node in now.shards[shard as usize]
-            .replicas
-            .iter()
-            .filter(|n| view.is_alive(n))
-        {
-            let applied = super::writes::applied_now(&c, node, &local, map.uid)
-                .await
-                .ok()
-                .and_then(|a| a.result().get("applied").and_then(Value::as_u64));
-            all &= applied.is_some_and(|a| a >= seq);
-        }
-        if all {
+        let all = super::writes::lowest_applied(&c, &now, &name, shard).await;
+        if all.is_ok_and(|lowest| lowest >= seq) {
             // The restore itself goes too: a replica that was away, or is made later, then
             // finds the log starting past it and copies a replica restored since, rather than
             // replaying the messages it replaced (or asking for this file again).

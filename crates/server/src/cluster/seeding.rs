@@ -218,11 +218,7 @@ pub fn start_trimming(c: Arc<ClusterState>) {
             let view = c.node.view();
             for (name, (map, _)) in &view.collections {
                 for shard in map.active_shards() {
-                    let first_live = map.shards[shard as usize]
-                        .replicas
-                        .iter()
-                        .find(|n| view.is_alive(n));
-                    if first_live != Some(&c.node.me.id) {
+                    if c.placed_live(map, shard).first() != Some(&c.node.me.id) {
                         continue;
                     }
                     if let Err(e) = trim(&c, name, shard, map).await {
@@ -242,19 +238,7 @@ async fn trim(
     shard: u32,
     map: &CollectionMap,
 ) -> Result<(), String> {
-    let local = replica_name(name, shard);
-    let mut lowest = u64::MAX;
-    for node in c.live_replicas(map, shard) {
-        let answer = super::writes::applied_now(c, &node, &local, map.uid)
-            .await
-            .map_err(|e| e.message)?;
-        let applied = answer
-            .result()
-            .get("applied")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| format!("{node} does not say where its replica is: {}", answer.body))?;
-        lowest = lowest.min(applied);
-    }
+    let lowest = super::writes::lowest_applied(c, map, name, shard).await?;
     if lowest == u64::MAX || lowest <= c.log_retain {
         return Ok(());
     }

@@ -130,15 +130,9 @@ fn holder(
     name: &str,
     shard: u32,
 ) -> Result<String, ApiError> {
-    let view = c.node.view();
-    map.shards[shard as usize]
-        .replicas
-        .iter()
-        .find(|n| view.is_alive(n))
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::unavailable(format!("shard {shard} of {name} has no live replica"))
-        })
+    c.placed_live(map, shard).into_iter().next().ok_or_else(|| {
+        ApiError::unavailable(format!("shard {shard} of {name} has no live replica"))
+    })
 }
 
 async fn forward(

@@ -88,18 +88,9 @@ pub async fn write(
     .into_iter()
     .map(|msgs| msgs.iter().map(|m| Bytes::from(m.to_bytes())).collect())
     .collect();
-    let view = c.node.view();
     for (shard, msgs) in parts.iter().enumerate() {
-        let live = map.shards[shard]
-            .replicas
-            .iter()
-            .filter(|n| view.is_alive(n))
-            .count();
-        if !msgs.is_empty() && live < map.write_consistency_factor as usize {
-            return Err(ApiError::unavailable(format!(
-                "shard {shard} of {} has {live} live replicas, fewer than its write_consistency_factor {}",
-                r.name, map.write_consistency_factor
-            )));
+        if !msgs.is_empty() {
+            enough_live(c, map, &r.name, shard as u32)?;
         }
         if let Some(m) = msgs.iter().find(|m| m.len() > LOG_MESSAGE_LIMIT) {
             return Err(ApiError {
@@ -336,6 +327,48 @@ pub(super) async fn wait_applied(
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// Refuses a write to `shard` while it has fewer live replicas than its
+/// `write_consistency_factor` (it could not be acknowledged).
+pub(super) fn enough_live(
+    c: &ClusterState,
+    map: &CollectionMap,
+    name: &str,
+    shard: u32,
+) -> Result<(), ApiError> {
+    let live = c.placed_live(map, shard).len();
+    if live < map.write_consistency_factor as usize {
+        return Err(ApiError::unavailable(format!(
+            "shard {shard} of {name} has {live} live replicas, fewer than its write_consistency_factor {}",
+            map.write_consistency_factor
+        )));
+    }
+    Ok(())
+}
+
+/// The lowest message the live replicas of `shard` have applied (`u64::MAX` when none is
+/// live), or why one of them did not say.
+pub(super) async fn lowest_applied(
+    c: &ClusterState,
+    map: &CollectionMap,
+    name: &str,
+    shard: u32,
+) -> Result<u64, String> {
+    let local = replica_name(name, shard);
+    let mut lowest = u64::MAX;
+    for node in c.placed_live(map, shard) {
+        let answer = applied_now(c, &node, &local, map.uid)
+            .await
+            .map_err(|e| e.message)?;
+        let applied = answer
+            .result()
+            .get("applied")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("{node} does not say where its replica is: {}", answer.body))?;
+        lowest = lowest.min(applied);
+    }
+    Ok(lowest)
 }
 
 /// What node `node`'s replica `local` of incarnation `uid` says of itself now (`applied`,
