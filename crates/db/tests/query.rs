@@ -643,3 +643,42 @@ fn relevance_feedback_scores_by_the_naive_formula() {
     let err = diskvec_db::query::json::request(&empty, &db).unwrap_err();
     assert!(matches!(err, diskvec_db::DbError::Validation(_)), "{err}");
 }
+
+/// Examples a cluster router found on other shards (`example_vectors`) are compared by the
+/// vectors given, and their points are left out of the results as examples by id are.
+#[test]
+fn examples_found_elsewhere_score_by_their_given_vectors_and_are_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let col = collection(&db);
+    // Point 7's vector handed in as the vector of id 5 (as if 5 were elsewhere with it):
+    // the answer is 7's neighbours, 7 first, less point 5.
+    let given = clustered_vector(7, 6, 4);
+    let ask = |id: u64| {
+        let body = json!({"query": {"recommend": {"positive": [id]}}, "limit": 6,
+                          "params": {"exact": true},
+                          "example_vectors": {id.to_string(): given}});
+        let req = diskvec_db::query::json::request(&body, &db).unwrap();
+        ids(&col.query(&req, false, false).unwrap())
+    };
+    let by_vector = ids(&col.query(&nearest(given.clone(), 8), false, false).unwrap());
+    assert_eq!(by_vector[0], 7);
+    let but = |id: u64| -> Vec<u64> {
+        by_vector
+            .iter()
+            .copied()
+            .filter(|&i| i != id)
+            .take(6)
+            .collect()
+    };
+    assert_eq!(ask(5), but(5));
+    // Given as its own vector, 7 is an example: left out.
+    assert_eq!(ask(7), but(7));
+    // An id it does not give is looked up here, and a point id in place of a vector refused.
+    let body = json!({"query": {"nearest": 9}, "limit": 3,
+                      "example_vectors": {"5": given}});
+    let req = diskvec_db::query::json::request(&body, &db).unwrap();
+    assert!(!ids(&col.query(&req, false, false).unwrap()).contains(&9));
+    let bad = json!({"query": {"nearest": 9}, "example_vectors": {"9": 4}});
+    assert!(diskvec_db::query::json::request(&bad, &db).is_err());
+}

@@ -1358,3 +1358,80 @@ def test_lookups_into_another_cluster_collection(cluster):
         assert sorted(g.id for g in groups) == [0, 1, 2, 3], groups
         for g in groups:
             assert g.lookup is not None and g.lookup.payload == {"title": f"group {g.id}"}, (k, g)
+
+
+def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
+    """Queries a replica cannot answer alone on a collection of several shards (examples by
+    point id, fusion, groups, facets, listing) answer as the same data on one shard does."""
+    whole, split = "one_shard", "three_shards"
+    create_and_wait(cluster, whole, shards=1, replicas=1)
+    create_and_wait(cluster, split, shards=3, replicas=1)
+    points = [point(i, {"g": i % 4, "c": "xyz"[i % 3]}) for i in range(150)]
+    for name in (whole, split):
+        cluster.client(0).upsert(name, wait=True, points=points)
+    exact = models.SearchParams(exact=True)
+    f_even = models.Filter(must=[models.FieldCondition(key="g", match=models.MatchAny(any=[0, 2]))])
+
+    def same(what, ask, k):
+        a, b = ask(cluster.client(k), whole), ask(cluster.client(k), split)
+        assert [(p.id, round(p.score, 4)) for p in a] == [(p.id, round(p.score, 4)) for p in b], (what, k)
+        assert [p.payload for p in a] == [p.payload for p in b], (what, k)
+        return b
+
+    queries = {
+        "recommend": lambda c, n: c.query_points(n, query=models.RecommendQuery(recommend=models.RecommendInput(
+            positive=[3, 40], negative=[7])), limit=7, search_params=exact, with_payload=True).points,
+        "best_score": lambda c, n: c.query_points(n, query=models.RecommendQuery(recommend=models.RecommendInput(
+            positive=[3, 40], negative=[7], strategy=models.RecommendStrategy.BEST_SCORE)), limit=5,
+            query_filter=f_even).points,
+        "nearest_id": lambda c, n: c.query_points(n, query=11, limit=6, search_params=exact).points,
+        "discover": lambda c, n: c.query_points(n, query=models.DiscoverQuery(discover=models.DiscoverInput(
+            target=20, context=[models.ContextPair(positive=21, negative=22)])), limit=5).points,
+        "rrf": lambda c, n: c.query_points(n, prefetch=[
+            models.Prefetch(query=vectors_of([1000])[0].tolist(), limit=20, params=exact),
+            models.Prefetch(query=5, filter=f_even, limit=15, params=exact)],
+            query=models.FusionQuery(fusion=models.Fusion.RRF), limit=8, offset=2, with_payload=True).points,
+        "dbsf": lambda c, n: c.query_points(n, prefetch=[
+            models.Prefetch(query=vectors_of([1001])[0].tolist(), limit=12, params=exact),
+            models.Prefetch(query=vectors_of([1002])[0].tolist(), limit=12, params=exact)],
+            query=models.FusionQuery(fusion=models.Fusion.DBSF), limit=6).points,
+        # Each shard re-scores its own prefetch, as Qdrant's shards do: with every point
+        # prefetched, the same points as on one shard.
+        "rescore": lambda c, n: c.query_points(n, prefetch=models.Prefetch(
+            query=vectors_of([1003])[0].tolist(), limit=150, params=exact),
+            query=vectors_of([1004])[0].tolist(), limit=5).points,
+        "listing": lambda c, n: c.query_points(n, query_filter=f_even, limit=9, offset=4).points,
+    }
+    for k in range(NODES):
+        for what, ask in queries.items():
+            got = same(what, ask, k)
+            assert got, (what, k)
+            if what in ("recommend", "nearest_id"):
+                assert not {3, 40, 7, 11} & {p.id for p in got}, (what, got)
+        batch = [models.QueryRequest(query=models.RecommendQuery(recommend=models.RecommendInput(positive=[i])),
+                                     limit=4, params=exact) for i in (1, 2)]
+        a = cluster.client(k).query_batch_points(whole, requests=batch)
+        b = cluster.client(k).query_batch_points(split, requests=batch)
+        assert [[p.id for p in r.points] for r in a] == [[p.id for p in r.points] for r in b], k
+
+        ga = cluster.client(k).query_points_groups(whole, group_by="c", query=vectors_of([1005])[0].tolist(),
+                                                   limit=2, group_size=4, search_params=exact).groups
+        gb = cluster.client(k).query_points_groups(split, group_by="c", query=vectors_of([1005])[0].tolist(),
+                                                   limit=2, group_size=4, search_params=exact).groups
+        assert [(g.id, [h.id for h in g.hits]) for g in ga] == [(g.id, [h.id for h in g.hits]) for g in gb], k
+        gb = cluster.client(k).query_points_groups(split, group_by="g", query=60, limit=3, group_size=2,
+                                                   search_params=exact).groups
+        assert len(gb) == 3 and all(len(g.hits) == 2 and 60 not in [h.id for h in g.hits] for g in gb), gb
+
+        fa = cluster.client(k).facet(whole, key="c", exact=True)
+        fb = cluster.client(k).facet(split, key="c", exact=True)
+        assert [(h.value, h.count) for h in fa.hits] == [(h.value, h.count) for h in fb.hits] == [
+            ("x", 50), ("y", 50), ("z", 50)], (k, fa, fb)
+        fb = cluster.client(k).facet(split, key="g", facet_filter=f_even, limit=1, exact=True)
+        assert [(h.value, h.count) for h in fb.hits] == [(0, 38)], fb
+
+        # An example that is nowhere is a 404, as on one node.
+        with pytest.raises(UnexpectedResponse) as e:
+            cluster.client(k).query_points(split, query=models.RecommendQuery(
+                recommend=models.RecommendInput(positive=[9999])))
+        assert e.value.status_code == 404, e.value

@@ -18,7 +18,7 @@ pub enum FacetValue {
 }
 
 impl FacetValue {
-    fn of(v: &Value) -> Option<Self> {
+    pub fn of(v: &Value) -> Option<Self> {
         match v {
             Value::String(s) => Some(Self::Keyword(s.clone())),
             Value::Bool(b) => Some(Self::Bool(*b)),

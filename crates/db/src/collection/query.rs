@@ -357,6 +357,10 @@ impl Inner {
         examples: &mut Examples,
     ) -> Result<Prepared> {
         let given = match v {
+            VectorInput::Found { id, vector } => {
+                examples.insert(*id);
+                return self.prepare(vector, space, using, examples);
+            }
             VectorInput::Point(id) => {
                 examples.insert(*id);
                 let record = self.records(&[*id], false, true)?;

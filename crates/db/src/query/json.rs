@@ -76,7 +76,7 @@ fn pairs(v: &Value, what: &str) -> Result<Vec<(VectorInput, VectorInput)>> {
 }
 
 /// Qdrant's `QueryInterface`.
-fn query(v: &Value) -> Result<Query> {
+pub fn query(v: &Value) -> Result<Query> {
     let Value::Object(m) = v else {
         return Ok(Query::Nearest(vector_input(v, "query")?));
     };
@@ -320,6 +320,11 @@ fn node(body: &Value, top: bool, db: &Database) -> Result<QueryRequest> {
     if let (Some(lookup), Some(q)) = (body.get("lookup_from").filter(|v| !v.is_null()), &mut q) {
         let using = body.get("using").and_then(Value::as_str).unwrap_or("");
         look_up(q, lookup, using, db)?;
+    } else if let (Some(found), Some(q)) = (
+        body.get("example_vectors").and_then(Value::as_object),
+        &mut q,
+    ) {
+        with_found_vectors(q, found)?;
     }
     let limit = match body.get("limit") {
         None | Some(Value::Null) => DEFAULT_LIMIT,
@@ -413,6 +418,26 @@ pub fn lookup_point_ids(node: &Value) -> Result<Vec<crate::PointId>> {
             _ => None,
         })
         .collect())
+}
+
+/// Gives each point id of `q` the vector a router found for it on another shard
+/// (`"example_vectors": {"<id>": vector}` in a node of a query on a collection of several
+/// shards); ids it did not find are looked up here.
+fn with_found_vectors(q: &mut Query, found: &serde_json::Map<String, Value>) -> Result<()> {
+    for v in inputs_mut(q) {
+        let VectorInput::Point(id) = v else { continue };
+        let Some(given) = found.get(&id.to_string()) else {
+            continue;
+        };
+        let vector = match vector_input(given, "example_vectors")? {
+            VectorInput::Point(_) => {
+                return Err(bad("example_vectors must hold vectors, not point ids"))
+            }
+            vector => Box::new(vector),
+        };
+        *v = VectorInput::Found { id: *id, vector };
+    }
+    Ok(())
 }
 
 /// Replaces the point ids of `q` by their vectors in another collection (`lookup_from`:

@@ -5,7 +5,7 @@
 
 pub mod formula;
 pub mod json;
-pub(crate) mod score;
+pub mod score;
 
 use crate::filter::Filter;
 use crate::vectors::SparseVector;
@@ -20,6 +20,12 @@ pub enum VectorInput {
     /// Several vectors, for a multivector space.
     Multi(Vec<Vec<f32>>),
     Point(PointId),
+    /// A point of this collection whose vector a cluster router found on another shard
+    /// (`example_vectors`): compared by that vector, left out of the results as `Point` is.
+    Found {
+        id: PointId,
+        vector: Box<VectorInput>,
+    },
 }
 
 /// How a recommendation turns its examples into scores.

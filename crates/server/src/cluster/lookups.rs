@@ -17,13 +17,15 @@ use super::{reads, ClusterState, Routed};
 use crate::envelope::ApiError;
 
 /// The points of a cluster collection `name` (an alias is followed) with these ids, as a
-/// retrieve through the router answers them: `{"id", "payload"?, "vector"?}` each.
-async fn points_of(
+/// retrieve through the router answers them: `{"id", "payload"?, "vector"?}` each. `query`:
+/// the query string of the request they serve (its `consistency` holds for them too).
+pub(super) async fn points_of(
     c: &Arc<ClusterState>,
     name: &str,
     ids: &[PointId],
     with_payload: Value,
     with_vector: Value,
+    query: Option<String>,
 ) -> Result<Vec<Value>, ApiError> {
     let name = c.node.view().resolve(name).to_string();
     let map = c
@@ -38,7 +40,7 @@ async fn points_of(
         method: Method::POST,
         name,
         tail: "/points".into(),
-        query: None,
+        query,
         body: Bytes::from(body.to_string()),
         started: std::time::Instant::now(),
     };
@@ -67,7 +69,7 @@ async fn decode(answer: Response) -> Result<(axum::http::StatusCode, Value), Api
 
 /// The vector of `space` in a retrieved point's `vector` (the unnamed space's is the value
 /// itself).
-fn vector_in(point: &Value, space: &str) -> Option<Value> {
+pub(super) fn vector_in(point: &Value, space: &str) -> Option<Value> {
     match &point["vector"] {
         Value::Object(named) if !named.contains_key("indices") => named.get(space).cloned(),
         v @ (Value::Array(_) | Value::Object(_)) if space.is_empty() => Some(v.clone()),
@@ -94,7 +96,7 @@ async fn resolve_node(c: &Arc<ClusterState>, node: &mut Value) -> Result<(), Api
     if ids.is_empty() {
         return Ok(());
     }
-    let found = points_of(c, &collection, &ids, json!(false), json!(true)).await?;
+    let found = points_of(c, &collection, &ids, json!(false), json!(true), None).await?;
     let mut points = Map::new();
     for id in &ids {
         let point = found
@@ -149,46 +151,38 @@ pub async fn inline(c: &Arc<ClusterState>, r: &mut Routed) -> Result<(), ApiErro
     Ok(())
 }
 
-/// `/points/query/groups`, `/points/search/groups` on a collection of one shard: the
-/// replica groups the hits, and each group gets its `lookup` here.
-pub async fn groups(
-    c: &Arc<ClusterState>,
-    map: &diskvec_cluster::CollectionMap,
-    mut r: Routed,
-) -> Result<Response, ApiError> {
-    inline(c, &mut r).await?;
-    let mut body = r.json()?;
-    let Some(with_lookup) = body.as_object_mut().and_then(|b| b.remove("with_lookup")) else {
-        return reads::forward_whole(c, map, r).await;
-    };
-    let (collection, with_payload, with_vector) =
-        match &with_lookup {
-            Value::Null => return reads::forward_whole(c, map, r).await,
-            Value::String(name) => (name.clone(), json!(true), json!(false)),
-            Value::Object(o) => (
-                o.get("collection")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| ApiError::bad_request("with_lookup.collection is missing"))?
-                    .to_string(),
-                o.get("with_payload").cloned().unwrap_or(json!(true)),
-                o.get("with_vectors")
-                    .or_else(|| o.get("with_vector"))
-                    .cloned()
-                    .unwrap_or(json!(false)),
-            ),
-            _ => return Err(ApiError::bad_request(
-                "with_lookup must be a collection name or {collection, with_payload, with_vectors}",
-            )),
-        };
-    r.body = Bytes::from(body.to_string());
-    let (status, mut answer) = decode(reads::forward_whole(c, map, r).await?).await?;
-    if !status.is_success() {
-        return Ok((status, axum::Json(answer)).into_response());
+/// What a groups request's `with_lookup` asks: the collection, and what of its points is
+/// shown (`with_payload`, `with_vectors`); `None` without one.
+pub(super) type LookupSpec = (String, Value, Value);
+
+pub(super) fn lookup_spec(with_lookup: &Value) -> Result<Option<LookupSpec>, ApiError> {
+    match with_lookup {
+        Value::Null => Ok(None),
+        Value::String(name) => Ok(Some((name.clone(), json!(true), json!(false)))),
+        Value::Object(o) => Ok(Some((
+            o.get("collection")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ApiError::bad_request("with_lookup.collection is missing"))?
+                .to_string(),
+            o.get("with_payload").cloned().unwrap_or(json!(true)),
+            o.get("with_vectors")
+                .or_else(|| o.get("with_vector"))
+                .cloned()
+                .unwrap_or(json!(false)),
+        ))),
+        _ => Err(ApiError::bad_request(
+            "with_lookup must be a collection name or {collection, with_payload, with_vectors}",
+        )),
     }
-    let groups = answer["result"]["groups"]
-        .as_array_mut()
-        .map(std::mem::take)
-        .unwrap_or_default();
+}
+
+/// Each group with its `lookup`: the point of the group's id in the lookup collection.
+pub(super) async fn attach(
+    c: &Arc<ClusterState>,
+    spec: LookupSpec,
+    groups: Vec<Value>,
+) -> Result<Vec<Value>, ApiError> {
+    let (collection, with_payload, with_vector) = spec;
     // A group's id names the point looked up (ids that cannot be point ids find none).
     let ids: Vec<PointId> = groups
         .iter()
@@ -197,9 +191,9 @@ pub async fn groups(
     let found = if ids.is_empty() {
         Vec::new()
     } else {
-        points_of(c, &collection, &ids, with_payload, with_vector).await?
+        points_of(c, &collection, &ids, with_payload, with_vector, None).await?
     };
-    let groups: Vec<Value> = groups
+    Ok(groups
         .into_iter()
         .map(|mut g| {
             let id = PointId::from_json(&g["id"]).ok();
@@ -211,7 +205,34 @@ pub async fn groups(
             }
             g
         })
-        .collect();
-    answer["result"]["groups"] = Value::Array(groups);
+        .collect())
+}
+
+/// `/points/query/groups`, `/points/search/groups` on a collection of one shard: the
+/// replica groups the hits, and each group gets its `lookup` here.
+pub async fn groups(
+    c: &Arc<ClusterState>,
+    map: &diskvec_cluster::CollectionMap,
+    mut r: Routed,
+) -> Result<Response, ApiError> {
+    inline(c, &mut r).await?;
+    let mut body = r.json()?;
+    let with_lookup = body
+        .as_object_mut()
+        .and_then(|b| b.remove("with_lookup"))
+        .unwrap_or(Value::Null);
+    let Some(spec) = lookup_spec(&with_lookup)? else {
+        return reads::forward_whole(c, map, r).await;
+    };
+    r.body = Bytes::from(body.to_string());
+    let (status, mut answer) = decode(reads::forward_whole(c, map, r).await?).await?;
+    if !status.is_success() {
+        return Ok((status, axum::Json(answer)).into_response());
+    }
+    let groups = answer["result"]["groups"]
+        .as_array_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    answer["result"]["groups"] = Value::Array(attach(c, spec, groups).await?);
     Ok((status, axum::Json(answer)).into_response())
 }

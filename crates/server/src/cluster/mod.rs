@@ -11,8 +11,10 @@
 mod aliases;
 mod calls;
 mod collections;
+mod groups;
 mod lookups;
 mod merge;
+mod queries;
 mod reads;
 mod replicas;
 mod restores;
@@ -281,11 +283,21 @@ impl Routed {
 
     /// A read of a shard's replica with this request's method, path, query and `consistency`.
     pub fn shard_read(&self, body: Bytes) -> calls::ShardRead {
+        self.shard_read_at(&self.tail, body)
+    }
+
+    /// A POST to `tail` of a shard's replica, with this request's query and `consistency`:
+    /// a step of a request the router answers from several reads.
+    pub fn shard_read_at(&self, tail: &str, body: Bytes) -> calls::ShardRead {
         calls::ShardRead {
-            method: self.method.clone(),
+            method: if tail == self.tail {
+                self.method.clone()
+            } else {
+                Method::POST
+            },
             tail: match &self.query {
-                Some(q) if !q.is_empty() => format!("{}?{q}", self.tail),
-                _ => self.tail.clone(),
+                Some(q) if !q.is_empty() => format!("{tail}?{q}"),
+                _ => tail.to_string(),
             },
             body,
             fresh: self.wants_fresh(),
@@ -356,20 +368,13 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
         ("POST", "/points/scroll") => reads::scroll(c, &map, r).await,
         ("POST", "/points/count") => reads::count(c, &map, r).await,
         ("POST", "/points/search") => reads::scored(c, &map, r).await,
-        ("POST", "/points/query") => {
-            let mut r = r;
-            lookups::inline(c, &mut r).await?;
-            reads::scored(c, &map, r).await
-        }
+        ("POST", "/points/query") => queries::query(c, &map, r).await,
         ("POST", "/points/search/batch") => reads::scored_batch(c, &map, r).await,
-        ("POST", "/points/query/batch") => {
-            let mut r = r;
-            lookups::inline(c, &mut r).await?;
-            reads::scored_batch(c, &map, r).await
-        }
+        ("POST", "/points/query/batch") => queries::batch(c, &map, r).await,
         ("POST", "/points/query/groups") | ("POST", "/points/search/groups") => {
-            lookups::groups(c, &map, r).await
+            groups::groups(c, &map, r).await
         }
+        ("POST", "/facet") => groups::facet(c, &map, r).await,
         ("GET", t) if t.starts_with("/points/") => reads::get_one(c, &map, r).await,
         // What reaches one shard is that shard's replica's to answer.
         _ if m == "GET" || m == "POST" => reads::forward_whole(c, &map, r).await,

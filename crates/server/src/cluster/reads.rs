@@ -16,7 +16,7 @@ use super::split::without_shard_key;
 use super::{ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
 
-fn usize_field(body: &Value, field: &str, default: usize) -> Result<usize, ApiError> {
+pub(super) fn usize_field(body: &Value, field: &str, default: usize) -> Result<usize, ApiError> {
     match body.get(field) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v.as_u64().map(|n| n as usize).ok_or_else(|| {
@@ -27,7 +27,7 @@ fn usize_field(body: &Value, field: &str, default: usize) -> Result<usize, ApiEr
 
 /// The shards a read reaches (by its `shard_key`; every shard when it names none) and its
 /// body as their replicas take it (without the key: a replica holds one shard).
-fn reached(map: &CollectionMap, body: &Value) -> Result<(Vec<u32>, Value), ApiError> {
+pub(super) fn reached(map: &CollectionMap, body: &Value) -> Result<(Vec<u32>, Value), ApiError> {
     let selector = KeySelector::of(body).map_err(ApiError::bad_request)?;
     let shards = map
         .shards_reached(&selector)
@@ -239,7 +239,7 @@ pub async fn scroll(
 /// Whether a query's answer can be merged from the shards' answers by score: a vector (dense
 /// or sparse) to search by, with no prefetch to fuse. Queries by a point's id, recommend,
 /// discover, fusion and order_by need a step above the shards that is not built yet.
-fn merges_by_score(search: &Value, is_query: bool) -> bool {
+pub(super) fn merges_by_score(search: &Value, is_query: bool) -> bool {
     if !is_query {
         return true;
     }
@@ -257,7 +257,7 @@ fn merges_by_score(search: &Value, is_query: bool) -> bool {
 /// Whether the metric of the space a search runs in ranks higher scores first (similarities)
 /// or lower (Euclid and Manhattan distances); `None` when the configuration does not say
 /// (a sparse space: higher first, as the merge then reads from the lists).
-fn higher_first(map: &CollectionMap, search: &Value, is_query: bool) -> Option<bool> {
+pub(super) fn higher_first(map: &CollectionMap, search: &Value, is_query: bool) -> Option<bool> {
     let vectors = map.config.get("vectors")?;
     let space = if is_query {
         search.get("using").and_then(Value::as_str).unwrap_or("")
@@ -278,7 +278,7 @@ fn higher_first(map: &CollectionMap, search: &Value, is_query: bool) -> Option<b
 }
 
 /// A search asked of every shard for its best `limit + offset`.
-fn per_shard_search(search: &Value) -> Result<(Value, usize, usize), ApiError> {
+pub(super) fn per_shard_search(search: &Value) -> Result<(Value, usize, usize), ApiError> {
     if !search.is_object() {
         return Err(ApiError::bad_request("a search must be a JSON object"));
     }
@@ -291,7 +291,7 @@ fn per_shard_search(search: &Value) -> Result<(Value, usize, usize), ApiError> {
 }
 
 /// The scored list of one answer: `search` answers a list, `query` an object with `points`.
-fn scored_list(result: &Value) -> Vec<Value> {
+pub(super) fn scored_list(result: &Value) -> Vec<Value> {
     match result {
         Value::Array(list) => list.clone(),
         other => other["points"].as_array().cloned().unwrap_or_default(),

@@ -1,0 +1,230 @@
+//! Groups (`/points/query/groups`, `/points/search/groups`) and facets (`/facet`) on a
+//! collection of several shards.
+//!
+//! Groups: every shard answers the request; the collection's groups are the `limit` whose
+//! best hit is best over all shards (a group's best hit is in some shard's answer: the
+//! groups that shard ranks above it rank above it overall too). A shard that answered a
+//! full page of other groups may still hold hits of a chosen group, so it is asked again
+//! for those groups only; each group keeps its `group_size` best hits over the shards.
+//!
+//! Facets: every shard counts up to `FACET_PER_SHARD` values, summed per value. The counts
+//! are exact whenever no shard has more distinct values than that.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::response::Response;
+use diskvec_cluster::CollectionMap;
+use diskvec_db::FacetValue;
+use serde_json::{json, Value};
+
+use super::lookups::{self, attach, lookup_spec};
+use super::merge::merge_scored;
+use super::queries::{step_of, with_examples, Step};
+use super::reads::{self, higher_first, reached, usize_field};
+use super::{ClusterState, Routed};
+use crate::envelope::{ok, ApiError};
+
+/// Values each shard counts for a facet on a collection of several shards.
+const FACET_PER_SHARD: usize = 10_000;
+
+/// Hits of each group a request gets without a `group_size` (Qdrant's default).
+const DEFAULT_GROUP_SIZE: usize = 3;
+
+/// A group as the shards answered it: its id and hits, best first.
+struct Group {
+    id: Value,
+    hits: Vec<Vec<Value>>,
+}
+
+/// The groups of one shard's answer.
+fn groups_in(answer: &Value) -> Vec<(Value, Vec<Value>)> {
+    answer["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            (
+                g["id"].clone(),
+                g["hits"].as_array().cloned().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn best_score(hits: &[Vec<Value>], higher_first: bool) -> f64 {
+    let scores = hits.iter().flatten().filter_map(|h| h["score"].as_f64());
+    if higher_first {
+        scores.fold(f64::NEG_INFINITY, f64::max)
+    } else {
+        scores.fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// `/points/query/groups`, `/points/search/groups`.
+pub async fn groups(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    mut r: Routed,
+) -> Result<Response, ApiError> {
+    let (shards, _) = reached(map, &r.json()?)?;
+    if shards.len() < 2 {
+        return lookups::groups(c, map, r).await;
+    }
+    lookups::inline(c, &mut r).await?;
+    let (_, mut body) = reached(map, &r.json()?)?;
+    let Some(b) = body.as_object_mut() else {
+        return Err(ApiError::bad_request("expected a JSON object"));
+    };
+    let spec = lookup_spec(&b.remove("with_lookup").unwrap_or(Value::Null))?;
+    let is_query = r.tail.starts_with("/points/query");
+    let order = if is_query {
+        with_examples(c, &r, &mut body).await?;
+        match step_of(map, &body)? {
+            Step::Scored(order) => order.unwrap_or(true),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "groups of a fusion, a sample or a query without a vector are not supported on a collection of several shards yet",
+                ))
+            }
+        }
+    } else {
+        higher_first(map, &body, false).unwrap_or(true)
+    };
+    let key = body
+        .get("group_by")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("group_by must be a payload key"))?
+        .to_string();
+    let limit = usize_field(&body, "limit", 10)?;
+    let size = usize_field(&body, "group_size", DEFAULT_GROUP_SIZE)?;
+    let answers = c
+        .read_all_shards(
+            &r.name,
+            map,
+            &shards,
+            r.shard_read(Bytes::from(body.to_string())),
+        )
+        .await?;
+    let per_shard: Vec<Vec<(Value, Vec<Value>)>> =
+        answers.iter().map(|a| groups_in(a.result())).collect();
+    let mut all: Vec<Group> = Vec::new();
+    for answer in &per_shard {
+        for (id, hits) in answer {
+            match all.iter_mut().find(|g| g.id == *id) {
+                Some(g) => g.hits.push(hits.clone()),
+                None => all.push(Group {
+                    id: id.clone(),
+                    hits: vec![hits.clone()],
+                }),
+            }
+        }
+    }
+    // Best group first; equal ones in the order the shards named them.
+    let mut ranked: Vec<(usize, f64)> = all
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (i, best_score(&g.hits, order)))
+        .collect();
+    ranked.sort_by(|a, b| {
+        let by = a.1.total_cmp(&b.1);
+        if order { by.reverse() } else { by }.then(a.0.cmp(&b.0))
+    });
+    ranked.truncate(limit);
+    let mut chosen: Vec<Group> = Vec::with_capacity(ranked.len());
+    let mut slots: Vec<Option<Group>> = all.into_iter().map(Some).collect();
+    for (i, _) in &ranked {
+        if let Some(g) = slots[*i].take() {
+            chosen.push(g);
+        }
+    }
+    // A shard that filled its page may hold hits of chosen groups it did not name.
+    for (s, answer) in per_shard.iter().enumerate() {
+        if answer.len() < limit {
+            continue;
+        }
+        let missing: Vec<Value> = chosen
+            .iter()
+            .filter(|g| !answer.iter().any(|(id, _)| *id == g.id))
+            .map(|g| g.id.clone())
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let mut again = body.clone();
+        let only = json!({ "key": key, "match": { "any": missing } });
+        again["filter"] = match body.get("filter").filter(|f| !f.is_null()) {
+            Some(f) => json!({ "must": [f, only] }),
+            None => json!({ "must": [only] }),
+        };
+        again["limit"] = json!(missing.len());
+        let a = c
+            .read_shard(
+                &r.name,
+                map,
+                shards[s],
+                &r.shard_read(Bytes::from(again.to_string())),
+            )
+            .await?;
+        if !a.status.is_success() {
+            return Err(a.error());
+        }
+        for (id, hits) in groups_in(a.result()) {
+            if let Some(g) = chosen.iter_mut().find(|g| g.id == id) {
+                g.hits.push(hits);
+            }
+        }
+    }
+    let groups: Vec<Value> = chosen
+        .into_iter()
+        .map(|g| json!({ "id": g.id, "hits": merge_scored(g.hits, 0, size, Some(order)) }))
+        .collect();
+    let groups = match spec {
+        Some(spec) => attach(c, spec, groups).await?,
+        None => groups,
+    };
+    Ok(ok(json!({ "groups": groups }), r.started))
+}
+
+/// `/facet`.
+pub async fn facet(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: Routed,
+) -> Result<Response, ApiError> {
+    let (shards, mut body) = reached(map, &r.json()?)?;
+    if shards.len() < 2 {
+        return reads::forward_whole(c, map, r).await;
+    }
+    if !body.is_object() {
+        return Err(ApiError::bad_request("expected a JSON object"));
+    }
+    let limit = usize_field(&body, "limit", 10)?;
+    body["limit"] = json!(FACET_PER_SHARD.max(limit));
+    let answers = c
+        .read_all_shards(
+            &r.name,
+            map,
+            &shards,
+            r.shard_read(Bytes::from(body.to_string())),
+        )
+        .await?;
+    let mut counts: HashMap<FacetValue, u64> = HashMap::new();
+    for a in &answers {
+        for hit in a.result()["hits"].as_array().into_iter().flatten() {
+            if let Some(v) = FacetValue::of(&hit["value"]) {
+                *counts.entry(v).or_insert(0) += hit["count"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    // Most frequent first, ties by value, as one node orders them.
+    let mut hits: Vec<(FacetValue, u64)> = counts.into_iter().collect();
+    hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    hits.truncate(limit);
+    let hits: Vec<Value> = hits
+        .into_iter()
+        .map(|(value, count)| json!({ "value": value.to_json(), "count": count }))
+        .collect();
+    Ok(ok(json!({ "hits": hits }), r.started))
+}
