@@ -56,6 +56,11 @@ pub struct Args {
     /// ones are trimmed; a replica further behind is rebuilt from a snapshot of another)
     #[arg(long, default_value_t = 100_000, requires = "cluster")]
     log_retain: u64,
+    /// The database directory is on storage every node mounts at the same path (a cluster
+    /// file system over shared NVMe-oF namespaces, NFS): a new replica between two such
+    /// nodes links the other's sealed segments where they lie instead of copying them
+    #[arg(long, requires = "cluster")]
+    shared_storage: bool,
 }
 
 fn pq_codes(text: &str) -> Result<diskvec_db::PqCodes, String> {
@@ -196,6 +201,7 @@ async fn join_cluster(
         db.dir().join("cluster"),
         keys.api_key.clone(),
         args.log_retain,
+        args.shared_storage,
     ))
 }
 

@@ -12,6 +12,7 @@ mod db;
 mod error;
 pub mod filter;
 pub mod json;
+mod linked_copy;
 mod manifest;
 mod ops;
 mod point;
@@ -25,6 +26,7 @@ mod vectors;
 pub mod wal;
 
 pub use aliases::{apply as apply_alias_actions, AliasAction};
+pub use collection::snapshot::LinkedBytes;
 pub use collection::{
     Collection, CollectionInfo, FacetValue, Hit, NewSpace, PathIo, Record, RecoveryReport,
     SearchMemoryInfo, SearchRequest, SegmentInfo, Status, TaskInfo, UpsertMode, MAX_BATCH,
@@ -39,6 +41,7 @@ pub use diskvec_index::diskann::MemoryBudget;
 /// The distance a collection ranks by (its `CollectionConfig::metric`).
 pub use diskvec_vector::Metric;
 pub use error::{DbError, Result};
+pub use linked_copy::LinkedCopy;
 /// Most results one search, query or scroll page returns (offset included).
 pub const MAX_RESULTS: usize = diskvec_index::limits::K.max;
 pub use clock::UtcTime;

@@ -186,7 +186,7 @@ impl Database {
         let copied_now = c.copy_consistent(&staging.join("collection"));
         copied();
         let copied = copied_now;
-        let packed = copied.and_then(|last_op| {
+        let packed = copied.and_then(|(last_op, _)| {
             let header = Header {
                 format: FORMAT,
                 kind: "collection".into(),
@@ -413,7 +413,7 @@ fn check_collection_header(h: &Header) -> std::result::Result<(), String> {
 }
 
 /// Makes every file and directory under `dir` durable.
-fn sync_tree(dir: &Path) -> Result<()> {
+pub(crate) fn sync_tree(dir: &Path) -> Result<()> {
     for e in fs::read_dir(dir).map_err(file_error(dir))?.flatten() {
         let path = e.path();
         if path.is_dir() {

@@ -27,6 +27,10 @@ BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"
 HOST = "127.0.0.1"
 NODES = 3
 DIM = 8
+# Nodes started with --shared-storage (every node's directory is on one file system here):
+# a replica made on one of them from the other links its sealed segments; to or from node 0
+# it is copied, so both ways of seeding run.
+SHARED_STORAGE = {1, 2}
 # Messages a shard's log keeps below its slowest live replica: few, so that tests trim logs
 # and rebuild replicas from snapshots (the default is 100,000).
 LOG_RETAIN = 20
@@ -219,7 +223,8 @@ class Cluster:
         self.starts[k] += 1
         self.procs[k] = subprocess.Popen(
             [str(BIN), "serve", "--db", str(self.work / f"node{k}"), "--port", "0",
-             *self.flags, "--node-id", f"node{k}", "--log-retain", str(LOG_RETAIN)],
+             *self.flags, "--node-id", f"node{k}", "--log-retain", str(LOG_RETAIN),
+             *(["--shared-storage"] if k in SHARED_STORAGE else [])],
             stdout=subprocess.DEVNULL, stderr=open(self.logs[k], "w"),
             env={**os.environ, "RUST_LOG": "warn,diskvec_server::cluster=info"})
 
@@ -1076,7 +1081,8 @@ def test_logs_are_trimmed_and_replicas_rebuilt_from_snapshots(cluster):
     shard_holders(cluster, name, lambda h: h[0] == sorted([src, dst]))
     write(400, 420, wait=True)
     assert_replicas_hold(cluster, name, want, shards=1, replicas=2)
-    assert "restored from" in cluster.logs[dst].read_text(errors="replace")
+    seeded = "where they lie" if {src, dst} == SHARED_STORAGE else "restored from"
+    assert seeded in cluster.logs[dst].read_text(errors="replace")
     _, applied_by_dst = log_bounds(cluster, src, name)[0]
 
     # Its node down while the log moves on and is trimmed past its mark: back, it is
@@ -1435,3 +1441,71 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
             cluster.client(k).query_points(split, query=models.RecommendQuery(
                 recommend=models.RecommendInput(positive=[9999])))
         assert e.value.status_code == 404, e.value
+
+
+def segment_inodes(cluster, k, local):
+    """{inode: file name} of the sealed segment files of node k's local collection `local`."""
+    found = {}
+    for f in (cluster.work / f"node{k}" / "collections" / local / "segments").rglob("*"):
+        if f.is_file():
+            found[f.stat().st_ino] = f.name
+    return found
+
+
+def test_replica_between_shared_storage_nodes_opens_the_sealed_segments_where_they_lie(cluster):
+    """Nodes 1 and 2 share their storage (--shared-storage): a replica made on one from the
+    other opens the same sealed segment files (the same inodes), copies none of them, and
+    then lives on its own; to node 0 the replica is copied."""
+    name = "shared"
+    body = {"vectors": {"size": DIM, "distance": "Cosine"}, "shard_number": 1, "replication_factor": 1,
+            "diskvec": {"seal_threshold": 300}}
+    req = urllib.request.Request(f"{cluster.node_url(1)}/collections/{name}", data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"}, method="PUT")
+    urllib.request.urlopen(req, timeout=10).read()
+    wait_active(cluster, name, shards=1, replicas=1)
+    peer = {k: cluster.get(k, "/cluster")["peer_id"] for k in range(NODES)}
+    src = shard_holders(cluster, name)[0][0]
+    if src not in SHARED_STORAGE:
+        assert shard_op(cluster, name, {"move_shard": {
+            "shard_id": 0, "from_peer_id": peer[src], "to_peer_id": peer[1]}}) is True
+        src = 1
+        shard_holders(cluster, name, lambda h: h[0] == [1])
+    dst = next(iter(SHARED_STORAGE - {src}))
+    want = {i: ({"n": i}, vectors_of([i])[0]) for i in range(1000)}
+    for lo in range(0, 1000, 250):
+        cluster.client(0).upsert(name, wait=True, points=[point(i, want[i][0]) for i in range(lo, lo + 250)])
+    # Sealed in the background: at least two segments before the replica is made.
+    def sealed():
+        segments = {f.parent.name for f in
+                    (cluster.work / f"node{src}" / "collections" / f"{name}@0" / "segments").rglob("*")
+                    if f.is_file()}
+        assert len(segments) >= 2, segments
+    eventually(sealed, 30)
+
+    assert shard_op(cluster, name, {"replicate_shard": {
+        "shard_id": 0, "from_peer_id": peer[src], "to_peer_id": peer[dst]}}) is True
+    shard_holders(cluster, name, lambda h: h[0] == sorted([src, dst]))
+    assert "where they lie" in cluster.logs[dst].read_text(errors="replace")
+    mine, theirs = segment_inodes(cluster, src, f"{name}@0"), segment_inodes(cluster, dst, f"{name}@0")
+    assert theirs and set(theirs) <= set(mine), (mine, theirs)
+    assert_replicas_hold(cluster, name, want, shards=1, replicas=2)
+
+    # Each replica goes on by itself: writes after, then the source's replica dropped.
+    extra = {i: ({"n": i, "late": True}, vectors_of([i])[0]) for i in range(1000, 1400)}
+    cluster.client(2).upsert(name, wait=True, points=[point(i, p) for i, (p, _) in extra.items()])
+    cluster.client(0).delete(name, points_selector=models.PointIdsList(points=[1, 2, 3]), wait=True)
+    want.update(extra)
+    for i in (1, 2, 3):
+        del want[i]
+    assert_replicas_hold(cluster, name, want, shards=1, replicas=2)
+    assert shard_op(cluster, name, {"drop_replica": {"shard_id": 0, "peer_id": peer[src]}}) is True
+    shard_holders(cluster, name, lambda h: h[0] == [dst])
+    assert_replicas_hold(cluster, name, want, shards=1, replicas=1)
+
+    # To node 0, which does not share its storage: copied, no inode in common.
+    assert shard_op(cluster, name, {"replicate_shard": {
+        "shard_id": 0, "from_peer_id": peer[dst], "to_peer_id": peer[0]}}) is True
+    shard_holders(cluster, name, lambda h: h[0] == sorted([0, dst]))
+    assert not set(segment_inodes(cluster, 0, f"{name}@0")) & set(segment_inodes(cluster, dst, f"{name}@0"))
+    assert_replicas_hold(cluster, name, want, shards=1, replicas=2)
+    cluster.client(0).delete_collection(name)

@@ -16,7 +16,7 @@ mod query;
 mod read;
 mod rebuild;
 mod settings;
-mod snapshot;
+pub(crate) mod snapshot;
 mod spaces;
 mod state;
 mod storage_io;

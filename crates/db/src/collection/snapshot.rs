@@ -17,8 +17,9 @@ use crate::{DbError, Result};
 impl Collection {
     /// Copies the collection's files into `into` (an empty directory on the same file
     /// system, so the segments are linked, not copied); returns the last operation the copy
-    /// holds. Writes wait meanwhile: for the links and the log's bytes, not the segments'.
-    pub fn copy_consistent(&self, into: &Path) -> Result<u64> {
+    /// holds and the segments' bytes linked and copied. Writes wait meanwhile: for the links
+    /// and the log's bytes, not the segments'.
+    pub fn copy_consistent(&self, into: &Path) -> Result<(u64, LinkedBytes)> {
         let inner = &self.inner;
         let config = inner.config();
         if !config.paths.is_empty() {
@@ -44,10 +45,11 @@ impl Collection {
         copy.config.wal_path = None;
         let to = into.join(MANIFEST_FILE);
         fs::write(&to, copy.encode()).map_err(file_error(&to))?;
+        let mut bytes = LinkedBytes::default();
         for entry in &manifest.segments {
             let name = format!("{:016x}", entry.id);
             let from = inner.dir.join("segments").join(&name);
-            link_tree(&from, &into.join("segments").join(&name))?;
+            link_tree(&from, &into.join("segments").join(&name), &mut bytes)?;
         }
         let wal = super::open::wal_dir(&inner.dir, &config, &inner.name);
         let wal_into = into.join("wal");
@@ -55,7 +57,7 @@ impl Collection {
         for name in list(&wal)? {
             copy_file(&wal.join(&name), &wal_into.join(&name))?;
         }
-        Ok(last_op)
+        Ok((last_op, bytes))
     }
 }
 
@@ -74,17 +76,27 @@ fn copy_file(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Bytes of files a tree copy linked (shared with the original) and copied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkedBytes {
+    pub linked: u64,
+    pub copied: u64,
+}
+
 /// Links every file under `from` into the same place under `to` (copies where a link is
-/// not possible).
-fn link_tree(from: &Path, to: &Path) -> Result<()> {
+/// not possible: another file system), counting the bytes each way into `bytes`.
+pub(crate) fn link_tree(from: &Path, to: &Path, bytes: &mut LinkedBytes) -> Result<()> {
     fs::create_dir_all(to).map_err(file_error(to))?;
     for name in list(from)? {
         let (src, dst) = (from.join(&name), to.join(&name));
         let meta = fs::symlink_metadata(&src).map_err(file_error(&src))?;
         if meta.is_dir() {
-            link_tree(&src, &dst)?;
-        } else if fs::hard_link(&src, &dst).is_err() {
+            link_tree(&src, &dst, bytes)?;
+        } else if fs::hard_link(&src, &dst).is_ok() {
+            bytes.linked += meta.len();
+        } else {
             copy_file(&src, &dst)?;
+            bytes.copied += meta.len();
         }
     }
     Ok(())

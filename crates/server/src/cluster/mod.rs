@@ -72,6 +72,10 @@ pub struct ClusterState {
     turn: AtomicUsize,
     /// Messages a shard's log keeps below its slowest live replica (`--log-retain`).
     pub log_retain: u64,
+    /// Whether every node mounts this node's database directory at the same path
+    /// (`--shared-storage`): a new replica then links the sealed segments of another
+    /// instead of copying them.
+    pub shared_storage: bool,
 }
 
 impl ClusterState {
@@ -82,6 +86,7 @@ impl ClusterState {
         marks_dir: PathBuf,
         api_key: Option<String>,
         log_retain: u64,
+        shared_storage: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             node,
@@ -98,6 +103,7 @@ impl ClusterState {
             copy_next: Mutex::default(),
             turn: AtomicUsize::new(0),
             log_retain,
+            shared_storage,
         })
     }
 

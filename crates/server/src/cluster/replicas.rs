@@ -142,6 +142,7 @@ pub fn start(state: AppState) {
         return;
     };
     seeding::clear_incoming(&c.marks_dir);
+    c.db.sweep_linked(seeding::UNFETCHED_KEPT);
     super::restores::sweep(&c);
     seeding::start_trimming(Arc::clone(&c));
     tokio::spawn(async move {
@@ -286,7 +287,7 @@ async fn open_replica(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .contains(local);
-    if behind || seeding::should_copy(first, last) {
+    if behind || seeding::should_copy(first, last, c.shared_storage) {
         if let Some(seq) = seeding::from_snapshot(c, name, shard, map).await? {
             c.copy_next
                 .lock()

@@ -38,8 +38,10 @@ const TRIM_EVERY: Duration = Duration::from_secs(5);
 /// Snapshots made for a transfer that nobody fetched are removed after this long.
 pub(super) const UNFETCHED_KEPT: Duration = Duration::from_secs(3600);
 
-/// `POST /cluster/snapshot/<replica>?uid=U`: a snapshot of this node's replica, taken while
-/// its applier waits between two messages; its name and the sequence it holds the log to.
+/// `POST /cluster/snapshot/<replica>?uid=U[&linked=1]`: a snapshot of this node's replica,
+/// taken while its applier waits between two messages; its name and the sequence it holds
+/// the log to. With `linked=1` on a node with `--shared-storage`, a linked copy instead (its
+/// directory and manifest checksum; the sealed segments hard-linked, nothing packed).
 pub async fn snapshot_endpoint(c: &ClusterState, local: &str, query: Option<&str>) -> Response {
     let started = std::time::Instant::now();
     let uid = crate::query_param(query, "uid").and_then(|v| v.parse::<u64>().ok());
@@ -52,20 +54,32 @@ pub async fn snapshot_endpoint(c: &ClusterState, local: &str, query: Option<&str
             .into_response();
     }
     remove_unfetched(c, local);
+    let linked = c.shared_storage && crate::query_param(query, "linked") == Some("1");
     // Held until the collection is copied (not while the copy is packed): no message is
     // applied meanwhile, so the copy is at `sequence` exactly.
     let between_messages = Arc::clone(&replica.applying).lock_owned().await;
     let sequence = *replica.applied.borrow();
     let (db, name) = (Arc::clone(&c.db), local.to_string());
     let made = tokio::task::spawn_blocking(move || {
-        db.create_snapshot_then(&name, move || drop(between_messages))
+        let release = move || drop(between_messages);
+        if linked {
+            db.link_copy(&name, release).map(|copy| {
+                json!({
+                    "linked_dir": copy.dir,
+                    "manifest_checksum": copy.manifest_checksum,
+                    "linked_bytes": copy.bytes.linked,
+                    "sequence": sequence,
+                })
+            })
+        } else {
+            db.create_snapshot_then(&name, release).map(
+                |info| json!({"name": info.name, "sequence": sequence, "checksum": info.checksum}),
+            )
+        }
     })
     .await;
     match made {
-        Ok(Ok(info)) => ok(
-            json!({"name": info.name, "sequence": sequence, "checksum": info.checksum}),
-            started,
-        ),
+        Ok(Ok(answer)) => ok(answer, started),
         Ok(Err(e)) => ApiError::from(e).into_response(),
         Err(e) => ApiError::unavailable(format!("snapshot of {local}: {e}")).into_response(),
     }
@@ -73,6 +87,7 @@ pub async fn snapshot_endpoint(c: &ClusterState, local: &str, query: Option<&str
 
 /// Transfer snapshots of `local` made long ago and never fetched (their fetcher died).
 fn remove_unfetched(c: &ClusterState, local: &str) {
+    c.db.sweep_linked(UNFETCHED_KEPT);
     let Ok(list) = c.db.list_snapshots(SnapshotsOf::Collection(local)) else {
         return;
     };
@@ -126,9 +141,10 @@ pub async fn download_endpoint(
 
 /// Whether a replica starting now should copy another replica rather than replay its log,
 /// which holds messages `first..=last`: the log no longer starts at its first message, or is
-/// long.
-pub fn should_copy(first: u64, last: u64) -> bool {
-    first > 1 || last >= REPLAY_AT_MOST
+/// long, or holds anything at all where the copy would be linked (`shared_storage`: no bytes
+/// to move).
+pub fn should_copy(first: u64, last: u64, shared_storage: bool) -> bool {
+    first > 1 || last >= REPLAY_AT_MOST || (shared_storage && last > 0)
 }
 
 /// Restores `local` from a snapshot of a live, caught-up replica of `shard` on another node;
@@ -142,67 +158,116 @@ pub async fn from_snapshot(
     let local = replica_name(name, shard);
     let me = c.node.me.id.clone();
     for node in c.live_replicas(map, shard).into_iter().filter(|n| *n != me) {
-        let asked = c
-            .call(
-                &node,
-                &Method::POST,
-                &format!("/cluster/snapshot/{local}?uid={}", map.uid),
-                Bytes::new(),
-                SNAPSHOT_PATIENCE,
-                Route::of(map.uid),
-            )
-            .await;
-        let answer = match asked {
-            Ok(a) if a.status.is_success() => a,
-            Ok(a) => {
-                log::info!(
-                    "cluster: {node} gave no snapshot of {local}: {}",
-                    a.error().message
-                );
-                continue;
+        if c.shared_storage {
+            match seed_from(c, map, &local, &node, true).await {
+                Ok(Some(sequence)) => return Ok(Some(sequence)),
+                Ok(None) => continue,
+                // Storage this node was told is shared but is not: copy instead.
+                Err(e) => log::warn!("cluster: {e}; copying instead"),
             }
-            Err(e) => {
-                log::info!("cluster: {node} gave no snapshot of {local}: {}", e.message);
-                continue;
-            }
-        };
-        let result = answer.result();
-        let (Some(snapshot), Some(sequence)) =
-            (result["name"].as_str(), result["sequence"].as_u64())
-        else {
-            continue;
-        };
-        let checksum = result["checksum"].as_str().map(str::to_string);
-        let into = incoming_path(c, &local);
-        c.download(
-            &node,
+        }
+        if let Some(sequence) = seed_from(c, map, &local, &node, false).await? {
+            return Ok(Some(sequence));
+        }
+    }
+    Ok(None)
+}
+
+/// Makes `local` from a copy of `node`'s replica: linked where `linked` (and the node
+/// shares its storage), else a snapshot fetched and restored. `None`: the node gave none.
+async fn seed_from(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    local: &str,
+    node: &str,
+    linked: bool,
+) -> Result<Option<u64>, String> {
+    let ask_linked = if linked { "&linked=1" } else { "" };
+    let asked = c
+        .call(
+            node,
             &Method::POST,
-            &format!("/cluster/snapshot/{local}/{snapshot}?uid={}", map.uid),
-            &into,
+            &format!("/cluster/snapshot/{local}?uid={}{ask_linked}", map.uid),
+            Bytes::new(),
             SNAPSHOT_PATIENCE,
+            Route::of(map.uid),
         )
-        .await
-        .map_err(|e| {
-            format!(
-                "fetching the snapshot of {local} from {node}: {}",
-                e.message
-            )
-        })?;
-        let (db, l, file) = (Arc::clone(&c.db), local.clone(), into.clone());
-        let restored = tokio::task::spawn_blocking(move || {
-            db.restore_collection(&l, &file, checksum.as_deref())
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map(|_| ()).map_err(|e| e.to_string()));
-        let _ = std::fs::remove_file(&into);
-        restored.map_err(|e| format!("restoring {local} from {node}'s snapshot: {e}"))?;
+        .await;
+    let answer = match asked {
+        Ok(a) if a.status.is_success() => a,
+        Ok(a) => {
+            log::info!(
+                "cluster: {node} gave no snapshot of {local}: {}",
+                a.error().message
+            );
+            return Ok(None);
+        }
+        Err(e) => {
+            log::info!("cluster: {node} gave no snapshot of {local}: {}", e.message);
+            return Ok(None);
+        }
+    };
+    let result = answer.result();
+    let Some(sequence) = result["sequence"].as_u64() else {
+        return Ok(None);
+    };
+    if let (Some(dir), Some(checksum)) = (
+        result["linked_dir"].as_str(),
+        result["manifest_checksum"].as_str(),
+    ) {
+        adopt_linked(c, local, node, PathBuf::from(dir), checksum.to_string()).await?;
         log::info!(
-            "cluster: replica {local} restored from {node}'s snapshot at message {sequence}"
+            "cluster: replica {local} opened {node}'s sealed segments where they lie \
+             ({} bytes linked) at message {sequence}",
+            result["linked_bytes"]
         );
         return Ok(Some(sequence));
     }
-    Ok(None)
+    let Some(snapshot) = result["name"].as_str() else {
+        return Ok(None);
+    };
+    let checksum = result["checksum"].as_str().map(str::to_string);
+    let into = incoming_path(c, local);
+    c.download(
+        node,
+        &Method::POST,
+        &format!("/cluster/snapshot/{local}/{snapshot}?uid={}", map.uid),
+        &into,
+        SNAPSHOT_PATIENCE,
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "fetching the snapshot of {local} from {node}: {}",
+            e.message
+        )
+    })?;
+    let (db, l, file) = (Arc::clone(&c.db), local.to_string(), into.clone());
+    let restored =
+        tokio::task::spawn_blocking(move || db.restore_collection(&l, &file, checksum.as_deref()))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map(|_| ()).map_err(|e| e.to_string()));
+    let _ = std::fs::remove_file(&into);
+    restored.map_err(|e| format!("restoring {local} from {node}'s snapshot: {e}"))?;
+    log::info!("cluster: replica {local} restored from {node}'s snapshot at message {sequence}");
+    Ok(Some(sequence))
+}
+
+/// Opens the linked copy another node made of its replica as `local` (the same sealed
+/// segment files, on storage both mount).
+async fn adopt_linked(
+    c: &Arc<ClusterState>,
+    local: &str,
+    node: &str,
+    dir: PathBuf,
+    checksum: String,
+) -> Result<(), String> {
+    let (db, l) = (Arc::clone(&c.db), local.to_string());
+    tokio::task::spawn_blocking(move || db.adopt_linked(&l, &dir, &checksum).map(|_| ()))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("opening {node}'s linked copy of {local}: {e}"))
 }
 
 pub fn incoming_path(c: &ClusterState, local: &str) -> PathBuf {
