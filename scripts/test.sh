@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 cargo test --release --workspace --exclude diskvec-python
 
+echo "test.sh: $(date +%T) python package"
 venv=.venv-test
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
@@ -15,6 +16,7 @@ rm -rf target/wheels
 "$venv/bin/maturin" build --release -q -m crates/python/Cargo.toml -o target/wheels
 "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/diskvec-*.whl
 "$venv/bin/python" -m pytest -q crates/python/tests
+echo "test.sh: $(date +%T) server through qdrant-client"
 # The server through qdrant-client, against the release binary.
 cargo build --release -q -p diskvec-cli
 DISKVEC_BIN="$PWD/target/release/diskvec" "$venv/bin/python" -m pytest -q crates/server/python_tests
