@@ -1407,6 +1407,8 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
             query=vectors_of([1003])[0].tolist(), limit=150, params=exact),
             query=vectors_of([1004])[0].tolist(), limit=5).points,
         "listing": lambda c, n: c.query_points(n, query_filter=f_even, limit=9, offset=4).points,
+        "order_by": lambda c, n: c.query_points(n, query=models.OrderByQuery(order_by=models.OrderBy(
+            key="g", direction=models.Direction.DESC)), limit=12, offset=3, with_payload=["c"]).points,
     }
     for k in range(NODES):
         for what, ask in queries.items():
@@ -1435,6 +1437,14 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
             ("x", 50), ("y", 50), ("z", 50)], (k, fa, fb)
         fb = cluster.client(k).facet(split, key="g", facet_filter=f_even, limit=1, exact=True)
         assert [(h.value, h.count) for h in fb.hits] == [(0, 38)], fb
+
+        # Scrolls ordered by a payload key, paged by start_from (ties by id).
+        for order in (models.OrderBy(key="g", direction=models.Direction.DESC, start_from=2),
+                      models.OrderBy(key="c")):
+            sa, _ = cluster.client(k).scroll(whole, order_by=order, limit=40, with_payload=True)
+            sb, nb = cluster.client(k).scroll(split, order_by=order, limit=40, with_payload=True)
+            assert [(p.id, p.payload) for p in sa] == [(p.id, p.payload) for p in sb], (k, order)
+            assert len(sb) == 40 and nb is None, (k, order)
 
         # An example that is nowhere is a 404, as on one node.
         with pytest.raises(UnexpectedResponse) as e:

@@ -782,8 +782,6 @@ impl Inner {
                 .collect(),
             None => self.matching_ids(filter, None, usize::MAX)?,
         };
-        let path = crate::filter::KeyPath::parse(key)
-            .map_err(|e| DbError::InvalidInput(format!("order_by: {e}")))?;
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let mut keyed: Vec<(OrderValue, PointId)> = Vec::new();
         for id in ids {
@@ -791,19 +789,11 @@ impl Inner {
                 continue;
             };
             let payload = state.payload(loc)?;
-            path.any_value(&payload, &mut |v| {
-                let items = match v {
-                    serde_json::Value::Array(a) => a.iter().collect(),
-                    v => vec![v],
-                };
-                keyed.extend(
-                    items
-                        .into_iter()
-                        .filter_map(OrderValue::of)
-                        .map(|k| (k, id)),
-                );
-                false
-            });
+            keyed.extend(
+                OrderValue::all_at(&payload, key)?
+                    .into_iter()
+                    .map(|k| (k, id)),
+            );
         }
         drop(state);
         if let Some(from) = start_from {

@@ -125,6 +125,22 @@ impl OrderValue {
             _ => None,
         }
     }
+
+    /// Every value a payload has at `key` (`a.b`, `a[].b`) to order by, the elements of an
+    /// array each: an order-by lists the point once per value.
+    pub fn all_at(payload: &crate::Payload, key: &str) -> crate::Result<Vec<Self>> {
+        let path = crate::filter::KeyPath::parse(key)
+            .map_err(|e| crate::DbError::InvalidInput(format!("order_by: {e}")))?;
+        let mut out = Vec::new();
+        path.any_value(payload, &mut |v| {
+            match v {
+                serde_json::Value::Array(items) => out.extend(items.iter().filter_map(Self::of)),
+                v => out.extend(Self::of(v)),
+            }
+            false
+        });
+        Ok(out)
+    }
 }
 
 impl PartialEq for OrderValue {

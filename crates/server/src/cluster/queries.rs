@@ -6,7 +6,8 @@
 //!   of its results as it does its own;
 //! - a fusion (RRF, DBSF) ranks what its prefetches found over the whole collection: each
 //!   prefetch is answered from every shard (merged by score) and fused here;
-//! - a query with no vector lists points by id, a sample picks among all shards' picks.
+//! - a query with no vector lists points by id, a sample picks among all shards' picks, an
+//!   order_by merges by the key's values (`ordered.rs`).
 //!
 //! Everything else (a vector with or without prefetches to re-score, a formula) is answered
 //! whole by each shard and merged by score, as Qdrant merges its shards' answers.
@@ -41,6 +42,8 @@ pub(super) enum Step {
     Listed,
     /// Random points (`sample`).
     Sampled,
+    /// By a payload key's values (`order_by`).
+    Ordered,
 }
 
 fn is_set(v: Option<&Value>) -> bool {
@@ -79,11 +82,7 @@ pub(super) fn step_of(map: &CollectionMap, node: &Value) -> Result<Step, ApiErro
                 "a query with maximal marginal relevance (mmr) is not supported on a collection of several shards yet",
             ))
         }
-        Query::OrderBy { .. } => {
-            return Err(ApiError::bad_request(
-                "a query ordered by a payload key (order_by) is not supported on a collection of several shards yet",
-            ))
-        }
+        Query::OrderBy { .. } => Step::Ordered,
         // Similarity-like scores (recommendation by best or summed scores, discovery,
         // context, feedback, formulas) are better higher; a fusion without prefetches is
         // the replica's to refuse.
@@ -201,6 +200,7 @@ pub(super) fn answer<'a>(
                 let (mut page, _) = merge_scroll(lists, offset + limit);
                 Ok(page.split_off(offset.min(page.len())))
             }
+            Step::Ordered => super::ordered::query(c, map, r, shards, node).await,
             Step::Sampled => {
                 let (per_shard, offset, limit) = per_shard_search(node)?;
                 let mut all: Vec<Value> = ask(c, map, r, shards, &per_shard)

@@ -210,8 +210,10 @@ pub async fn scroll(
         return forward_whole(c, map, r).await;
     }
     if body.get("order_by").is_some_and(|o| !o.is_null()) {
-        return Err(ApiError::bad_request(
-            "scroll with order_by is not supported on a collection of several shards yet",
+        let points = super::ordered::scroll(c, map, &r, &shards, &body).await?;
+        return Ok(ok(
+            json!({ "points": points, "next_page_offset": null }),
+            r.started,
         ));
     }
     let limit = usize_field(&body, "limit", 10)?;
