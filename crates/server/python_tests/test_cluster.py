@@ -1382,6 +1382,10 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
         a, b = ask(cluster.client(k), whole), ask(cluster.client(k), split)
         assert [(p.id, round(p.score, 4)) for p in a] == [(p.id, round(p.score, 4)) for p in b], (what, k)
         assert [p.payload for p in a] == [p.payload for p in b], (what, k)
+        for x, y in zip(a, b):
+            assert (x.vector is None) == (y.vector is None), (what, k)
+            if x.vector is not None:
+                np.testing.assert_allclose(x.vector, y.vector, atol=1e-5)
         return b
 
     queries = {
@@ -1407,6 +1411,13 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
             query=vectors_of([1003])[0].tolist(), limit=150, params=exact),
             query=vectors_of([1004])[0].tolist(), limit=5).points,
         "listing": lambda c, n: c.query_points(n, query_filter=f_even, limit=9, offset=4).points,
+        # Picked for variety among every shard's nearest, by the rule one shard uses.
+        "mmr": lambda c, n: c.query_points(n, query=models.NearestQuery(
+            nearest=vectors_of([1006])[0].tolist(), mmr=models.Mmr(diversity=0.6, candidates_limit=40)),
+            limit=8, search_params=exact, with_vectors=True).points,
+        "mmr_by_id": lambda c, n: c.query_points(n, query=models.NearestQuery(
+            nearest=12, mmr=models.Mmr(diversity=0.3, candidates_limit=30)), limit=5, offset=1,
+            search_params=exact).points,
         "order_by": lambda c, n: c.query_points(n, query=models.OrderByQuery(order_by=models.OrderBy(
             key="g", direction=models.Direction.DESC)), limit=12, offset=3, with_payload=["c"]).points,
     }
@@ -1414,8 +1425,8 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
         for what, ask in queries.items():
             got = same(what, ask, k)
             assert got, (what, k)
-            if what in ("recommend", "nearest_id"):
-                assert not {3, 40, 7, 11} & {p.id for p in got}, (what, got)
+            if what in ("recommend", "nearest_id", "mmr_by_id"):
+                assert not {3, 40, 7, 11, 12} & {p.id for p in got}, (what, got)
         batch = [models.QueryRequest(query=models.RecommendQuery(recommend=models.RecommendInput(positive=[i])),
                                      limit=4, params=exact) for i in (1, 2)]
         a = cluster.client(k).query_batch_points(whole, requests=batch)

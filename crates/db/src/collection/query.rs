@@ -666,31 +666,13 @@ impl Inner {
             Vector::Sparse(s) => Prepared::Sparse(s.clone()),
             Vector::Multi(rows) => Prepared::Multi(rows.concat()),
         };
-        let lambda = 1.0 - diversity;
-        let mut left: Vec<usize> = (0..picked_from.len()).collect();
-        let mut picked: Vec<usize> = Vec::with_capacity(want);
-        let mut closest = vec![f32::NEG_INFINITY; picked_from.len()];
-        while picked.len() < want && !left.is_empty() {
-            let score = |i: usize| {
-                if picked.is_empty() {
-                    relevance[i]
-                } else {
-                    lambda * relevance[i] - (1.0 - lambda) * closest[i]
-                }
-            };
-            let (at, &best) = left
-                .iter()
-                .enumerate()
-                .max_by(|a, b| score(*a.1).total_cmp(&score(*b.1)))
-                .expect("left is not empty");
-            left.swap_remove(at);
-            picked.push(best);
-            let best_query = as_query(&picked_from[best].1);
-            for &i in &left {
-                let s = similarity(space, &best_query, &picked_from[i].1, None);
-                closest[i] = closest[i].max(s);
-            }
-        }
+        let as_queries: Vec<Prepared> = picked_from.iter().map(|(_, v)| as_query(v)).collect();
+        let picked = score::mmr_pick(
+            &relevance,
+            |best, i| similarity(space, &as_queries[best], &picked_from[i].1, None),
+            diversity,
+            want,
+        );
         Ok(Ranked {
             points: picked.into_iter().map(|i| picked_from[i].0).collect(),
             ascending: found.ascending,
@@ -939,10 +921,9 @@ fn average_target(pos: &[Prepared], neg: &[Prepared], using: &str) -> Result<Pre
 /// times its IDF when given).
 fn similarity(space: Space, q: &Prepared, v: &Vector, idf: Option<&[(u32, f32)]>) -> f32 {
     match (space, q, v) {
-        (Space::Dense { metric, .. }, Prepared::Dense(q), Vector::Dense(v)) => match metric {
-            Metric::L2 => -Metric::L2.distance(q, v).max(0.0).sqrt(),
-            m => -m.distance(q, v) + if m == Metric::Cosine { 1.0 } else { 0.0 },
-        },
+        (Space::Dense { metric, .. }, Prepared::Dense(q), Vector::Dense(v)) => {
+            score::dense_similarity(metric, q, v)
+        }
         (Space::Multi { metric, dim, .. }, Prepared::Multi(q), Vector::Multi(rows)) => {
             crate::segment::max_sim(metric, dim, q, &rows.concat())
         }

@@ -4,7 +4,54 @@
 
 use std::collections::HashMap;
 
+use diskvec_vector::Metric;
+
 use crate::PointId;
+
+/// Similarity of two dense vectors prepared for `metric` (cosine ones unit length): higher
+/// is closer. Cosine and dot product as they are, Euclidean as the negated distance.
+pub fn dense_similarity(metric: Metric, q: &[f32], v: &[f32]) -> f32 {
+    match metric {
+        Metric::L2 => -Metric::L2.distance(q, v).max(0.0).sqrt(),
+        m => -m.distance(q, v) + if m == Metric::Cosine { 1.0 } else { 0.0 },
+    }
+}
+
+/// Maximal marginal relevance: the order `want` of the candidates are picked in, each next
+/// the best by `(1 - diversity) x relevance - diversity x its greatest similarity to one
+/// already picked` (the first by relevance alone). `similar(i, j)`: candidate i's
+/// similarity to candidate j.
+pub fn mmr_pick(
+    relevance: &[f32],
+    similar: impl Fn(usize, usize) -> f32,
+    diversity: f32,
+    want: usize,
+) -> Vec<usize> {
+    let lambda = 1.0 - diversity;
+    let mut left: Vec<usize> = (0..relevance.len()).collect();
+    let mut picked: Vec<usize> = Vec::with_capacity(want);
+    let mut closest = vec![f32::NEG_INFINITY; relevance.len()];
+    while picked.len() < want && !left.is_empty() {
+        let score = |i: usize| {
+            if picked.is_empty() {
+                relevance[i]
+            } else {
+                lambda * relevance[i] - (1.0 - lambda) * closest[i]
+            }
+        };
+        let (at, &best) = left
+            .iter()
+            .enumerate()
+            .max_by(|a, b| score(*a.1).total_cmp(&score(*b.1)))
+            .expect("left is not empty");
+        left.swap_remove(at);
+        picked.push(best);
+        for &i in &left {
+            closest[i] = closest[i].max(similar(best, i));
+        }
+    }
+    picked
+}
 
 /// x / (1 + |x|) moved to (0, 1): 0.5 at 0, 0.75 at 1.
 pub fn sigmoid(x: f32) -> f32 {

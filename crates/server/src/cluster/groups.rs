@@ -85,7 +85,7 @@ pub async fn groups(
             Step::Scored(order) => order.unwrap_or(true),
             _ => {
                 return Err(ApiError::bad_request(
-                    "groups of a fusion, a sample, an order_by or a query without a vector are not supported on a collection of several shards yet",
+                    "groups of a fusion, a sample, an order_by, an mmr or a query without a vector are not supported on a collection of several shards yet",
                 ))
             }
         }

@@ -14,6 +14,7 @@ mod collections;
 mod groups;
 mod lookups;
 mod merge;
+mod mmr;
 mod ordered;
 mod queries;
 mod reads;

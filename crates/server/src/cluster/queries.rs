@@ -7,7 +7,8 @@
 //! - a fusion (RRF, DBSF) ranks what its prefetches found over the whole collection: each
 //!   prefetch is answered from every shard (merged by score) and fused here;
 //! - a query with no vector lists points by id, a sample picks among all shards' picks, an
-//!   order_by merges by the key's values (`ordered.rs`).
+//!   order_by merges by the key's values (`ordered.rs`), an mmr picks among every shard's
+//!   nearest (`mmr.rs`).
 //!
 //! Everything else (a vector with or without prefetches to re-score, a formula) is answered
 //! whole by each shard and merged by score, as Qdrant merges its shards' answers.
@@ -44,6 +45,8 @@ pub(super) enum Step {
     Sampled,
     /// By a payload key's values (`order_by`).
     Ordered,
+    /// Picked for variety among every shard's nearest (`mmr`).
+    Diverse,
 }
 
 fn is_set(v: Option<&Value>) -> bool {
@@ -77,11 +80,7 @@ pub(super) fn step_of(map: &CollectionMap, node: &Value) -> Result<Step, ApiErro
             ..
         } => Step::Scored(metric_order),
         Query::Sample => Step::Sampled,
-        Query::NearestMmr { .. } => {
-            return Err(ApiError::bad_request(
-                "a query with maximal marginal relevance (mmr) is not supported on a collection of several shards yet",
-            ))
-        }
+        Query::NearestMmr { .. } => Step::Diverse,
         Query::OrderBy { .. } => Step::Ordered,
         // Similarity-like scores (recommendation by best or summed scores, discovery,
         // context, feedback, formulas) are better higher; a fusion without prefetches is
@@ -201,6 +200,7 @@ pub(super) fn answer<'a>(
                 Ok(page.split_off(offset.min(page.len())))
             }
             Step::Ordered => super::ordered::query(c, map, r, shards, node).await,
+            Step::Diverse => super::mmr::query(c, map, r, shards, node).await,
             Step::Sampled => {
                 let (per_shard, offset, limit) = per_shard_search(node)?;
                 let mut all: Vec<Value> = ask(c, map, r, shards, &per_shard)
@@ -216,7 +216,7 @@ pub(super) fn answer<'a>(
 }
 
 /// Each shard's scored list for query node `node`.
-async fn ask(
+pub(super) async fn ask(
     c: &Arc<ClusterState>,
     map: &CollectionMap,
     r: &Routed,

@@ -1,0 +1,173 @@
+//! Maximal marginal relevance (`{"nearest": v, "mmr": {"diversity", "candidates_limit"}}`)
+//! on a collection of several shards, as Qdrant's collection layer does it: each shard
+//! answers its `candidates` nearest with their vectors, and the router picks among all of
+//! them by the same rule a replica uses (`diskvec_db::query::score::mmr_pick`). Dense spaces
+//! only: their similarity is the metric's, computed here as the database does.
+
+use std::sync::Arc;
+
+use diskvec_cluster::CollectionMap;
+use diskvec_db::query::score::{dense_similarity, mmr_pick};
+use diskvec_db::query::{Query, VectorInput};
+use diskvec_db::{DbError, Metric};
+use serde_json::{json, Value};
+
+use super::lookups::vector_in;
+use super::merge::merge_scored;
+use super::reads::{higher_first, usize_field};
+use super::{ClusterState, Routed};
+use crate::envelope::ApiError;
+
+fn not_yet(what: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "mmr {what} is not supported on a collection of several shards yet"
+    ))
+}
+
+/// The metric of dense space `using`, from the collection's configuration.
+fn dense_metric(map: &CollectionMap, using: &str) -> Result<Metric, ApiError> {
+    let vectors = map.config.get("vectors").unwrap_or(&Value::Null);
+    let params = if vectors.get("distance").is_some() && using.is_empty() {
+        Some(vectors)
+    } else {
+        vectors.get(using)
+    };
+    let distance = params
+        .and_then(|p| p.get("distance"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_yet("outside a dense vector space"))?;
+    if params.is_some_and(|p| p.get("multivector_config").is_some_and(|m| !m.is_null())) {
+        return Err(not_yet("in a multivector space"));
+    }
+    crate::convert::metric(distance)
+}
+
+fn floats(v: &Value) -> Option<Vec<f32>> {
+    v.as_array()?
+        .iter()
+        .map(|x| x.as_f64().map(|f| f as f32))
+        .collect()
+}
+
+/// The query vector of an mmr node: given, or the vector the router found for the point it
+/// names (`example_vectors`, `lookup_from.points`).
+fn query_vector(node: &Value, input: &VectorInput) -> Result<Vec<f32>, ApiError> {
+    match input {
+        VectorInput::Dense(v) => Ok(v.clone()),
+        VectorInput::Point(id) => {
+            let key = id.to_string();
+            let found = node["example_vectors"]
+                .get(&key)
+                .or_else(|| node["lookup_from"]["points"].get(&key))
+                .ok_or(DbError::PointNotFound(*id))?;
+            floats(found).ok_or_else(|| not_yet("by a point without a dense vector"))
+        }
+        _ => Err(not_yet("by a sparse vector or a multivector")),
+    }
+}
+
+/// What each shard is asked to show of its candidates' vectors (the space compared in,
+/// always), and how the answer then shows them as the request asked.
+fn vectors_asked(node: &Value, using: &str) -> Value {
+    let asked = node
+        .get("with_vector")
+        .or_else(|| node.get("with_vectors"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    match asked {
+        Value::Bool(true) => json!(true),
+        Value::Array(mut names) if !using.is_empty() => {
+            if !names.iter().any(|n| n == using) {
+                names.push(json!(using));
+            }
+            Value::Array(names)
+        }
+        _ if using.is_empty() => json!(true),
+        _ => json!([using]),
+    }
+}
+
+fn shown(node: &Value, using: &str, mut point: Value) -> Value {
+    let asked = node
+        .get("with_vector")
+        .or_else(|| node.get("with_vectors"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    match asked {
+        Value::Bool(true) => {}
+        Value::Array(names) if !names.iter().any(|n| n == using) => {
+            if let Some(map) = point["vector"].as_object_mut() {
+                map.remove(using);
+            }
+        }
+        Value::Array(_) => {}
+        _ => point["vector"] = Value::Null,
+    }
+    point
+}
+
+/// The page of an mmr query node over `shards`.
+pub(super) async fn query(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: &Routed,
+    shards: &[u32],
+    node: &Value,
+) -> Result<Vec<Value>, ApiError> {
+    let Query::NearestMmr {
+        vector,
+        diversity,
+        candidates,
+    } = diskvec_db::query::json::query(&node["query"])?
+    else {
+        return Err(ApiError::bad_request("expected a nearest query with mmr"));
+    };
+    if node.get("prefetch").is_some_and(|p| !p.is_null()) {
+        return Err(not_yet("over prefetches"));
+    }
+    if !(0.0..=1.0).contains(&diversity) {
+        return Err(ApiError::from(DbError::InvalidInput(format!(
+            "mmr.diversity must be from 0 to 1, got {diversity}"
+        ))));
+    }
+    let using = node["using"].as_str().unwrap_or("").to_string();
+    let metric = dense_metric(map, &using)?;
+    let mut target = query_vector(node, &vector)?;
+    metric.prepare(&mut target);
+    let offset = usize_field(node, "offset", 0)?;
+    let limit = usize_field(node, "limit", 10)?;
+    let want = offset + limit;
+    let size = candidates.unwrap_or(limit).max(want).max(1);
+
+    let mut nearest = node.clone();
+    nearest["query"] = json!({ "nearest": node["query"]["nearest"] });
+    nearest["limit"] = json!(size);
+    nearest["offset"] = json!(0);
+    nearest["with_vector"] = vectors_asked(node, &using);
+    if let Some(n) = nearest.as_object_mut() {
+        n.remove("with_vectors");
+    }
+    let lists = super::queries::ask(c, map, r, shards, &nearest).await?;
+    let found = merge_scored(lists, 0, size, higher_first(map, node, true));
+    let mut pool = Vec::with_capacity(found.len());
+    for point in found {
+        if let Some(v) = vector_in(&point, &using).as_ref().and_then(floats) {
+            pool.push((point, v));
+        }
+    }
+    let relevance: Vec<f32> = pool
+        .iter()
+        .map(|(_, v)| dense_similarity(metric, &target, v))
+        .collect();
+    let picked = mmr_pick(
+        &relevance,
+        |best, i| dense_similarity(metric, &pool[best].1, &pool[i].1),
+        diversity,
+        want,
+    );
+    Ok(picked
+        .into_iter()
+        .skip(offset)
+        .map(|i| shown(node, &using, pool[i].0.clone()))
+        .collect())
+}
