@@ -1449,6 +1449,16 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
         fb = cluster.client(k).facet(split, key="g", facet_filter=f_even, limit=1, exact=True)
         assert [(h.value, h.count) for h in fb.hits] == [(0, 38)], fb
 
+        # Distance matrices: the same sample (the first points by id) and the same scores.
+        ma = cluster.client(k).search_matrix_pairs(whole, sample=30, limit=3, query_filter=f_even)
+        mb = cluster.client(k).search_matrix_pairs(split, sample=30, limit=3, query_filter=f_even)
+        assert [(p.a, p.b, round(p.score, 4)) for p in ma.pairs] == [
+            (p.a, p.b, round(p.score, 4)) for p in mb.pairs], k
+        assert len(mb.pairs) == 90, len(mb.pairs)
+        oa = cluster.client(k).search_matrix_offsets(whole, sample=20, limit=2)
+        ob = cluster.client(k).search_matrix_offsets(split, sample=20, limit=2)
+        assert (oa.ids, oa.offsets_row, oa.offsets_col) == (ob.ids, ob.offsets_row, ob.offsets_col), k
+
         # Scrolls ordered by a payload key, paged by start_from (ties by id).
         for order in (models.OrderBy(key="g", direction=models.Direction.DESC, start_from=2),
                       models.OrderBy(key="c")):

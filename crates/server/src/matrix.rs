@@ -21,7 +21,7 @@ type Result<T> = std::result::Result<T, ApiError>;
 const MAX_SAMPLE: usize = 2_000;
 
 /// For each sampled point (ascending ids), its `limit` best others: (row, column, score).
-struct Matrix {
+pub struct Matrix {
     ids: Vec<PointId>,
     entries: Vec<(usize, usize, f32)>,
 }
@@ -40,6 +40,40 @@ fn score(metric: Metric, a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// How many points a matrix request samples (`sample`, at most `MAX_SAMPLE`) and how many
+/// others each keeps (`limit`).
+pub fn sizes(body: &Value) -> Result<(usize, usize)> {
+    let sample = opt_positive(body.get("sample"), "sample")?
+        .unwrap_or(10)
+        .min(MAX_SAMPLE);
+    let limit = opt_positive(body.get("limit"), "limit")?.unwrap_or(3);
+    Ok((sample, limit))
+}
+
+/// The matrix of sampled points `ids` (ascending) with their stored `vectors` in a space of
+/// `metric`: each with its `limit` best others, ties by position.
+pub fn of_sample(ids: Vec<PointId>, vectors: &[Vec<f32>], metric: Metric, limit: usize) -> Matrix {
+    let mut entries = Vec::with_capacity(ids.len() * limit);
+    for (row, a) in vectors.iter().enumerate() {
+        let mut scored: Vec<(usize, f32)> = vectors
+            .iter()
+            .enumerate()
+            .filter(|(col, _)| *col != row)
+            .map(|(col, b)| (col, score(metric, a, b)))
+            .collect();
+        scored.sort_by(|x, y| {
+            let by_score = if metric == Metric::L2 {
+                x.1.total_cmp(&y.1)
+            } else {
+                y.1.total_cmp(&x.1)
+            };
+            by_score.then(x.0.cmp(&y.0))
+        });
+        entries.extend(scored.into_iter().take(limit).map(|(c, s)| (row, c, s)));
+    }
+    Matrix { ids, entries }
+}
+
 fn matrix(col: &diskvec_db::Collection, body: &Value) -> Result<Matrix> {
     let using = body.get("using").and_then(Value::as_str).unwrap_or("");
     let space = col
@@ -51,10 +85,7 @@ fn matrix(col: &diskvec_db::Collection, body: &Value) -> Result<Matrix> {
                 "Wrong input: Not existing vector name error: {using}"
             ))
         })?;
-    let sample = opt_positive(body.get("sample"), "sample")?
-        .unwrap_or(10)
-        .min(MAX_SAMPLE);
-    let limit = opt_positive(body.get("limit"), "limit")?.unwrap_or(3);
+    let (sample, limit) = sizes(body)?;
     let f = filter(body.get("filter"))?;
     // The first `sample` matching points with a vector in the space, by id.
     let mut ids = Vec::new();
@@ -75,25 +106,7 @@ fn matrix(col: &diskvec_db::Collection, body: &Value) -> Result<Matrix> {
             None => break,
         }
     }
-    let mut entries = Vec::with_capacity(ids.len() * limit);
-    for (row, a) in vectors.iter().enumerate() {
-        let mut scored: Vec<(usize, f32)> = vectors
-            .iter()
-            .enumerate()
-            .filter(|(col, _)| *col != row)
-            .map(|(col, b)| (col, score(space.metric, a, b)))
-            .collect();
-        scored.sort_by(|x, y| {
-            let by_score = if space.metric == Metric::L2 {
-                x.1.total_cmp(&y.1)
-            } else {
-                y.1.total_cmp(&x.1)
-            };
-            by_score.then(x.0.cmp(&y.0))
-        });
-        entries.extend(scored.into_iter().take(limit).map(|(c, s)| (row, c, s)));
-    }
-    Ok(Matrix { ids, entries })
+    Ok(of_sample(ids, &vectors, space.metric, limit))
 }
 
 #[derive(Serialize)]
@@ -116,13 +129,9 @@ struct Offsets {
     ids: Vec<IdOut>,
 }
 
-pub async fn pairs(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
-    let t = Instant::now();
-    let col = collection(&s, &name)?;
-    let body = parse_body(&body)?;
-    crate::strict::read(&col, &body)?;
-    let m = blocking(move || matrix(&col, &body)).await?;
-    let pairs = m
+/// `pairs`' answer.
+pub fn pairs_of(m: &Matrix) -> Value {
+    let pairs: Vec<Pair> = m
         .entries
         .iter()
         .map(|&(r, c, score)| Pair {
@@ -131,7 +140,27 @@ pub async fn pairs(State(s): State<AppState>, Path(name): Path<String>, body: By
             score,
         })
         .collect();
-    Ok(ok(Pairs { pairs }, t))
+    serde_json::to_value(Pairs { pairs }).unwrap_or(Value::Null)
+}
+
+/// `offsets`' answer.
+pub fn offsets_of(m: Matrix) -> Value {
+    serde_json::to_value(Offsets {
+        offsets_row: m.entries.iter().map(|e| e.0).collect(),
+        offsets_col: m.entries.iter().map(|e| e.1).collect(),
+        scores: m.entries.iter().map(|e| e.2).collect(),
+        ids: m.ids.into_iter().map(IdOut).collect(),
+    })
+    .unwrap_or(Value::Null)
+}
+
+pub async fn pairs(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {
+    let t = Instant::now();
+    let col = collection(&s, &name)?;
+    let body = parse_body(&body)?;
+    crate::strict::read(&col, &body)?;
+    let m = blocking(move || matrix(&col, &body)).await?;
+    Ok(ok(pairs_of(&m), t))
 }
 
 pub async fn offsets(
@@ -144,13 +173,5 @@ pub async fn offsets(
     let body = parse_body(&body)?;
     crate::strict::read(&col, &body)?;
     let m = blocking(move || matrix(&col, &body)).await?;
-    Ok(ok(
-        Offsets {
-            offsets_row: m.entries.iter().map(|e| e.0).collect(),
-            offsets_col: m.entries.iter().map(|e| e.1).collect(),
-            scores: m.entries.iter().map(|e| e.2).collect(),
-            ids: m.ids.into_iter().map(IdOut).collect(),
-        },
-        t,
-    ))
+    Ok(ok(offsets_of(m), t))
 }

@@ -24,25 +24,25 @@ fn not_yet(what: &str) -> ApiError {
     ))
 }
 
-/// The metric of dense space `using`, from the collection's configuration.
-fn dense_metric(map: &CollectionMap, using: &str) -> Result<Metric, ApiError> {
-    let vectors = map.config.get("vectors").unwrap_or(&Value::Null);
-    let params = if vectors.get("distance").is_some() && using.is_empty() {
-        Some(vectors)
+/// The metric of dense space `using`, from the collection's configuration; `None` when it
+/// is no dense space of it (missing, sparse, or of multivectors).
+pub(super) fn dense_metric(map: &CollectionMap, using: &str) -> Option<Metric> {
+    let vectors = map.config.get("vectors")?;
+    let params = if vectors.get("distance").is_some() {
+        using.is_empty().then_some(vectors)?
     } else {
-        vectors.get(using)
+        vectors.get(using)?
     };
-    let distance = params
-        .and_then(|p| p.get("distance"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| not_yet("outside a dense vector space"))?;
-    if params.is_some_and(|p| p.get("multivector_config").is_some_and(|m| !m.is_null())) {
-        return Err(not_yet("in a multivector space"));
+    if params
+        .get("multivector_config")
+        .is_some_and(|m| !m.is_null())
+    {
+        return None;
     }
-    crate::convert::metric(distance)
+    crate::convert::metric(params.get("distance")?.as_str()?).ok()
 }
 
-fn floats(v: &Value) -> Option<Vec<f32>> {
+pub(super) fn floats(v: &Value) -> Option<Vec<f32>> {
     v.as_array()?
         .iter()
         .map(|x| x.as_f64().map(|f| f as f32))
@@ -131,7 +131,8 @@ pub(super) async fn query(
         ))));
     }
     let using = node["using"].as_str().unwrap_or("").to_string();
-    let metric = dense_metric(map, &using)?;
+    let metric = dense_metric(map, &using)
+        .ok_or_else(|| not_yet("outside a dense vector space (sparse, multivector)"))?;
     let mut target = query_vector(node, &vector)?;
     metric.prepare(&mut target);
     let offset = usize_field(node, "offset", 0)?;

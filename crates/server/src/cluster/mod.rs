@@ -13,6 +13,7 @@ mod calls;
 mod collections;
 mod groups;
 mod lookups;
+mod matrix;
 mod merge;
 mod mmr;
 mod ordered;
@@ -383,6 +384,9 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
             groups::groups(c, &map, r).await
         }
         ("POST", "/facet") => groups::facet(c, &map, r).await,
+        ("POST", "/points/search/matrix/pairs") | ("POST", "/points/search/matrix/offsets") => {
+            matrix::matrix(c, &map, r).await
+        }
         ("GET", t) if t.starts_with("/points/") => reads::get_one(c, &map, r).await,
         // What reaches one shard is that shard's replica's to answer.
         _ if m == "GET" || m == "POST" => reads::forward_whole(c, &map, r).await,
