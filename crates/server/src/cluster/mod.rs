@@ -25,6 +25,7 @@ mod seeding;
 mod shard_snapshots;
 mod split;
 mod transfers;
+mod write_checks;
 mod writes;
 
 use std::collections::HashMap;

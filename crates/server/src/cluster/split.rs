@@ -62,7 +62,7 @@ pub fn replica_query(query: Option<&str>) -> String {
 }
 
 /// The batch endpoint's operations as (method, path) of the single operation's endpoint.
-fn batch_operation(name: &str) -> Option<(&'static str, &'static str)> {
+pub(super) fn batch_operation(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
         "upsert" => ("PUT", "/points"),
         "delete" => ("POST", "/points/delete"),

@@ -53,6 +53,9 @@ pub async fn write(
     }
     let query = replica_query(r.query.as_deref());
     let schema_change = super::is_schema_change(r.method.as_str(), &r.tail);
+    if !schema_change {
+        super::write_checks::check(map, r.method.as_str(), &r.tail, &body)?;
+    }
     // A change of a collection sharded by key is kept in its map first, for the shards of
     // keys made later (published after, so that no shard misses it).
     let recorded;
