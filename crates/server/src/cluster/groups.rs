@@ -1,11 +1,12 @@
 //! Groups (`/points/query/groups`, `/points/search/groups`) and facets (`/facet`) on a
 //! collection of several shards.
 //!
-//! Groups: every shard answers the request; the collection's groups are the `limit` whose
-//! best hit is best over all shards (a group's best hit is in some shard's answer: the
-//! groups that shard ranks above it rank above it overall too). A shard that answered a
-//! full page of other groups may still hold hits of a chosen group, so it is asked again
-//! for those groups only; each group keeps its `group_size` best hits over the shards.
+//! Groups: every shard answers the request for twice its `limit` groups; the collection's
+//! groups are the `limit` whose best hit is best over all shards (a group's best hit is in
+//! some shard's answer: the groups that shard ranks above it rank above it overall too). A
+//! shard that answered a full page of other groups may still hold hits of a chosen group,
+//! so it is asked again for those groups only; each group keeps its `group_size` best hits
+//! over the shards.
 //!
 //! Facets: every shard counts up to `FACET_PER_SHARD` values, summed per value. The counts
 //! are exact whenever no shard has more distinct values than that.
@@ -28,6 +29,9 @@ use crate::envelope::{ok, ApiError};
 
 /// Values each shard counts for a facet on a collection of several shards.
 const FACET_PER_SHARD: usize = 10_000;
+
+/// Each shard is asked for this many times the groups the request wants.
+const GROUPS_PER_SHARD_FACTOR: usize = 2;
 
 /// Hits of each group a request gets without a `group_size` (Qdrant's default).
 const DEFAULT_GROUP_SIZE: usize = 3;
@@ -99,12 +103,17 @@ pub async fn groups(
         .to_string();
     let limit = usize_field(&body, "limit", 10)?;
     let size = usize_field(&body, "group_size", DEFAULT_GROUP_SIZE)?;
+    // Twice the groups from each shard: the chosen ones are then nearly always among a
+    // shard's page (grouping more costs little beside the search), so the second ask is rare.
+    let per_shard_limit = limit.saturating_mul(GROUPS_PER_SHARD_FACTOR);
+    let mut first = body.clone();
+    first["limit"] = json!(per_shard_limit);
     let answers = c
         .read_all_shards(
             &r.name,
             map,
             &shards,
-            r.shard_read(Bytes::from(body.to_string())),
+            r.shard_read(Bytes::from(first.to_string())),
         )
         .await?;
     let per_shard: Vec<Vec<(Value, Vec<Value>)>> =
@@ -139,9 +148,11 @@ pub async fn groups(
             chosen.push(g);
         }
     }
-    // A shard that filled its page may hold hits of chosen groups it did not name.
+    // A shard that filled its page may hold hits of chosen groups it did not name: those
+    // shards are asked again, side by side, for those groups only.
+    let mut asks = Vec::new();
     for (s, answer) in per_shard.iter().enumerate() {
-        if answer.len() < limit {
+        if answer.len() < per_shard_limit {
             continue;
         }
         let missing: Vec<Value> = chosen
@@ -159,14 +170,12 @@ pub async fn groups(
             None => json!({ "must": [only] }),
         };
         again["limit"] = json!(missing.len());
-        let a = c
-            .read_shard(
-                &r.name,
-                map,
-                shards[s],
-                &r.shard_read(Bytes::from(again.to_string())),
-            )
-            .await?;
+        let read = r.shard_read(Bytes::from(again.to_string()));
+        let (shard, name) = (shards[s], r.name.as_str());
+        asks.push(async move { c.read_shard(name, map, shard, &read).await });
+    }
+    for a in futures_util::future::join_all(asks).await {
+        let a = a?;
         if !a.status.is_success() {
             return Err(a.error());
         }
