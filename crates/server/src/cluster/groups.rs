@@ -103,8 +103,8 @@ pub async fn groups(
         .to_string();
     let limit = usize_field(&body, "limit", 10)?;
     let size = usize_field(&body, "group_size", DEFAULT_GROUP_SIZE)?;
-    // Twice the groups from each shard: the chosen ones are then nearly always among a
-    // shard's page (grouping more costs little beside the search), so the second ask is rare.
+    // Twice the groups from each shard: the chosen ones are then more often among a shard's
+    // page (grouping more costs little beside the search), so fewer shards are asked again.
     let per_shard_limit = limit.saturating_mul(GROUPS_PER_SHARD_FACTOR);
     let mut first = body.clone();
     first["limit"] = json!(per_shard_limit);
