@@ -84,6 +84,9 @@ impl Database {
         manifest_checksum: &str,
     ) -> Result<(Arc<Collection>, LinkedBytes)> {
         crate::db::check_name(name)?;
+        // The path comes from another node: followed to where it really is, then it must be
+        // a linked copy made for this collection.
+        let from = &fs::canonicalize(from).map_err(file_error(from))?;
         let made_for = from
             .file_name()
             .and_then(|f| f.to_str())

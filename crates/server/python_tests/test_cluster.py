@@ -1372,7 +1372,8 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
     whole, split = "one_shard", "three_shards"
     create_and_wait(cluster, whole, shards=1, replicas=1)
     create_and_wait(cluster, split, shards=3, replicas=1)
-    points = [point(i, {"g": i % 4, "c": "xyz"[i % 3]}) for i in range(150)]
+    points = [point(i, {"g": i % 4, "c": "xyz"[i % 3], "m": f"s{i % 7}" if i % 2 else i % 7})
+              for i in range(150)]
     for name in (whole, split):
         cluster.client(0).upsert(name, wait=True, points=points)
     exact = models.SearchParams(exact=True)
@@ -1438,6 +1439,13 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
         gb = cluster.client(k).query_points_groups(split, group_by="c", query=vectors_of([1005])[0].tolist(),
                                                    limit=2, group_size=4, search_params=exact).groups
         assert [(g.id, [h.id for h in g.hits]) for g in ga] == [(g.id, [h.id for h in g.hits]) for g in gb], k
+        # Group keys of both kinds (strings and integers), many groups: shards asked again.
+        ga = cluster.client(k).query_points_groups(whole, group_by="m", query=vectors_of([1007])[0].tolist(),
+                                                   limit=5, group_size=3, search_params=exact).groups
+        gb = cluster.client(k).query_points_groups(split, group_by="m", query=vectors_of([1007])[0].tolist(),
+                                                   limit=5, group_size=3, search_params=exact).groups
+        assert [(g.id, [h.id for h in g.hits]) for g in ga] == [(g.id, [h.id for h in g.hits]) for g in gb], k
+        assert {type(g.id) for g in gb} == {str, int}, gb
         gb = cluster.client(k).query_points_groups(split, group_by="g", query=60, limit=3, group_size=2,
                                                    search_params=exact).groups
         assert len(gb) == 3 and all(len(g.hits) == 2 and 60 not in [h.id for h in g.hits] for g in gb), gb

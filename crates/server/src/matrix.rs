@@ -46,7 +46,10 @@ pub fn sizes(body: &Value) -> Result<(usize, usize)> {
     let sample = opt_positive(body.get("sample"), "sample")?
         .unwrap_or(10)
         .min(MAX_SAMPLE);
-    let limit = opt_positive(body.get("limit"), "limit")?.unwrap_or(3);
+    // More others than the sample holds is all of them.
+    let limit = opt_positive(body.get("limit"), "limit")?
+        .unwrap_or(3)
+        .min(sample);
     Ok((sample, limit))
 }
 
@@ -117,20 +120,20 @@ struct Pair {
 }
 
 #[derive(Serialize)]
-struct Pairs {
+pub struct Pairs {
     pairs: Vec<Pair>,
 }
 
 #[derive(Serialize)]
-struct Offsets {
+pub struct Offsets {
     offsets_row: Vec<usize>,
     offsets_col: Vec<usize>,
     scores: Vec<f32>,
     ids: Vec<IdOut>,
 }
 
-/// `pairs`' answer.
-pub fn pairs_of(m: &Matrix) -> Value {
+/// `pairs`' answer (serialized as it is: scores as f32, not widened).
+pub fn pairs_of(m: &Matrix) -> Pairs {
     let pairs: Vec<Pair> = m
         .entries
         .iter()
@@ -140,18 +143,17 @@ pub fn pairs_of(m: &Matrix) -> Value {
             score,
         })
         .collect();
-    serde_json::to_value(Pairs { pairs }).unwrap_or(Value::Null)
+    Pairs { pairs }
 }
 
 /// `offsets`' answer.
-pub fn offsets_of(m: Matrix) -> Value {
-    serde_json::to_value(Offsets {
+pub fn offsets_of(m: Matrix) -> Offsets {
+    Offsets {
         offsets_row: m.entries.iter().map(|e| e.0).collect(),
         offsets_col: m.entries.iter().map(|e| e.1).collect(),
         scores: m.entries.iter().map(|e| e.2).collect(),
         ids: m.ids.into_iter().map(IdOut).collect(),
-    })
-    .unwrap_or(Value::Null)
+    }
 }
 
 pub async fn pairs(State(s): State<AppState>, Path(name): Path<String>, body: Bytes) -> ApiResult {

@@ -90,6 +90,13 @@ pub(crate) fn link_tree(from: &Path, to: &Path, bytes: &mut LinkedBytes) -> Resu
     for name in list(from)? {
         let (src, dst) = (from.join(&name), to.join(&name));
         let meta = fs::symlink_metadata(&src).map_err(file_error(&src))?;
+        if meta.file_type().is_symlink() {
+            // A collection's files are never links: one here leads out of the tree.
+            return Err(DbError::InvalidInput(format!(
+                "{} is a symbolic link",
+                src.display()
+            )));
+        }
         if meta.is_dir() {
             link_tree(&src, &dst, bytes)?;
         } else if fs::hard_link(&src, &dst).is_ok() {

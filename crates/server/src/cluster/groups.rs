@@ -21,7 +21,7 @@ use diskvec_db::FacetValue;
 use serde_json::{json, Value};
 
 use super::lookups::{self, attach, lookup_spec};
-use super::merge::merge_scored;
+use super::merge::{id_order, merge_scored};
 use super::queries::{step_of, with_examples, Step};
 use super::reads::{self, higher_first, reached, usize_field};
 use super::{ClusterState, Routed};
@@ -57,13 +57,11 @@ fn groups_in(answer: &Value) -> Vec<(Value, Vec<Value>)> {
         .collect()
 }
 
-fn best_score(hits: &[Vec<Value>], higher_first: bool) -> f64 {
-    let scores = hits.iter().flatten().filter_map(|h| h["score"].as_f64());
-    if higher_first {
-        scores.fold(f64::NEG_INFINITY, f64::max)
-    } else {
-        scores.fold(f64::INFINITY, f64::min)
-    }
+/// A group's best hit over the shards' lists (each best first): the first of their merge.
+fn best_hit(hits: &[Vec<Value>], higher_first: bool) -> Value {
+    merge_scored(hits.to_vec(), 0, 1, Some(higher_first))
+        .pop()
+        .unwrap_or(Value::Null)
 }
 
 /// `/points/query/groups`, `/points/search/groups`.
@@ -130,21 +128,22 @@ pub async fn groups(
             }
         }
     }
-    // Best group first; equal ones in the order the shards named them.
-    let mut ranked: Vec<(usize, f64)> = all
-        .iter()
-        .enumerate()
-        .map(|(i, g)| (i, best_score(&g.hits, order)))
-        .collect();
-    ranked.sort_by(|a, b| {
-        let by = a.1.total_cmp(&b.1);
-        if order { by.reverse() } else { by }.then(a.0.cmp(&b.0))
+    // Best group first, by its best hit (as one node opens groups along its hits: equal
+    // scores by point id).
+    let best: Vec<Value> = all.iter().map(|g| best_hit(&g.hits, order)).collect();
+    let mut ranked: Vec<usize> = (0..all.len()).collect();
+    ranked.sort_by(|&a, &b| {
+        let score = |i: usize| best[i]["score"].as_f64().unwrap_or(f64::NAN);
+        let by = score(a).total_cmp(&score(b));
+        if order { by.reverse() } else { by }
+            .then_with(|| id_order(&best[a]["id"], &best[b]["id"]))
+            .then(a.cmp(&b))
     });
     ranked.truncate(limit);
     let mut chosen: Vec<Group> = Vec::with_capacity(ranked.len());
     let mut slots: Vec<Option<Group>> = all.into_iter().map(Some).collect();
-    for (i, _) in &ranked {
-        if let Some(g) = slots[*i].take() {
+    for i in ranked {
+        if let Some(g) = slots[i].take() {
             chosen.push(g);
         }
     }
@@ -164,7 +163,15 @@ pub async fn groups(
             continue;
         }
         let mut again = body.clone();
-        let only = json!({ "key": key, "match": { "any": missing } });
+        // `any` takes strings or integers, not both: one condition of each kind.
+        let (words, numbers): (Vec<Value>, Vec<Value>) =
+            missing.iter().cloned().partition(Value::is_string);
+        let kinds: Vec<Value> = [words, numbers]
+            .into_iter()
+            .filter(|list| !list.is_empty())
+            .map(|list| json!({ "key": key, "match": { "any": list } }))
+            .collect();
+        let only = json!({ "should": kinds });
         again["filter"] = match body.get("filter").filter(|f| !f.is_null()) {
             Some(f) => json!({ "must": [f, only] }),
             None => json!({ "must": [only] }),

@@ -70,11 +70,14 @@ pub async fn matrix(
         ids.push(id);
         vectors.push(v);
     }
-    let m = crate::matrix::of_sample(ids, &vectors, metric, limit);
-    let answer = if r.tail.ends_with("/pairs") {
-        crate::matrix::pairs_of(&m)
+    // Up to 2,000 squared distances: off the async threads.
+    let m =
+        tokio::task::spawn_blocking(move || crate::matrix::of_sample(ids, &vectors, metric, limit))
+            .await
+            .map_err(|e| ApiError::unavailable(format!("the matrix was not computed: {e}")))?;
+    if r.tail.ends_with("/pairs") {
+        Ok(ok(crate::matrix::pairs_of(&m), r.started))
     } else {
-        crate::matrix::offsets_of(m)
-    };
-    Ok(ok(answer, r.started))
+        Ok(ok(crate::matrix::offsets_of(m), r.started))
+    }
 }

@@ -50,8 +50,11 @@ pub fn merge_scored(
         } else {
             by_score
         };
-        // Equal scores: each shard's own order, then shard order (a stable answer).
-        by_score.then(a.1.cmp(&b.1)).then(a.0.cmp(&b.0))
+        // Equal scores by point id, as one node breaks ties (each shard's list is so too).
+        by_score
+            .then_with(|| id_order(&a.2["id"], &b.2["id"]))
+            .then(a.1.cmp(&b.1))
+            .then(a.0.cmp(&b.0))
     });
     all.into_iter()
         .skip(offset)
@@ -108,6 +111,9 @@ mod tests {
         assert_eq!(ids(&merge_scored(distances, 0, 3, None)), [1, 3, 4]);
         let flat = vec![hits(&[(1, 1.0)]), hits(&[(2, 1.0)])];
         assert_eq!(ids(&merge_scored(flat, 0, 5, None)), [1, 2]);
+        // Ties by point id over the shards, as one node breaks them.
+        let tied = vec![hits(&[(1, 0.0), (2, 0.0)]), hits(&[(0, 0.0), (4, 0.0)])];
+        assert_eq!(ids(&merge_scored(tied, 0, 3, Some(true))), [0, 1, 2]);
         // One hit per shard says nothing of the direction: the metric does.
         let one_each = vec![hits(&[(1, 0.4)]), hits(&[(2, 0.1)])];
         assert_eq!(ids(&merge_scored(one_each.clone(), 0, 1, Some(false))), [2]);

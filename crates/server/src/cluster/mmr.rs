@@ -156,16 +156,22 @@ pub(super) async fn query(
             pool.push((point, v));
         }
     }
-    let relevance: Vec<f32> = pool
-        .iter()
-        .map(|(_, v)| dense_similarity(metric, &target, v))
-        .collect();
-    let picked = mmr_pick(
-        &relevance,
-        |best, i| dense_similarity(metric, &pool[best].1, &pool[i].1),
-        diversity,
-        want,
-    );
+    let vectors: Vec<Vec<f32>> = pool.iter().map(|(_, v)| v.clone()).collect();
+    // Candidates squared similarities: off the async threads.
+    let picked = tokio::task::spawn_blocking(move || {
+        let relevance: Vec<f32> = vectors
+            .iter()
+            .map(|v| dense_similarity(metric, &target, v))
+            .collect();
+        mmr_pick(
+            &relevance,
+            |best, i| dense_similarity(metric, &vectors[best], &vectors[i]),
+            diversity,
+            want,
+        )
+    })
+    .await
+    .map_err(|e| ApiError::unavailable(format!("mmr was not computed: {e}")))?;
     Ok(picked
         .into_iter()
         .skip(offset)

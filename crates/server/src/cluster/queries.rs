@@ -186,6 +186,12 @@ pub(super) fn answer<'a>(
     node: &'a Value,
 ) -> Page<'a> {
     Box::pin(async move {
+        if node.get("limit").and_then(Value::as_u64) == Some(0) {
+            // One node's words (its limit's check), before any shard is asked.
+            return Err(ApiError::from(DbError::Validation(
+                "internal.limit: value 0 invalid, must be 1 or larger".into(),
+            )));
+        }
         match step_of(map, node)? {
             Step::Fused(fusion) => fused(c, map, r, shards, node, fusion).await,
             Step::Scored(order) => {

@@ -270,8 +270,9 @@ pub(super) fn higher_first(map: &CollectionMap, search: &Value, is_query: bool) 
             .and_then(Value::as_str)
             .unwrap_or("")
     };
+    // The unnamed space's parameters are `vectors` itself; any other name there is sparse.
     let params = if vectors.get("distance").is_some() {
-        vectors
+        space.is_empty().then_some(vectors)?
     } else {
         vectors.get(space)?
     };
