@@ -17,6 +17,7 @@ rm -rf target/wheels
 "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps target/wheels/diskvec-*.whl
 "$venv/bin/python" -m pytest -q crates/python/tests
 echo "test.sh: $(date +%T) server through qdrant-client"
-# The server through qdrant-client, against the release binary.
-cargo build --release -q -p diskvec-cli
+# The server through qdrant-client, against the release binary `cargo test` built for the
+# CLI's tests (a separate `cargo build -p diskvec-cli` resolves features without the test
+# dependencies' and compiled parts of the workspace again).
 DISKVEC_BIN="$PWD/target/release/diskvec" "$venv/bin/python" -m pytest -q crates/server/python_tests
