@@ -8,8 +8,9 @@
 //! so it is asked again for those groups only; each group keeps its `group_size` best hits
 //! over the shards.
 //!
-//! Facets: every shard counts up to `FACET_PER_SHARD` values, summed per value. The counts
-//! are exact whenever no shard has more distinct values than that.
+//! Facets: every shard counts up to `FACET_PER_SHARD` values (ten times as many again while
+//! a shard's answer is full, up to `FACET_MOST_PER_SHARD`), summed per value. The counts are
+//! exact whenever no shard has more distinct values than that.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,8 +28,10 @@ use super::reads::{self, higher_first, reached, usize_field};
 use super::{ClusterState, Routed};
 use crate::envelope::{ok, ApiError};
 
-/// Values each shard counts for a facet on a collection of several shards.
+/// Values each shard counts for a facet on a collection of several shards, first.
 const FACET_PER_SHARD: usize = 10_000;
+/// And at most, when a shard has more distinct values.
+const FACET_MOST_PER_SHARD: usize = 1_000_000;
 
 /// Each shard is asked for this many times the groups the request wants.
 const GROUPS_PER_SHARD_FACTOR: usize = 2;
@@ -217,15 +220,27 @@ pub async fn facet(
         return Err(ApiError::bad_request("expected a JSON object"));
     }
     let limit = usize_field(&body, "limit", 10)?;
-    body["limit"] = json!(FACET_PER_SHARD.max(limit));
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            &shards,
-            r.shard_read(Bytes::from(body.to_string())),
-        )
-        .await?;
+    // A shard that answered as many values as asked may hold more: all are asked again for
+    // ten times as many, up to FACET_MOST_PER_SHARD.
+    let mut per_shard = FACET_PER_SHARD.max(limit);
+    let answers = loop {
+        body["limit"] = json!(per_shard);
+        let answers = c
+            .read_all_shards(
+                &r.name,
+                map,
+                &shards,
+                r.shard_read(Bytes::from(body.to_string())),
+            )
+            .await?;
+        let full = answers
+            .iter()
+            .any(|a| a.result()["hits"].as_array().map_or(0, Vec::len) >= per_shard);
+        if !full || per_shard >= FACET_MOST_PER_SHARD {
+            break answers;
+        }
+        per_shard = (per_shard * 10).min(FACET_MOST_PER_SHARD);
+    };
     let mut counts: HashMap<FacetValue, u64> = HashMap::new();
     for a in &answers {
         for hit in a.result()["hits"].as_array().into_iter().flatten() {
