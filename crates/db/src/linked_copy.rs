@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::collection::snapshot::{link_tree, LinkedBytes};
 use crate::error::file_error;
-use crate::manifest::{Manifest, MANIFEST_FILE};
+use crate::manifest::MANIFEST_FILE;
 use crate::snapshot::{file_checksum, sync_tree};
 use crate::{Collection, Database, DbError, Result};
 
@@ -109,24 +109,10 @@ impl Database {
                 from.display()
             )));
         }
-        let root = self.dir().join("collections");
-        let unpacked = root.join(format!(".restoring-{name}"));
-        let _ = fs::remove_dir_all(&unpacked);
         let mut bytes = LinkedBytes::default();
-        let result = link_tree(from, &unpacked, &mut bytes).and_then(|()| {
-            let manifest = Manifest::read(self.storage(), &unpacked)?;
-            if !manifest.config.paths.is_empty() || manifest.config.wal_path.is_some() {
-                return Err(DbError::InvalidInput(
-                    "the linked collection keeps files outside its directory".into(),
-                ));
-            }
-            sync_tree(&unpacked)?;
-            if self.collection_names().iter().any(|n| n == name) {
-                self.drop_collection(name)?;
-            }
-            self.adopt_collection(name, &unpacked)
+        let result = self.put_in_place(name, "the linked collection", |unpacked| {
+            link_tree(from, unpacked, &mut bytes)
         });
-        let _ = fs::remove_dir_all(&unpacked);
         if result.is_ok() {
             let _ = fs::remove_dir_all(from);
         }

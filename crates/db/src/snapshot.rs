@@ -315,15 +315,30 @@ impl Database {
                 )));
             }
         }
+        self.put_in_place(name, "the snapshot's collection", |unpacked| {
+            self.unpack_collection(archive, unpacked)
+        })
+    }
+
+    /// Makes collection `name` (replacing one of that name) from the files `fill` puts in a
+    /// hidden directory (which an open removes, should the process die): checked to keep
+    /// every file inside, made durable, then renamed into place, so the collection appears
+    /// whole or not at all. `what` names the source in a refusal.
+    pub(crate) fn put_in_place(
+        &self,
+        name: &str,
+        what: &str,
+        fill: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<Arc<Collection>> {
         let root = self.dir().join("collections");
         let unpacked = root.join(format!(".restoring-{name}"));
         let _ = fs::remove_dir_all(&unpacked);
-        let result = self.unpack_collection(archive, &unpacked).and_then(|()| {
+        let result = fill(&unpacked).and_then(|()| {
             let manifest = Manifest::read(self.storage(), &unpacked)?;
             if !manifest.config.paths.is_empty() || manifest.config.wal_path.is_some() {
-                return Err(DbError::InvalidInput(
-                    "the snapshot's collection keeps files outside its directory".into(),
-                ));
+                return Err(DbError::InvalidInput(format!(
+                    "{what} keeps files outside its directory"
+                )));
             }
             sync_tree(&unpacked)?;
             if self.collection_names().iter().any(|n| n == name) {

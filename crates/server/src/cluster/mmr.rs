@@ -66,15 +66,18 @@ fn query_vector(node: &Value, input: &VectorInput) -> Result<Vec<f32>, ApiError>
     }
 }
 
-/// What each shard is asked to show of its candidates' vectors (the space compared in,
-/// always), and how the answer then shows them as the request asked.
-fn vectors_asked(node: &Value, using: &str) -> Value {
-    let asked = node
-        .get("with_vector")
+/// The vectors the request asks its answer to show (`with_vector`, or `with_vectors`).
+fn vectors_wanted(node: &Value) -> Value {
+    node.get("with_vector")
         .or_else(|| node.get("with_vectors"))
         .cloned()
-        .unwrap_or(Value::Null);
-    match asked {
+        .unwrap_or(Value::Null)
+}
+
+/// What each shard is asked to show of its candidates' vectors (the space compared in,
+/// always); `shown` then shows them as the request asked.
+fn vectors_asked(node: &Value, using: &str) -> Value {
+    match vectors_wanted(node) {
         Value::Bool(true) => json!(true),
         Value::Array(mut names) if !using.is_empty() => {
             if !names.iter().any(|n| n == using) {
@@ -88,12 +91,7 @@ fn vectors_asked(node: &Value, using: &str) -> Value {
 }
 
 fn shown(node: &Value, using: &str, mut point: Value) -> Value {
-    let asked = node
-        .get("with_vector")
-        .or_else(|| node.get("with_vectors"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    match asked {
+    match vectors_wanted(node) {
         Value::Bool(true) => {}
         Value::Array(names) if !names.iter().any(|n| n == using) => {
             if let Some(map) = point["vector"].as_object_mut() {
