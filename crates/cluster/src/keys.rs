@@ -251,6 +251,7 @@ mod tests {
             write_consistency_factor: 1,
             sharding_method: method,
             changes: Vec::new(),
+            strict_mode: None,
             shards,
         }
     }

@@ -101,6 +101,11 @@ pub struct CollectionMap {
     /// first (collections sharded by key only; others have every shard from the start).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Value>,
+    /// Strict mode as the collection's settings were last changed (the creation's
+    /// `strict_mode_config` until then): what every node checks the requests it routes
+    /// against, before they are logged or fanned out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict_mode: Option<Value>,
     pub shards: Vec<ShardMap>,
 }
 
@@ -296,6 +301,7 @@ mod tests {
             }],
             sharding_method: ShardingMethod::Auto,
             changes: Vec::new(),
+            strict_mode: None,
         };
         view.collections.insert("x".into(), (first, 5));
         assert_eq!(place(&view, 1, 1)[0].replicas, vec!["c".to_string()]);
@@ -311,6 +317,7 @@ mod tests {
             write_consistency_factor: 1,
             sharding_method: ShardingMethod::Auto,
             changes: Vec::new(),
+            strict_mode: None,
             shards: vec![],
         };
         assert_eq!(map.stream_name("docs", 1), "dv_docs_ab_1");

@@ -51,7 +51,7 @@ pub use filter::Filter;
 pub use ops::PointRecord;
 pub use search_memory::{PqCodes, Usage as SearchMemoryUsage, AUTO_SEARCH_SHARE};
 pub use snapshot::{file_checksum, SnapshotInfo, SnapshotsOf};
-pub use strict::{CollectionSize, Rate, StrictMode};
+pub use strict::{CollectionSize, Rate, Rates, StrictMode};
 pub use vectors::{NamedVectors, SparseVector, Vector, MAX_SPARSE_ENTRIES};
 
 pub(crate) use diskvec_io::failpoint;

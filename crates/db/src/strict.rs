@@ -140,6 +140,36 @@ impl StrictMode {
         }
     }
 
+    /// The limits a request can be judged by alone (sizes, search effort, batch sizes,
+    /// filter sizes, vector lengths, rates). In a cluster the node that receives a request
+    /// checks these once, before it is logged or fanned out over the shards, so the reads
+    /// it makes of each shard on the request's behalf are not judged again.
+    pub fn request_limits(&self) -> StrictMode {
+        StrictMode {
+            unindexed_filtering_retrieve: None,
+            unindexed_filtering_update: None,
+            max_collection_vector_size_bytes: None,
+            max_points_count: None,
+            max_payload_index_count: None,
+            ..self.clone()
+        }
+    }
+
+    /// The limits only the data can judge (which payload fields are indexed, how large the
+    /// collection is, how many indexes it has): what a cluster's replica checks of the requests routed to it, since
+    /// every replica that applies the log to the same point judges a write the same way.
+    pub fn data_limits(&self) -> StrictMode {
+        StrictMode {
+            enabled: self.enabled,
+            unindexed_filtering_retrieve: self.unindexed_filtering_retrieve,
+            unindexed_filtering_update: self.unindexed_filtering_update,
+            max_collection_vector_size_bytes: self.max_collection_vector_size_bytes,
+            max_points_count: self.max_points_count,
+            max_payload_index_count: self.max_payload_index_count,
+            ..StrictMode::default()
+        }
+    }
+
     /// Refuses limits that make no sense (Qdrant's schema minimums).
     pub fn check(&self) -> Result<()> {
         for (name, value) in [
@@ -410,6 +440,36 @@ impl Rate {
     }
 }
 
+/// A collection's read and write token buckets, made when strict mode first charges one
+/// and made anew when its rate changes.
+#[derive(Debug, Default)]
+pub struct Rates {
+    read: Option<RateLimiter>,
+    write: Option<RateLimiter>,
+}
+
+impl Rates {
+    /// Spends `cost` of `strict`'s read or write rate (nothing when strict mode is off or
+    /// sets no such rate).
+    pub fn charge(&mut self, strict: &StrictMode, rate: Rate, cost: usize) -> Result<()> {
+        let limit = match rate {
+            Rate::Read => strict.read_rate_limit,
+            Rate::Write => strict.write_rate_limit,
+        };
+        let Some(per_minute) = limit.filter(|_| strict.is_enabled()) else {
+            return Ok(());
+        };
+        let bucket = match rate {
+            Rate::Read => &mut self.read,
+            Rate::Write => &mut self.write,
+        };
+        match bucket {
+            Some(b) if b.per_minute() == per_minute => b.take(cost, rate),
+            _ => bucket.insert(RateLimiter::new(per_minute)).take(cost, rate),
+        }
+    }
+}
+
 /// A token bucket of `per_minute` tokens, full at start, refilled continuously.
 #[derive(Debug)]
 pub struct RateLimiter {
@@ -489,6 +549,54 @@ mod tests {
         assert!(err
             .to_string()
             .contains("larger than rate limiter capacity"));
+    }
+
+    #[test]
+    fn request_and_data_limits_split_every_limit_between_router_and_replica() {
+        let all = StrictMode {
+            enabled: Some(true),
+            max_query_limit: Some(5),
+            unindexed_filtering_retrieve: Some(false),
+            unindexed_filtering_update: Some(false),
+            upsert_max_batchsize: Some(10),
+            read_rate_limit: Some(60),
+            write_rate_limit: Some(60),
+            max_points_count: Some(100),
+            max_collection_vector_size_bytes: Some(1 << 20),
+            max_payload_index_count: Some(2),
+            filter_max_conditions: Some(3),
+            ..Default::default()
+        };
+        let (request, data) = (all.request_limits(), all.data_limits());
+        assert!(request.is_enabled() && data.is_enabled());
+        // Each limit is checked on exactly one side.
+        let as_json = |s: &StrictMode| serde_json::to_value(s).unwrap();
+        let (r, d) = (as_json(&request), as_json(&data));
+        for (key, value) in as_json(&all).as_object().unwrap() {
+            if key == "enabled" {
+                continue;
+            }
+            assert!(r.get(key).is_some() != d.get(key).is_some(), "{key}");
+            assert_eq!(r.get(key).or(d.get(key)), Some(value), "{key}");
+        }
+        // A replica spends no rate and refuses no request by its shape ...
+        let mut rates = Rates::default();
+        for _ in 0..100 {
+            rates.charge(&data, Rate::Read, 1).unwrap();
+        }
+        assert!(data.check_search(Some(1000), None, true, None).is_ok());
+        // ... but judges what only its data can.
+        let f =
+            Filter::from_json(&serde_json::json!({"must": [{"key": "a", "match": {"value": 1}}]}))
+                .unwrap();
+        assert!(data.check_filter(&f, false, &[]).is_err());
+        assert!(request.check_filter(&f, false, &[]).is_ok());
+        let size = CollectionSize {
+            points: 100,
+            vector_bytes: 0,
+        };
+        assert!(data.check_size(&size).is_err());
+        assert!(request.check_size(&size).is_ok());
     }
 
     #[test]

@@ -1482,6 +1482,87 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
         assert e.value.status_code == 404, e.value
 
 
+def api(cluster, k, method, path, body=None):
+    """(status, headers, parsed body) of one request to node k, errors included."""
+    req = urllib.request.Request(cluster.node_url(k) + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.loads(e.read())
+
+
+def test_strict_mode_is_checked_once_by_the_node_a_request_reaches(cluster):
+    """Strict mode on a collection of several shards: the node a request reaches checks it
+    once, before a write is logged and before a read fans out; the reads it then makes of
+    the shards on the request's behalf (a facet's long lists, grouping's second asks) are
+    not judged again by the replicas. Rates are this node's own."""
+    name = "strict_three"
+    create_and_wait(cluster, name, shards=3, replicas=1)
+    cluster.client(0).upsert(name, wait=True, points=[
+        point(i, {"k": f"v{i % 12}", "g": i % 5}) for i in range(60)])
+    status, _, _ = api(cluster, 0, "PATCH", f"/collections/{name}", {"strict_mode_config": {
+        "enabled": True, "max_query_limit": 5, "upsert_max_batchsize": 10}})
+    assert status == 200
+    # Every node checks it as soon as the change is acknowledged (the map is in etcd).
+    def refused(k, method, path, body, code, words):
+        status, headers, out = api(cluster, k, method, path, body)
+        assert status == code and words in out["status"]["error"], (k, status, out)
+        return headers
+
+    for k in range(NODES):
+        eventually(lambda: refused(k, "POST", f"/collections/{name}/points/query",
+                                   {"query": vectors_of([1])[0].tolist(), "limit": 6}, 400, '"limit"'), 5)
+        status, _, out = api(cluster, k, "POST", f"/collections/{name}/points/query",
+                             {"query": vectors_of([1])[0].tolist(), "limit": 5})
+        assert status == 200 and len(out["result"]["points"]) == 5, (k, out)
+    # A facet asks each shard for far more than 5 values, and groups ask for more groups
+    # than the request: both are the router's own reads.
+    status, _, out = api(cluster, 1, "POST", f"/collections/{name}/facet", {"key": "k", "limit": 5})
+    assert status == 200, out
+    assert [h["count"] for h in out["result"]["hits"]] == [5] * 5, out
+    status, _, out = api(cluster, 2, "POST", f"/collections/{name}/points/query/groups",
+                         {"query": vectors_of([1])[0].tolist(), "group_by": "g", "limit": 2, "group_size": 2})
+    assert status == 200 and len(out["result"]["groups"]) == 2, out
+    # A write over the batch limit is refused before it is logged, even without waiting.
+    too_many = {"points": [{"id": 1000 + i, "vector": vectors_of([i])[0].tolist()} for i in range(11)]}
+    status, _, out = api(cluster, 1, "PUT", f"/collections/{name}/points?wait=false", too_many)
+    assert status == 400 and "upsert limit" in out["status"]["error"], out
+    # The write rate: spent on the node that takes the write; the refusal says when to retry,
+    # and what it refused was never logged.
+    status, _, _ = api(cluster, 0, "PATCH", f"/collections/{name}", {"strict_mode_config": {
+        "write_rate_limit": 25}})
+    assert status == 200
+    time.sleep(1)  # other nodes learn of the change through etcd's watch (milliseconds)
+    batches = [[3000 + 10 * b + i for i in range(10)] for b in range(4)]
+    answers = [api(cluster, 2, "PUT", f"/collections/{name}/points?wait=true",
+                   {"points": [{"id": i, "vector": vectors_of([i % 60])[0].tolist()} for i in ids]})
+               for ids in batches]
+    assert [a[0] for a in answers[:2]] == [200, 200], answers
+    refused = [ids for ids, a in zip(batches, answers) if a[0] == 429]
+    assert refused, answers
+    assert all(a[1]["Retry-After"] for a in answers if a[0] == 429), answers
+    held = {p.id for p in cluster.client(0).retrieve(name, ids=[i for ids in batches for i in ids])}
+    assert not held & {i for ids in refused for i in ids}, held
+    # The read rate: each request costs its query vectors once, however many shards it
+    # reaches. Node 1 runs out; node 0 still has its own.
+    status, _, _ = api(cluster, 0, "PATCH", f"/collections/{name}", {"strict_mode_config": {
+        "read_rate_limit": 12}})
+    assert status == 200
+    time.sleep(1)
+    reads = [api(cluster, 1, "POST", f"/collections/{name}/points/query",
+                 {"query": vectors_of([2])[0].tolist(), "limit": 3}) for _ in range(14)]
+    codes = [r[0] for r in reads]
+    assert codes[:12] == [200] * 12 and codes[12:] == [429, 429], codes
+    assert reads[-1][1]["Retry-After"], reads[-1]
+    status, _, _ = api(cluster, 0, "POST", f"/collections/{name}/points/query",
+                       {"query": vectors_of([2])[0].tolist(), "limit": 3})
+    assert status == 200
+    cluster.client(0).delete_collection(name)
+
+
 def segment_inodes(cluster, k, local):
     """{inode: file name} of the sealed segment files of node k's local collection `local`."""
     found = {}

@@ -141,7 +141,7 @@ async fn answer(
 ) -> ApiResult {
     let t = Instant::now();
     let col = collection(&s, &name)?;
-    crate::strict::read(&col, &body)?;
+    crate::strict::read(&*col, &body)?;
     let key = body
         .get("group_by")
         .and_then(Value::as_str)

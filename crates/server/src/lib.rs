@@ -326,7 +326,7 @@ async fn strict_timeout(State(s): State<AppState>, req: Request, next: Next) -> 
         .and_then(|rest| rest.split('/').next())
         .and_then(|name| s.db.collection(name).ok());
     if let (Some(seconds), Some(col)) = (asked, collection) {
-        if let Err(e) = strict::timeout(&col, seconds) {
+        if let Err(e) = strict::timeout(&*col, seconds) {
             return e.into_response();
         }
     }

@@ -160,7 +160,7 @@ pub async fn pairs(State(s): State<AppState>, Path(name): Path<String>, body: By
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
-    crate::strict::read(&col, &body)?;
+    crate::strict::read(&*col, &body)?;
     let m = blocking(move || matrix(&col, &body)).await?;
     Ok(ok(pairs_of(&m), t))
 }
@@ -173,7 +173,7 @@ pub async fn offsets(
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
-    crate::strict::read(&col, &body)?;
+    crate::strict::read(&*col, &body)?;
     let m = blocking(move || matrix(&col, &body)).await?;
     Ok(ok(offsets_of(m), t))
 }

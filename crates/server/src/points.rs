@@ -44,7 +44,7 @@ pub async fn retrieve(
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
     let ids = point_ids(body.get("ids"), "ids")?;
-    crate::strict::retrieve(&col, ids.len())?;
+    crate::strict::retrieve(&*col, ids.len())?;
     let sel = payload_selector(body.get("with_payload"), true)?;
     let vectors = with_vector(body.get("with_vector").or_else(|| body.get("with_vectors")))?;
     vectors.check(&col.config())?;
@@ -84,7 +84,7 @@ pub async fn scroll(State(s): State<AppState>, Path(name): Path<String>, body: B
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
-    crate::strict::read(&col, &body)?;
+    crate::strict::read(&*col, &body)?;
     let f = filter(body.get("filter"))?;
     let limit = opt_positive(body.get("limit"), "limit")?.unwrap_or(10);
     let offset = match body.get("offset") {
@@ -143,7 +143,7 @@ pub async fn count(State(s): State<AppState>, Path(name): Path<String>, body: By
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
-    crate::strict::read(&col, &body)?;
+    crate::strict::read(&*col, &body)?;
     let f = filter(body.get("filter"))?;
     let n = blocking(move || Ok(col.count(f.as_ref())?)).await?;
     Ok(ok(json!({"count": n}), t))
@@ -281,7 +281,7 @@ pub async fn search(State(s): State<AppState>, Path(name): Path<String>, body: B
     let t = Instant::now();
     let body = parse_body(&body)?;
     let col = collection(&s, &name)?;
-    crate::strict::read(&col, &body)?;
+    crate::strict::read(&*col, &body)?;
     let parsed = parse_search(&body, "vector")?;
     let mut out = run_searches(col, vec![parsed]).await?;
     Ok(ok(out.pop().unwrap_or_default(), t))
@@ -296,9 +296,9 @@ pub async fn search_batch(
     let body = parse_body(&body)?;
     let col = collection(&s, &name)?;
     let bodies = body.get("searches").and_then(Value::as_array);
-    crate::strict::batch(&col, bodies.map_or(0, Vec::len))?;
+    crate::strict::batch(&*col, bodies.map_or(0, Vec::len))?;
     for b in bodies.into_iter().flatten() {
-        crate::strict::read(&col, b)?;
+        crate::strict::read(&*col, b)?;
     }
     let searches = searches_of(&body, "vector")?;
     let out = run_searches(col, searches).await?;
@@ -311,7 +311,7 @@ pub async fn facet(State(s): State<AppState>, Path(name): Path<String>, body: By
     let t = Instant::now();
     let col = collection(&s, &name)?;
     let body = parse_body(&body)?;
-    crate::strict::read(&col, &body)?;
+    crate::strict::read(&*col, &body)?;
     let key = body
         .get("key")
         .and_then(Value::as_str)

@@ -62,10 +62,10 @@ async fn run(
 ) -> Result<Vec<QueryAnswer>> {
     let col = collection(s, name)?;
     if batch {
-        crate::strict::batch(&col, bodies.len())?;
+        crate::strict::batch(&*col, bodies.len())?;
     }
     for b in &bodies {
-        crate::strict::read(&col, b)?;
+        crate::strict::read(&*col, b)?;
     }
     let db = std::sync::Arc::clone(&s.db);
     blocking(move || {

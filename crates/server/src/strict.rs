@@ -1,7 +1,10 @@
 //! Strict mode at the HTTP edge: reads a request body's facts (limit, search parameters,
 //! filters, query vectors) for the collection's checks (`diskvec_db::strict`) and spends its
-//! read rate. Writes are checked where they are applied (`writes.rs`).
+//! read rate. Writes are checked where they are applied (`writes.rs`). The same questions
+//! are asked of a local collection and, in a cluster, of the router's view of a cluster
+//! collection (`Limits`).
 
+use diskvec_db::query::formula::Formula;
 use diskvec_db::{Collection, Filter, Rate, StrictMode};
 use serde_json::Value;
 
@@ -9,6 +12,35 @@ use crate::convert::plain;
 use crate::envelope::ApiError;
 
 type Result<T> = std::result::Result<T, ApiError>;
+
+/// Whatever holds a collection's strict mode and its rates: the collection itself, or a
+/// cluster's router, which checks the limits a request can be judged by alone.
+pub trait Limits {
+    /// The limits, when strict mode is on.
+    fn strict_mode(&self) -> Option<StrictMode>;
+    fn charge(&self, rate: Rate, cost: usize) -> diskvec_db::Result<()>;
+    fn check_filter(&self, filter: Option<&Filter>, write: bool) -> diskvec_db::Result<()>;
+    fn check_formula(&self, formula: &Formula) -> diskvec_db::Result<()>;
+    fn check_group_by(&self, key: &str) -> diskvec_db::Result<()>;
+}
+
+impl Limits for Collection {
+    fn strict_mode(&self) -> Option<StrictMode> {
+        Collection::strict_mode(self)
+    }
+    fn charge(&self, rate: Rate, cost: usize) -> diskvec_db::Result<()> {
+        Collection::charge(self, rate, cost)
+    }
+    fn check_filter(&self, filter: Option<&Filter>, write: bool) -> diskvec_db::Result<()> {
+        Collection::check_filter(self, filter, write)
+    }
+    fn check_formula(&self, formula: &Formula) -> diskvec_db::Result<()> {
+        Collection::check_formula(self, formula)
+    }
+    fn check_group_by(&self, key: &str) -> diskvec_db::Result<()> {
+        Collection::check_group_by(self, key)
+    }
+}
 
 /// What a read costs the read rate: one per query vector it compares with (a
 /// recommendation's examples each count), one per point it fetches by id, one per filter
@@ -88,7 +120,7 @@ fn search_params(body: &Value) -> (Option<usize>, bool, Option<f64>) {
 
 /// Checks one read request (a search, query, scroll, count, group or retrieval) and its
 /// prefetches against strict mode, then spends its cost of the read rate.
-pub fn read(col: &Collection, body: &Value) -> Result<()> {
+pub fn read(col: &impl Limits, body: &Value) -> Result<()> {
     let Some(strict) = col.strict_mode() else {
         return Ok(());
     };
@@ -100,7 +132,7 @@ pub fn read(col: &Collection, body: &Value) -> Result<()> {
     Ok(())
 }
 
-fn check_node(col: &Collection, strict: &StrictMode, body: &Value) -> Result<()> {
+fn check_node(col: &impl Limits, strict: &StrictMode, body: &Value) -> Result<()> {
     let limit = effective_limit(body);
     let (ef, exact, oversampling) = search_params(body);
     strict.check_search(limit, ef, exact, oversampling)?;
@@ -108,7 +140,7 @@ fn check_node(col: &Collection, strict: &StrictMode, body: &Value) -> Result<()>
         col.check_filter(Some(&f), false)?;
     }
     if let Some(q) = body.get("query").filter(|q| q.get("formula").is_some()) {
-        let formula = diskvec_db::query::formula::Formula::from_json(q).map_err(plain)?;
+        let formula = Formula::from_json(q).map_err(plain)?;
         col.check_formula(&formula)?;
     }
     for p in prefetches(body) {
@@ -118,7 +150,7 @@ fn check_node(col: &Collection, strict: &StrictMode, body: &Value) -> Result<()>
 }
 
 /// A batch of `n` searches or queries.
-pub fn batch(col: &Collection, n: usize) -> Result<()> {
+pub fn batch(col: &impl Limits, n: usize) -> Result<()> {
     if let Some(strict) = col.strict_mode() {
         StrictMode::check_limit(Some(n), strict.search_max_batchsize, "search batch size")?;
     }
@@ -126,12 +158,12 @@ pub fn batch(col: &Collection, n: usize) -> Result<()> {
 }
 
 /// Retrieval of `ids` points.
-pub fn retrieve(col: &Collection, ids: usize) -> Result<()> {
+pub fn retrieve(col: &impl Limits, ids: usize) -> Result<()> {
     Ok(col.charge(Rate::Read, ids.max(1))?)
 }
 
 /// A request's `timeout`, against strict mode's `max_timeout`.
-pub fn timeout(col: &Collection, seconds: u64) -> Result<()> {
+pub fn timeout(col: &impl Limits, seconds: u64) -> Result<()> {
     if let Some(strict) = col.strict_mode() {
         StrictMode::check_limit(Some(seconds as usize), strict.max_timeout, "timeout")?;
     }

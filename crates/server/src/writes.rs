@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use diskvec_db::{Collection, PointId, Rate, UpsertMode};
+use diskvec_db::{Collection, PointId, Rate, StrictMode, UpsertMode};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -14,6 +14,7 @@ use crate::convert::{
 };
 use crate::envelope::{ok, ApiError, ApiResult};
 use crate::points::collection;
+use crate::strict::Limits;
 use crate::{blocking, AppState};
 
 #[derive(Deserialize, Default)]
@@ -53,7 +54,7 @@ pub enum Write {
 }
 
 impl Write {
-    fn named(name: &str) -> Option<Self> {
+    pub fn named(name: &str) -> Option<Self> {
         Some(match name {
             "upsert" => Self::Upsert,
             "delete" => Self::Delete,
@@ -152,6 +153,45 @@ fn update_filter(col: &Collection, body: &Value) -> Result<Option<diskvec_db::Fi
     let f = filter(body.get("update_filter"))?;
     col.check_filter(f.as_ref(), true)?;
     Ok(f)
+}
+
+/// Strict mode's checks of one write that its request alone answers (batch size, vector
+/// lengths, a filter's size) and the write rate it spends: what a cluster's router checks
+/// before the write is logged (its replicas check what their data answers). A write by
+/// filter spends 1 here: the router does not know how many points match.
+pub fn check_request(limits: &impl Limits, write: Write, body: &Value) -> Result<(), ApiError> {
+    let Some(strict) = limits.strict_mode() else {
+        return Ok(());
+    };
+    let inserted = |count: usize, what: &str| {
+        StrictMode::check_limit(Some(count), strict.upsert_max_batchsize, what)?;
+        limits.check_filter(filter(body.get("update_filter"))?.as_ref(), true)?;
+        Ok::<_, ApiError>(count)
+    };
+    let cost = match write {
+        Write::Upsert => {
+            let points = upsert_points(body.clone())?;
+            for p in &points {
+                strict.check_vectors(p.vectors.iter().map(|(n, v)| (n.as_str(), v)))?;
+            }
+            inserted(points.len(), "upsert limit")?
+        }
+        Write::UpdateVectors => {
+            let points = vector_updates(body)?;
+            for (_, vectors) in &points {
+                strict.check_vectors(vectors.iter().map(|(n, v)| (n.as_str(), v)))?;
+            }
+            inserted(points.len(), "update limit")?
+        }
+        _ => match target(body)? {
+            Target::Ids(ids) => ids.len(),
+            Target::Matching(f) => {
+                limits.check_filter(Some(&f), true)?;
+                1
+            }
+        },
+    };
+    Ok(limits.charge(Rate::Write, cost.max(1))?)
 }
 
 /// Applies one write (a blocking call: run it off the async threads); returns its

@@ -97,7 +97,7 @@ pub(crate) struct Inner {
     /// open): the PQ phase, most of it training, was a third of a small build.
     codebooks: Mutex<Vec<Option<Arc<diskvec_index::diskann::Codebook>>>>,
     /// Strict mode's read and write rates.
-    rates: Mutex<settings::Rates>,
+    rates: Mutex<crate::strict::Rates>,
 }
 
 impl Inner {

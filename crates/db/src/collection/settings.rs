@@ -5,16 +5,8 @@ use std::sync::Arc;
 
 use super::{lock, Collection};
 use crate::config::CollectionConfig;
-use crate::strict::{CollectionSize, Rate, RateLimiter, StrictMode};
+use crate::strict::{CollectionSize, Rate, StrictMode};
 use crate::{DbError, NamedVectors, Result};
-
-/// The read and write token buckets, made when strict mode first charges one and made anew
-/// when its rate changes.
-#[derive(Debug, Default)]
-pub(crate) struct Rates {
-    read: Option<RateLimiter>,
-    write: Option<RateLimiter>,
-}
 
 impl Collection {
     /// Changes settings: `change` edits a copy, which must keep the collection's shape
@@ -49,39 +41,35 @@ impl Collection {
         Ok(())
     }
 
-    /// The strict-mode limits, when they are on.
+    /// The strict-mode limits this collection checks, when they are on. A cluster's replica
+    /// (a name with a shard suffix, `docs@3`) checks only those the data judges
+    /// (`StrictMode::data_limits`): the node that routed the request checked the rest.
     pub fn strict_mode(&self) -> Option<StrictMode> {
         let config = self.inner.config();
-        config
-            .strict_mode
-            .is_enabled()
-            .then(|| config.strict_mode.clone())
+        let strict = &config.strict_mode;
+        if !strict.is_enabled() {
+            return None;
+        }
+        Some(if self.is_shard_replica() {
+            strict.data_limits()
+        } else {
+            strict.clone()
+        })
+    }
+
+    /// Whether this is a cluster's replica of one shard: its name carries the shard suffix
+    /// `@<number>`, which `check_name` keeps for them.
+    pub fn is_shard_replica(&self) -> bool {
+        self.name().contains('@')
     }
 
     /// Spends `cost` of strict mode's read or write rate (nothing when strict mode is off
-    /// or sets no such rate).
+    /// or sets no such rate, or on a replica).
     pub fn charge(&self, rate: Rate, cost: usize) -> Result<()> {
-        let config = self.inner.config();
-        let strict = &config.strict_mode;
-        let limit = match rate {
-            Rate::Read => strict.read_rate_limit,
-            Rate::Write => strict.write_rate_limit,
-        };
-        let Some(per_minute) = limit.filter(|_| strict.is_enabled()) else {
+        let Some(strict) = self.strict_mode() else {
             return Ok(());
         };
-        let mut rates = lock(&self.inner.rates);
-        let bucket = match rate {
-            Rate::Read => &mut rates.read,
-            Rate::Write => &mut rates.write,
-        };
-        if bucket.as_ref().is_none_or(|b| b.per_minute() != per_minute) {
-            *bucket = Some(RateLimiter::new(per_minute));
-        }
-        match bucket {
-            Some(b) => b.take(cost, rate),
-            None => Ok(()),
-        }
+        lock(&self.inner.rates).charge(&strict, rate, cost)
     }
 
     /// The live points and their dense vectors' bytes (4 per number), for the size limits.

@@ -118,6 +118,7 @@ pub async fn create(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiErr
         write_consistency_factor,
         sharding_method,
         changes: Vec::new(),
+        strict_mode: None,
         shards,
     };
     // The logs first: a replica that sees the map finds its log there.
@@ -192,7 +193,7 @@ fn kept_changing() -> ApiError {
 /// Changes the map of `name` (of incarnation `uid`) by compare-and-swap: `change` applied to
 /// the map as stored, again on a fresh read when another node changed it first. The map as
 /// stored after.
-async fn update_map(
+pub(super) async fn update_map(
     c: &ClusterState,
     name: &str,
     uid: u64,
@@ -209,6 +210,26 @@ async fn update_map(
         }
     }
     Err(kept_changing())
+}
+
+/// Waits until this node's view of `name` satisfies `seen` (its reader polls etcd every
+/// quarter second), so the requests it routes next see a change just stored; gives up after
+/// two seconds (another change may have come between).
+pub(super) async fn until_seen(
+    c: &ClusterState,
+    name: &str,
+    seen: impl Fn(&CollectionMap) -> bool,
+) {
+    let mut changes = c.node.watch();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !c.node.view().collection(name).is_some_and(&seen) {
+        if !matches!(
+            tokio::time::timeout_at(deadline, changes.changed()).await,
+            Ok(Ok(()))
+        ) {
+            return;
+        }
+    }
 }
 
 /// Records a change of the collection itself in the map of a collection sharded by key

@@ -12,6 +12,7 @@ mod aliases;
 mod calls;
 mod collections;
 mod groups;
+mod limits;
 mod lookups;
 mod matrix;
 mod merge;
@@ -80,6 +81,8 @@ pub struct ClusterState {
     /// (`--shared-storage`): a new replica then links the sealed segments of another
     /// instead of copying them.
     pub shared_storage: bool,
+    /// This node's strict-mode rates of each cluster collection (by uid) it routes.
+    rates: Mutex<HashMap<u64, diskvec_db::Rates>>,
 }
 
 impl ClusterState {
@@ -108,6 +111,7 @@ impl ClusterState {
             turn: AtomicUsize::new(0),
             log_retain,
             shared_storage,
+            rates: Mutex::default(),
         })
     }
 
@@ -352,6 +356,7 @@ async fn handle(c: &Arc<ClusterState>, r: Routed) -> Result<Response, ApiError> 
         return shard_snapshots::handle(c, map.as_ref(), r, shelf, &rest).await;
     }
     let map = c.collection(&r.name)?;
+    limits::check(c, &map, &r)?;
     if is_schema_change(m, tail) || WRITES.contains(&(m, tail)) {
         return writes::write(c, &map, r).await;
     }

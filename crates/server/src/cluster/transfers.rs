@@ -306,6 +306,7 @@ mod tests {
             ],
             sharding_method: Default::default(),
             changes: vec![],
+            strict_mode: None,
         }
     }
 

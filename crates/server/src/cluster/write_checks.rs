@@ -91,6 +91,7 @@ mod tests {
             shards: vec![],
             sharding_method: Default::default(),
             changes: vec![],
+            strict_mode: None,
         }
     }
 

@@ -56,6 +56,12 @@ pub async fn write(
     if !schema_change {
         super::write_checks::check(map, r.method.as_str(), &r.tail, &body)?;
     }
+    // A change of the collection itself is answered as Qdrant does, once applied.
+    let always_waits = r.method == Method::PATCH && r.tail.is_empty();
+    let strict_change = match always_waits {
+        true => super::limits::change_of(map, &body)?,
+        false => None,
+    };
     // A change of a collection sharded by key is kept in its map first, for the shards of
     // keys made later (published after, so that no shard misses it).
     let recorded;
@@ -157,8 +163,6 @@ pub async fn write(
             None => one,
         }
     };
-    // A change of the collection itself is answered as Qdrant does, once applied.
-    let always_waits = r.method == Method::PATCH && r.tail.is_empty();
     if !r.waits() && !always_waits {
         return Ok(ok(answer("acknowledged"), r.started));
     }
@@ -185,6 +189,15 @@ pub async fn write(
         if let Some(v) = outcome.filter(|_| batch_of.is_none()) {
             result = v;
         }
+    }
+    // Routers check requests against strict mode as the replicas now hold it.
+    if let Some(change) = strict_change {
+        let stored = super::collections::update_map(c, &r.name, map.uid, |m| {
+            super::limits::record(m, &change);
+            Ok(())
+        })
+        .await?;
+        super::collections::until_seen(c, &r.name, |m| m.strict_mode == stored.strict_mode).await;
     }
     Ok(ok(result, r.started))
 }

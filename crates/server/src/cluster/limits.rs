@@ -1,0 +1,189 @@
+//! Strict mode on a cluster collection, checked once by the node that receives a request:
+//! the limits a request can be judged by alone (`StrictMode::request_limits`) and the read
+//! and write rates, before a write is logged or a read is fanned out. The reads the router
+//! then makes of each shard on the request's behalf (a facet's long lists, a second ask for
+//! groups, examples retrieved by id) are its own and are not judged again; a replica checks
+//! only what its data judges (`StrictMode::data_limits`: unindexed fields, the collection's
+//! size), and every replica judges a logged write the same way at the same point of its log.
+//!
+//! Rates are per node, as a node protects itself: clients spread over several nodes get the
+//! rate of each.
+
+use diskvec_cluster::CollectionMap;
+use diskvec_db::query::formula::Formula;
+use diskvec_db::{Filter, Rate, StrictMode};
+use serde_json::Value;
+
+use super::split::batch_operation;
+use super::{ClusterState, Routed};
+use crate::envelope::ApiError;
+use crate::strict::{self, Limits};
+use crate::writes::{self, Write};
+
+/// The collection's strict mode as its map holds it.
+pub(super) fn strict_mode_of(map: &CollectionMap) -> StrictMode {
+    map.strict_mode
+        .as_ref()
+        .or_else(|| map.config.get("strict_mode_config"))
+        .filter(|v| !v.is_null())
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The change of strict mode a change of the collection's settings makes (`PATCH` with
+/// `strict_mode_config`), refused here if the limits it leaves make no sense.
+pub(super) fn change_of(map: &CollectionMap, body: &Value) -> Result<Option<StrictMode>, ApiError> {
+    let Some(change) = body.get("strict_mode_config").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let change: StrictMode = serde_json::from_value(change.clone())
+        .map_err(|e| ApiError::bad_request(format!("strict_mode_config: {e}")))?;
+    let mut merged = strict_mode_of(map);
+    merged.merge(change.clone());
+    merged.check()?;
+    Ok(Some(change))
+}
+
+/// Records a change of strict mode in the map, merged as each replica merges it.
+pub(super) fn record(map: &mut CollectionMap, change: &StrictMode) {
+    let mut merged = strict_mode_of(map);
+    merged.merge(change.clone());
+    map.strict_mode = Some(serde_json::to_value(merged).expect("strict mode serializes"));
+}
+
+/// A cluster collection as the router sees it: the limits its requests can be judged by, and
+/// this node's rates for it.
+struct Routing<'a> {
+    strict: Option<StrictMode>,
+    uid: u64,
+    cluster: &'a ClusterState,
+}
+
+impl Limits for Routing<'_> {
+    fn strict_mode(&self) -> Option<StrictMode> {
+        self.strict.clone()
+    }
+
+    fn charge(&self, rate: Rate, cost: usize) -> diskvec_db::Result<()> {
+        let Some(strict) = &self.strict else {
+            return Ok(());
+        };
+        let mut rates = self.cluster.rates.lock().unwrap_or_else(|e| e.into_inner());
+        if !rates.contains_key(&self.uid) {
+            // Forget the rates of collections dropped since.
+            let view = self.cluster.node.view();
+            rates.retain(|uid, _| view.collections.values().any(|(m, _)| m.uid == *uid));
+        }
+        rates
+            .entry(self.uid)
+            .or_default()
+            .charge(strict, rate, cost)
+    }
+
+    /// Only the filter's size: which fields are indexed is the replicas' to judge.
+    fn check_filter(&self, filter: Option<&Filter>, write: bool) -> diskvec_db::Result<()> {
+        match (&self.strict, filter) {
+            (Some(strict), Some(f)) => strict.check_filter(f, write, &[]),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_formula(&self, formula: &Formula) -> diskvec_db::Result<()> {
+        let (_, conditions) = formula.uses();
+        conditions
+            .into_iter()
+            .try_for_each(|c| self.check_filter(Some(c), false))
+    }
+
+    fn check_group_by(&self, _key: &str) -> diskvec_db::Result<()> {
+        Ok(())
+    }
+}
+
+/// Reads whose body strict mode judges as one request each (`strict::read`).
+const READS: &[&str] = &[
+    "/points/scroll",
+    "/points/count",
+    "/points/search",
+    "/points/query",
+    "/points/query/groups",
+    "/points/search/groups",
+    "/facet",
+    "/points/search/matrix/pairs",
+    "/points/search/matrix/offsets",
+];
+
+/// Checks a request on a cluster collection against its strict mode and spends this node's
+/// rate, as one node checks a request on its collection.
+pub(super) fn check(c: &ClusterState, map: &CollectionMap, r: &Routed) -> Result<(), ApiError> {
+    let mode = strict_mode_of(map);
+    if !mode.is_enabled() {
+        return Ok(());
+    }
+    let routing = Routing {
+        strict: Some(mode.request_limits()),
+        uid: map.uid,
+        cluster: c,
+    };
+    if let Some(seconds) =
+        crate::query_param(r.query.as_deref(), "timeout").and_then(|t| t.parse::<u64>().ok())
+    {
+        strict::timeout(&routing, seconds)?;
+    }
+    let (method, tail) = (r.method.as_str(), r.tail.as_str());
+    if method != "POST" && method != "PUT" {
+        return Ok(());
+    }
+    let body = r.json()?;
+    match tail {
+        "/points" if method == "POST" => {
+            let ids = body
+                .get("ids")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            strict::retrieve(&routing, ids)
+        }
+        "/points/search/batch" | "/points/query/batch" => {
+            let searches = body.get("searches").and_then(Value::as_array);
+            strict::batch(&routing, searches.map_or(0, Vec::len))?;
+            searches
+                .into_iter()
+                .flatten()
+                .try_for_each(|b| strict::read(&routing, b))
+        }
+        "/points/batch" => {
+            for op in body["operations"].as_array().into_iter().flatten() {
+                let named = op.as_object().and_then(|o| o.iter().next());
+                if let Some((write, inner)) =
+                    named.and_then(|(name, inner)| Some((Write::named(name)?, inner)))
+                {
+                    writes::check_request(&routing, write, inner)?;
+                }
+            }
+            Ok(())
+        }
+        t if READS.contains(&t) && method == "POST" => strict::read(&routing, &body),
+        _ => match write_at(method, tail) {
+            Some(write) => writes::check_request(&routing, write, &body),
+            None => Ok(()),
+        },
+    }
+}
+
+/// The kind of point write a route is.
+fn write_at(method: &str, tail: &str) -> Option<Write> {
+    const NAMES: &[&str] = &[
+        "upsert",
+        "delete",
+        "set_payload",
+        "overwrite_payload",
+        "delete_payload",
+        "clear_payload",
+        "update_vectors",
+        "delete_vectors",
+    ];
+    NAMES
+        .iter()
+        .find(|n| batch_operation(n) == Some((method, tail)))
+        .and_then(|n| Write::named(n))
+}
