@@ -1421,6 +1421,13 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
             search_params=exact).points,
         "order_by": lambda c, n: c.query_points(n, query=models.OrderByQuery(order_by=models.OrderBy(
             key="g", direction=models.Direction.DESC)), limit=12, offset=3, with_payload=["c"]).points,
+        # The candidates: the nearest among what the prefetches found over the collection.
+        "mmr_prefetch": lambda c, n: c.query_points(n, prefetch=[
+            models.Prefetch(query=vectors_of([1008])[0].tolist(), limit=25, params=exact),
+            models.Prefetch(query=9, filter=f_even, limit=10, params=exact)],
+            query=models.NearestQuery(nearest=vectors_of([1009])[0].tolist(),
+                                      mmr=models.Mmr(diversity=0.5, candidates_limit=20)),
+            limit=6, with_payload=True).points,
     }
     for k in range(NODES):
         for what, ask in queries.items():
@@ -1449,6 +1456,23 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
         gb = cluster.client(k).query_points_groups(split, group_by="g", query=60, limit=3, group_size=2,
                                                    search_params=exact).groups
         assert len(gb) == 3 and all(len(g.hits) == 2 and 60 not in [h.id for h in g.hits] for g in gb), gb
+        # Groups of what only the router ranks: a fusion, an order_by, an mmr.
+        ranked = {
+            "rrf": dict(prefetch=[models.Prefetch(query=vectors_of([1010])[0].tolist(), limit=40, params=exact),
+                                  models.Prefetch(query=14, limit=40, params=exact)],
+                        query=models.FusionQuery(fusion=models.Fusion.RRF)),
+            "order_by": dict(query=models.OrderByQuery(order_by=models.OrderBy(key="g")), query_filter=f_even),
+            "mmr": dict(query=models.NearestQuery(nearest=vectors_of([1011])[0].tolist(),
+                                                  mmr=models.Mmr(diversity=0.4, candidates_limit=60)),
+                        search_params=exact),
+        }
+        for what, how in ranked.items():
+            ga, gb = (cluster.client(k).query_points_groups(n, group_by="c", limit=2, group_size=3,
+                                                            with_payload=["g"], **how).groups
+                      for n in (whole, split))
+            assert [(g.id, [(h.id, h.payload) for h in g.hits]) for g in ga] == \
+                [(g.id, [(h.id, h.payload) for h in g.hits]) for g in gb], (what, k, ga, gb)
+            assert len(gb) == 2 and all(len(g.hits) == 3 for g in gb), (what, gb)
 
         fa = cluster.client(k).facet(whole, key="c", exact=True)
         fb = cluster.client(k).facet(split, key="c", exact=True)

@@ -21,7 +21,7 @@ use crate::{blocking, AppState};
 type Result<T> = std::result::Result<T, ApiError>;
 
 /// Hits a group holds without a `group_size`.
-const DEFAULT_GROUP_SIZE: usize = 3;
+pub(crate) const DEFAULT_GROUP_SIZE: usize = 3;
 
 #[derive(Serialize)]
 struct Group {
@@ -106,11 +106,20 @@ fn group_keys(payload: &diskvec_db::Payload, key: &str) -> Vec<Value> {
 }
 
 /// Fills up to `limit` groups of up to `size` hits from `hits`, best first: a hit joins each
-/// of its groups that has room; a group is opened while fewer than `limit` are.
-fn group(hits: Vec<Hit>, key: &str, limit: usize, size: usize) -> Vec<(Value, Vec<Hit>)> {
-    let mut groups: Vec<(Value, Vec<Hit>)> = Vec::new();
+/// of its groups that has room; a group is opened while fewer than `limit` are. A hit's
+/// payload is `payload_of` it (a cluster's router groups JSON hits the same way).
+pub(crate) fn group<H: Clone>(
+    hits: Vec<H>,
+    payload_of: impl Fn(&H) -> Option<&diskvec_db::Payload>,
+    key: &str,
+    limit: usize,
+    size: usize,
+) -> Vec<(Value, Vec<H>)> {
+    let mut groups: Vec<(Value, Vec<H>)> = Vec::new();
     for h in hits {
-        let Some(payload) = &h.payload else { continue };
+        let Some(payload) = payload_of(&h) else {
+            continue;
+        };
         for k in group_keys(payload, key) {
             match groups.iter().position(|(id, _)| *id == k) {
                 Some(at) if groups[at].1.len() < size => groups[at].1.push(h.clone()),
@@ -163,7 +172,7 @@ async fn answer(
     let db = std::sync::Arc::clone(&s.db);
     let groups = blocking(move || {
         let hits = find(&col, &db, &body, with_vectors)?;
-        let groups = group(hits, &key, limit, size);
+        let groups = group(hits, |h| h.payload.as_ref(), &key, limit, size);
         let mut out = Vec::with_capacity(groups.len());
         for (id, members) in groups {
             let looked_up = match (&lookup, &lookup_col, as_point_id(&id)) {
@@ -189,7 +198,7 @@ async fn answer(
 }
 
 /// The most hits a grouped request considers.
-fn candidates() -> usize {
+pub(crate) fn candidates() -> usize {
     diskvec_db::MAX_RESULTS
 }
 

@@ -21,11 +21,12 @@ use diskvec_cluster::CollectionMap;
 use diskvec_db::FacetValue;
 use serde_json::{json, Value};
 
-use super::lookups::{self, attach, lookup_spec};
+use super::lookups::{self, attach, lookup_spec, LookupSpec};
 use super::merge::{id_order, merge_scored};
 use super::queries::{step_of, with_examples, Step};
 use super::reads::{self, higher_first, reached, usize_field};
 use super::{ClusterState, Routed};
+use crate::convert::payload_selector;
 use crate::envelope::{ok, ApiError};
 
 /// Values each shard counts for a facet on a collection of several shards, first.
@@ -35,9 +36,6 @@ const FACET_MOST_PER_SHARD: usize = 1_000_000;
 
 /// Each shard is asked for this many times the groups the request wants.
 const GROUPS_PER_SHARD_FACTOR: usize = 2;
-
-/// Hits of each group a request gets without a `group_size` (Qdrant's default).
-const DEFAULT_GROUP_SIZE: usize = 3;
 
 /// A group as the shards answered it: its id and hits, best first.
 struct Group {
@@ -84,26 +82,25 @@ pub async fn groups(
     };
     let spec = lookup_spec(&b.remove("with_lookup").unwrap_or(Value::Null))?;
     let is_query = r.tail.starts_with("/points/query");
-    let order = if is_query {
-        with_examples(c, &r, &mut body).await?;
-        match step_of(map, &body)? {
-            Step::Scored(order) => order.unwrap_or(true),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "groups of a fusion, a sample, an order_by, an mmr or a query without a vector are not supported on a collection of several shards yet",
-                ))
-            }
-        }
-    } else {
-        higher_first(map, &body, false).unwrap_or(true)
-    };
     let key = body
         .get("group_by")
         .and_then(Value::as_str)
         .ok_or_else(|| ApiError::bad_request("group_by must be a payload key"))?
         .to_string();
     let limit = usize_field(&body, "limit", 10)?;
-    let size = usize_field(&body, "group_size", DEFAULT_GROUP_SIZE)?;
+    let size = usize_field(&body, "group_size", crate::groups::DEFAULT_GROUP_SIZE)?;
+    let order = if is_query {
+        with_examples(c, &r, &mut body).await?;
+        match step_of(map, &body)? {
+            Step::Scored(order) => order.unwrap_or(true),
+            _ => {
+                let groups = of_ranked(c, map, &r, &shards, &body, &key, limit, size).await?;
+                return looked_up(c, spec, groups, &r).await;
+            }
+        }
+    } else {
+        higher_first(map, &body, false).unwrap_or(true)
+    };
     // Twice the groups from each shard: the chosen ones are then more often among a shard's
     // page (grouping more costs little beside the search), so fewer shards are asked again.
     let per_shard_limit = limit.saturating_mul(GROUPS_PER_SHARD_FACTOR);
@@ -199,11 +196,59 @@ pub async fn groups(
         .into_iter()
         .map(|g| json!({ "id": g.id, "hits": merge_scored(g.hits, 0, size, Some(order)) }))
         .collect();
+    looked_up(c, spec, groups, &r).await
+}
+
+/// The answer of groups, each with its lookup point when asked.
+async fn looked_up(
+    c: &Arc<ClusterState>,
+    spec: Option<LookupSpec>,
+    groups: Vec<Value>,
+    r: &Routed,
+) -> Result<Response, ApiError> {
     let groups = match spec {
         Some(spec) => attach(c, spec, groups).await?,
         None => groups,
     };
     Ok(ok(json!({ "groups": groups }), r.started))
+}
+
+/// Groups of a query only the router can rank over the whole collection (a fusion, an
+/// order_by, an mmr, a sample, a listing): its hits, as many as one node groups, ranked
+/// here, then grouped as one node groups them, showing of each hit what the request asks.
+#[allow(clippy::too_many_arguments)]
+async fn of_ranked(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: &Routed,
+    shards: &[u32],
+    body: &Value,
+    key: &str,
+    limit: usize,
+    size: usize,
+) -> Result<Vec<Value>, ApiError> {
+    let shown = payload_selector(body.get("with_payload"), false)?;
+    let mut node = body.clone();
+    if let Some(n) = node.as_object_mut() {
+        for grouping in ["group_by", "group_size"] {
+            n.remove(grouping);
+        }
+    }
+    node["limit"] = json!(crate::groups::candidates());
+    node["offset"] = json!(0);
+    node["with_payload"] = json!(true);
+    let hits = super::queries::answer(c, map, r, shards, &node).await?;
+    let groups = crate::groups::group(hits, |h| h["payload"].as_object(), key, limit, size);
+    Ok(groups
+        .into_iter()
+        .map(|(id, mut hits)| {
+            for h in &mut hits {
+                let payload = h["payload"].as_object().cloned();
+                h["payload"] = shown.apply(payload).map_or(Value::Null, Value::Object);
+            }
+            json!({ "id": id, "hits": hits })
+        })
+        .collect())
 }
 
 /// `/facet`.

@@ -1,8 +1,10 @@
 //! Maximal marginal relevance (`{"nearest": v, "mmr": {"diversity", "candidates_limit"}}`)
 //! on a collection of several shards, as Qdrant's collection layer does it: each shard
 //! answers its `candidates` nearest with their vectors, and the router picks among all of
-//! them by the same rule a replica uses (`diskvec_db::query::score::mmr_pick`). Dense spaces
-//! only: their similarity is the metric's, computed here as the database does.
+//! them by the same rule a replica uses (`diskvec_db::query::score::mmr_pick`). Over
+//! prefetches, the candidates are the nearest among the points the prefetches found over
+//! the whole collection. Dense spaces only: their similarity is the metric's, computed here
+//! as the database does.
 
 use std::sync::Arc;
 
@@ -120,9 +122,6 @@ pub(super) async fn query(
     else {
         return Err(ApiError::bad_request("expected a nearest query with mmr"));
     };
-    if node.get("prefetch").is_some_and(|p| !p.is_null()) {
-        return Err(not_yet("over prefetches"));
-    }
     if !(0.0..=1.0).contains(&diversity) {
         return Err(ApiError::from(DbError::InvalidInput(format!(
             "mmr.diversity must be from 0 to 1, got {diversity}"
@@ -145,6 +144,16 @@ pub(super) async fn query(
     nearest["with_vector"] = vectors_asked(node, &using);
     if let Some(n) = nearest.as_object_mut() {
         n.remove("with_vectors");
+        if n.remove("prefetch").is_some_and(|p| !p.is_null()) {
+            // The candidates are the nearest among what the prefetches found over the
+            // whole collection, as one node takes them.
+            let pool = pool_of(c, map, r, shards, node).await?;
+            let only = json!({ "has_id": pool });
+            nearest["filter"] = match node.get("filter").filter(|f| !f.is_null()) {
+                Some(f) => json!({ "must": [f, only] }),
+                None => json!({ "must": [only] }),
+            };
+        }
     }
     let lists = super::queries::ask(c, map, r, shards, &nearest).await?;
     let found = merge_scored(lists, 0, size, higher_first(map, node, true));
@@ -175,4 +184,24 @@ pub(super) async fn query(
         .skip(offset)
         .map(|i| shown(node, &using, pool[i].0.clone()))
         .collect())
+}
+
+/// The points an mmr node's prefetches found, each prefetch answered over every shard, in
+/// first-found order without repeats.
+async fn pool_of(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: &Routed,
+    shards: &[u32],
+    node: &Value,
+) -> Result<Vec<Value>, ApiError> {
+    let (mut pool, mut seen) = (Vec::new(), std::collections::HashSet::new());
+    for p in super::queries::prefetches_under(node)? {
+        for hit in super::queries::answer(c, map, r, shards, &p).await? {
+            if seen.insert(hit["id"].to_string()) {
+                pool.push(hit["id"].clone());
+            }
+        }
+    }
+    Ok(pool)
 }

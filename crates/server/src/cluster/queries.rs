@@ -240,16 +240,9 @@ pub(super) async fn ask(
     Ok(answers.iter().map(|a| scored_list(a.result())).collect())
 }
 
-/// A fusion node: each prefetch answered over every shard (the node's filter holds for its
-/// prefetches too), fused, then the page's points read with what the node shows of them.
-async fn fused(
-    c: &Arc<ClusterState>,
-    map: &CollectionMap,
-    r: &Routed,
-    shards: &[u32],
-    node: &Value,
-    fusion: Fusion,
-) -> Result<Vec<Value>, ApiError> {
+/// A node's prefetches as the router answers each over every shard: the node's filter holds
+/// for them too (Qdrant's rule), and only ids and scores are asked.
+pub(super) fn prefetches_under(node: &Value) -> Result<Vec<Value>, ApiError> {
     let prefetches: Vec<Value> = match &node["prefetch"] {
         Value::Array(list) => list.clone(),
         one @ Value::Object(_) => vec![one.clone()],
@@ -260,20 +253,39 @@ async fn fused(
         }
     };
     let filter = node.get("filter").filter(|f| !f.is_null());
+    prefetches
+        .into_iter()
+        .map(|mut p| {
+            if !p.is_object() {
+                return Err(ApiError::bad_request("a prefetch must be a JSON object"));
+            }
+            if let Some(f) = filter {
+                p["filter"] = match p.get("filter").filter(|own| !own.is_null()) {
+                    Some(own) => json!({ "must": [own, f] }),
+                    None => f.clone(),
+                };
+            }
+            p["with_payload"] = json!(false);
+            p["with_vector"] = json!(false);
+            Ok(p)
+        })
+        .collect()
+}
+
+/// A fusion node: each prefetch answered over every shard (the node's filter holds for its
+/// prefetches too), fused, then the page's points read with what the node shows of them.
+async fn fused(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    r: &Routed,
+    shards: &[u32],
+    node: &Value,
+    fusion: Fusion,
+) -> Result<Vec<Value>, ApiError> {
+    let prefetches = prefetches_under(node)?;
     let mut lists: Vec<Vec<(PointId, f32)>> = Vec::with_capacity(prefetches.len());
     let mut versions: Map<String, Value> = Map::new();
-    for mut p in prefetches {
-        if !p.is_object() {
-            return Err(ApiError::bad_request("a prefetch must be a JSON object"));
-        }
-        if let Some(f) = filter {
-            p["filter"] = match p.get("filter").filter(|own| !own.is_null()) {
-                Some(own) => json!({ "must": [own, f] }),
-                None => f.clone(),
-            };
-        }
-        p["with_payload"] = json!(false);
-        p["with_vector"] = json!(false);
+    for p in prefetches {
         // Lower-is-better scores (distances) are negated for DBSF, as the replica does.
         let sign = match step_of(map, &p)? {
             Step::Scored(Some(false)) => -1.0,
