@@ -1587,6 +1587,37 @@ def test_strict_mode_is_checked_once_by_the_node_a_request_reaches(cluster):
     cluster.client(0).delete_collection(name)
 
 
+def metrics_text(cluster, k, query=""):
+    with urllib.request.urlopen(f"{cluster.node_url(k)}/metrics{query}", timeout=10) as r:
+        return r.read().decode()
+
+
+def test_every_node_reports_each_cluster_collection_under_its_name(cluster):
+    """/metrics and /telemetry on a cluster node report a cluster collection under its own
+    name, as Qdrant's peers do: the points of this node's replicas summed (none where it
+    holds none), and the requests it routed for that collection."""
+    name = "reported"
+    create_and_wait(cluster, name, shards=3, replicas=1)
+    cluster.client(1).upsert(name, wait=True, points=[point(i, {"n": i}) for i in range(90)])
+    cluster.client(2).scroll(name, limit=5)
+    held = {}
+    for k in range(NODES):
+        text = metrics_text(cluster, k)
+        line = [x for x in text.splitlines() if x.startswith(f'collection_points{{id="{name}"}}')]
+        assert len(line) == 1, (k, [x for x in text.splitlines() if name in x])
+        held[k] = int(float(line[0].split()[-1]))
+        assert f'id="{name}@' not in text, k
+        telemetry = cluster.get(k, "/telemetry?details_level=2")
+        ids = [c["id"] for c in telemetry["collections"]["collections"]]
+        assert ids.count(name) == 1 and not any(i.startswith(name + "@") for i in ids), (k, ids)
+    # Each point is on one replica: the nodes' counts add up to the collection's.
+    assert sum(held.values()) == 90, held
+    per = metrics_text(cluster, 2, "?per_collection=true")
+    assert any(x.startswith("rest_responses_total") and f'collection="{name}"' in x and "scroll" in x
+               for x in per.splitlines()), [x for x in per.splitlines() if "rest_responses_total" in x]
+    cluster.client(0).delete_collection(name)
+
+
 def segment_inodes(cluster, k, local):
     """{inode: file name} of the sealed segment files of node k's local collection `local`."""
     found = {}

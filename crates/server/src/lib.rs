@@ -227,15 +227,16 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             strict_timeout,
         ))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            metrics::track,
-        ))
         .fallback(not_found)
         .method_not_allowed_fallback(not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             cluster::route,
+        ))
+        // Outside the routing layer: requests a cluster's router answers itself count too.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -265,8 +265,19 @@ pub(crate) async fn page(s: &AppState, metrics_page: bool, query: Option<&str>) 
 async fn answer(s: &AppState, metrics_page: bool, view: View) -> Response {
     let t = Instant::now();
     let (db, metrics) = (s.db.clone(), s.metrics.clone());
+    let cluster_collections: Option<Vec<(String, Value)>> = s.cluster.as_ref().map(|c| {
+        c.node
+            .view()
+            .collections
+            .iter()
+            .map(|(name, (map, _))| (name.clone(), map.config.clone()))
+            .collect()
+    });
     let result = crate::blocking(move || {
-        let figures = collection_figures(&db);
+        let mut figures = collection_figures(&db);
+        if let Some(collections) = cluster_collections {
+            figures = by_cluster_collection(figures, collections);
+        }
         Ok(if metrics_page {
             Answer::Text(prometheus_view(&metrics, &figures, view))
         } else {
@@ -288,8 +299,9 @@ async fn answer(s: &AppState, metrics_page: bool, view: View) -> Response {
     }
 }
 
-/// Route layer: times every request that matched a route (and, for a route under
-/// `/collections/{name}`, for that collection too).
+/// Times every request by the route it matched ("unmatched" for none), and for a route
+/// under `/collections/{name}`, for that collection too (a cluster collection's, on a
+/// cluster node).
 pub async fn track(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let matched = req
         .extensions()
@@ -304,8 +316,17 @@ pub async fn track(State(s): State<AppState>, req: Request, next: Next) -> Respo
     let response = next.run(req).await;
     // Under its collection's own name (an alias resolves to it); a name that is no
     // collection is not kept.
-    let collection =
-        named.and_then(|name| s.db.collection(&name).ok().map(|c| c.name().to_string()));
+    let collection = named.and_then(|name| {
+        match &s.cluster {
+            Some(c) => {
+                let view = c.node.view();
+                let name = view.resolve(&name);
+                view.collection(name).map(|_| name.to_string())
+            }
+            None => None,
+        }
+        .or_else(|| s.db.collection(&name).ok().map(|c| c.name().to_string()))
+    });
     s.metrics.record(
         route,
         collection,
@@ -330,6 +351,51 @@ pub(crate) fn collection_figures(db: &Database) -> Vec<CollectionFigures> {
             io: c.storage_io(),
         })
         .collect()
+}
+
+/// A cluster node's figures per cluster collection (`collections`: name and creation body),
+/// as Qdrant's peers report every collection: its replicas here (`docs@0`, `docs@2`) summed
+/// under its name, and a collection this node holds no replica of with no points. Local
+/// collections of other names stay as they are.
+fn by_cluster_collection(
+    figures: Vec<CollectionFigures>,
+    collections: Vec<(String, Value)>,
+) -> Vec<CollectionFigures> {
+    let mut merged: BTreeMap<String, CollectionFigures> = BTreeMap::new();
+    let mut others = Vec::new();
+    for mut f in figures {
+        let base = f.info.name.rsplit_once('@').map(|(b, _)| b.to_string());
+        match base.filter(|b| collections.iter().any(|(n, _)| n == b)) {
+            Some(base) => match merged.get_mut(&base) {
+                Some(into) => {
+                    into.info.absorb(f.info);
+                    into.io.extend(f.io);
+                }
+                None => {
+                    f.info.name = base.clone();
+                    merged.insert(base, f);
+                }
+            },
+            None => others.push(f),
+        }
+    }
+    for (name, config) in collections {
+        if merged.contains_key(&name) {
+            continue;
+        }
+        if let Ok(config) = crate::convert::collection_config(&config) {
+            let info = CollectionInfo::empty(name.clone(), config);
+            merged.insert(
+                name,
+                CollectionFigures {
+                    info,
+                    io: Vec::new(),
+                },
+            );
+        }
+    }
+    others.extend(merged.into_values());
+    others
 }
 
 /// Resident set of this process, from /proc (None elsewhere).

@@ -10,7 +10,7 @@ use crate::segment::Segment;
 /// Green: nothing pending. Yellow: a seal, vacuum or merge is queued or running, or the
 /// segments are due to be merged into one once writes pause (`idle_merge_ms`). Red: a
 /// background task failed (`CollectionInfo::error` says why); the collection keeps serving.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Green,
@@ -209,6 +209,55 @@ impl Collection {
             indexing_paused: state.indexing_paused,
             search_memory,
         }
+    }
+}
+
+impl CollectionInfo {
+    /// What a collection with no points and no segments reports: a cluster node's figures of
+    /// a collection it holds no replica of.
+    pub fn empty(name: String, config: CollectionConfig) -> Self {
+        CollectionInfo {
+            name,
+            status: Status::Green,
+            error: None,
+            points: 0,
+            indexed_points: 0,
+            segments: Vec::new(),
+            payload_indexes: Vec::new(),
+            payload_index_params: Default::default(),
+            config,
+            last_op: 0,
+            wal_bytes: 0,
+            wal_syncs: 0,
+            seals_done: 0,
+            rebuilds_done: 0,
+            task: None,
+            tasks: Vec::new(),
+            last_task: None,
+            indexing_paused: false,
+            search_memory: SearchMemoryInfo::default(),
+        }
+    }
+
+    /// Adds what another part of the same collection reports (a cluster node's replica of
+    /// another of its shards): points, segments, logs and tasks summed, the worse status.
+    pub fn absorb(&mut self, part: CollectionInfo) {
+        if part.status > self.status {
+            self.status = part.status;
+            self.error = part.error.or(self.error.take());
+        }
+        self.points += part.points;
+        self.indexed_points += part.indexed_points;
+        self.segments.extend(part.segments);
+        self.last_op = self.last_op.max(part.last_op);
+        self.wal_bytes += part.wal_bytes;
+        self.wal_syncs += part.wal_syncs;
+        self.seals_done += part.seals_done;
+        self.rebuilds_done += part.rebuilds_done;
+        self.tasks.extend(part.tasks);
+        self.task = self.task.take().or(part.task);
+        self.last_task = self.last_task.take().or(part.last_task);
+        self.indexing_paused |= part.indexing_paused;
     }
 }
 
