@@ -560,27 +560,7 @@ pub async fn info(
 /// configuration it was created with.
 fn info_without_shards(map: &CollectionMap, name: &str) -> Result<Value, ApiError> {
     let config = crate::convert::collection_config(&map.config)?;
-    let info = diskvec_db::CollectionInfo {
-        name: name.to_string(),
-        status: diskvec_db::Status::Green,
-        error: None,
-        points: 0,
-        indexed_points: 0,
-        segments: Vec::new(),
-        payload_indexes: Vec::new(),
-        payload_index_params: Default::default(),
-        config,
-        last_op: 0,
-        wal_bytes: 0,
-        wal_syncs: 0,
-        seals_done: 0,
-        rebuilds_done: 0,
-        task: None,
-        tasks: Vec::new(),
-        last_task: None,
-        indexing_paused: false,
-        search_memory: Default::default(),
-    };
+    let info = diskvec_db::CollectionInfo::empty(name.to_string(), config);
     let mut out = crate::convert::collection_info(&info, &[]);
     let params = &mut out["config"]["params"];
     params["shard_number"] = json!(map.shard_number);
