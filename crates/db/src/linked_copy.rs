@@ -125,13 +125,7 @@ impl Database {
             return;
         };
         for e in entries.flatten() {
-            let old = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|a| a >= age);
-            if old {
+            if crate::storage::changed_before(&e.path(), age) {
                 let _ = fs::remove_dir_all(e.path());
             }
         }

@@ -350,6 +350,22 @@ impl ClusterState {
         }))
     }
 
+    /// Each of `shards`' answer to `body` at `tail` (a step of request `r`: its method at
+    /// its own tail, else a POST), concurrently, read by `read_out`; in the shards' order.
+    pub(super) async fn each_shard<T>(
+        self: &Arc<Self>,
+        map: &CollectionMap,
+        r: &super::Routed,
+        shards: &[u32],
+        tail: &str,
+        body: &Value,
+        read_out: impl Fn(&Value) -> T,
+    ) -> Result<Vec<T>, ApiError> {
+        let read = r.shard_read_at(tail, Bytes::from(body.to_string()));
+        let answers = self.read_all_shards(&r.name, map, shards, read).await?;
+        Ok(answers.iter().map(|a| read_out(a.result())).collect())
+    }
+
     /// The same read on each of `shards`, concurrently; answers in their order.
     pub(super) async fn read_all_shards(
         self: &Arc<Self>,

@@ -106,16 +106,9 @@ pub async fn groups(
     let per_shard_limit = limit.saturating_mul(GROUPS_PER_SHARD_FACTOR);
     let mut first = body.clone();
     first["limit"] = json!(per_shard_limit);
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            &shards,
-            r.shard_read(Bytes::from(first.to_string())),
-        )
+    let per_shard = c
+        .each_shard(map, &r, &shards, &r.tail, &first, groups_in)
         .await?;
-    let per_shard: Vec<Vec<(Value, Vec<Value>)>> =
-        answers.iter().map(|a| groups_in(a.result())).collect();
     let mut all: Vec<Group> = Vec::new();
     for answer in &per_shard {
         for (id, hits) in answer {
@@ -270,25 +263,19 @@ pub async fn facet(
     let mut per_shard = FACET_PER_SHARD.max(limit);
     let answers = loop {
         body["limit"] = json!(per_shard);
+        let hits_of = |a: &Value| a["hits"].as_array().cloned().unwrap_or_default();
         let answers = c
-            .read_all_shards(
-                &r.name,
-                map,
-                &shards,
-                r.shard_read(Bytes::from(body.to_string())),
-            )
+            .each_shard(map, &r, &shards, &r.tail, &body, hits_of)
             .await?;
-        let full = answers
-            .iter()
-            .any(|a| a.result()["hits"].as_array().map_or(0, Vec::len) >= per_shard);
+        let full = answers.iter().any(|hits| hits.len() >= per_shard);
         if !full || per_shard >= FACET_MOST_PER_SHARD {
             break answers;
         }
         per_shard = (per_shard * 10).min(FACET_MOST_PER_SHARD);
     };
     let mut counts: HashMap<FacetValue, u64> = HashMap::new();
-    for a in &answers {
-        for hit in a.result()["hits"].as_array().into_iter().flatten() {
+    for hits in &answers {
+        for hit in hits {
             if let Some(v) = FacetValue::of(&hit["value"]) {
                 *counts.entry(v).or_insert(0) += hit["count"].as_u64().unwrap_or(0);
             }

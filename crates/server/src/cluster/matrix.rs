@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::response::Response;
 use diskvec_cluster::CollectionMap;
 use diskvec_db::PointId;
@@ -45,18 +44,9 @@ pub async fn matrix(
         "with_payload": false,
         "with_vector": if using.is_empty() { json!(true) } else { json!([using]) },
     });
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            &shards,
-            r.shard_read_at("/points/scroll", Bytes::from(scroll.to_string())),
-        )
+    let pages = c
+        .each_shard(map, &r, &shards, "/points/scroll", &scroll, super::reads::points_in)
         .await?;
-    let pages = answers
-        .iter()
-        .map(|a| a.result()["points"].as_array().cloned().unwrap_or_default())
-        .collect();
     let (points, _) = merge_scroll(pages, sample);
     let mut ids = Vec::with_capacity(points.len());
     let mut vectors = Vec::with_capacity(points.len());

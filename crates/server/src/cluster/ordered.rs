@@ -9,7 +9,6 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use diskvec_cluster::CollectionMap;
 use diskvec_db::query::{OrderValue, Query};
 use diskvec_db::Payload;
@@ -121,15 +120,7 @@ async fn pages(
     list_of: fn(&Value) -> Vec<Value>,
 ) -> Result<Vec<Vec<Value>>, ApiError> {
     body["with_payload"] = json!(true);
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            shards,
-            r.shard_read_at(tail, Bytes::from(body.to_string())),
-        )
-        .await?;
-    Ok(answers.iter().map(|a| list_of(a.result())).collect())
+    c.each_shard(map, r, shards, tail, &body, list_of).await
 }
 
 /// A scroll with `order_by` over `shards`: its page (ordered scrolls have no next offset;

@@ -17,7 +17,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::response::Response;
 use diskvec_cluster::CollectionMap;
 use diskvec_db::query::score::{dbsf, rrf};
@@ -229,15 +228,8 @@ pub(super) async fn ask(
     shards: &[u32],
     node: &Value,
 ) -> Result<Vec<Vec<Value>>, ApiError> {
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            shards,
-            r.shard_read_at("/points/query", Bytes::from(node.to_string())),
-        )
-        .await?;
-    Ok(answers.iter().map(|a| scored_list(a.result())).collect())
+    c.each_shard(map, r, shards, "/points/query", node, scored_list)
+        .await
 }
 
 /// A node's prefetches as the router answers each over every shard: the node's filter holds

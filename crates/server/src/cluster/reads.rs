@@ -181,18 +181,11 @@ pub async fn count(
     r: Routed,
 ) -> Result<Response, ApiError> {
     let (shards, body) = reached(map, &r.json()?)?;
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            &shards,
-            r.shard_read(Bytes::from(body.to_string())),
-        )
+    let count_of = |a: &Value| a["count"].as_u64().unwrap_or(0);
+    let counts = c
+        .each_shard(map, &r, &shards, &r.tail, &body, count_of)
         .await?;
-    let total: u64 = answers
-        .iter()
-        .map(|a| a.result()["count"].as_u64().unwrap_or(0))
-        .sum();
+    let total: u64 = counts.into_iter().sum();
     Ok(ok(json!({ "count": total }), r.started))
 }
 
@@ -219,18 +212,9 @@ pub async fn scroll(
     let limit = usize_field(&body, "limit", 10)?;
     // One more than asked from each shard: the first id past the page is the next offset.
     body["limit"] = json!(limit + 1);
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            &shards,
-            r.shard_read(Bytes::from(body.to_string())),
-        )
+    let pages = c
+        .each_shard(map, &r, &shards, &r.tail, &body, points_in)
         .await?;
-    let pages = answers
-        .iter()
-        .map(|a| a.result()["points"].as_array().cloned().unwrap_or_default())
-        .collect();
     let (points, next) = merge_scroll(pages, limit);
     Ok(ok(
         json!({ "points": points, "next_page_offset": next }),
@@ -301,6 +285,11 @@ pub(super) fn scored_list(result: &Value) -> Vec<Value> {
     }
 }
 
+/// The points of a scroll's answer.
+pub(super) fn points_in(result: &Value) -> Vec<Value> {
+    result["points"].as_array().cloned().unwrap_or_default()
+}
+
 fn shaped(is_query: bool, points: Vec<Value>) -> Value {
     if is_query {
         json!({ "points": points })
@@ -325,15 +314,9 @@ pub async fn scored(
         ));
     }
     let (per_shard, offset, limit) = per_shard_search(&body)?;
-    let answers = c
-        .read_all_shards(
-            &r.name,
-            map,
-            &shards,
-            r.shard_read(Bytes::from(per_shard.to_string())),
-        )
+    let lists = c
+        .each_shard(map, &r, &shards, &r.tail, &per_shard, scored_list)
         .await?;
-    let lists = answers.iter().map(|a| scored_list(a.result())).collect();
     let order = higher_first(map, &body, is_query);
     Ok(ok(
         shaped(is_query, merge_scored(lists, offset, limit, order)),

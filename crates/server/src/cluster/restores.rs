@@ -316,13 +316,7 @@ fn remove_old_files(dir: &Path) {
         return;
     };
     for e in entries.flatten() {
-        let old = e
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > UNFETCHED_KEPT);
-        if old {
+        if diskvec_db::storage::changed_before(&e.path(), UNFETCHED_KEPT) {
             let _ = std::fs::remove_file(e.path());
         }
     }

@@ -93,12 +93,7 @@ fn remove_unfetched(c: &ClusterState, local: &str) {
     };
     for s in list {
         let path = c.db.snapshots_dir().join(local).join(&s.name);
-        let old = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > UNFETCHED_KEPT);
-        if old {
+        if diskvec_db::storage::changed_before(&path, UNFETCHED_KEPT) {
             let _ =
                 c.db.delete_snapshot(SnapshotsOf::Collection(local), &s.name);
         }
