@@ -1506,6 +1506,46 @@ def test_queries_above_the_shards_answer_as_one_shard_does(cluster):
         assert e.value.status_code == 404, e.value
 
 
+def test_mmr_in_sparse_and_multivector_spaces_answers_as_one_shard_does(cluster):
+    """mmr over several shards compares its candidates as one node does in every kind of
+    space: by dot product in a sparse space, by MaxSim in a multivector one."""
+    rng = random.Random(7)
+    spaces = dict(
+        vectors_config={"m": models.VectorParams(size=4, distance=models.Distance.COSINE,
+                                                 multivector_config=models.MultiVectorConfig(
+                                                     comparator=models.MultiVectorComparator.MAX_SIM))},
+        sparse_vectors_config={"s": models.SparseVectorParams()})
+    points = []
+    for i in range(80):
+        terms = sorted(rng.sample(range(40), 6))
+        points.append(models.PointStruct(id=i, payload={"i": i}, vector={
+            "s": models.SparseVector(indices=terms, values=[rng.uniform(0.1, 1) for _ in terms]),
+            "m": [[rng.uniform(-1, 1) for _ in range(4)] for _ in range(rng.randint(1, 3))]}))
+    names = {1: "mmr_one", 3: "mmr_three"}
+    for shards, name in names.items():
+        cluster.client(0).create_collection(name, shard_number=shards, replication_factor=1, **spaces)
+        wait_active(cluster, name, shards, 1)
+        cluster.client(0).upsert(name, wait=True, points=points)
+    exact = models.SearchParams(exact=True)
+    asks = {
+        "sparse": dict(query=models.NearestQuery(
+            nearest=models.SparseVector(indices=[1, 5, 9, 13, 30], values=[1, 0.5, 0.8, 0.3, 0.9]),
+            mmr=models.Mmr(diversity=0.5, candidates_limit=30)), using="s", limit=8),
+        "multi": dict(query=models.NearestQuery(nearest=[[0.3, -0.2, 0.9, 0.1], [0.5, 0.5, -0.1, 0.2]],
+                                                mmr=models.Mmr(diversity=0.6, candidates_limit=40)),
+                      using="m", limit=7, search_params=exact),
+        "multi_by_id": dict(query=models.NearestQuery(nearest=17, mmr=models.Mmr(diversity=0.3)),
+                            using="m", limit=5, search_params=exact),
+    }
+    for k in range(NODES):
+        for what, how in asks.items():
+            a, b = (cluster.client(k).query_points(n, **how).points for n in names.values())
+            assert len(b) == how["limit"], (what, b)
+            assert [(p.id, round(p.score, 4)) for p in a] == [(p.id, round(p.score, 4)) for p in b], (what, k)
+    for name in names.values():
+        cluster.client(0).delete_collection(name)
+
+
 def api(cluster, k, method, path, body=None):
     """(status, headers, parsed body) of one request to node k, errors included."""
     req = urllib.request.Request(cluster.node_url(k) + path, method=method,

@@ -106,7 +106,7 @@ pub fn multi_rows(rows: &[Value], what: &str) -> Result<Vec<Vec<f32>>> {
 }
 
 /// One vector of a point: a list of numbers (dense) or `{indices, values}` (sparse).
-fn one_vector(v: &Value, what: &str) -> Result<Vector> {
+pub fn one_vector(v: &Value, what: &str) -> Result<Vector> {
     match v {
         Value::Array(a) if a.first().is_some_and(Value::is_array) => {
             Ok(Vector::Multi(multi_rows(a, what)?))

@@ -927,20 +927,9 @@ fn similarity(space: Space, q: &Prepared, v: &Vector, idf: Option<&[(u32, f32)]>
         (Space::Multi { metric, dim, .. }, Prepared::Multi(q), Vector::Multi(rows)) => {
             crate::segment::max_sim(metric, dim, q, &rows.concat())
         }
-        (Space::Sparse { .. }, Prepared::Sparse(q), Vector::Sparse(v)) => q
-            .entries()
-            .filter_map(|(term, w)| {
-                let at = v.indices.binary_search(&term).ok()?;
-                let weight = idf
-                    .and_then(|idf| {
-                        idf.binary_search_by_key(&term, |p| p.0)
-                            .ok()
-                            .map(|i| idf[i].1)
-                    })
-                    .unwrap_or(1.0);
-                Some(w * weight * v.values[at])
-            })
-            .sum(),
+        (Space::Sparse { .. }, Prepared::Sparse(q), Vector::Sparse(v)) => {
+            score::sparse_dot(q, v, idf)
+        }
         _ => f32::NEG_INFINITY,
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use diskvec_vector::Metric;
 
-use crate::PointId;
+use crate::{PointId, SparseVector, Vector};
 
 /// Similarity of two dense vectors prepared for `metric` (cosine ones unit length): higher
 /// is closer. Cosine and dot product as they are, Euclidean as the negated distance.
@@ -14,6 +14,63 @@ pub fn dense_similarity(metric: Metric, q: &[f32], v: &[f32]) -> f32 {
     match metric {
         Metric::L2 => -Metric::L2.distance(q, v).max(0.0).sqrt(),
         m => -m.distance(q, v) + if m == Metric::Cosine { 1.0 } else { 0.0 },
+    }
+}
+
+/// Dot product of a sparse query and a stored sparse vector over the terms both hold, each
+/// weighted by its `idf` weight where given (sorted by term).
+pub fn sparse_dot(q: &SparseVector, v: &SparseVector, idf: Option<&[(u32, f32)]>) -> f32 {
+    q.entries()
+        .filter_map(|(term, w)| {
+            let at = v.indices.binary_search(&term).ok()?;
+            let weight = idf
+                .and_then(|idf| {
+                    let i = idf.binary_search_by_key(&term, |p| p.0).ok()?;
+                    Some(idf[i].1)
+                })
+                .unwrap_or(1.0);
+            Some(w * weight * v.values[at])
+        })
+        .sum()
+}
+
+/// How the vectors of one space compare, higher being closer: what mmr weighs its
+/// candidates by, in a collection and on a cluster's router.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Likeness {
+    Dense(Metric),
+    /// The dot product of the terms both hold.
+    Sparse,
+    /// MaxSim over the rows, by the space's metric.
+    Multi {
+        metric: Metric,
+        dim: usize,
+    },
+}
+
+impl Likeness {
+    /// Prepares a query vector as the space compares it (cosine rows unit length).
+    pub fn prepare(self, q: &mut Vector) {
+        match (self, q) {
+            (Likeness::Dense(m), Vector::Dense(d)) => m.prepare(d),
+            (Likeness::Multi { metric, .. }, Vector::Multi(rows)) => {
+                rows.iter_mut().for_each(|r| metric.prepare(r))
+            }
+            _ => {}
+        }
+    }
+
+    /// The similarity of a prepared query `q` to a stored vector `v` (`-inf` for a vector of
+    /// another kind).
+    pub fn between(self, q: &Vector, v: &Vector) -> f32 {
+        match (self, q, v) {
+            (Likeness::Dense(m), Vector::Dense(q), Vector::Dense(v)) => dense_similarity(m, q, v),
+            (Likeness::Sparse, Vector::Sparse(q), Vector::Sparse(v)) => sparse_dot(q, v, None),
+            (Likeness::Multi { metric, dim }, Vector::Multi(q), Vector::Multi(v)) => {
+                crate::segment::max_sim(metric, dim, &q.concat(), &v.concat())
+            }
+            _ => f32::NEG_INFINITY,
+        }
     }
 }
 

@@ -45,7 +45,14 @@ pub async fn matrix(
         "with_vector": if using.is_empty() { json!(true) } else { json!([using]) },
     });
     let pages = c
-        .each_shard(map, &r, &shards, "/points/scroll", &scroll, super::reads::points_in)
+        .each_shard(
+            map,
+            &r,
+            &shards,
+            "/points/scroll",
+            &scroll,
+            super::reads::points_in,
+        )
         .await?;
     let (points, _) = merge_scroll(pages, sample);
     let mut ids = Vec::with_capacity(points.len());

@@ -3,15 +3,16 @@
 //! answers its `candidates` nearest with their vectors, and the router picks among all of
 //! them by the same rule a replica uses (`diskvec_db::query::score::mmr_pick`). Over
 //! prefetches, the candidates are the nearest among the points the prefetches found over
-//! the whole collection. Dense spaces only: their similarity is the metric's, computed here
-//! as the database does.
+//! the whole collection. Candidates compare as the database compares them
+//! (`score::Likeness`): by the metric in a dense space, by the dot product in a sparse one,
+//! by MaxSim in a multivector one.
 
 use std::sync::Arc;
 
 use diskvec_cluster::CollectionMap;
-use diskvec_db::query::score::{dense_similarity, mmr_pick};
+use diskvec_db::query::score::{mmr_pick, Likeness};
 use diskvec_db::query::{Query, VectorInput};
-use diskvec_db::{DbError, Metric};
+use diskvec_db::{DbError, Metric, Vector};
 use serde_json::{json, Value};
 
 use super::lookups::vector_in;
@@ -19,12 +20,6 @@ use super::merge::merge_scored;
 use super::reads::{higher_first, usize_field};
 use super::{ClusterState, Routed};
 use crate::envelope::ApiError;
-
-fn not_yet(what: &str) -> ApiError {
-    ApiError::bad_request(format!(
-        "mmr {what} is not supported on a collection of several shards yet"
-    ))
-}
 
 /// The metric of dense space `using`, from the collection's configuration; `None` when it
 /// is no dense space of it (missing, sparse, or of multivectors).
@@ -51,21 +46,40 @@ pub(super) fn floats(v: &Value) -> Option<Vec<f32>> {
         .collect()
 }
 
+/// How the vectors of space `using` compare, from the collection's configuration at its
+/// creation; `None` when it names no such space.
+fn likeness_of(map: &CollectionMap, using: &str) -> Option<Likeness> {
+    let config = crate::convert::collection_config(&map.config).ok()?;
+    if let Some(i) = config.dense_space(using) {
+        return Some(Likeness::Dense(config.dense[i].metric));
+    }
+    if let Some(i) = config.multi_space(using) {
+        let space = &config.multi[i];
+        return Some(Likeness::Multi {
+            metric: space.metric,
+            dim: space.dim,
+        });
+    }
+    config.sparse_space(using).map(|_| Likeness::Sparse)
+}
+
 /// The query vector of an mmr node: given, or the vector the router found for the point it
 /// names (`example_vectors`, `lookup_from.points`).
-fn query_vector(node: &Value, input: &VectorInput) -> Result<Vec<f32>, ApiError> {
-    match input {
-        VectorInput::Dense(v) => Ok(v.clone()),
+fn query_vector(node: &Value, input: &VectorInput) -> Result<Vector, ApiError> {
+    Ok(match input {
+        VectorInput::Dense(v) => Vector::Dense(v.clone()),
+        VectorInput::Sparse(v) => Vector::Sparse(v.clone()),
+        VectorInput::Multi(rows) => Vector::Multi(rows.clone()),
+        VectorInput::Found { vector, .. } => return query_vector(node, vector),
         VectorInput::Point(id) => {
             let key = id.to_string();
             let found = node["example_vectors"]
                 .get(&key)
                 .or_else(|| node["lookup_from"]["points"].get(&key))
                 .ok_or(DbError::PointNotFound(*id))?;
-            floats(found).ok_or_else(|| not_yet("by a point without a dense vector"))
+            crate::convert::one_vector(found, "the example's vector")?
         }
-        _ => Err(not_yet("by a sparse vector or a multivector")),
-    }
+    })
 }
 
 /// The vectors the request asks its answer to show (`with_vector`, or `with_vectors`).
@@ -128,10 +142,13 @@ pub(super) async fn query(
         ))));
     }
     let using = node["using"].as_str().unwrap_or("").to_string();
-    let metric = dense_metric(map, &using)
-        .ok_or_else(|| not_yet("outside a dense vector space (sparse, multivector)"))?;
+    let likeness = likeness_of(map, &using).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "Wrong input: Not existing vector name error: {using}"
+        ))
+    })?;
     let mut target = query_vector(node, &vector)?;
-    metric.prepare(&mut target);
+    likeness.prepare(&mut target);
     let offset = usize_field(node, "offset", 0)?;
     let limit = usize_field(node, "limit", 10)?;
     let want = offset + limit;
@@ -159,20 +176,21 @@ pub(super) async fn query(
     let found = merge_scored(lists, 0, size, higher_first(map, node, true));
     let mut pool = Vec::with_capacity(found.len());
     for point in found {
-        if let Some(v) = vector_in(&point, &using).as_ref().and_then(floats) {
+        let stored = vector_in(&point, &using);
+        if let Some(v) = stored.and_then(|v| crate::convert::one_vector(&v, "a vector").ok()) {
             pool.push((point, v));
         }
     }
-    let vectors: Vec<Vec<f32>> = pool.iter().map(|(_, v)| v.clone()).collect();
+    let vectors: Vec<Vector> = pool.iter().map(|(_, v)| v.clone()).collect();
     // Candidates squared similarities: off the async threads.
     let picked = tokio::task::spawn_blocking(move || {
         let relevance: Vec<f32> = vectors
             .iter()
-            .map(|v| dense_similarity(metric, &target, v))
+            .map(|v| likeness.between(&target, v))
             .collect();
         mmr_pick(
             &relevance,
-            |best, i| dense_similarity(metric, &vectors[best], &vectors[i]),
+            |best, i| likeness.between(&vectors[best], &vectors[i]),
             diversity,
             want,
         )
