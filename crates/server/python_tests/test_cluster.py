@@ -1298,6 +1298,9 @@ def test_collection_recovered_from_its_snapshot_on_any_node(cluster):
     create_and_wait(cluster, name, shards=1, replicas=2)
     want = {i: {"n": i} for i in range(120)}
     cluster.client(1).upsert(name, wait=True, points=[point(i, p) for i, p in want.items()])
+    # Strict mode travels in the snapshot: the recovered collection is checked by it.
+    assert api(cluster, 1, "PATCH", f"/collections/{name}",
+               {"strict_mode_config": {"enabled": True, "max_query_limit": 50}})[0] == 200
     made = http_json(cluster.node_url(0) + f"/collections/{name}/snapshots?wait=true", {})["result"]
     snapshot = fetch_snapshot(cluster, 2, f"/collections/{name}/snapshots", made)
     assert cluster.client(2).delete_collection(name)
@@ -1312,6 +1315,9 @@ def test_collection_recovered_from_its_snapshot_on_any_node(cluster):
         for k in range(NODES):
             assert cluster.client(k).count(name, exact=True).count == len(want), k
     eventually(everywhere, 30)
+    for k in range(NODES):
+        status, _, out = api(cluster, k, "POST", f"/collections/{name}/points/scroll", {"limit": 51})
+        assert status == 400 and '"limit"' in out["status"]["error"], (k, out)
     info = cluster.client(0).get_collection(name)
     assert info.config.params.vectors.size == DIM
     # The snapshot does not say how the cluster kept it: the cluster's default replication.

@@ -109,7 +109,16 @@ async fn restore(
             }
         },
     };
-    publish_restore(c, map, &r, shard, checked.kept, checked.sum).await
+    let answer = publish_restore(c, map, &r, shard, checked.kept, checked.sum).await?;
+    // Routers check requests against the strict mode the restored replicas now hold.
+    let strict_mode = Some(checked.strict_mode).filter(|s| s.is_object());
+    let stored = super::collections::update_map(c, &r.name, map.uid, |m| {
+        m.strict_mode = strict_mode.clone();
+        Ok(())
+    })
+    .await?;
+    super::collections::until_seen(c, &r.name, |m| m.strict_mode == stored.strict_mode).await;
+    Ok(answer)
 }
 
 /// A snapshot file the replicas may restore.
@@ -120,6 +129,9 @@ struct Checked {
     sum: String,
     /// Its collection's parameters as the API describes them (`config.params`).
     params: Value,
+    /// Its collection's strict mode (`config.strict_mode_config`), which the replicas take
+    /// with it.
+    strict_mode: Value,
 }
 
 /// The snapshot moved to where replicas fetch it from: refused (and removed) unless it has
@@ -156,12 +168,17 @@ async fn keep_checked(
         let _ = db.drop_collection(&scratch);
         std::fs::rename(&from, &to)
             .map_err(|e| ApiError::unavailable(format!("{}: {e}", to.display())))?;
-        let params = crate::convert::collection_info(&info, &[])["config"]["params"].clone();
-        Ok((sum, params))
+        let config = crate::convert::collection_info(&info, &[])["config"].take();
+        Ok((sum, config))
     })
     .await;
     match checked {
-        Ok((sum, params)) => Ok(Checked { kept, sum, params }),
+        Ok((sum, mut config)) => Ok(Checked {
+            kept,
+            sum,
+            params: config["params"].take(),
+            strict_mode: config["strict_mode_config"].take(),
+        }),
         Err(e) => {
             let _ = std::fs::remove_file(&file);
             Err(e)
