@@ -194,14 +194,21 @@ async fn join_cluster(
         node.me.id,
         node.view().nodes.len()
     );
+    let asking = Arc::clone(&node);
+    let secret = tokio::task::spawn_blocking(move || asking.internal_secret())
+        .await?
+        .context("reading the cluster's internal secret from etcd")?;
     Ok(diskvec_server::ClusterState::new(
         node,
         Arc::clone(db),
         log,
         db.dir().join("cluster"),
-        keys.api_key.clone(),
-        args.log_retain,
-        args.shared_storage,
+        diskvec_server::NodeSettings {
+            api_key: keys.api_key.clone(),
+            log_retain: args.log_retain,
+            shared_storage: args.shared_storage,
+            secret,
+        },
     ))
 }
 

@@ -17,6 +17,8 @@ use crate::ClusterError;
 pub const LEASE_TTL_SECS: u64 = 5;
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
 const VIEW_EVERY: Duration = Duration::from_millis(250);
+/// Where the cluster's internal secret is kept (`ClusterNode::internal_secret`).
+const INTERNAL_SECRET_KEY: &str = "/diskvec-internal/secret";
 
 pub struct ClusterNode {
     pub etcd: Arc<Etcd>,
@@ -123,6 +125,24 @@ impl ClusterNode {
     /// A receiver that wakes on every change of the view.
     pub fn watch(&self) -> watch::Receiver<Arc<ClusterView>> {
         self.view.clone()
+    }
+
+    /// The secret every node of the cluster puts on its requests to the others (its own
+    /// replicas' reads, log applies, transfers), so that a replica can tell them from a
+    /// client's: made once, at random, by the first node that asks, and kept in etcd
+    /// (outside the keys the view reads).
+    pub fn internal_secret(&self) -> Result<String, ClusterError> {
+        let mut random = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random))
+            .map_err(|e| ClusterError::Io(format!("reading /dev/urandom: {e}")))?;
+        let made: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        self.etcd.create(INTERNAL_SECRET_KEY, made.as_bytes())?;
+        let kept = self.etcd.get(INTERNAL_SECRET_KEY)?.ok_or_else(|| {
+            ClusterError::Io("the cluster's internal secret vanished from etcd".into())
+        })?;
+        String::from_utf8(kept.value)
+            .map_err(|_| ClusterError::Io("the cluster's internal secret is not text".into()))
     }
 
     /// Stops keeping the lease and reading, and revokes the lease so the others see this

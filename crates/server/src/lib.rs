@@ -36,7 +36,7 @@ use axum::Router;
 use diskvec_db::Database;
 use serde_json::json;
 
-pub use cluster::ClusterState;
+pub use cluster::{ClusterState, NodeSettings};
 pub use envelope::ApiError;
 
 /// The version `GET /` reports: a Qdrant release whose API this server follows for the

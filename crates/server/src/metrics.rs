@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header;
+use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use diskvec_db::{CollectionInfo, Database, PathIo};
@@ -303,12 +303,30 @@ async fn answer(s: &AppState, metrics_page: bool, view: View) -> Response {
 /// under `/collections/{name}`, for that collection too (a cluster collection's, on a
 /// cluster node).
 pub async fn track(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    // What nodes of a cluster ask each other is not a client's request.
+    if s.cluster
+        .as_ref()
+        .is_some_and(|c| c.is_internal(req.headers()))
+    {
+        return next.run(req).await;
+    }
     let matched = req
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", |p| p.as_str())
         .to_string();
-    let route = format!("{} {matched}", req.method());
+    // Methods beyond HTTP's own are one label, so that clients cannot grow the set.
+    let method = match *req.method() {
+        Method::GET
+        | Method::POST
+        | Method::PUT
+        | Method::DELETE
+        | Method::PATCH
+        | Method::HEAD
+        | Method::OPTIONS => req.method().as_str(),
+        _ => "OTHER",
+    };
+    let route = format!("{method} {matched}");
     let named = matched
         .starts_with("/collections/{name}")
         .then(|| percent_decode(req.uri().path().split('/').nth(2).unwrap_or_default()));

@@ -183,6 +183,8 @@ pub fn check_request(limits: &impl Limits, write: Write, body: &Value) -> Result
             }
             inserted(points.len(), "update limit")?
         }
+        // `points/batch` takes a clear_payload's ids as a bare list too.
+        Write::ClearPayload if body.is_array() => point_ids(Some(body), "clear_payload")?.len(),
         _ => match target(body)? {
             Target::Ids(ids) => ids.len(),
             Target::Matching(f) => {

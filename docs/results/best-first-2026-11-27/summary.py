@@ -1,4 +1,4 @@
-import json, glob, statistics, collections, sys
+import json, glob, statistics, collections
 out = "/tmp/w/bench/out"
 def rows(path):
     return [json.loads(l) for l in open(path) if l.strip().startswith("{")]

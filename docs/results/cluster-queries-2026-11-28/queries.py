@@ -2,7 +2,7 @@
 collection of 3 shards against the same points in a collection of 1 shard, both on a cluster
 of 3 diskvec nodes (3 etcd members, 3 NATS servers) on loopback, asked through node 0, one
 request at a time. Usage:
-DISKVEC_BIN=target/release/diskvec .venv-test/bin/python queries.py OUT.json [POINTS] [ROUNDS]"""
+DISKVEC_BIN=target/release/diskvec .venv-test/bin/python queries.py OUT.json [POINTS] [ROUNDS] [KIND,...]"""
 import json
 import sys
 import tempfile
@@ -56,7 +56,18 @@ def main():
                 "groups (10 x 3)": lambda c, n, i: c.query_points_groups(
                     n, group_by="g", query=queries[i].tolist(), limit=10, group_size=3),
                 "facet": lambda c, n, i: c.facet(n, key="g", limit=10),
+                "groups of an rrf (10 x 3)": lambda c, n, i: c.query_points_groups(n, group_by="g", prefetch=[
+                    models.Prefetch(query=queries[i].tolist(), limit=100),
+                    models.Prefetch(query=queries[(i + 1) % rounds].tolist(), limit=100)],
+                    query=models.FusionQuery(fusion=models.Fusion.RRF), limit=10, group_size=3),
+                "mmr over 2 prefetches": lambda c, n, i: c.query_points(n, prefetch=[
+                    models.Prefetch(query=queries[i].tolist(), limit=50),
+                    models.Prefetch(query=queries[(i + 1) % rounds].tolist(), limit=50)],
+                    query=models.NearestQuery(nearest=queries[i].tolist(),
+                                              mmr=models.Mmr(diversity=0.5, candidates_limit=50)), limit=10),
             }
+            only = sys.argv[4].split(",") if len(sys.argv) > 4 else None
+            kinds = {k: v for k, v in kinds.items() if only is None or k in only}
             rows = []
             for kind, ask in kinds.items():
                 for name in ("one", "three"):

@@ -1,6 +1,6 @@
 """Search QPS of the database on the bundled 5k set: one sealed segment, k=10, L=100,
 single queries on one thread, then search_batch; prints JSON."""
-import json, sys, tempfile, time
+import json, tempfile, time
 import numpy as np, pyarrow.parquet as pq
 import diskvec
 

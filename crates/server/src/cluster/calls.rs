@@ -13,7 +13,7 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use super::split::LogMessage;
-use super::{ClusterState, APPLY_HEADER, ROUTED_HEADER};
+use super::{ClusterState, APPLY_HEADER, INTERNAL_HEADER, ROUTED_HEADER};
 use crate::envelope::ApiError;
 
 /// A replica's answer: HTTP status and the envelope's `result` (or the whole body when it
@@ -120,7 +120,7 @@ impl ClusterState {
         }
         let url = self.url_of(node)?;
         let agent = self.http.clone();
-        let key = self.api_key.clone();
+        let (key, secret) = (self.api_key.clone(), self.secret.clone());
         let method = method.clone();
         let target = format!("{url}{path_and_query}");
         let node = node.to_string();
@@ -129,6 +129,7 @@ impl ClusterState {
                 .request(method.as_str(), &target)
                 .timeout(patience)
                 .set(ROUTED_HEADER, &route.header())
+                .set(INTERNAL_HEADER, &secret)
                 .set("content-type", "application/json");
             if let Some(k) = &key {
                 req = req.set("api-key", k);
@@ -184,9 +185,12 @@ impl ClusterState {
         let url = self.url_of(node)?;
         let (agent, key, into) = (self.http.clone(), self.api_key.clone(), into.to_path_buf());
         let target = format!("{url}{path}");
-        let method = method.clone();
+        let (method, secret) = (method.clone(), self.secret.clone());
         tokio::task::spawn_blocking(move || {
-            let mut req = agent.request(method.as_str(), &target).timeout(patience);
+            let mut req = agent
+                .request(method.as_str(), &target)
+                .timeout(patience)
+                .set(INTERNAL_HEADER, &secret);
             if let Some(k) = &key {
                 req = req.set("api-key", k);
             }
@@ -233,6 +237,7 @@ impl ClusterState {
         let mut req = axum::http::Request::builder()
             .method(method.clone())
             .uri(path_and_query)
+            .header(INTERNAL_HEADER, &self.secret)
             .header("content-type", "application/json");
         req = match via {
             Via::Router(route) => req.header(ROUTED_HEADER, route.header()),

@@ -220,6 +220,7 @@ async fn of_ranked(
     limit: usize,
     size: usize,
 ) -> Result<Vec<Value>, ApiError> {
+    super::limits::check_group_key(c, map, &r.name, shards[0], key).await?;
     let shown = payload_selector(body.get("with_payload"), false)?;
     let mut node = body.clone();
     if let Some(n) = node.as_object_mut() {

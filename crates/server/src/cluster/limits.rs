@@ -9,11 +9,16 @@
 //! Rates are per node, as a node protects itself: clients spread over several nodes get the
 //! rate of each.
 
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::Method;
 use diskvec_cluster::CollectionMap;
 use diskvec_db::query::formula::Formula;
 use diskvec_db::{Filter, Rate, StrictMode};
 use serde_json::Value;
 
+use super::calls::ShardRead;
 use super::split::batch_operation;
 use super::{ClusterState, Routed};
 use crate::envelope::ApiError;
@@ -22,12 +27,32 @@ use crate::writes::{self, Write};
 
 /// The collection's strict mode as its map holds it.
 pub(super) fn strict_mode_of(map: &CollectionMap) -> StrictMode {
-    map.strict_mode
+    let Some(kept) = map
+        .strict_mode
         .as_ref()
         .or_else(|| map.config.get("strict_mode_config"))
         .filter(|v| !v.is_null())
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default()
+    else {
+        return StrictMode::default();
+    };
+    serde_json::from_value(kept.clone()).unwrap_or_else(|e| {
+        // A limit this node does not know (a newer node set it): the rest still hold.
+        log::warn!(
+            "cluster: the collection's strict mode does not parse ({e}); checking what does"
+        );
+        lenient(kept)
+    })
+}
+
+/// The limits of a strict mode this node reads, those it does not know left out.
+fn lenient(kept: &Value) -> StrictMode {
+    let mut parsed = StrictMode::default();
+    for (field, value) in kept.as_object().into_iter().flatten() {
+        if let Ok(one) = serde_json::from_value(serde_json::json!({ field: value })) {
+            parsed.merge(one);
+        }
+    }
+    parsed
 }
 
 /// The change of strict mode a change of the collection's settings makes (`PATCH` with
@@ -186,4 +211,87 @@ fn write_at(method: &str, tail: &str) -> Option<Write> {
         .iter()
         .find(|n| batch_operation(n) == Some((method, tail)))
         .and_then(|n| Write::named(n))
+}
+
+/// Where strict mode allows no unindexed field, that the group key of a request grouped on
+/// the router (not by a replica, which checks it itself) has an index that matches values,
+/// as the payload schema of one replica of `shard` describes its indexes.
+pub(super) async fn check_group_key(
+    c: &Arc<ClusterState>,
+    map: &CollectionMap,
+    name: &str,
+    shard: u32,
+    key: &str,
+) -> Result<(), ApiError> {
+    let strict = strict_mode_of(map);
+    if !strict.is_enabled() || strict.unindexed_filtering_retrieve != Some(false) {
+        return Ok(());
+    }
+    let read = ShardRead {
+        method: Method::GET,
+        tail: String::new(),
+        body: Bytes::new(),
+        fresh: false,
+    };
+    let info = c.read_all_shards(name, map, &[shard], read).await?;
+    let indexes: Vec<(String, String)> = info
+        .first()
+        .and_then(|a| a.result()["payload_schema"].as_object().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(field, schema)| {
+            let kind = schema["data_type"].as_str().unwrap_or_default().to_string();
+            (field, kind)
+        })
+        .collect();
+    Ok(strict.check_group_by(key, &indexes)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map_with(strict: Value) -> CollectionMap {
+        CollectionMap {
+            uid: 1,
+            config: json!({"vectors": {"size": 4, "distance": "Cosine"}}),
+            shard_number: 1,
+            replication_factor: 1,
+            write_consistency_factor: 1,
+            sharding_method: Default::default(),
+            changes: vec![],
+            strict_mode: Some(strict),
+            shards: vec![],
+        }
+    }
+
+    #[test]
+    fn a_limit_this_node_does_not_know_leaves_the_others_in_force() {
+        let map =
+            map_with(json!({"enabled": true, "max_query_limit": 5, "limit_of_the_future": 1}));
+        let strict = strict_mode_of(&map);
+        assert!(strict.is_enabled());
+        assert_eq!(strict.max_query_limit, Some(5));
+        let map = map_with(json!({"enabled": true, "search_max_hnsw_ef": 64}));
+        assert_eq!(strict_mode_of(&map).search_max_hnsw_ef, Some(64));
+    }
+
+    #[test]
+    fn a_patch_merges_into_what_the_map_holds() {
+        let mut map = map_with(json!({"enabled": true, "max_query_limit": 5}));
+        let change = change_of(&map, &json!({"strict_mode_config": {"read_rate_limit": 9}}))
+            .unwrap()
+            .unwrap();
+        record(&mut map, &change);
+        let strict = strict_mode_of(&map);
+        assert_eq!(
+            (strict.max_query_limit, strict.read_rate_limit),
+            (Some(5), Some(9))
+        );
+        assert!(change_of(&map, &json!({"strict_mode_config": {"max_query_limit": 0}})).is_err());
+        assert!(change_of(&map, &json!({"optimizers_config": {}}))
+            .unwrap()
+            .is_none());
+    }
 }

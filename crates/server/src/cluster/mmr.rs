@@ -204,8 +204,8 @@ pub(super) async fn query(
         .collect())
 }
 
-/// The points an mmr node's prefetches found, each prefetch answered over every shard, in
-/// first-found order without repeats.
+/// The points an mmr node's prefetches found, each prefetch answered over every shard (side
+/// by side), in first-found order without repeats.
 async fn pool_of(
     c: &Arc<ClusterState>,
     map: &CollectionMap,
@@ -213,9 +213,13 @@ async fn pool_of(
     shards: &[u32],
     node: &Value,
 ) -> Result<Vec<Value>, ApiError> {
+    let prefetches = super::queries::prefetches_under(node)?;
+    let asks = prefetches
+        .iter()
+        .map(|p| super::queries::answer(c, map, r, shards, p));
     let (mut pool, mut seen) = (Vec::new(), std::collections::HashSet::new());
-    for p in super::queries::prefetches_under(node)? {
-        for hit in super::queries::answer(c, map, r, shards, &p).await? {
+    for hits in futures_util::future::join_all(asks).await {
+        for hit in hits? {
             if seen.insert(hit["id"].to_string()) {
                 pool.push(hit["id"].clone());
             }

@@ -57,6 +57,11 @@ pub const ROUTED_HEADER: &str = "x-diskvec-routed";
 /// A node's own work on its replicas (creating one, applying its log) carries this header:
 /// other writes to a replica are refused, since a replica changes only through its log.
 pub const APPLY_HEADER: &str = "x-diskvec-apply";
+/// Every request a node makes of another (or of itself) carries the cluster's secret
+/// (`ClusterNode::internal_secret`) in this header: only such requests may apply writes to
+/// a replica, reach the `/cluster/` endpoints nodes use among themselves, or be spared the
+/// strict-mode checks their router already made.
+pub const INTERNAL_HEADER: &str = "x-diskvec-internal";
 
 pub struct ClusterState {
     pub node: Arc<ClusterNode>,
@@ -83,6 +88,20 @@ pub struct ClusterState {
     pub shared_storage: bool,
     /// This node's strict-mode rates of each cluster collection (by uid) it routes.
     rates: Mutex<HashMap<u64, diskvec_db::Rates>>,
+    /// The cluster's secret for requests among nodes (`INTERNAL_HEADER`).
+    secret: String,
+}
+
+/// How a node takes part in its cluster, besides its control plane, log and database.
+pub struct NodeSettings {
+    /// The key the nodes' APIs take (all nodes of a cluster share it).
+    pub api_key: Option<String>,
+    /// `--log-retain`.
+    pub log_retain: u64,
+    /// `--shared-storage`.
+    pub shared_storage: bool,
+    /// The cluster's secret for requests among nodes (`ClusterNode::internal_secret`).
+    pub secret: String,
 }
 
 impl ClusterState {
@@ -91,10 +110,14 @@ impl ClusterState {
         db: Arc<Database>,
         log: Log,
         marks_dir: PathBuf,
-        api_key: Option<String>,
-        log_retain: u64,
-        shared_storage: bool,
+        settings: NodeSettings,
     ) -> Arc<Self> {
+        let NodeSettings {
+            api_key,
+            log_retain,
+            shared_storage,
+            secret,
+        } = settings;
         Arc::new(Self {
             node,
             db,
@@ -112,7 +135,15 @@ impl ClusterState {
             log_retain,
             shared_storage,
             rates: Mutex::default(),
+            secret,
         })
+    }
+
+    /// Whether a request comes from a node of this cluster (it carries the secret).
+    pub fn is_internal(&self, headers: &axum::http::HeaderMap) -> bool {
+        headers
+            .get(INTERNAL_HEADER)
+            .is_some_and(|v| v.as_bytes() == self.secret.as_bytes())
     }
 
     /// Hands over the node's own API (built after this state, which it holds).
@@ -139,7 +170,11 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
         .strip_prefix("/collections/")
         .map(|rest| decoded(rest.split('/').next().unwrap_or("")))
         .filter(|name| name.contains('@'));
-    let applying = req.headers().contains_key(APPLY_HEADER);
+    let internal = s
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.is_internal(req.headers()));
+    let applying = internal && req.headers().contains_key(APPLY_HEADER);
     let routed = req
         .headers()
         .get(ROUTED_HEADER)
@@ -174,6 +209,19 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     let query = req.uri().query().map(str::to_string);
     if path == "/cluster" && method == Method::GET {
         return collections::cluster_info(&cluster, started).await;
+    }
+    let among_nodes = [
+        "/cluster/applied/",
+        "/cluster/snapshot/",
+        "/cluster/restore/",
+    ];
+    if !internal && among_nodes.iter().any(|p| path.starts_with(p)) {
+        return ApiError {
+            status: axum::http::StatusCode::FORBIDDEN,
+            message: format!("{path} is for the cluster's nodes only"),
+            retry_after: None,
+        }
+        .into_response();
     }
     if let Some(local) = path.strip_prefix("/cluster/applied/") {
         return writes::applied_endpoint(&cluster, local, query.as_deref()).await;
@@ -210,7 +258,36 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
                 return ApiError::unavailable(format!("replica {name} {why}")).into_response();
             }
         }
-        return next.run(req).await;
+        if internal {
+            return next.run(req).await;
+        }
+        // A client reading a replica itself is checked as a router checks the collection's
+        // requests (the replica checks only what its data answers).
+        let (parts, body) = req.into_parts();
+        let body = match axum::body::to_bytes(body, crate::MAX_BODY_BYTES).await {
+            Ok(b) => b,
+            Err(e) => {
+                return ApiError::bad_request(format!("reading the body: {e}")).into_response()
+            }
+        };
+        let base = name.rsplit_once('@').map_or(name.as_str(), |(b, _)| b);
+        if let Ok(map) = cluster.collection(base) {
+            let direct = Routed {
+                method: parts.method.clone(),
+                name: base.to_string(),
+                tail: path
+                    .strip_prefix("/collections/")
+                    .and_then(|rest| rest.find('/').map(|at| rest[at..].to_string()))
+                    .unwrap_or_default(),
+                query,
+                body: body.clone(),
+                started,
+            };
+            if let Err(e) = limits::check(&cluster, &map, &direct) {
+                return e.into_response();
+            }
+        }
+        return next.run(Request::from_parts(parts, body.into())).await;
     }
     let Some(rest) = path.strip_prefix("/collections/") else {
         return next.run(req).await;

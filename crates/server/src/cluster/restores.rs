@@ -110,6 +110,10 @@ async fn restore(
         },
     };
     let answer = publish_restore(c, map, &r, shard, checked.kept, checked.sum).await?;
+    if map.active_shards().len() > 1 {
+        // One shard's snapshot does not set the whole collection's strict mode.
+        return Ok(answer);
+    }
     // Routers check requests against the strict mode the restored replicas now hold.
     let strict_mode = Some(checked.strict_mode).filter(|s| s.is_object());
     let stored = super::collections::update_map(c, &r.name, map.uid, |m| {

@@ -180,26 +180,55 @@ pub async fn write(
     } else {
         answer("completed")
     };
+    let mut failed = None;
     for w in waits {
-        let outcome = w
+        match w
             .await
-            .map_err(|e| ApiError::unavailable(format!("waiting failed: {e}")))??;
-        // A replica's own answer where it has the shape asked (PATCH's `true`, an index's
-        // update result); a batch's list is the one made above.
-        if let Some(v) = outcome.filter(|_| batch_of.is_none()) {
-            result = v;
+            .map_err(|e| ApiError::unavailable(format!("waiting failed: {e}")))
+            .and_then(|outcome| outcome)
+        {
+            // A replica's own answer where it has the shape asked (PATCH's `true`, an
+            // index's update result); a batch's list is the one made above.
+            Ok(outcome) => {
+                if let Some(v) = outcome.filter(|_| batch_of.is_none()) {
+                    result = v;
+                }
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
         }
     }
-    // Routers check requests against strict mode as the replicas now hold it.
+    // Routers check requests against strict mode as the replicas hold it: recorded unless
+    // the replicas refused the change (a wait that ran out does not stop it applying).
     if let Some(change) = strict_change {
-        let stored = super::collections::update_map(c, &r.name, map.uid, |m| {
-            super::limits::record(m, &change);
-            Ok(())
-        })
-        .await?;
-        super::collections::until_seen(c, &r.name, |m| m.strict_mode == stored.strict_mode).await;
+        let refused =
+            |e: &ApiError| e.status.is_client_error() && e.status != StatusCode::REQUEST_TIMEOUT;
+        if !failed.as_ref().is_some_and(refused) {
+            recorded_strict_mode(c, &r.name, map.uid, &change).await?;
+        }
     }
-    Ok(ok(result, r.started))
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(ok(result, r.started)),
+    }
+}
+
+/// Records a change of strict mode in the collection's map, and waits until this node's
+/// view has it (so the next request it routes is checked by it).
+async fn recorded_strict_mode(
+    c: &Arc<ClusterState>,
+    name: &str,
+    uid: u64,
+    change: &diskvec_db::StrictMode,
+) -> Result<(), ApiError> {
+    let stored = super::collections::update_map(c, name, uid, |m| {
+        super::limits::record(m, change);
+        Ok(())
+    })
+    .await?;
+    super::collections::until_seen(c, name, |m| m.strict_mode == stored.strict_mode).await;
+    Ok(())
 }
 
 /// Waits until at least `write_consistency_factor` replicas of `shard` applied the
