@@ -156,7 +156,8 @@ impl StrictMode {
     }
 
     /// The limits only the data can judge (which payload fields are indexed, how large the
-    /// collection is, how many indexes it has): what a cluster's replica checks of the requests routed to it, since
+    /// collection is, how many indexes it has; a replica knows the size of its own shard,
+    /// so size limits hold per shard): what a cluster's replica checks of the requests routed to it, since
     /// every replica that applies the log to the same point judges a write the same way.
     pub fn data_limits(&self) -> StrictMode {
         StrictMode {
