@@ -163,13 +163,15 @@ pub(super) async fn query(
         n.remove("with_vectors");
         if n.remove("prefetch").is_some_and(|p| !p.is_null()) {
             // The candidates are the nearest among what the prefetches found over the
-            // whole collection, as one node takes them.
+            // whole collection, as one node takes them: each shard lists those it holds
+            // and scores them exactly (a search filtered to a few ids would walk the graph
+            // far for them).
             let pool = pool_of(c, map, r, shards, node).await?;
-            let only = json!({ "has_id": pool });
-            nearest["filter"] = match node.get("filter").filter(|f| !f.is_null()) {
-                Some(f) => json!({ "must": [f, only] }),
-                None => json!({ "must": [only] }),
-            };
+            let listed = pool.len().max(1);
+            nearest["prefetch"] = json!({
+                "filter": { "must": [{ "has_id": pool }] },
+                "limit": listed,
+            });
         }
     }
     let lists = super::queries::ask(c, map, r, shards, &nearest).await?;
