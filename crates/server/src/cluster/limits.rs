@@ -19,7 +19,7 @@ use diskvec_db::{Filter, Rate, StrictMode};
 use serde_json::Value;
 
 use super::calls::ShardRead;
-use super::split::batch_operation;
+use super::split::operation_at;
 use super::{ClusterState, Routed};
 use crate::envelope::ApiError;
 use crate::strict::{self, Limits};
@@ -197,20 +197,7 @@ pub(super) fn check(c: &ClusterState, map: &CollectionMap, r: &Routed) -> Result
 
 /// The kind of point write a route is.
 fn write_at(method: &str, tail: &str) -> Option<Write> {
-    const NAMES: &[&str] = &[
-        "upsert",
-        "delete",
-        "set_payload",
-        "overwrite_payload",
-        "delete_payload",
-        "clear_payload",
-        "update_vectors",
-        "delete_vectors",
-    ];
-    NAMES
-        .iter()
-        .find(|n| batch_operation(n) == Some((method, tail)))
-        .and_then(|n| Write::named(n))
+    operation_at(method, tail).and_then(Write::named)
 }
 
 /// Where strict mode allows no unindexed field, that the group key of a request grouped on

@@ -61,19 +61,33 @@ pub fn replica_query(query: Option<&str>) -> String {
         .join("&")
 }
 
-/// The batch endpoint's operations as (method, path) of the single operation's endpoint.
+/// The batch endpoint's operations by name, with (method, path) of the single operation's
+/// endpoint.
+const BATCH_OPERATIONS: &[(&str, (&str, &str))] = &[
+    ("upsert", ("PUT", "/points")),
+    ("delete", ("POST", "/points/delete")),
+    ("set_payload", ("POST", "/points/payload")),
+    ("overwrite_payload", ("PUT", "/points/payload")),
+    ("delete_payload", ("POST", "/points/payload/delete")),
+    ("clear_payload", ("POST", "/points/payload/clear")),
+    ("update_vectors", ("PUT", "/points/vectors")),
+    ("delete_vectors", ("POST", "/points/vectors/delete")),
+];
+
+/// The batch endpoint's operation `name` as (method, path) of its own endpoint.
 pub(super) fn batch_operation(name: &str) -> Option<(&'static str, &'static str)> {
-    Some(match name {
-        "upsert" => ("PUT", "/points"),
-        "delete" => ("POST", "/points/delete"),
-        "set_payload" => ("POST", "/points/payload"),
-        "overwrite_payload" => ("PUT", "/points/payload"),
-        "delete_payload" => ("POST", "/points/payload/delete"),
-        "clear_payload" => ("POST", "/points/payload/clear"),
-        "update_vectors" => ("PUT", "/points/vectors"),
-        "delete_vectors" => ("POST", "/points/vectors/delete"),
-        _ => return None,
-    })
+    BATCH_OPERATIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, route)| *route)
+}
+
+/// The name of the batch operation whose own endpoint is `method path`.
+pub(super) fn operation_at(method: &str, path: &str) -> Option<&'static str> {
+    BATCH_OPERATIONS
+        .iter()
+        .find(|(_, route)| *route == (method, path))
+        .map(|(name, _)| *name)
 }
 
 /// Where one operation goes, from its body (its `shard_key`): the groups of shards its point
