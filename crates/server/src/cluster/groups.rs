@@ -165,10 +165,7 @@ pub async fn groups(
             .map(|list| json!({ "key": key, "match": { "any": list } }))
             .collect();
         let only = json!({ "should": kinds });
-        again["filter"] = match body.get("filter").filter(|f| !f.is_null()) {
-            Some(f) => json!({ "must": [f, only] }),
-            None => json!({ "must": [only] }),
-        };
+        again["filter"] = reads::filter_and(&body, only);
         again["limit"] = json!(missing.len());
         let read = r.shard_read(Bytes::from(again.to_string()));
         let (shard, name) = (shards[s], r.name.as_str());

@@ -76,6 +76,23 @@ pub(super) fn record(map: &mut CollectionMap, change: &StrictMode) {
     map.strict_mode = Some(serde_json::to_value(merged).expect("strict mode serializes"));
 }
 
+/// Changes the strict mode the collection's map holds (`set` edits the map), and waits until
+/// this node's view has it, so the next request it routes is checked by it.
+pub(super) async fn keep_in_map(
+    c: &ClusterState,
+    name: &str,
+    uid: u64,
+    set: impl Fn(&mut CollectionMap),
+) -> Result<(), ApiError> {
+    let stored = super::collections::update_map(c, name, uid, |m| {
+        set(m);
+        Ok(())
+    })
+    .await?;
+    super::collections::until_seen(c, name, |m| m.strict_mode == stored.strict_mode).await;
+    Ok(())
+}
+
 /// A cluster collection as the router sees it: the limits its requests can be judged by, and
 /// this node's rates for it.
 struct Routing<'a> {

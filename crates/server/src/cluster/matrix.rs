@@ -34,10 +34,7 @@ pub async fn matrix(
     })?;
     let (sample, limit) = crate::matrix::sizes(&body)?;
     let with_vector = json!({ "has_vector": using });
-    let filter = match body.get("filter").filter(|f| !f.is_null()) {
-        Some(f) => json!({ "must": [f, with_vector] }),
-        None => json!({ "must": [with_vector] }),
-    };
+    let filter = super::reads::filter_and(&body, with_vector);
     let scroll = json!({
         "filter": filter,
         "limit": sample,

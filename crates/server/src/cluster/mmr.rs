@@ -24,19 +24,10 @@ use crate::envelope::ApiError;
 /// The metric of dense space `using`, from the collection's configuration; `None` when it
 /// is no dense space of it (missing, sparse, or of multivectors).
 pub(super) fn dense_metric(map: &CollectionMap, using: &str) -> Option<Metric> {
-    let vectors = map.config.get("vectors")?;
-    let params = if vectors.get("distance").is_some() {
-        using.is_empty().then_some(vectors)?
-    } else {
-        vectors.get(using)?
-    };
-    if params
-        .get("multivector_config")
-        .is_some_and(|m| !m.is_null())
-    {
-        return None;
+    match likeness_of(map, using)? {
+        Likeness::Dense(metric) => Some(metric),
+        _ => None,
     }
-    crate::convert::metric(params.get("distance")?.as_str()?).ok()
 }
 
 pub(super) fn floats(v: &Value) -> Option<Vec<f32>> {

@@ -252,10 +252,7 @@ pub(super) fn prefetches_under(node: &Value) -> Result<Vec<Value>, ApiError> {
                 return Err(ApiError::bad_request("a prefetch must be a JSON object"));
             }
             if let Some(f) = filter {
-                p["filter"] = match p.get("filter").filter(|own| !own.is_null()) {
-                    Some(own) => json!({ "must": [own, f] }),
-                    None => f.clone(),
-                };
+                p["filter"] = reads::filter_and(&p, f.clone());
             }
             p["with_payload"] = json!(false);
             p["with_vector"] = json!(false);

@@ -285,6 +285,14 @@ pub(super) fn scored_list(result: &Value) -> Vec<Value> {
     }
 }
 
+/// The filter of a read's `node` with `condition` added: both must hold.
+pub(super) fn filter_and(node: &Value, condition: Value) -> Value {
+    match node.get("filter").filter(|f| !f.is_null()) {
+        Some(f) => json!({ "must": [f, condition] }),
+        None => json!({ "must": [condition] }),
+    }
+}
+
 /// The points of a scroll's answer.
 pub(super) fn points_in(result: &Value) -> Vec<Value> {
     result["points"].as_array().cloned().unwrap_or_default()

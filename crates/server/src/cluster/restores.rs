@@ -116,12 +116,8 @@ async fn restore(
     }
     // Routers check requests against the strict mode the restored replicas now hold.
     let strict_mode = Some(checked.strict_mode).filter(|s| s.is_object());
-    let stored = super::collections::update_map(c, &r.name, map.uid, |m| {
-        m.strict_mode = strict_mode.clone();
-        Ok(())
-    })
-    .await?;
-    super::collections::until_seen(c, &r.name, |m| m.strict_mode == stored.strict_mode).await;
+    super::limits::keep_in_map(c, &r.name, map.uid, |m| m.strict_mode = strict_mode.clone())
+        .await?;
     Ok(answer)
 }
 

@@ -205,30 +205,14 @@ pub async fn write(
         let refused =
             |e: &ApiError| e.status.is_client_error() && e.status != StatusCode::REQUEST_TIMEOUT;
         if !failed.as_ref().is_some_and(refused) {
-            recorded_strict_mode(c, &r.name, map.uid, &change).await?;
+            super::limits::keep_in_map(c, &r.name, map.uid, |m| super::limits::record(m, &change))
+                .await?;
         }
     }
     match failed {
         Some(e) => Err(e),
         None => Ok(ok(result, r.started)),
     }
-}
-
-/// Records a change of strict mode in the collection's map, and waits until this node's
-/// view has it (so the next request it routes is checked by it).
-async fn recorded_strict_mode(
-    c: &Arc<ClusterState>,
-    name: &str,
-    uid: u64,
-    change: &diskvec_db::StrictMode,
-) -> Result<(), ApiError> {
-    let stored = super::collections::update_map(c, name, uid, |m| {
-        super::limits::record(m, change);
-        Ok(())
-    })
-    .await?;
-    super::collections::until_seen(c, name, |m| m.strict_mode == stored.strict_mode).await;
-    Ok(())
 }
 
 /// Waits until at least `write_consistency_factor` replicas of `shard` applied the
