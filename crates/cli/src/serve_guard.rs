@@ -36,7 +36,7 @@ pub struct GuardArgs {
     #[arg(long, default_value_t = 32)]
     max_request_mib: usize,
     /// Memory all request bodies in flight may take, MiB (a request waits for its share)
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 128)]
     body_memory_mib: usize,
     /// Requests handled at once (503 beyond)
     #[arg(long, default_value_t = 512)]

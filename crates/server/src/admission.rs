@@ -47,7 +47,8 @@ impl Default for Limits {
         Self {
             // Qdrant's default `max_request_size_mb`.
             max_body_bytes: 32 << 20,
-            body_bytes_in_flight: 256 << 20,
+            // A JSON body takes up to ~17x its size once parsed: ~2 GiB at most in all.
+            body_bytes_in_flight: 128 << 20,
             max_requests: 512,
             body_read: Duration::from_secs(60),
             header_read: Duration::from_secs(30),
@@ -191,7 +192,7 @@ fn with_cors(mut response: Response, origin: Option<HeaderValue>) -> Response {
 /// Whether a request's body is a snapshot upload (multipart, streamed to a file under its
 /// own cap, `receive_upload`) rather than JSON read here.
 fn is_upload(path: &str) -> bool {
-    path.ends_with("/snapshots/upload")
+    path.ends_with("/snapshots/upload") || path.ends_with("/snapshot/partial/recover")
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
