@@ -132,7 +132,13 @@ impl Log {
             Ok(client) => client,
             Err(e) => {
                 use async_nats::ConnectErrorKind::{Authentication, AuthorizationViolation, Tls};
-                if matches!(e.kind(), Authentication | AuthorizationViolation | Tls) {
+                // A certificate refused in the handshake comes as an I/O error.
+                let text = e.to_string().to_lowercase();
+                if matches!(e.kind(), Authentication | AuthorizationViolation | Tls)
+                    || ["certificate", "tls", "handshake"]
+                        .iter()
+                        .any(|w| text.contains(w))
+                {
                     return Err(refused_or(settings, e));
                 }
                 log::warn!("log: connecting to NATS: {e}; trying again in the background");
@@ -241,7 +247,7 @@ impl Log {
         let time = now_ms();
         let tag = self.secret.sign_log(name, &id, time, message);
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert(ID_HEADER, id);
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
         headers.insert(TIME_HEADER, time.to_string());
         headers.insert(TAG_HEADER, tag);
         headers
@@ -368,7 +374,9 @@ impl Log {
             message
                 .headers
                 .as_ref()
-                .and_then(|m| m.get(h))
+                // Parsed, not taken as a `&str`: a name NATS knows (Nats-Msg-Id) is kept as
+                // its standard form, which a `&str` name never equals.
+                .and_then(|m| m.get(h.parse::<async_nats::header::HeaderName>().ok()?))
                 .map(|v| v.as_str().to_string())
         };
         let (Some(id), Some(time), Some(tag)) =
@@ -471,7 +479,10 @@ async fn options(settings: &LogSettings) -> Result<async_nats::ConnectOptions, C
 fn refused_or(settings: &LogSettings, e: impl std::fmt::Display) -> ClusterError {
     let text = e.to_string();
     let lower = text.to_lowercase();
-    if lower.contains("tls") {
+    if ["certificate", "tls", "handshake"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
         return ClusterError::Log(format!(
             "TLS to the NATS servers failed (tls:// servers, --log-ca, --log-cert/--log-key): {text}"
         ));

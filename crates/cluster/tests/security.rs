@@ -103,15 +103,16 @@ fn the_log_refuses_messages_not_appended_by_a_node_of_the_cluster() {
                 .unwrap(),
             3
         );
-        // 4: a node's tag on other bytes.
-        publish("dv_s_1_0", own.headers.clone(), "changed").await;
-        // The node's message again: dropped by JetStream for its id (a replay within the
-        // duplicate window); into another stream: refused there (the tag names the stream).
-        assert!(
-            publish("dv_s_1_0", own.headers.clone(), "own")
-                .await
-                .duplicate
-        );
+        // 4: a node's message under another id.
+        let mut other_id = own.headers.clone();
+        other_id.insert(async_nats::header::NATS_MESSAGE_ID, "another-id");
+        publish("dv_s_1_0", other_id, "own").await;
+        // The node's message again, or its id and tag on other bytes: dropped by JetStream
+        // for its id (a replay within the duplicate window); into another stream: refused
+        // there (the tag names the stream).
+        let again = publish("dv_s_1_0", own.headers.clone(), "own").await;
+        let changed = publish("dv_s_1_0", own.headers.clone(), "changed").await;
+        assert!(again.duplicate && changed.duplicate);
         publish("dv_s_1_1", own.headers.clone(), "own").await;
         // 5: rightly signed, but stamped two minutes before it was stored (a replay once the
         // duplicate window has passed).
