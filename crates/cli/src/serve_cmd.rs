@@ -63,8 +63,9 @@ pub struct Args {
     /// nodes links the other's sealed segments where they lie instead of copying them
     #[arg(long, requires = "cluster")]
     shared_storage: bool,
+    /// Boxed: the command enum stays small (a dozen paths and names).
     #[command(flatten)]
-    access: crate::cluster_access::Access,
+    access: Box<crate::cluster_access::Access>,
 }
 
 fn pq_codes(text: &str) -> Result<diskvec_db::PqCodes, String> {

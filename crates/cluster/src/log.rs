@@ -352,7 +352,7 @@ impl Log {
             let info = m
                 .info()
                 .map_err(|e| log_error(format_args!("a message of log {name}"), e))?;
-            let stored_ms = (info.published.unix_timestamp_nanos() / 1_000_000) as i128;
+            let stored_ms = info.published.unix_timestamp_nanos() / 1_000_000;
             let entry = match this.check(&name, &m.message, stored_ms) {
                 Ok(()) => Entry::Signed(m.message.payload.clone()),
                 Err(why) => Entry::Refused(why),
