@@ -49,9 +49,12 @@ impl std::fmt::Debug for Etcd {
     }
 }
 
+const UNAUTHENTICATED: &str = "unauthenticated (a lapsed token, or another member's)";
+
 /// etcd's words for a token it does not take (lapsed, from another member, or missing),
 /// after which the call is made again with a new one.
-const TOKEN_REFUSED: [&str; 3] = [
+const TOKEN_REFUSED: [&str; 4] = [
+    UNAUTHENTICATED,
     "invalid auth token",
     "user name is empty",
     "revision of auth store is old",
@@ -272,6 +275,12 @@ impl Etcd {
                     if code >= 500 {
                         last_error = format!("{url}: {code} {text}");
                         continue;
+                    }
+                    if code == 401 {
+                        // The gateway's answer to a lapsed token, with no body.
+                        return Err(ClusterError::Etcd(format!(
+                            "{url}: 401 {UNAUTHENTICATED} {text}"
+                        )));
                     }
                     return Err(ClusterError::Etcd(format!("{url}: {code} {text}")));
                 }

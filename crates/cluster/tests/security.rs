@@ -256,6 +256,10 @@ fn etcd_with_auth_takes_its_user_and_refuses_a_wrong_password() {
     };
     let err = Etcd::connect(&settings("wrong")).unwrap_err().to_string();
     assert!(err.contains("--etcd-user"), "{err}");
+    // A client idle past its token's life takes a new one on its next call.
+    let idle = Etcd::connect(&settings("rootpw")).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(idle.create("/t/idle", b"1").unwrap());
     let etcd = Etcd::connect(&settings("rootpw")).unwrap();
     check_secret(&etcd, &test_secret()).unwrap();
     let a = ClusterNode::join(etcd, node("a")).unwrap();
