@@ -276,6 +276,8 @@ impl Etcd {
                         last_error = format!("{url}: {code} {text}");
                         continue;
                     }
+                    // This member answers: a new token is taken from it, and used with it.
+                    self.current.store(at, Ordering::Relaxed);
                     if code == 401 {
                         // The gateway's answer to a lapsed token, with no body.
                         return Err(ClusterError::Etcd(format!(
