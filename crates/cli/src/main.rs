@@ -17,6 +17,7 @@ mod progress;
 mod query_cmd;
 mod search_cmd;
 mod serve_cmd;
+mod serve_guard;
 mod verify_cmd;
 
 use clap::{Parser, Subcommand};

@@ -20,12 +20,13 @@ pub struct Args {
     /// Port (Qdrant's REST port by default; 0 picks a free one)
     #[arg(long, default_value_t = 6333)]
     port: u16,
-    /// Key every request must present (`api-key` header); also from DISKVEC_API_KEY
-    #[arg(long, env = "DISKVEC_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
-    /// A second key that may only read; also from DISKVEC_READ_ONLY_API_KEY
-    #[arg(long, env = "DISKVEC_READ_ONLY_API_KEY", hide_env_values = true)]
-    read_only_api_key: Option<String>,
+    /// Storage paths (devices, NVMe-oF namespaces) collections may be striped over, and
+    /// their logs kept on: a client's `paths` and `wal_path` settings pick among these,
+    /// never name others. Comma-separated
+    #[arg(long, value_delimiter = ',')]
+    paths: Vec<PathBuf>,
+    #[command(flatten)]
+    guard: crate::serve_guard::GuardArgs,
     /// Memory the background builds (seals, merges) of all collections may use together:
     /// bytes (4GiB) or auto (half of the memory available when a build starts)
     #[arg(long, default_value = "auto", value_parser = db_budget)]
@@ -96,6 +97,15 @@ pub fn db_search_budget(text: &str) -> Result<MemoryBudget, String> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
+    let keys = args.guard.keys()?;
+    let limits = args.guard.limits()?;
+    let host: std::net::IpAddr = args
+        .host
+        .parse()
+        .with_context(|| format!("--host {:?}: not an IP address", args.host))?;
+    args.guard.check_exposure(host, &keys)?;
+    let storage_paths = diskvec_db::StoragePaths::only(&args.paths)
+        .context("opening the storage paths (--paths)")?;
     eprintln!("diskvec serve: opening {}", args.db.display());
     let db = Arc::new(
         Database::open_with_options(
@@ -104,6 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 build_memory: args.build_memory,
                 search_memory: args.search_memory,
                 pq_codes: args.pq_codes,
+                storage_paths,
             },
         )
         .with_context(|| format!("opening {}", args.db.display()))?,
@@ -128,19 +139,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .thread_name("diskvec-http")
         .build()
         .context("starting the HTTP runtime")?;
-    let keys = Keys {
-        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
-        read_only_key: args.read_only_api_key.clone().filter(|k| !k.is_empty()),
-    };
-    if keys.read_only_key.is_some() && keys.api_key.is_none() {
-        anyhow::bail!(
-            "--read-only-api-key needs --api-key too (without one every request may write)"
-        );
-    }
     runtime.block_on(async move {
-        let addr: SocketAddr = format!("{}:{}", args.host, args.port)
-            .parse()
-            .with_context(|| format!("not an address: {}:{}", args.host, args.port))?;
+        let addr = SocketAddr::new(host, args.port);
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("listening on {addr}"))?;
@@ -158,7 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             },
             started.elapsed().as_secs_f64()
         );
-        diskvec_server::serve(db, keys, cluster, listener, shutdown_signal()).await?;
+        diskvec_server::serve(db, keys, limits, cluster, listener, shutdown_signal()).await?;
         eprintln!("diskvec serve: stopped; every acknowledged write is durable");
         Ok(())
     })

@@ -147,6 +147,23 @@ fn groundtruth_reproduces_the_bundled_neighbors() {
 fn bad_input_exits_non_zero_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
+    // A keyless server on an address other machines reach: refused before it listens.
+    let db = dir.path().join("served");
+    let db = db.to_str().unwrap();
+    let err = fails(&["serve", "--db", db, "--host", "0.0.0.0", "--port", "0"]);
+    assert!(err.contains("without an API key"), "{err}");
+    let key_file = dir.path().join("empty.key");
+    std::fs::write(&key_file, "\n").unwrap();
+    let err = fails(&[
+        "serve",
+        "--db",
+        db,
+        "--port",
+        "0",
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+    ]);
+    assert!(err.contains("empty"), "{err}");
     let err = fails(&["build", "--dataset", "/nonexistent/ds", "--index", d]);
     assert!(err.contains("/nonexistent/ds"), "{err}");
     let err = fails(&[

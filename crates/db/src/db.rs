@@ -22,6 +22,7 @@ use crate::collection::Collection;
 use crate::config::CollectionConfig;
 use crate::error::file_error;
 use crate::manifest::MANIFEST_FILE;
+use crate::places::{child, remove_tree, StoragePaths};
 use crate::search_memory::{PqCodes, SearchMemory, Usage};
 use crate::storage::{FsStorage, Storage};
 use crate::{DbError, Result};
@@ -33,6 +34,8 @@ pub struct Database {
     builds: Arc<BuildMemory>,
     /// The DRAM every collection's searches share (node caches, navigation data).
     search: Arc<SearchMemory>,
+    /// Where collections may keep files besides `dir` (`DbOptions::storage_paths`).
+    storage_paths: StoragePaths,
     collections: RwLock<BTreeMap<String, Arc<Collection>>>,
     /// Other names of collections; taken after `collections` when both are.
     aliases: RwLock<AliasMap>,
@@ -40,9 +43,14 @@ pub struct Database {
     _lock: Option<File>,
 }
 
-/// Collection names: 1 to 255 of `A-Z a-z 0-9 _ - .`, not starting with a dot, and
-/// optionally a shard suffix `@<number>`: a cluster node keeps its replica of shard 3 of
-/// `docs` as the local collection `docs@3` (a name no user of a single node would pick).
+/// Longest collection name, in bytes: the file names derived from a name (a snapshot's
+/// `<name>-<time>-<n>.snapshot.checksum`, 41 bytes more; a replica's `@<shard>` suffix, 6)
+/// stay within the file systems' 255.
+pub const MAX_NAME_BYTES: usize = 200;
+
+/// Collection names: 1 to [`MAX_NAME_BYTES`] of `A-Z a-z 0-9 _ - .`, not starting with a
+/// dot, and optionally a shard suffix `@<number>`: a cluster node keeps its replica of shard
+/// 3 of `docs` as the local collection `docs@3` (a name no user of a single node would pick).
 pub fn check_name(name: &str) -> Result<()> {
     let base = match name.rsplit_once('@') {
         Some((base, shard))
@@ -55,7 +63,7 @@ pub fn check_name(name: &str) -> Result<()> {
         _ => name,
     };
     let ok = !base.is_empty()
-        && name.len() <= 255
+        && base.len() <= MAX_NAME_BYTES
         && !base.starts_with('.')
         && base
             .bytes()
@@ -64,7 +72,8 @@ pub fn check_name(name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(DbError::InvalidInput(format!(
-            "collection name {name:?}: use 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'"
+            "collection name {name:?}: use 1 to {MAX_NAME_BYTES} letters, digits, '_', '-' or \
+             '.', not starting with '.'"
         )))
     }
 }
@@ -86,6 +95,10 @@ pub struct DbOptions {
     /// where the memory available holds them with room to spare, else the compact ones (a
     /// quarter of the bytes).
     pub pq_codes: PqCodes,
+    /// Where collections' settings may put their files besides the database's directory:
+    /// anywhere (the embedded library, the command line) or only among the operator's
+    /// storage paths (a server).
+    pub storage_paths: StoragePaths,
 }
 
 impl DbOptions {
@@ -144,6 +157,7 @@ impl Database {
         options: DbOptions,
     ) -> Result<Self> {
         let search = Arc::new(SearchMemory::new(options.search_memory, options.pq_codes));
+        let storage_paths = options.storage_paths;
         let builds = Arc::new(BuildMemory::new(
             options.build_memory,
             Some(Arc::clone(&search)),
@@ -151,6 +165,9 @@ impl Database {
         let root = dir.join("collections");
         crate::storage::create_dir_all_durable(storage.as_ref(), &root)
             .map_err(file_error(&root))?;
+        put_back_replaced(storage.as_ref(), &root)?;
+        // Shelves: `snapshots/`, `snapshots/<collection>/`, `snapshots/<collection>/shard/`.
+        crate::snapshot::sweep_unfinished(storage.as_ref(), &dir.join("snapshots"), 2);
         let mut names = Vec::new();
         for name in storage.list(&root).map_err(file_error(&root))? {
             let cdir = root.join(&name);
@@ -205,6 +222,7 @@ impl Database {
             storage,
             builds,
             search,
+            storage_paths,
             collections: RwLock::new(collections),
             aliases: RwLock::new(aliases),
             _lock: lock,
@@ -232,32 +250,92 @@ impl Database {
         self.storage.as_ref()
     }
 
-    /// Makes the collection files in `from` (a directory under `collections/`) collection
-    /// `name`: renamed into place in one step, then opened.
+    /// Makes the collection files in `from` (a hidden directory under `collections/`)
+    /// collection `name`, replacing one of that name only once the new one has opened: the
+    /// old one's directory is moved aside (`.replaced-<name>`, which an open puts back
+    /// should the process die before the new one is in place), the new one renamed into
+    /// place and opened; if it does not open, the old one is put back and serves again.
     pub(crate) fn adopt_collection(&self, name: &str, from: &Path) -> Result<Arc<Collection>> {
         let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
-        self.check_free(&all, name)?;
-        let dir = self.collection_dir(name);
+        let old = all.get(name).cloned();
+        if old.is_none() {
+            self.check_free(&all, name)?;
+        }
+        let dir = self.collection_dir(name)?;
         let root = self.dir.join("collections");
-        self.storage.rename(from, &dir).map_err(file_error(&dir))?;
-        self.storage.sync_dir(&root).map_err(file_error(&root))?;
+        let aside = child(&root, &format!(".replaced-{name}"))?;
+        let sync_root = || self.storage.sync_dir(&root).map_err(file_error(&root));
+        if let Some(old) = &old {
+            old.close()?;
+            remove_tree(self.storage.as_ref(), &aside)?;
+            if let Err(e) = self.storage.rename(&dir, &aside) {
+                all.insert(name.to_string(), self.reopen(name, &dir)?);
+                return Err(file_error(&dir)(e));
+            }
+        }
+        let opened = self
+            .storage
+            .rename(from, &dir)
+            .map_err(file_error(&dir))
+            .and_then(|()| sync_root())
+            .and_then(|()| self.reopen(name, &dir));
+        let c = match opened {
+            Ok(c) => c,
+            Err(e) => {
+                if old.is_some() {
+                    // The new files go back where they came from (their caller removes
+                    // them); the old collection returns to its place.
+                    let _ = self.storage.rename(&dir, from);
+                    self.storage
+                        .rename(&aside, &dir)
+                        .map_err(file_error(&dir))?;
+                    sync_root()?;
+                    all.insert(name.to_string(), self.reopen(name, &dir)?);
+                }
+                return Err(e);
+            }
+        };
+        let replaced = all.insert(name.to_string(), Arc::clone(&c));
+        drop(all);
+        if let Some(old) = replaced {
+            let config = old.config().clone();
+            drop(old);
+            if let Err(e) = remove_tree(self.storage.as_ref(), &aside) {
+                log::warn!("removing the replaced collection {name:?}: {e}");
+            }
+            self.remove_outside_files(name, &config);
+        }
+        self.search.rebalance();
+        Ok(c)
+    }
+
+    /// Opens the collection files in `dir` (in place) as collection `name`.
+    fn reopen(&self, name: &str, dir: &Path) -> Result<Arc<Collection>> {
         let grant = crate::search_memory::Grant {
             share: 0.0,
             navigation: true,
             compact_codes: self.search.compact_codes(),
         };
-        let c = Arc::new(Collection::open(
+        Ok(Arc::new(Collection::open(
             name,
-            &dir,
+            dir,
             Arc::clone(&self.storage),
             Arc::clone(&self.builds),
             Arc::clone(&self.search),
             grant,
-        )?);
-        all.insert(name.to_string(), Arc::clone(&c));
-        drop(all);
-        self.search.rebalance();
-        Ok(c)
+        )?))
+    }
+
+    /// Removes what a dropped or replaced collection kept outside its directory (its log
+    /// under `wal_path`, its nodes on the storage paths), refusing symbolic links.
+    fn remove_outside_files(&self, name: &str, config: &CollectionConfig) {
+        let outside = config.wal_path.iter().chain(&config.paths);
+        for root in outside {
+            let removed = child(root, name).and_then(|p| remove_tree(self.storage.as_ref(), &p));
+            if let Err(e) = removed {
+                log::warn!("collection {name:?}: leaving {}: {e}", root.display());
+            }
+        }
     }
 
     /// `name` is neither a collection nor an alias.
@@ -274,8 +352,8 @@ impl Database {
         Ok(())
     }
 
-    fn collection_dir(&self, name: &str) -> PathBuf {
-        self.dir.join("collections").join(name)
+    fn collection_dir(&self, name: &str) -> Result<PathBuf> {
+        child(&self.dir.join("collections"), name)
     }
 
     pub fn create_collection(
@@ -285,9 +363,10 @@ impl Database {
     ) -> Result<Arc<Collection>> {
         check_name(name)?;
         config.check()?;
+        self.storage_paths.check(&config)?;
         let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
         self.check_free(&all, name)?;
-        let dir = self.collection_dir(name);
+        let dir = self.collection_dir(name)?;
         let c = Arc::new(Collection::create(
             name,
             &dir,
@@ -347,42 +426,47 @@ impl Database {
     }
 
     /// Drops a collection and its files: renamed away first (one atomic step), then removed.
+    /// A drop that fails (the rename refused) leaves the collection as it was, serving.
     pub fn drop_collection(&self, name: &str) -> Result<()> {
         let mut all = self.collections.write().unwrap_or_else(|e| e.into_inner());
         let c = all
-            .remove(name)
+            .get(name)
+            .cloned()
             .ok_or_else(|| DbError::UnknownCollection(name.to_string()))?;
-        // Its aliases go with it.
-        {
-            let mut aliases = self.aliases.write().unwrap_or_else(|e| e.into_inner());
-            if aliases.values().any(|c| c == name) {
-                let mut next = aliases.clone();
-                next.retain(|_, c| c != name);
-                if let Err(e) = crate::aliases::write(self.storage.as_ref(), &self.dir, &next) {
-                    all.insert(name.to_string(), c);
-                    return Err(e);
-                }
-                *aliases = next;
-            }
-        }
+        let dir = self.collection_dir(name)?;
+        let root = self.dir.join("collections");
+        let gone = child(&root, &format!(".dropped-{name}"))?;
         c.close()?;
         let config = c.config().clone();
         drop(c);
-        let dir = self.collection_dir(name);
-        let root = self.dir.join("collections");
-        let gone = root.join(format!(".dropped-{name}"));
-        self.storage.rename(&dir, &gone).map_err(file_error(&dir))?;
-        self.storage.sync_dir(&root).map_err(file_error(&root))?;
-        let _ = self.storage.remove_dir_all(&gone);
-        if let Some(w) = &config.wal_path {
-            let _ = self.storage.remove_dir_all(&w.join(name));
+        let moved = remove_tree(self.storage.as_ref(), &gone).and_then(|_| {
+            self.storage.rename(&dir, &gone).map_err(file_error(&dir))?;
+            self.storage.sync_dir(&root).map_err(file_error(&root))
+        });
+        if let Err(e) = moved {
+            if self.storage.exists(&dir.join(MANIFEST_FILE)) {
+                all.insert(name.to_string(), self.reopen(name, &dir)?);
+            } else {
+                all.remove(name);
+            }
+            return Err(e);
         }
-        for p in &config.paths {
-            let on_path = p.join(name);
-            if on_path.exists() {
-                let _ = self.storage.remove_dir_all(&on_path);
+        all.remove(name);
+        // Its aliases go with it (an open forgets those of a collection it does not find,
+        // should this write fail).
+        {
+            let mut aliases = self.aliases.write().unwrap_or_else(|e| e.into_inner());
+            if aliases.values().any(|c| c == name) {
+                aliases.retain(|_, c| c != name);
+                if let Err(e) = crate::aliases::write(self.storage.as_ref(), &self.dir, &aliases) {
+                    log::warn!("collection {name:?} dropped; its aliases stay on disk: {e}");
+                }
             }
         }
+        if let Err(e) = remove_tree(self.storage.as_ref(), &gone) {
+            log::warn!("collection {name:?} dropped; removing its files: {e}");
+        }
+        self.remove_outside_files(name, &config);
         drop(all);
         self.search.rebalance();
         Ok(())
@@ -396,4 +480,27 @@ impl Database {
         }
         Ok(())
     }
+}
+
+/// Puts back each collection a restore moved aside (`.replaced-<name>`) when the process died
+/// before the new one was in place; removes it when the new one is.
+fn put_back_replaced(storage: &dyn Storage, root: &Path) -> Result<()> {
+    for hidden in storage.list(root).map_err(file_error(root))? {
+        let Some(name) = hidden.strip_prefix(".replaced-") else {
+            continue;
+        };
+        let (aside, dir) = (child(root, &hidden)?, child(root, name)?);
+        if storage.exists(&dir.join(MANIFEST_FILE)) {
+            remove_tree(storage, &aside)?;
+            continue;
+        }
+        if !storage.exists(&aside.join(MANIFEST_FILE)) {
+            continue;
+        }
+        log::warn!("collection {name:?}: a restore did not finish; the collection it was to replace is back");
+        remove_tree(storage, &dir)?;
+        storage.rename(&aside, &dir).map_err(file_error(&dir))?;
+        storage.sync_dir(root).map_err(file_error(root))?;
+    }
+    Ok(())
 }

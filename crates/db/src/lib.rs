@@ -15,6 +15,7 @@ pub mod json;
 mod linked_copy;
 mod manifest;
 mod ops;
+mod places;
 mod point;
 pub mod query;
 mod search_memory;
@@ -36,12 +37,13 @@ pub use config::{
     dimension_error, parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability,
     Quantization, SparseModifier, SparseSpace, MAX_DIM, MAX_SPACES,
 };
-pub use db::{check_name, Database, DbOptions};
+pub use db::{check_name, Database, DbOptions, MAX_NAME_BYTES};
 pub use diskvec_index::diskann::MemoryBudget;
 /// The distance a collection ranks by (its `CollectionConfig::metric`).
 pub use diskvec_vector::Metric;
 pub use error::{DbError, Result};
 pub use linked_copy::LinkedCopy;
+pub use places::StoragePaths;
 /// Most results one search, query or scroll page returns (offset included).
 pub const MAX_RESULTS: usize = diskvec_index::limits::K.max;
 pub use clock::UtcTime;

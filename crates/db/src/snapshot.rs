@@ -173,16 +173,10 @@ impl Database {
     ) -> Result<SnapshotInfo> {
         let c = self.collection(collection)?;
         let dir = self.snapshot_dir_of(shelf)?;
-        // ':' is in no collection's name: a shard's staging never meets a collection's.
-        let kind = if matches!(shelf, SnapshotsOf::Shard(_)) {
-            "shard:"
-        } else {
-            ""
-        };
+        // Each snapshot its own staging: several of one collection may be taken at once.
         let staging = self
             .snapshots_dir()
-            .join(format!(".staging-{kind}{}", c.name()));
-        let _ = fs::remove_dir_all(&staging);
+            .join(format!(".staging-{}", unique_suffix()));
         let copied_now = c.copy_consistent(&staging.join("collection"));
         copied();
         let copied = copied_now;
@@ -203,8 +197,9 @@ impl Database {
 
     /// Snapshots every collection, with the aliases.
     pub fn create_full_snapshot(&self) -> Result<SnapshotInfo> {
-        let staging = self.snapshots_dir().join(".staging-full");
-        let _ = fs::remove_dir_all(&staging);
+        let staging = self
+            .snapshots_dir()
+            .join(format!(".staging-{}", unique_suffix()));
         fs::create_dir_all(&staging).map_err(file_error(&staging))?;
         let built = (|| {
             let mut parts = Vec::new();
@@ -330,9 +325,10 @@ impl Database {
         what: &str,
         fill: impl FnOnce(&Path) -> Result<()>,
     ) -> Result<Arc<Collection>> {
+        crate::db::check_name(name)?;
         let root = self.dir().join("collections");
-        let unpacked = root.join(format!(".restoring-{name}"));
-        let _ = fs::remove_dir_all(&unpacked);
+        // Its own directory: two restores at once never share one.
+        let unpacked = root.join(format!(".restoring-{}", unique_suffix()));
         let result = fill(&unpacked).and_then(|()| {
             let manifest = Manifest::read(self.storage(), &unpacked)?;
             if !manifest.config.paths.is_empty() || manifest.config.wal_path.is_some() {
@@ -341,12 +337,11 @@ impl Database {
                 )));
             }
             sync_tree(&unpacked)?;
-            if self.collection_names().iter().any(|n| n == name) {
-                self.drop_collection(name)?;
-            }
             self.adopt_collection(name, &unpacked)
         });
-        let _ = fs::remove_dir_all(&unpacked);
+        if let Err(e) = crate::places::remove_tree(self.storage(), &unpacked) {
+            log::warn!("removing {}: {e}", unpacked.display());
+        }
         result
     }
 
@@ -368,13 +363,9 @@ impl Database {
                 .path()
                 .map_err(|e| bad(format!("damaged archive: {e}")))?
                 .into_owned();
+            check_entry(&entry, &path).map_err(bad)?;
             if path == Path::new(HEADER_FILE) {
-                let mut text = String::new();
-                entry
-                    .read_to_string(&mut text)
-                    .map_err(|e| bad(format!("damaged header: {e}")))?;
-                let read: Header =
-                    serde_json::from_str(&text).map_err(|e| bad(format!("bad header: {e}")))?;
+                let read = read_header(&mut entry).map_err(bad)?;
                 // Said at once (the header is written first): another kind of snapshot is
                 // named as such, not by the first entry a collection's would not have.
                 check_collection_header(&read).map_err(bad)?;
@@ -415,6 +406,83 @@ impl Database {
     }
 }
 
+/// Largest snapshot header read (it is a few dozen bytes).
+const MAX_HEADER_BYTES: u64 = 64 << 10;
+/// Largest manifest a snapshot may carry (a manifest of thousands of segments is well below).
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// Refuses an archive entry a snapshot of ours never holds: anything but a plain file or a
+/// directory (links could point a later write outside the database, devices and FIFOs hang
+/// a reader), a sparse file (a few bytes declaring gigabytes), or a header or manifest
+/// larger than any we write.
+fn check_entry<R: Read>(entry: &tar::Entry<R>, path: &Path) -> std::result::Result<(), String> {
+    use tar::EntryType;
+    let kind = entry.header().entry_type();
+    if !matches!(kind, EntryType::Regular | EntryType::Directory) {
+        return Err(format!(
+            "entry {} is a {kind:?}: a snapshot holds only plain files and directories",
+            path.display()
+        ));
+    }
+    let size = entry.size();
+    let limit = if path == Path::new(HEADER_FILE) {
+        MAX_HEADER_BYTES
+    } else if path == Path::new("collection").join(MANIFEST_FILE) {
+        MAX_MANIFEST_BYTES
+    } else {
+        u64::MAX
+    };
+    if size > limit {
+        return Err(format!(
+            "entry {} declares {size} bytes; at most {limit} are read",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// A snapshot's header, read through its size cap.
+fn read_header(entry: &mut impl Read) -> std::result::Result<Header, String> {
+    let mut text = Vec::new();
+    entry
+        .take(MAX_HEADER_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("damaged header: {e}"))?;
+    if text.len() as u64 > MAX_HEADER_BYTES {
+        return Err(format!("the header is over {MAX_HEADER_BYTES} bytes"));
+    }
+    serde_json::from_slice(&text).map_err(|e| format!("bad header: {e}"))
+}
+
+/// `<pid>-<n>`: a name part no other call of this process repeats (nor another process,
+/// which holds another pid while it holds the database).
+pub(crate) fn unique_suffix() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{n}", std::process::id())
+}
+
+/// Removes what snapshots being taken when the process died left in `dir` and the shelves
+/// under it (stagings, archives being packed). Called as a database opens, when no snapshot
+/// of it can be under way (the database is held by one process).
+pub(crate) fn sweep_unfinished(storage: &dyn crate::storage::Storage, dir: &Path, depth: u32) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(kind) = e.file_type() else { continue };
+        let path = e.path();
+        if name.starts_with(".staging-") && kind.is_dir() {
+            let _ = crate::places::remove_tree(storage, &path);
+        } else if name.starts_with('.') && name.ends_with(".tmp") && kind.is_file() {
+            let _ = fs::remove_file(&path);
+        } else if kind.is_dir() && depth > 0 {
+            sweep_unfinished(storage, &path, depth - 1);
+        }
+    }
+}
+
 /// Why a snapshot's header is not that of a collection snapshot this build restores.
 fn check_collection_header(h: &Header) -> std::result::Result<(), String> {
     if h.format != FORMAT || h.kind != "collection" {
@@ -431,8 +499,15 @@ fn check_collection_header(h: &Header) -> std::result::Result<(), String> {
 pub(crate) fn sync_tree(dir: &Path) -> Result<()> {
     for e in fs::read_dir(dir).map_err(file_error(dir))?.flatten() {
         let path = e.path();
-        if path.is_dir() {
+        // The entry's own type (a link is not followed): only what an unpack made is here.
+        let kind = e.file_type().map_err(file_error(&path))?;
+        if kind.is_dir() {
             sync_tree(&path)?;
+        } else if !kind.is_file() {
+            return Err(DbError::InvalidInput(format!(
+                "{} is neither a file nor a directory",
+                path.display()
+            )));
         } else {
             File::open(&path)
                 .and_then(|f| f.sync_all())
@@ -458,14 +533,7 @@ fn write_archive(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let (stamp, created) = utc(now);
-    let mut name = format!("{prefix}-{stamp}.{EXTENSION}");
-    let mut n = 1;
-    while dir.join(&name).exists() {
-        name = format!("{prefix}-{stamp}-{n}.{EXTENSION}");
-        n += 1;
-    }
-    let path = dir.join(&name);
-    let temp = dir.join(format!(".{name}.tmp"));
+    let temp = dir.join(format!(".pack-{}.tmp", unique_suffix()));
     let file = File::create(&temp).map_err(file_error(&temp))?;
     let mut builder = tar::Builder::new(Hashing {
         inner: file,
@@ -490,17 +558,33 @@ fn write_archive(
         Err(e) => {
             let _ = fs::remove_file(&temp);
             return Err(DbError::File {
-                path: path.clone(),
+                path: dir.join(format!("{prefix}-{stamp}.{EXTENSION}")),
                 source: e,
             });
         }
     };
+    // Names are picked and taken under one lock: two snapshots finished in the same second
+    // get two names (`-1`, `-2`, ...), neither replacing the other.
+    static NAMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let naming = NAMING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut name = format!("{prefix}-{stamp}.{EXTENSION}");
+    let mut n = 1;
+    while dir.join(&name).exists() {
+        name = format!("{prefix}-{stamp}-{n}.{EXTENSION}");
+        n += 1;
+    }
+    let path = dir.join(&name);
     // Durable before the archive is renamed into place: a listed snapshot always has its
     // checksum beside it.
     let sum_path = dir.join(format!("{name}.checksum"));
-    crate::storage::write_atomic(storage, &sum_path, checksum.as_bytes())
-        .map_err(file_error(&sum_path))?;
-    fs::rename(&temp, &path).map_err(file_error(&path))?;
+    let placed = crate::storage::write_atomic(storage, &sum_path, checksum.as_bytes())
+        .map_err(file_error(&sum_path))
+        .and_then(|()| fs::rename(&temp, &path).map_err(file_error(&path)));
+    drop(naming);
+    if let Err(e) = placed {
+        let _ = fs::remove_file(&temp);
+        return Err(e);
+    }
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(file_error(dir))?;

@@ -6,6 +6,7 @@
 
 pub mod alloc;
 pub mod mutate;
+pub mod outside;
 pub mod seeds;
 
 use std::path::Path;
@@ -27,6 +28,8 @@ pub const TARGETS: &[Target] = &[
     ("vecs", vecs),
     ("parquet_vectors", parquet_vectors),
     ("parquet_neighbors", parquet_neighbors),
+    ("snapshot", outside::snapshot),
+    ("requests", outside::requests),
 ];
 
 pub fn target(name: &str) -> Option<fn(&[u8])> {

@@ -201,6 +201,8 @@ pub fn valid(target: &str) -> Vec<Vec<u8>> {
         ],
         "parquet_vectors" => parquet_vector_seeds(),
         "parquet_neighbors" => parquet_neighbor_seeds(),
+        "snapshot" => vec![crate::outside::snapshot_seed()],
+        "requests" => crate::outside::request_seeds(),
         other => panic!("no target named {other}"),
     }
 }

@@ -108,6 +108,16 @@ fn parquet_neighbors() {
     fuzz("parquet_neighbors");
 }
 
+#[test]
+fn snapshot() {
+    fuzz("snapshot");
+}
+
+#[test]
+fn requests() {
+    fuzz("requests");
+}
+
 /// Every target has a test above.
 #[test]
 fn all_targets_are_run() {

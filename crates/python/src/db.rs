@@ -323,6 +323,8 @@ impl PyDatabase {
                 Some(text) => text.parse().map_err(|e| value_err(format!("{e}")))?,
                 None => Default::default(),
             },
+            // The embedding program is the operator: its collections' paths are its own.
+            storage_paths: diskvec_db::StoragePaths::Any,
         };
         let db = py.detach(|| guarded(|| Database::open_with_options(&path, options)))?;
         Ok(Self {

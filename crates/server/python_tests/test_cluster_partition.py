@@ -332,7 +332,9 @@ class Hosts:
             # The host's own servers first, as a deployment would list them.
             order = [k] + [j for j in range(HOSTS) if j != k]
             self.start("node", k, [
+                # Inside the test's own network namespaces: keyless on their addresses.
                 BIN, "serve", "--db", self.work / f"node{k}", "--host", "0.0.0.0", "--port", NODE_PORT,
+                "--allow-public-without-key",
                 "--cluster", "etcd://" + ",".join(f"{n.cip(j)}:{ETCD_CLIENT}" for j in order),
                 "--log", "nats://" + ",".join(f"{n.cip(j)}:{NATS_CLIENT}" for j in order),
                 "--node-id", f"node{k}", "--advertise", self.advertised(k),

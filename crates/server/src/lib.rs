@@ -5,11 +5,13 @@
 //! blocking pool (`blocking`), and sealed segments' graph searches on their own search
 //! threads, so a slow search never holds a runtime thread.
 
+mod admission;
 mod cluster;
 mod collections;
 mod convert;
 mod envelope;
 mod groups;
+mod listen;
 mod matrix;
 mod metrics;
 mod optimizations;
@@ -36,6 +38,7 @@ use axum::Router;
 use diskvec_db::Database;
 use serde_json::json;
 
+pub use admission::Limits;
 pub use cluster::{ClusterState, NodeSettings};
 pub use envelope::ApiError;
 
@@ -43,7 +46,8 @@ pub use envelope::ApiError;
 /// common path, so clients do not warn about an incompatible server.
 pub const QDRANT_COMPATIBLE_VERSION: &str = "1.20.0";
 
-/// Largest request body accepted (413 beyond).
+/// Largest body of a request among a cluster's nodes (a client's is bounded by
+/// [`Limits::max_body_bytes`] first).
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Clone, Default)]
@@ -62,16 +66,27 @@ pub struct AppState {
     /// Set when the node is part of a cluster: requests on the cluster's collections are
     /// routed (`cluster::route`).
     pub cluster: Option<Arc<ClusterState>>,
+    /// What a request may be and spend (`admission::admit`).
+    admission: Arc<admission::Admission>,
 }
 
 impl AppState {
     pub fn new(db: Arc<Database>, keys: Keys) -> Self {
+        Self::with_limits(db, keys, Limits::default())
+    }
+
+    pub fn with_limits(db: Arc<Database>, keys: Keys, limits: Limits) -> Self {
         Self {
             db,
             keys,
             metrics: Arc::default(),
             cluster: None,
+            admission: Arc::new(admission::Admission::new(limits)),
         }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.admission.limits
     }
 }
 
@@ -240,9 +255,13 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            admission::admit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             authorize,
         ))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(state.limits().max_body_bytes))
         .with_state(state)
 }
 
@@ -397,16 +416,17 @@ async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> R
         return next.run(req).await;
     }
     let given = presented_key(req.headers());
-    if given.as_deref() == Some(key.as_str()) {
+    let matches = |wanted: &Option<String>| match (&given, wanted) {
+        (Some(g), Some(w)) => same_key(g, w),
+        _ => false,
+    };
+    if matches(&Some(key.clone())) {
         return next.run(req).await;
     }
-    if given.is_some()
-        && given == state.keys.read_only_key
-        && is_read(req.method(), req.uri().path())
-    {
-        return next.run(req).await;
-    }
-    if given.is_some() && given == state.keys.read_only_key {
+    if matches(&state.keys.read_only_key) {
+        if is_read(req.method(), req.uri().path()) {
+            return next.run(req).await;
+        }
         return ApiError {
             status: StatusCode::FORBIDDEN,
             message: "the read-only API key cannot write".into(),
@@ -422,6 +442,15 @@ async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> R
     .into_response()
 }
 
+/// Whether a presented key is the wanted one, in time that tells nothing of where they
+/// differ nor of the key's length (their digests are compared, in constant time).
+fn same_key(given: &str, wanted: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    use subtle::ConstantTimeEq;
+    let (g, w) = (Sha256::digest(given), Sha256::digest(wanted));
+    g.ct_eq(&w).into()
+}
+
 fn presented_key(h: &HeaderMap) -> Option<String> {
     if let Some(k) = h.get("api-key").and_then(|v| v.to_str().ok()) {
         return Some(k.to_string());
@@ -432,7 +461,8 @@ fn presented_key(h: &HeaderMap) -> Option<String> {
         .map(String::from)
 }
 
-/// Reads: GETs, and the POSTs that only look (retrieve, scroll, count, search, query).
+/// Reads: GETs, and the POSTs that only look (retrieve, scroll, count, search, query,
+/// facets, groups, distance matrices).
 pub(crate) fn is_read(method: &Method, path: &str) -> bool {
     if method == Method::GET {
         return true;
@@ -446,6 +476,11 @@ pub(crate) fn is_read(method: &Method, path: &str) -> bool {
                 "/search/batch",
                 "/query",
                 "/query/batch",
+                "/facet",
+                "/query/groups",
+                "/search/groups",
+                "/matrix/pairs",
+                "/matrix/offsets",
             ]
             .iter()
             .any(|s| path.ends_with(s)))
@@ -456,11 +491,12 @@ pub(crate) fn is_read(method: &Method, path: &str) -> bool {
 pub async fn serve(
     db: Arc<Database>,
     keys: Keys,
+    limits: Limits,
     cluster: Option<Arc<ClusterState>>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut state = AppState::new(Arc::clone(&db), keys);
+    let mut state = AppState::with_limits(Arc::clone(&db), keys, limits.clone());
     state.cluster = cluster.clone();
     let app = router(state.clone());
     if let Some(c) = &cluster {
@@ -468,16 +504,6 @@ pub async fn serve(
         cluster::start_replicas(state);
     }
     let started = Instant::now();
-    // Without TCP_NODELAY a response written in two pieces waits for the client's delayed
-    // ACK (measured on loopback, k=100 searches, one client: 103 -> 135 QPS with it).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            log::debug!("TCP_NODELAY not set: {e}");
-        }
-    });
-    // As a make-service the router is cloned per connection as an `Arc`; handed over
-    // as a router, axum rebuilds its route table for every connection (qdrant-client
-    // opens one per request on loopback, where it turns keep-alive off).
     // A node of a cluster leaves first (its lease revoked: routers stop sending it requests
     // at once, not when the lease lapses), then finishes what is in flight.
     let leaving = cluster.clone();
@@ -488,9 +514,7 @@ pub async fn serve(
             let _ = tokio::task::spawn_blocking(move || node.leave()).await;
         }
     };
-    axum::serve(listener, app.into_make_service())
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    listen::serve_connections(listener, app, &limits, shutdown).await?;
     let closing = tokio::task::spawn_blocking(move || db.close());
     match closing.await {
         Ok(Ok(())) => {

@@ -107,7 +107,11 @@ pub(crate) fn check_sha256(checksum: Option<&str>) -> Result<(), ApiError> {
 
 /// The multipart field `snapshot` of an upload, streamed to a hidden file in `dir` (a
 /// snapshot may be larger than any request body is allowed to be in memory).
-pub(crate) async fn receive_upload(req: Request, dir: &FsPath) -> Result<PathBuf, ApiError> {
+pub(crate) async fn receive_upload(
+    req: Request,
+    dir: &FsPath,
+    max_bytes: u64,
+) -> Result<PathBuf, ApiError> {
     use tokio::io::AsyncWriteExt;
     let bad = |e: String| ApiError::bad_request(format!("Bad request: the upload: {e}"));
     let failed = |e: std::io::Error| ApiError {
@@ -131,7 +135,19 @@ pub(crate) async fn receive_upload(req: Request, dir: &FsPath) -> Result<PathBuf
         let path = temp_file(dir, "upload");
         let written = async {
             let mut file = tokio::fs::File::create(&path).await.map_err(failed)?;
+            let mut received = 0u64;
             while let Some(chunk) = field.chunk().await.map_err(|e| bad(e.to_string()))? {
+                received += chunk.len() as u64;
+                if received > max_bytes {
+                    return Err(ApiError {
+                        status: StatusCode::PAYLOAD_TOO_LARGE,
+                        message: format!(
+                            "Payload too large: the upload is over {max_bytes} bytes \
+                             (diskvec serve --max-upload-mib)"
+                        ),
+                        retry_after: None,
+                    });
+                }
                 file.write_all(&chunk).await.map_err(failed)?;
             }
             file.sync_all().await.map_err(failed)
@@ -171,7 +187,8 @@ pub async fn upload_collection(
 }
 
 async fn restore_upload(s: AppState, name: String, q: UploadParams, req: Request) -> ApiResult {
-    let path = receive_upload(req, &s.db.snapshots_dir()).await?;
+    let max = s.limits().max_upload_bytes;
+    let path = receive_upload(req, &s.db.snapshots_dir(), max).await?;
     maybe_wait(q.wait.or(Some(true)), move || {
         restore_file(&s, &name, &path, true, q.checksum.as_deref())
     })

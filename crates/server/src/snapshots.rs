@@ -2,6 +2,7 @@
 //! recover a collection from a snapshot file in the snapshots directory or on a loopback
 //! URL (`diskvec_db::snapshot` does the work).
 
+use std::io::Read;
 use std::path::{Path as FsPath, PathBuf};
 use std::time::Instant;
 
@@ -164,25 +165,7 @@ fn source(location: &str, snapshots: &FsPath) -> Result<Source, ApiError> {
                 "Bad request: Invalid snapshot URI, file path must be absolute or on localhost",
             ));
         };
-        if !path.exists() {
-            return Err(ApiError::bad_request(format!(
-                "Bad request: Snapshot file {:?} does not exist",
-                path.display().to_string()
-            )));
-        }
-        let real = path
-            .canonicalize()
-            .map_err(|e| ApiError::bad_request(format!("Bad request: {}: {e}", path.display())))?;
-        let root = snapshots
-            .canonicalize()
-            .unwrap_or_else(|_| snapshots.to_path_buf());
-        if !real.starts_with(&root) {
-            return Err(forbidden(format!(
-                "Snapshot file path must be inside the snapshots directory ({})",
-                root.display()
-            )));
-        }
-        return Ok(Source::File(real));
+        return snapshot_file_in(&path, snapshots).map(Source::File);
     }
     if location.starts_with("http://") {
         let authority = location
@@ -207,6 +190,42 @@ fn source(location: &str, snapshots: &FsPath) -> Result<Source, ApiError> {
         "Bad request: snapshot location must be a file:// path or an http:// loopback URL, \
          got {location:?}"
     )))
+}
+
+/// The snapshot file `path` names, which must lie inside the snapshots directory. A path
+/// outside is refused the same whether it exists or not, and answers name paths relative
+/// to the snapshots directory only: the API tells nothing of the rest of the machine.
+fn snapshot_file_in(path: &FsPath, snapshots: &FsPath) -> Result<PathBuf, ApiError> {
+    let outside = || forbidden("the snapshot file must be inside the server's snapshots directory");
+    let root = snapshots
+        .canonicalize()
+        .unwrap_or_else(|_| snapshots.to_path_buf());
+    let plain = path.components().all(|c| {
+        matches!(
+            c,
+            std::path::Component::RootDir | std::path::Component::Normal(_)
+        )
+    });
+    let relative = [snapshots, root.as_path()]
+        .iter()
+        .find_map(|r| path.strip_prefix(r).ok())
+        .filter(|_| plain)
+        .ok_or_else(outside)?
+        .to_path_buf();
+    let real = match root.join(&relative).canonicalize() {
+        Ok(real) => real,
+        Err(_) => {
+            return Err(ApiError::bad_request(format!(
+                "Bad request: Snapshot file {:?} does not exist",
+                relative.display().to_string()
+            )))
+        }
+    };
+    // A link inside may point out.
+    if !real.starts_with(&root) || !real.is_file() {
+        return Err(outside());
+    }
+    Ok(real)
 }
 
 /// Removes the hidden files a previous run left in `dir` while receiving or fetching a
@@ -242,24 +261,60 @@ pub(crate) fn unique_suffix() -> String {
     )
 }
 
-/// Fetches `url` into a file in `dir`.
-fn download_to(url: &str, dir: &FsPath, api_key: Option<&str>) -> Result<PathBuf, ApiError> {
+/// How long a snapshot's server has to accept the connection, and then to send each
+/// part of the answer.
+const FETCH_CONNECT: std::time::Duration = std::time::Duration::from_secs(10);
+const FETCH_READ: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Fetches `url` into a file in `dir`, at most `max_bytes`. Redirects are not followed (the
+/// loopback rule holds for the URL given, and the key goes nowhere else).
+fn download_to(
+    url: &str,
+    dir: &FsPath,
+    api_key: Option<&str>,
+    max_bytes: u64,
+) -> Result<PathBuf, ApiError> {
     std::fs::create_dir_all(dir).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let path = temp_file(dir, "download");
-    let mut req = ureq::get(url);
+    let agent = ureq::AgentBuilder::new()
+        .redirects(0)
+        .timeout_connect(FETCH_CONNECT)
+        .timeout_read(FETCH_READ)
+        .build();
+    let mut req = agent.get(url);
     if let Some(k) = api_key {
         req = req.set("api-key", k);
     }
-    let response = req.call().map_err(|e| {
-        ApiError::bad_request(format!("Bad request: cannot fetch snapshot {url}: {e}"))
-    })?;
-    let mut file = std::fs::File::create(&path)
-        .map_err(|e| ApiError::bad_request(format!("{}: {e}", path.display())))?;
-    if let Err(e) = std::io::copy(&mut response.into_reader(), &mut file) {
-        let _ = std::fs::remove_file(&path);
-        return Err(ApiError::bad_request(format!(
-            "Bad request: fetching snapshot {url}: {e}"
+    let cannot =
+        |e: String| ApiError::bad_request(format!("Bad request: cannot fetch snapshot {url}: {e}"));
+    let response = req.call().map_err(|e| cannot(e.to_string()))?;
+    if (300..400).contains(&response.status()) {
+        return Err(cannot(format!(
+            "the server redirects ({}); give the snapshot's own URL",
+            response.status()
         )));
+    }
+    let path = temp_file(dir, "download");
+    let mut file = std::fs::File::create(&path)
+        .map_err(|e| ApiError::bad_request(format!("keeping the download: {e}")))?;
+    let copied = std::io::copy(
+        &mut response.into_reader().take(max_bytes.saturating_add(1)),
+        &mut file,
+    );
+    let refused = match copied {
+        Ok(n) if n > max_bytes => Some(ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!(
+                "Payload too large: the snapshot at {url} is over {max_bytes} bytes \
+                 (diskvec serve --max-upload-mib)"
+            ),
+            retry_after: None,
+        }),
+        Ok(_) => None,
+        Err(e) => Some(cannot(e.to_string())),
+    };
+    if let Some(e) = refused {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
     }
     Ok(path)
 }
@@ -284,12 +339,15 @@ impl RecoverRequest {
         })
     }
 
-    /// The snapshot as a file in `dir` (fetched there from a URL), and whether it is a
-    /// fetched copy, to remove once used.
-    pub fn fetch(self, dir: &FsPath) -> Result<(PathBuf, bool), ApiError> {
+    /// The snapshot as a file in `dir` (fetched there from a URL, at most `max_bytes`),
+    /// and whether it is a fetched copy, to remove once used.
+    pub fn fetch(self, dir: &FsPath, max_bytes: u64) -> Result<(PathBuf, bool), ApiError> {
         match self.source {
             Source::File(p) => Ok((p, false)),
-            Source::Url(url) => Ok((download_to(&url, dir, self.api_key.as_deref())?, true)),
+            Source::Url(url) => Ok((
+                download_to(&url, dir, self.api_key.as_deref(), max_bytes)?,
+                true,
+            )),
         }
     }
 }
@@ -308,7 +366,7 @@ pub async fn recover(
 /// Replaces collection `name` with the snapshot a recovery names.
 pub(crate) fn restore(s: &AppState, name: &str, request: RecoverRequest) -> Result<bool, ApiError> {
     let checksum = request.checksum.clone();
-    let (path, fetched) = request.fetch(&s.db.snapshots_dir())?;
+    let (path, fetched) = request.fetch(&s.db.snapshots_dir(), s.limits().max_upload_bytes)?;
     restore_file(s, name, &path, fetched, checksum.as_deref())
 }
 

@@ -134,33 +134,6 @@ async fn snapshot_paths_outside_the_snapshots_directory_are_refused() {
     assert_eq!(api.ok("GET", "/snapshots", json!({})).await, json!([]));
 }
 
-/// `POST uri` with a multipart form whose `snapshot` field holds `data`.
-async fn upload(api: &Api, uri: &str, data: &[u8]) -> (StatusCode, serde_json::Value) {
-    let boundary = "test-boundary";
-    let mut body = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"snapshot\"; filename=\"s.snapshot\"\r\n\
-         Content-Type: application/octet-stream\r\n\r\n"
-    )
-    .into_bytes();
-    body.extend_from_slice(data);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-    let req = Request::builder()
-        .method("POST")
-        .uri(uri)
-        .header(
-            "content-type",
-            format!("multipart/form-data; boundary={boundary}"),
-        )
-        .body(Body::from(body))
-        .unwrap();
-    let res = api.app.clone().oneshot(req).await.unwrap();
-    let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap_or_default())
-}
-
 #[tokio::test]
 async fn shard_snapshots_are_their_own_and_an_upload_restores_one() {
     let api = Api::new(Keys::default());
@@ -204,18 +177,20 @@ async fn shard_snapshots_are_their_own_and_an_upload_restores_one() {
     api.put_points("c", json!([{"id": 99, "vector": [9, 9, 9, 9]}]))
         .await;
     let sum = made["checksum"].as_str().unwrap();
-    let (status, why) = upload(
-        &api,
-        "/collections/c/shards/0/snapshots/upload?checksum=abc",
-        &bytes,
-    )
-    .await;
+    let (status, why) = api
+        .upload(
+            "/collections/c/shards/0/snapshots/upload?checksum=abc",
+            &bytes,
+        )
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{why}");
     assert!(why.to_string().contains("invalid_sha256_hash"), "{why}");
-    let (status, why) = upload(&api, "/collections/c/shards/0/snapshots/upload", b"junk").await;
+    let (status, why) = api
+        .upload("/collections/c/shards/0/snapshots/upload", b"junk")
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{why}");
     let uri = format!("/collections/c/shards/0/snapshots/upload?checksum={sum}");
-    let (status, why) = upload(&api, &uri, &bytes).await;
+    let (status, why) = api.upload(&uri, &bytes).await;
     assert_eq!(status, StatusCode::OK, "{why}");
     let n = api
         .ok("POST", "/collections/c/points/count", json!({}))

@@ -42,7 +42,13 @@ impl Metric {
     pub fn prepare(self, v: &mut [f32]) {
         if self == Metric::Cosine {
             let norm = kernels::dot(v, v).sqrt();
-            if norm > 0.0 {
+            if norm.is_infinite() {
+                // Components near f32's limit (3e38) overflow the sum of squares in f32;
+                // in f64 it stays finite, and the unit vector is exact.
+                let norm = v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+                v.iter_mut()
+                    .for_each(|x| *x = (f64::from(*x) / norm) as f32);
+            } else if norm > 0.0 {
                 v.iter_mut().for_each(|x| *x /= norm);
             }
         }
@@ -94,6 +100,18 @@ pub(crate) fn l2sq_short(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cosine_of_huge_components_is_a_unit_vector() {
+        let mut v = [3e38f32, 3e38, 0.0, 0.0];
+        Metric::Cosine.prepare(&mut v);
+        let half = std::f32::consts::FRAC_1_SQRT_2;
+        assert!(v.iter().all(|x| x.is_finite()), "{v:?}");
+        assert!(
+            (v[0] - half).abs() < 1e-6 && (v[1] - half).abs() < 1e-6,
+            "{v:?}"
+        );
+    }
 
     #[test]
     fn distances_match_hand_computed_values() {

@@ -55,7 +55,7 @@ pub async fn recover(
     let checksum = request.checksum.clone();
     let dir = restores_dir(c);
     let file = crate::blocking(move || {
-        let (path, fetched) = request.fetch(&dir)?;
+        let (path, fetched) = request.fetch(&dir, crate::Limits::default().max_upload_bytes)?;
         if fetched {
             return Ok(path);
         }
@@ -80,7 +80,8 @@ pub async fn upload(
 ) -> Result<Response, ApiError> {
     let checksum = crate::query_param(r.query.as_deref(), "checksum").map(str::to_string);
     check_sha256(checksum.as_deref())?;
-    let file = receive_upload(req, &restores_dir(c)).await?;
+    let max = crate::Limits::default().max_upload_bytes;
+    let file = receive_upload(req, &restores_dir(c), max).await?;
     restore(c, map, r, shard, file, checksum).await
 }
 

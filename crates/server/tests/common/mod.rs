@@ -27,6 +27,55 @@ impl Api {
         }
     }
 
+    /// An API over a database opened with `options`, answering within `limits`.
+    pub fn with_options(
+        dir: tempfile::TempDir,
+        options: diskvec_db::DbOptions,
+        limits: diskvec_server::Limits,
+    ) -> Self {
+        let db = Arc::new(Database::open_with_options(&dir.path().join("db"), options).unwrap());
+        Self {
+            snapshots: db.snapshots_dir(),
+            app: router(AppState::with_limits(db, Keys::default(), limits)),
+            _dir: dir,
+        }
+    }
+
+    /// `POST uri` with a multipart form whose `snapshot` field holds `data`.
+    pub async fn upload(&self, uri: &str, data: &[u8]) -> (StatusCode, Value) {
+        let boundary = "test-boundary";
+        let mut body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"snapshot\"; \
+             filename=\"s.snapshot\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        )
+        .into_bytes();
+        body.extend_from_slice(data);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let req = Request::builder()
+            .method("POST")
+            .uri(uri)
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(Body::from(body))
+            .unwrap();
+        let (status, _, v) = self.send(req).await;
+        (status, v)
+    }
+
+    /// Sends a request as built, answering its status, headers and body.
+    pub async fn send(&self, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Value) {
+        let res = self.app.clone().oneshot(req).await.unwrap();
+        let (status, headers) = (res.status(), res.headers().clone());
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let v = serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+        (status, headers, v)
+    }
+
     /// Where the database keeps its snapshots.
     pub fn snapshots_dir(&self) -> &std::path::Path {
         &self.snapshots
