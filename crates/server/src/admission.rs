@@ -99,29 +99,25 @@ pub(crate) async fn admit(State(s): State<AppState>, req: Request, next: Next) -
     if req.method() == Method::OPTIONS && origin.is_some() {
         return with_cors(preflight(), origin);
     }
+    // Requests among a cluster's nodes are made while a client's request holds its permits
+    // (and are bounded by it): capping them too could leave every permit waiting on another.
     let internal = s
         .cluster
         .as_ref()
         .is_some_and(|c| c.is_internal(req.headers()));
-    // Requests among a cluster's nodes are made while a client's request holds its permit:
-    // capping them too could leave every permit waiting on another.
-    let _request_permit = if internal {
-        None
-    } else {
-        match Arc::clone(&adm.requests).try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                return refuse(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "Service unavailable: {} requests in flight already (diskvec serve \
-                         --max-requests)",
-                        adm.limits.max_requests
-                    ),
-                )
-                .into_response()
-            }
-        }
+    if internal {
+        return next.run(req).await;
+    }
+    let Ok(_request_permit) = Arc::clone(&adm.requests).try_acquire_owned() else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Service unavailable: {} requests in flight already (diskvec serve \
+                 --max-requests)",
+                adm.limits.max_requests
+            ),
+        )
+        .into_response();
     };
     let (req, _body_permit) = match read_body(&adm, req).await {
         Ok(read) => read,

@@ -196,7 +196,9 @@ fn source(location: &str, snapshots: &FsPath) -> Result<Source, ApiError> {
 /// outside is refused the same whether it exists or not, and answers name paths relative
 /// to the snapshots directory only: the API tells nothing of the rest of the machine.
 fn snapshot_file_in(path: &FsPath, snapshots: &FsPath) -> Result<PathBuf, ApiError> {
-    let outside = || forbidden("the snapshot file must be inside the server's snapshots directory");
+    // Qdrant's words, without its directory; and, unlike Qdrant, the same answer for a
+    // path that exists and one that does not.
+    let outside = || forbidden("Snapshot file path must be inside the snapshots directory");
     let root = snapshots
         .canonicalize()
         .unwrap_or_else(|_| snapshots.to_path_buf());
