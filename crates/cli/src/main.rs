@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod build_cmd;
+mod cluster_access;
 mod cluster_cmd;
 mod dataset_cmd;
 mod db_cmd;

@@ -40,11 +40,13 @@ pub struct Args {
     /// with room to spare, else the compact ones, a quarter of the bytes), full or compact
     #[arg(long, default_value = "auto", value_parser = pq_codes)]
     pq_codes: diskvec_db::PqCodes,
-    /// Join a cluster whose control plane is this etcd: etcd://HOST:PORT[,HOST:PORT...].
-    /// Needs --log and --node-id
+    /// Join a cluster whose control plane is this etcd: etcd://HOST:PORT[,HOST:PORT...]
+    /// (https://HOST:PORT,... for TLS). Needs --log, --node-id and the cluster's secret
+    /// (--cluster-secret-file or DISKVEC_CLUSTER_SECRET)
     #[arg(long, requires_all = ["log", "node_id"])]
     cluster: Option<String>,
     /// The cluster's replicated log, NATS JetStream servers: nats://HOST:PORT[,HOST:PORT...]
+    /// (tls://HOST:PORT,... for TLS)
     #[arg(long, requires = "cluster")]
     log: Option<String>,
     /// This node's name in the cluster, the same across restarts (its replicas are found by it)
@@ -62,6 +64,9 @@ pub struct Args {
     /// nodes links the other's sealed segments where they lie instead of copying them
     #[arg(long, requires = "cluster")]
     shared_storage: bool,
+    /// Boxed: the command enum stays small (a dozen paths and names).
+    #[command(flatten)]
+    access: Box<crate::cluster_access::Access>,
 }
 
 fn pq_codes(text: &str) -> Result<diskvec_db::PqCodes, String> {
@@ -179,13 +184,16 @@ async fn join_cluster(
         .unwrap_or_else(|| format!("http://{bound}"))
         .trim_end_matches('/')
         .to_string();
-    let endpoints = diskvec_cluster::Etcd::parse_endpoints(spec)?;
-    let log = diskvec_cluster::Log::connect(&log_spec)
+    let settings = args.access.settings(spec, &log_spec)?;
+    let log = diskvec_cluster::Log::connect(&settings.log, settings.secret.clone())
         .await
         .with_context(|| format!("connecting to the log at {log_spec}"))?;
     let me = diskvec_cluster::NodeInfo { id: node_id, url };
+    let (etcd, secret) = (settings.etcd, settings.secret.clone());
     let node = tokio::task::spawn_blocking(move || {
-        diskvec_cluster::ClusterNode::join(diskvec_cluster::Etcd::new(endpoints), me)
+        let etcd = diskvec_cluster::Etcd::connect(&etcd)?;
+        diskvec_cluster::node::check_secret(&etcd, &secret)?;
+        diskvec_cluster::ClusterNode::join(etcd, me)
     })
     .await?
     .with_context(|| format!("joining the cluster at {spec}"))?;
@@ -194,10 +202,6 @@ async fn join_cluster(
         node.me.id,
         node.view().nodes.len()
     );
-    let asking = Arc::clone(&node);
-    let secret = tokio::task::spawn_blocking(move || asking.internal_secret())
-        .await?
-        .context("reading the cluster's internal secret from etcd")?;
     Ok(diskvec_server::ClusterState::new(
         node,
         Arc::clone(db),
@@ -207,7 +211,7 @@ async fn join_cluster(
             api_key: keys.api_key.clone(),
             log_retain: args.log_retain,
             shared_storage: args.shared_storage,
-            secret,
+            secret: settings.secret,
         },
     ))
 }

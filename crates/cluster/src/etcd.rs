@@ -7,12 +7,14 @@
 //! the next, so a cluster with a quorum keeps serving with members down.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
 
+use crate::settings::{EtcdSettings, TlsFiles};
 use crate::ClusterError;
 
 /// One key as etcd holds it.
@@ -31,6 +33,12 @@ pub struct Etcd {
     /// The member that answered last; tried first.
     current: AtomicUsize,
     agent: ureq::Agent,
+    /// A user of etcd's auth and its password (`--etcd-user`), when etcd has auth enabled.
+    user: Option<(String, String)>,
+    /// The token etcd gave for the user, sent on every call (`Authorization`); taken again
+    /// when etcd no longer takes it (a simple token lapses after 5 idle minutes and is known
+    /// only to the member that gave it).
+    token: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Etcd {
@@ -41,23 +49,85 @@ impl std::fmt::Debug for Etcd {
     }
 }
 
+const UNAUTHENTICATED: &str = "unauthenticated (a lapsed token, or another member's)";
+
+/// etcd's words for a token it does not take (lapsed, from another member, or missing),
+/// after which the call is made again with a new one.
+const TOKEN_REFUSED: [&str; 4] = [
+    UNAUTHENTICATED,
+    "invalid auth token",
+    "user name is empty",
+    "revision of auth store is old",
+];
+
+/// A rustls client configuration that trusts `files.ca` and presents `files.cert` and `files.key` when given.
+pub fn tls_config(files: &TlsFiles, flag: &str) -> Result<Arc<rustls::ClientConfig>, ClusterError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |path: &std::path::Path, e: &dyn std::fmt::Display| {
+        ClusterError::Config(format!("{}: {e}", path.display()))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    match &files.ca {
+        Some(ca) => {
+            let certs = CertificateDer::pem_file_iter(ca).map_err(|e| bad(ca, &e))?;
+            for cert in certs {
+                roots
+                    .add(cert.map_err(|e| bad(ca, &e))?)
+                    .map_err(|e| bad(ca, &e))?;
+            }
+            if roots.is_empty() {
+                return Err(bad(ca, &"no certificate in the file"));
+            }
+        }
+        // Only a client certificate given: the servers' CA is the operator's too (the
+        // public web's roots are for servers named in public DNS).
+        None => {
+            return Err(ClusterError::Config(format!(
+                "--{flag}-cert needs --{flag}-ca (the CA that signed the servers' certificates)"
+            )))
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClusterError::Config(format!("TLS: {e}")))?
+        .with_root_certificates(roots);
+    let config = match files.client_pair(flag)? {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .map_err(|e| bad(cert, &e))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(cert, &e))?;
+            let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, &e))?;
+            builder
+                .with_client_auth_cert(chain, key_der)
+                .map_err(|e| bad(cert, &e))?
+        }
+    };
+    Ok(Arc::new(config))
+}
+
 impl Etcd {
-    /// `etcd://host:port[,host:port...]` (or `http://` URLs, comma-separated).
+    /// `etcd://host:port[,host:port...]` (plain HTTP), or `http://` and `https://` URLs,
+    /// comma-separated.
     pub fn parse_endpoints(spec: &str) -> Result<Vec<String>, ClusterError> {
         let rest = spec.strip_prefix("etcd://").unwrap_or(spec);
         let mut out = Vec::new();
         for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let part = part.strip_prefix("etcd://").unwrap_or(part);
-            let url = if part.starts_with("http://") {
+            let url = if part.starts_with("http://") || part.starts_with("https://") {
                 part.trim_end_matches('/').to_string()
             } else if part.contains("://") {
                 return Err(ClusterError::Config(format!(
-                    "etcd endpoint {part:?}: only plain http is supported"
+                    "etcd endpoint {part:?}: give etcd://, http:// or https://"
                 )));
             } else {
                 format!("http://{}", part.trim_end_matches('/'))
             };
-            if !url["http://".len()..].contains(':') {
+            let host_port = url.split_once("://").map_or("", |(_, rest)| rest);
+            if !host_port.contains(':') {
                 return Err(ClusterError::Config(format!(
                     "etcd endpoint {part:?}: give host:port"
                 )));
@@ -72,15 +142,90 @@ impl Etcd {
         Ok(out)
     }
 
+    /// A client of plain-HTTP members without auth.
     pub fn new(endpoints: Vec<String>) -> Self {
-        let agent = ureq::AgentBuilder::new()
+        Self::with_agent(endpoints, Self::agent_builder().build(), None)
+    }
+
+    fn agent_builder() -> ureq::AgentBuilder {
+        ureq::AgentBuilder::new()
             .timeout_connect(Duration::from_secs(1))
             .timeout(Duration::from_secs(3))
-            .build();
+    }
+
+    fn with_agent(
+        endpoints: Vec<String>,
+        agent: ureq::Agent,
+        user: Option<(String, String)>,
+    ) -> Self {
         Self {
             endpoints,
             current: AtomicUsize::new(0),
             agent,
+            user,
+            token: Mutex::new(None),
+        }
+    }
+
+    /// A client as `settings` say: TLS to `https://` members (trusting `--etcd-ca`), and
+    /// etcd's auth as `--etcd-user`, whose password is checked here (a wrong one fails the
+    /// node's start, not its first write).
+    pub fn connect(settings: &EtcdSettings) -> Result<Self, ClusterError> {
+        settings.check()?;
+        let endpoints = Self::parse_endpoints(&settings.endpoints)?;
+        let mut builder = Self::agent_builder();
+        if settings.tls.any() {
+            if let Some(plain) = endpoints.iter().find(|e| e.starts_with("http://")) {
+                return Err(ClusterError::Config(format!(
+                    "--etcd-ca/--etcd-cert are given, but etcd endpoint {plain} is plain HTTP: give https:// endpoints"
+                )));
+            }
+            builder = builder.tls_config(tls_config(&settings.tls, "etcd")?);
+        }
+        let user = settings.user.clone().zip(settings.password.clone());
+        let etcd = Self::with_agent(endpoints, builder.build(), user);
+        if etcd.user.is_some() {
+            etcd.authenticate()?;
+        }
+        Ok(etcd)
+    }
+
+    /// Takes a new token for the user (`POST /v3/auth/authenticate`).
+    fn authenticate(&self) -> Result<Option<String>, ClusterError> {
+        let Some((user, password)) = &self.user else {
+            return Ok(None);
+        };
+        let answer = self
+            .post(
+                "/v3/auth/authenticate",
+                &json!({ "name": user, "password": password }),
+                None,
+            )
+            .map_err(|e| match e {
+                ClusterError::Etcd(text) => ClusterError::Etcd(format!(
+                    "etcd refused user {user:?} (--etcd-user and its password): {text}"
+                )),
+                other => other,
+            })?;
+        let token = answer
+            .get("token")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ClusterError::Etcd(format!("etcd gave no token for user {user:?}: {answer}"))
+            })?
+            .to_string();
+        *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token.clone());
+        Ok(Some(token))
+    }
+
+    fn current_token(&self) -> Result<Option<String>, ClusterError> {
+        if self.user.is_none() {
+            return Ok(None);
+        }
+        let held = self.token.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match held {
+            Some(t) => Ok(Some(t)),
+            None => self.authenticate(),
         }
     }
 
@@ -88,16 +233,35 @@ impl Etcd {
         &self.endpoints
     }
 
+    /// Posts `body` to `path` with the user's token, taking a new one once when etcd no
+    /// longer takes it.
+    fn call(&self, path: &str, body: &Value) -> Result<Value, ClusterError> {
+        let token = self.current_token()?;
+        match self.post(path, body, token.as_deref()) {
+            Err(ClusterError::Etcd(text))
+                if self.user.is_some() && TOKEN_REFUSED.iter().any(|t| text.contains(t)) =>
+            {
+                let token = self.authenticate()?;
+                self.post(path, body, token.as_deref())
+            }
+            other => other,
+        }
+    }
+
     /// Posts `body` to `path` on the first member that answers. An answer with an error
     /// from etcd itself (a refused request) is returned as such, not retried elsewhere.
-    fn call(&self, path: &str, body: &Value) -> Result<Value, ClusterError> {
+    fn post(&self, path: &str, body: &Value, token: Option<&str>) -> Result<Value, ClusterError> {
         let n = self.endpoints.len();
         let first = self.current.load(Ordering::Relaxed) % n;
         let mut last_error = String::new();
         for k in 0..n {
             let at = (first + k) % n;
             let url = format!("{}{}", self.endpoints[at], path);
-            match self.agent.post(&url).send_json(body.clone()) {
+            let mut request = self.agent.post(&url);
+            if let Some(token) = token {
+                request = request.set("Authorization", token);
+            }
+            match request.send_json(body.clone()) {
                 Ok(response) => {
                     self.current.store(at, Ordering::Relaxed);
                     return response.into_json::<Value>().map_err(|e| {
@@ -111,6 +275,14 @@ impl Etcd {
                     if code >= 500 {
                         last_error = format!("{url}: {code} {text}");
                         continue;
+                    }
+                    // This member answers: a new token is taken from it, and used with it.
+                    self.current.store(at, Ordering::Relaxed);
+                    if code == 401 {
+                        // The gateway's answer to a lapsed token, with no body.
+                        return Err(ClusterError::Etcd(format!(
+                            "{url}: 401 {UNAUTHENTICATED} {text}"
+                        )));
                     }
                     return Err(ClusterError::Etcd(format!("{url}: {code} {text}")));
                 }
@@ -353,7 +525,12 @@ mod tests {
         );
         assert!(Etcd::parse_endpoints("etcd://").is_err());
         assert!(Etcd::parse_endpoints("etcd://hostonly").is_err());
-        assert!(Etcd::parse_endpoints("https://h:1").is_err());
+        assert_eq!(
+            Etcd::parse_endpoints("https://h:1,https://g:2").unwrap(),
+            vec!["https://h:1", "https://g:2"]
+        );
+        assert!(Etcd::parse_endpoints("https://h").is_err());
+        assert!(Etcd::parse_endpoints("grpc://h:1").is_err());
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! - [`log`]: the replicated log, one NATS JetStream stream per shard.
 //! - [`applied`]: how far each local replica has applied its shard's log, durably.
 //! - [`rebalance`]: which replicas to move so that every live node holds its share.
+//! - [`secret`]: the cluster's shared secret and the keys derived from it (log tags, the
+//!   node token); [`settings`]: how a node reaches etcd and NATS (credentials, TLS).
 //!
 //! Nothing here knows Qdrant's API; the server routes requests with it
 //! (docs/design-scale-out.md).
@@ -20,6 +22,8 @@ pub mod log;
 pub mod map;
 pub mod node;
 pub mod rebalance;
+pub mod secret;
+pub mod settings;
 
 pub use applied::AppliedMark;
 pub use etcd::Etcd;
@@ -27,6 +31,8 @@ pub use keys::{KeySelector, RouteError, ShardKey, ShardingMethod};
 pub use log::Log;
 pub use map::{ClusterView, CollectionMap, Move, NodeInfo, ShardMap};
 pub use node::ClusterNode;
+pub use secret::ClusterSecret;
+pub use settings::{ClusterSettings, EtcdSettings, LogSettings, TlsFiles};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {

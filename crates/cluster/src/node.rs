@@ -11,14 +11,44 @@ use tokio::sync::watch;
 
 use crate::etcd::Etcd;
 use crate::map::{ClusterView, NodeInfo, NODES_PREFIX, ROOT_PREFIX};
+use crate::secret::ClusterSecret;
 use crate::ClusterError;
+
+/// Whether `secret` is the one the cluster's nodes run with: the first node records its
+/// check in etcd, the others compare theirs. A node with another secret would refuse every
+/// log message of the others (and they its), its replicas drifting from theirs: it is
+/// stopped at its start instead. Removes the secret a version before this one kept in etcd.
+pub fn check_secret(etcd: &Etcd, secret: &ClusterSecret) -> Result<(), ClusterError> {
+    if let Some(legacy) = etcd.get(LEGACY_SECRET_KEY)? {
+        etcd.delete_if(LEGACY_SECRET_KEY, legacy.mod_revision)?;
+        log::warn!("cluster: removed the cluster secret an older version kept in etcd in clear");
+    }
+    let check = secret.check().as_bytes();
+    if etcd.create(SECRET_CHECK_KEY, check)? {
+        return Ok(());
+    }
+    let kept = etcd.get(SECRET_CHECK_KEY)?.ok_or_else(|| {
+        ClusterError::Etcd(format!(
+            "{SECRET_CHECK_KEY} vanished from etcd; start again"
+        ))
+    })?;
+    if kept.value != check {
+        return Err(ClusterError::Config(format!(
+            "this node's cluster secret is not the one the cluster's nodes run with (etcd's {SECRET_CHECK_KEY}): give every node the same --cluster-secret-file or DISKVEC_CLUSTER_SECRET"
+        )));
+    }
+    Ok(())
+}
 
 /// A node's key outlives it by at most this (a SIGKILLed node is seen as gone then).
 pub const LEASE_TTL_SECS: u64 = 5;
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(1);
 const VIEW_EVERY: Duration = Duration::from_millis(250);
-/// Where the cluster's internal secret is kept (`ClusterNode::internal_secret`).
-const INTERNAL_SECRET_KEY: &str = "/diskvec-internal/secret";
+/// A one-way function of the cluster's secret ([`ClusterSecret::check`]): a node started
+/// with another secret is refused (outside the keys the view reads).
+pub const SECRET_CHECK_KEY: &str = "/diskvec-internal/secret-check";
+/// Where versions before the secret was given at start kept it, in clear: removed.
+const LEGACY_SECRET_KEY: &str = "/diskvec-internal/secret";
 
 pub struct ClusterNode {
     pub etcd: Arc<Etcd>,
@@ -125,24 +155,6 @@ impl ClusterNode {
     /// A receiver that wakes on every change of the view.
     pub fn watch(&self) -> watch::Receiver<Arc<ClusterView>> {
         self.view.clone()
-    }
-
-    /// The secret every node of the cluster puts on its requests to the others (its own
-    /// replicas' reads, log applies, transfers), so that a replica can tell them from a
-    /// client's: made once, at random, by the first node that asks, and kept in etcd
-    /// (outside the keys the view reads).
-    pub fn internal_secret(&self) -> Result<String, ClusterError> {
-        let mut random = [0u8; 16];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut random))
-            .map_err(|e| ClusterError::Io(format!("reading /dev/urandom: {e}")))?;
-        let made: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        self.etcd.create(INTERNAL_SECRET_KEY, made.as_bytes())?;
-        let kept = self.etcd.get(INTERNAL_SECRET_KEY)?.ok_or_else(|| {
-            ClusterError::Io("the cluster's internal secret vanished from etcd".into())
-        })?;
-        String::from_utf8(kept.value)
-            .map_err(|_| ClusterError::Io("the cluster's internal secret is not text".into()))
     }
 
     /// Stops keeping the lease and reading, and revokes the lease so the others see this

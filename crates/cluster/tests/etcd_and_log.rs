@@ -2,104 +2,14 @@
 //! ports (Debian's `etcd-server` and `nats-server`; CI installs them and sets
 //! DISKVEC_REQUIRE_CLUSTER=1 so that their absence fails instead of skipping).
 
-use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
-use diskvec_cluster::{ClusterNode, Etcd, Log, NodeInfo};
+use common::{free_port, installed, start_etcd, start_nats, test_secret};
+use diskvec_cluster::log::Entry;
+use diskvec_cluster::{ClusterNode, Etcd, Log, LogSettings, NodeInfo};
 use futures_util::StreamExt;
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn installed(bin: &str) -> bool {
-    let found = Command::new(bin)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found && std::env::var_os("DISKVEC_REQUIRE_CLUSTER").is_some() {
-        panic!("{bin} is not installed, and DISKVEC_REQUIRE_CLUSTER is set");
-    }
-    if !found {
-        eprintln!("skipped: {bin} is not installed (apt-get install etcd-server nats-server)");
-    }
-    found
-}
-
-fn start_etcd(dir: &Path) -> (Process, String) {
-    let (client, peer) = (free_port(), free_port());
-    let child = Command::new("etcd")
-        .args([
-            "--name",
-            "e0",
-            "--data-dir",
-            dir.join("etcd").to_str().unwrap(),
-            "--listen-client-urls",
-            &format!("http://127.0.0.1:{client}"),
-            "--advertise-client-urls",
-            &format!("http://127.0.0.1:{client}"),
-            "--listen-peer-urls",
-            &format!("http://127.0.0.1:{peer}"),
-            "--initial-advertise-peer-urls",
-            &format!("http://127.0.0.1:{peer}"),
-            "--initial-cluster",
-            &format!("e0=http://127.0.0.1:{peer}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting etcd");
-    let url = format!("http://127.0.0.1:{client}");
-    let etcd = Etcd::new(vec![url.clone()]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !etcd.health().iter().all(|(_, ok)| *ok) {
-        assert!(Instant::now() < deadline, "etcd did not become healthy");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (Process(child), url)
-}
-
-fn start_nats(dir: &Path) -> (Process, String) {
-    let port = free_port();
-    let store = dir.join("nats");
-    let child = Command::new("nats-server")
-        .args([
-            "-a",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-js",
-            "-sd",
-            store.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting nats-server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Process(child), format!("nats://127.0.0.1:{port}"))
-}
 
 #[test]
 fn etcd_keys_leases_and_compare_and_swap() {
@@ -191,7 +101,11 @@ fn the_log_keeps_order_and_resumes_from_a_sequence() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let log = Log::connect(&url).await.unwrap();
+        let settings = LogSettings {
+            servers: url,
+            ..Default::default()
+        };
+        let log = Log::connect(&settings, test_secret()).await.unwrap();
         log.ensure_stream("dv_t_1_0").await.unwrap();
         log.ensure_stream("dv_t_1_0").await.unwrap();
         for i in 1..=50u64 {
@@ -204,25 +118,33 @@ fn the_log_keeps_order_and_resumes_from_a_sequence() {
         assert_eq!(log.last_sequence("dv_t_1_0").await.unwrap(), 50);
         let mut follow = Box::pin(log.follow("dv_t_1_0", 41).await.unwrap());
         for want in 41..=50u64 {
-            let (seq, body) = tokio::time::timeout(Duration::from_secs(5), follow.next())
+            let (seq, entry) = tokio::time::timeout(Duration::from_secs(5), follow.next())
                 .await
                 .expect("a message within 5 s")
                 .unwrap()
                 .unwrap();
-            assert_eq!((seq, body.as_ref()), (want, format!("m{want}").as_bytes()));
+            let body = format!("m{want}").into_bytes();
+            assert_eq!((seq, body_of(entry)), (want, body));
         }
         // A message published while following arrives next.
         log.publish("dv_t_1_0", "late".as_bytes().to_vec().into())
             .await
             .unwrap();
-        let (seq, body) = tokio::time::timeout(Duration::from_secs(5), follow.next())
+        let (seq, entry) = tokio::time::timeout(Duration::from_secs(5), follow.next())
             .await
             .unwrap()
             .unwrap()
             .unwrap();
-        assert_eq!((seq, body.as_ref()), (51, b"late".as_ref()));
+        assert_eq!((seq, body_of(entry)), (51, b"late".to_vec()));
         log.delete_stream("dv_t_1_0").await.unwrap();
         log.delete_stream("dv_t_1_0").await.unwrap();
         assert!(log.last_sequence("dv_t_1_0").await.is_err());
     });
+}
+
+fn body_of(entry: Entry) -> Vec<u8> {
+    match entry {
+        Entry::Signed(body) => body.to_vec(),
+        Entry::Refused(why) => panic!("a node's own message was refused: {why}"),
+    }
 }

@@ -1,6 +1,7 @@
 """Scale-out end to end: three `diskvec serve --cluster` nodes over a 3-member etcd and a
 3-server NATS JetStream cluster, all processes on free loopback ports, driven through
 qdrant-client and the REST API (docs/design-scale-out.md)."""
+import base64
 import hashlib
 import json
 import os
@@ -34,6 +35,10 @@ SHARED_STORAGE = {1, 2}
 # Messages a shard's log keeps below its slowest live replica: few, so that tests trim logs
 # and rebuild replicas from snapshots (the default is 100,000).
 LOG_RETAIN = 20
+# The cluster's secret: through the environment to nodes 0 and 1, through a file to node 2 (a
+# command line would show it in `ps`).
+SECRET = "the cluster secret of these tests, 48 bytes long"
+SECRET_BY_FILE = {2}
 
 
 # ---- small helpers -------------------------------------------------------------------------
@@ -162,6 +167,30 @@ def nats_request(port, subject, payload=b"", timeout=3):
                 raise RuntimeError(f"nats: {line!r}")
 
 
+def jetstream_publish(port, subject, payload, headers=None, timeout=3):
+    """A publish into a stream over NATS's text protocol, as anyone who reaches NATS can:
+    JetStream's acknowledgement."""
+    with socket.create_connection((HOST, port), timeout=timeout) as s:
+        f = s.makefile("rb")
+        assert f.readline().startswith(b"INFO ")
+        s.sendall(b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _INBOX.pub 1\r\n')
+        if headers is None:
+            s.sendall(f"PUB {subject} _INBOX.pub {len(payload)}\r\n".encode() + payload + b"\r\n")
+        else:
+            head = ("NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
+            s.sendall(f"HPUB {subject} _INBOX.pub {len(head)} {len(head) + len(payload)}\r\n".encode()
+                      + head + payload + b"\r\n")
+        while True:
+            line = f.readline()
+            if line.startswith(b"PING"):
+                s.sendall(b"PONG\r\n")
+            elif line.startswith(b"MSG "):
+                size = int(line.split()[-1])
+                return json.loads(f.read(size + 2)[:size])
+            else:
+                raise RuntimeError(f"nats: {line!r}")
+
+
 def jetstream_takes_r3_streams(port):
     """Create and delete a 3-replica stream: what the nodes do first, so it is the readiness test."""
     name = f"ready_{port}"
@@ -221,12 +250,18 @@ class Cluster:
         # One log per incarnation: a restart must not find its predecessor's "listening" line.
         self.logs[k] = self.work / f"node{k}.{self.starts[k]}.log"
         self.starts[k] += 1
+        env = {**os.environ, "RUST_LOG": "warn,diskvec_server::cluster=info"}
+        secret = []
+        if k in SECRET_BY_FILE:
+            (self.work / "secret").write_text(SECRET + "\n")
+            secret = ["--cluster-secret-file", str(self.work / "secret")]
+        else:
+            env["DISKVEC_CLUSTER_SECRET"] = SECRET
         self.procs[k] = subprocess.Popen(
             [str(BIN), "serve", "--db", str(self.work / f"node{k}"), "--port", "0",
-             *self.flags, "--node-id", f"node{k}", "--log-retain", str(LOG_RETAIN),
+             *self.flags, "--node-id", f"node{k}", "--log-retain", str(LOG_RETAIN), *secret,
              *(["--shared-storage"] if k in SHARED_STORAGE else [])],
-            stdout=subprocess.DEVNULL, stderr=open(self.logs[k], "w"),
-            env={**os.environ, "RUST_LOG": "warn,diskvec_server::cluster=info"})
+            stdout=subprocess.DEVNULL, stderr=open(self.logs[k], "w"), env=env)
 
     def _wait_listening(self, k):
         def listening():
@@ -1742,3 +1777,68 @@ def test_replica_between_shared_storage_nodes_opens_the_sealed_segments_where_th
     assert not set(segment_inodes(cluster, 0, f"{name}@0")) & set(segment_inodes(cluster, dst, f"{name}@0"))
     assert_replicas_hold(cluster, name, want, shards=1, replicas=2)
     cluster.client(0).delete_collection(name)
+
+
+# ---- security ------------------------------------------------------------------------------
+
+def etcd_keys(cluster):
+    """Every key etcd holds, {key: value}, read through its gateway from "\\0" to the end."""
+    port = cluster.etcd.clients[0]
+    r = http_json(f"http://{HOST}:{port}/v3/kv/range", {"key": "AA==", "range_end": "AA=="})
+    return {base64.b64decode(kv["key"]): base64.b64decode(kv.get("value", ""))
+            for kv in r.get("kvs", [])}
+
+
+def test_the_secret_is_not_kept_in_etcd(cluster):
+    keys = etcd_keys(cluster)
+    assert any(k.startswith(b"/diskvec/nodes/") for k in keys), sorted(keys)
+    assert b"/diskvec-internal/secret-check" in keys, sorted(keys)
+    assert b"/diskvec-internal/secret" not in keys, sorted(keys)
+    for k, v in keys.items():
+        assert SECRET.encode() not in k + v, k
+
+
+def refused_messages(cluster):
+    return sum(cluster.get(k, "/cluster")["log"]["refused_messages"] for k in range(NODES))
+
+
+def test_log_messages_from_outside_the_cluster_are_not_applied(cluster):
+    """Anyone who reaches NATS can append to a shard's log; a replica applies only what a
+    node of the cluster appended (signed with the cluster's secret)."""
+    name = "forged"
+    create_and_wait(cluster, name, shards=1, replicas=3)
+    port = cluster.nats.clients[0]
+    streams = nats_request(port, "$JS.API.STREAM.NAMES", b"{}")["streams"]
+    stream = next(s for s in streams if s.startswith(f"dv_{name}_"))
+    before = refused_messages(cluster)
+    forged = {"method": "PUT", "path": "/points", "query": "",
+              "body": {"points": [{"id": 666, "vector": [1.0] * DIM, "payload": {"forged": True}}]}}
+    body = json.dumps(forged).encode()
+    assert "seq" in jetstream_publish(port, stream, body), "no tag"
+    tag = {"Nats-Msg-Id": "forged-1", "Diskvec-Time": str(int(time.time() * 1000)),
+           "Diskvec-Tag": "v1." + "00" * 32}
+    assert "seq" in jetstream_publish(port, stream, body, tag), "a made-up tag"
+    # The cluster's own write, after them in the log.
+    cluster.client(1).upsert(name, points=[models.PointStruct(id=1, vector=[0.5] * DIM, payload={"own": True})])
+
+    def applied_by_every_replica():
+        held = read_replicas(cluster, name)[0]
+        assert len(held) == 3, held
+        for k, points in held.items():
+            assert 1 in points and 666 not in points, (k, sorted(points))
+    eventually(applied_by_every_replica, 30)
+    assert refused_messages(cluster) - before == 2 * 3
+    assert cluster.client(0).retrieve(name, [666]) == []
+
+
+def test_a_node_without_the_clusters_secret_does_not_start(cluster, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DISKVEC_CLUSTER_SECRET"}
+    argv = [str(BIN), "serve", "--db", str(tmp_path / "db"), "--port", "0", *cluster.flags,
+            "--node-id", "stranger"]
+    for secret, said in [(None, "--cluster-secret-file"), ("short", "at least 16"),
+                         ("another secret, long enough to be taken", "not the one")]:
+        run_env = env if secret is None else {**env, "DISKVEC_CLUSTER_SECRET": secret}
+        r = subprocess.run(argv, env=run_env, capture_output=True, timeout=60)
+        err = r.stderr.decode(errors="replace")
+        assert r.returncode != 0 and said in err, (secret, r.returncode, err)
+    assert not any(k.endswith(b"/stranger") for k in etcd_keys(cluster))

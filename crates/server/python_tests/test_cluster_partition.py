@@ -325,6 +325,9 @@ class Hosts:
 
     def start_nodes(self):
         n = self.net
+        # The cluster's secret, from a file (a command line would show it in `ps`).
+        secret = self.work / "secret"
+        secret.write_text("the cluster secret of the partition tests\n")
         for k in range(HOSTS):
             # The host's own servers first, as a deployment would list them.
             order = [k] + [j for j in range(HOSTS) if j != k]
@@ -334,7 +337,8 @@ class Hosts:
                 "--allow-public-without-key",
                 "--cluster", "etcd://" + ",".join(f"{n.cip(j)}:{ETCD_CLIENT}" for j in order),
                 "--log", "nats://" + ",".join(f"{n.cip(j)}:{NATS_CLIENT}" for j in order),
-                "--node-id", f"node{k}", "--advertise", self.advertised(k)])
+                "--node-id", f"node{k}", "--advertise", self.advertised(k),
+                "--cluster-secret-file", secret])
 
     def advertised(self, k):
         return f"http://{self.net.cip(k)}:{NODE_PORT}"

@@ -1,5 +1,6 @@
 """`serve --db D --host H --port P` as node 0 of a three-node cluster (see cluster_as_bin.sh);
 the other nodes, etcd and NATS are started beside D and stopped with it (SIGTERM)."""
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +20,9 @@ work.mkdir(parents=True, exist_ok=True)
 etcd, nats = harness.Etcd(work), harness.Nats(work)
 etcd.start_all()
 nats.start_all()
+# The nodes' shared secret (a cluster node needs one since the log is signed), inherited
+# through the environment.
+os.environ.setdefault("DISKVEC_CLUSTER_SECRET", harness.SECRET)
 flags = ["--cluster", "etcd://" + ",".join(f"127.0.0.1:{p}" for p in etcd.clients),
          "--log", ",".join(f"nats://127.0.0.1:{p}" for p in nats.clients)]
 nodes = [subprocess.Popen([str(harness.BIN), "serve", "--db", str(db), "--host", "127.0.0.1",

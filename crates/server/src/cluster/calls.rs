@@ -120,7 +120,7 @@ impl ClusterState {
         }
         let url = self.url_of(node)?;
         let agent = self.http.clone();
-        let (key, secret) = (self.api_key.clone(), self.secret.clone());
+        let (key, token) = (self.api_key.clone(), self.secret.node_token().to_string());
         let method = method.clone();
         let target = format!("{url}{path_and_query}");
         let node = node.to_string();
@@ -129,7 +129,7 @@ impl ClusterState {
                 .request(method.as_str(), &target)
                 .timeout(patience)
                 .set(ROUTED_HEADER, &route.header())
-                .set(INTERNAL_HEADER, &secret)
+                .set(INTERNAL_HEADER, &token)
                 .set("content-type", "application/json");
             if let Some(k) = &key {
                 req = req.set("api-key", k);
@@ -185,12 +185,12 @@ impl ClusterState {
         let url = self.url_of(node)?;
         let (agent, key, into) = (self.http.clone(), self.api_key.clone(), into.to_path_buf());
         let target = format!("{url}{path}");
-        let (method, secret) = (method.clone(), self.secret.clone());
+        let (method, token) = (method.clone(), self.secret.node_token().to_string());
         tokio::task::spawn_blocking(move || {
             let mut req = agent
                 .request(method.as_str(), &target)
                 .timeout(patience)
-                .set(INTERNAL_HEADER, &secret);
+                .set(INTERNAL_HEADER, &token);
             if let Some(k) = &key {
                 req = req.set("api-key", k);
             }
@@ -237,7 +237,7 @@ impl ClusterState {
         let mut req = axum::http::Request::builder()
             .method(method.clone())
             .uri(path_and_query)
-            .header(INTERNAL_HEADER, &self.secret)
+            .header(INTERNAL_HEADER, self.secret.node_token())
             .header("content-type", "application/json");
         req = match via {
             Via::Router(route) => req.header(ROUTED_HEADER, route.header()),

@@ -605,6 +605,11 @@ pub async fn cluster_info(c: &ClusterState, started: Instant) -> Response {
                 "etcd": healthy.iter().map(|(e, ok)| json!({"endpoint": e, "healthy": ok})).collect::<Vec<_>>(),
                 "revision": view.revision,
             },
+            // Messages of the shards' logs this node's replicas passed over: not appended by
+            // a node of the cluster (no tag, another secret) or replayed.
+            "log": {
+                "refused_messages": c.refused_log_messages.load(std::sync::atomic::Ordering::Relaxed),
+            },
             "node_id": c.node.me.id,
         }),
         started,

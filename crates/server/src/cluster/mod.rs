@@ -41,7 +41,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use diskvec_cluster::{ClusterNode, CollectionMap, Log};
+use diskvec_cluster::{ClusterNode, ClusterSecret, CollectionMap, Log};
 use diskvec_db::{Database, DbError};
 use serde_json::Value;
 
@@ -57,10 +57,11 @@ pub const ROUTED_HEADER: &str = "x-diskvec-routed";
 /// A node's own work on its replicas (creating one, applying its log) carries this header:
 /// other writes to a replica are refused, since a replica changes only through its log.
 pub const APPLY_HEADER: &str = "x-diskvec-apply";
-/// Every request a node makes of another (or of itself) carries the cluster's secret
-/// (`ClusterNode::internal_secret`) in this header: only such requests may apply writes to
-/// a replica, reach the `/cluster/` endpoints nodes use among themselves, or be spared the
-/// strict-mode checks their router already made.
+/// Every request a node makes of another (or of itself) carries the node token derived from
+/// the cluster's secret (`ClusterSecret::node_token`; the secret itself never travels) in
+/// this header: only such requests may apply writes to a replica, reach the `/cluster/`
+/// endpoints nodes use among themselves, or be spared the strict-mode checks their router
+/// already made.
 pub const INTERNAL_HEADER: &str = "x-diskvec-internal";
 
 pub struct ClusterState {
@@ -89,7 +90,10 @@ pub struct ClusterState {
     /// This node's strict-mode rates of each cluster collection (by uid) it routes.
     rates: Mutex<HashMap<u64, diskvec_db::Rates>>,
     /// The cluster's secret for requests among nodes (`INTERNAL_HEADER`).
-    secret: String,
+    secret: ClusterSecret,
+    /// Messages of the logs this node's replicas follow that were refused (no tag of this
+    /// cluster, or a replay), since the node started (`GET /cluster`).
+    pub refused_log_messages: std::sync::atomic::AtomicU64,
 }
 
 /// How a node takes part in its cluster, besides its control plane, log and database.
@@ -100,8 +104,8 @@ pub struct NodeSettings {
     pub log_retain: u64,
     /// `--shared-storage`.
     pub shared_storage: bool,
-    /// The cluster's secret for requests among nodes (`ClusterNode::internal_secret`).
-    pub secret: String,
+    /// The cluster's secret (`--cluster-secret-file` or `DISKVEC_CLUSTER_SECRET`).
+    pub secret: ClusterSecret,
 }
 
 impl ClusterState {
@@ -136,14 +140,16 @@ impl ClusterState {
             shared_storage,
             rates: Mutex::default(),
             secret,
+            refused_log_messages: Default::default(),
         })
     }
 
-    /// Whether a request comes from a node of this cluster (it carries the secret).
+    /// Whether a request comes from a node of this cluster (it carries the node token),
+    /// compared in constant time.
     pub fn is_internal(&self, headers: &axum::http::HeaderMap) -> bool {
         headers
             .get(INTERNAL_HEADER)
-            .is_some_and(|v| v.as_bytes() == self.secret.as_bytes())
+            .is_some_and(|v| self.secret.is_node_token(v.as_bytes()))
     }
 
     /// Hands over the node's own API (built after this state, which it holds).

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::Method;
+use diskvec_cluster::log::Entry;
 use diskvec_cluster::map::{parse_replica_name, replica_name};
 use diskvec_cluster::{AppliedMark, ClusterView, CollectionMap};
 use futures_util::StreamExt;
@@ -529,7 +530,7 @@ async fn follow_once(
                 continue;
             }
         };
-        let (seq, body) = item.map_err(|e| e.to_string())?;
+        let (seq, entry) = item.map_err(|e| e.to_string())?;
         if !is_current(c, local, replica) {
             return Ok(());
         }
@@ -544,7 +545,10 @@ async fn follow_once(
         }
         // Applied and recorded with no snapshot taken in between.
         let between = replica.applying.lock().await;
-        let outcome = apply_one(c, local, seq, &body).await?;
+        let outcome = match &entry {
+            Entry::Signed(body) => apply_one(c, local, seq, body).await?,
+            Entry::Refused(why) => Some(refused(c, stream, seq, why)),
+        };
         let mut m = mark.take().expect("opened above");
         let recorded = tokio::task::spawn_blocking(move || m.record(seq).map(|()| m))
             .await
@@ -576,6 +580,19 @@ async fn follow_once(
         }
     }
     Err(Stop::Retry("the log's message stream ended".into()))
+}
+
+/// A message of the log not to be applied (`Entry::Refused`): passed over by every replica
+/// alike, and its outcome an error, for a node whose own message it was (its clock far from
+/// the NATS servers') to answer its write with.
+fn refused(c: &ClusterState, stream: &str, seq: u64, why: &str) -> Outcome {
+    c.refused_log_messages.fetch_add(1, Ordering::Relaxed);
+    log::warn!("cluster: log {stream}: message {seq} refused, not applied: {why}");
+    Outcome {
+        seq,
+        status: 403,
+        body: serde_json::json!({"status": {"error": format!("the log refused this write (message {seq} of {stream}): {why}")}}),
+    }
 }
 
 /// Applies one message to the local replica; an answer in the 5xx range (the replica could
