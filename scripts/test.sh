@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 
 # The cluster tests start etcd and NATS JetStream: installed here from Debian's packages when
 # missing (as root, where apt-get is), else those tests skip with a message.
-if ! command -v etcd >/dev/null || ! { command -v nats-server || [ -x /usr/sbin/nats-server ]; } >/dev/null; then
+# The cluster's TLS tests make their certificates with the openssl command.
+if ! command -v etcd >/dev/null || ! command -v openssl >/dev/null \
+  || ! { command -v nats-server || [ -x /usr/sbin/nats-server ]; } >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "test.sh: $(date +%T) installing etcd-server and nats-server"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server nats-server >/dev/null
+    echo "test.sh: $(date +%T) installing etcd-server, nats-server and openssl"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server nats-server openssl >/dev/null
   else
-    echo "test.sh: etcd or nats-server missing and not root with apt-get: the cluster tests will skip"
+    echo "test.sh: etcd, nats-server or openssl missing and not root with apt-get: the cluster tests will skip"
   fi
 fi
 # Debian's nats-server (2.9.10) can keep, on a stream leader cut off by a partition, a message

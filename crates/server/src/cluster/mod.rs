@@ -189,11 +189,7 @@ pub async fn route(State(s): State<AppState>, req: Request, next: Next) -> Respo
     if let Some(name) = &replica {
         // A replica changes only through its log: reads are open (a router forwards reads
         // only), writes only to the node itself.
-        let read = crate::is_read(&method, &path)
-            || (method == Method::POST
-                && ["/groups", "/facet", "/matrix/pairs", "/matrix/offsets"]
-                    .iter()
-                    .any(|t| path.ends_with(t)));
+        let read = crate::is_read(&method, &path);
         // Snapshots change no point: made and removed by routers on the holder replica.
         let snapshot = (method == Method::POST && path.ends_with("/snapshots"))
             || (method == Method::DELETE && path.contains("/snapshots/"));
