@@ -176,7 +176,7 @@ impl Database {
         // Each snapshot its own staging: several of one collection may be taken at once.
         let staging = self
             .snapshots_dir()
-            .join(format!(".staging-{}", unique_suffix()));
+            .join(format!(".staging-{}", crate::storage::unique_suffix()));
         let copied_now = c.copy_consistent(&staging.join("collection"));
         copied();
         let copied = copied_now;
@@ -199,7 +199,7 @@ impl Database {
     pub fn create_full_snapshot(&self) -> Result<SnapshotInfo> {
         let staging = self
             .snapshots_dir()
-            .join(format!(".staging-{}", unique_suffix()));
+            .join(format!(".staging-{}", crate::storage::unique_suffix()));
         fs::create_dir_all(&staging).map_err(file_error(&staging))?;
         let built = (|| {
             let mut parts = Vec::new();
@@ -328,7 +328,7 @@ impl Database {
         crate::db::check_name(name)?;
         let root = self.dir().join("collections");
         // Its own directory: two restores at once never share one.
-        let unpacked = root.join(format!(".restoring-{}", unique_suffix()));
+        let unpacked = root.join(format!(".restoring-{}", crate::storage::unique_suffix()));
         let result = fill(&unpacked).and_then(|()| {
             let manifest = Manifest::read(self.storage(), &unpacked)?;
             if !manifest.config.paths.is_empty() || manifest.config.wal_path.is_some() {
@@ -454,14 +454,6 @@ fn read_header(entry: &mut impl Read) -> std::result::Result<Header, String> {
     serde_json::from_slice(&text).map_err(|e| format!("bad header: {e}"))
 }
 
-/// `<pid>-<n>`: a name part no other call of this process repeats (nor another process,
-/// which holds another pid while it holds the database).
-pub(crate) fn unique_suffix() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{}-{n}", std::process::id())
-}
-
 /// Removes what snapshots being taken when the process died left in `dir` and the shelves
 /// under it (stagings, archives being packed). Called as a database opens, when no snapshot
 /// of it can be under way (the database is held by one process).
@@ -533,7 +525,7 @@ fn write_archive(
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let (stamp, created) = utc(now);
-    let temp = dir.join(format!(".pack-{}.tmp", unique_suffix()));
+    let temp = dir.join(format!(".pack-{}.tmp", crate::storage::unique_suffix()));
     let file = File::create(&temp).map_err(file_error(&temp))?;
     let mut builder = tar::Builder::new(Hashing {
         inner: file,

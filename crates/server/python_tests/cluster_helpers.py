@@ -1,5 +1,6 @@
 """What the cluster tests (test_cluster.py, test_cluster_partition.py) share: waiting on a
 condition, finding the servers they start, reading their logs."""
+import json
 import os
 import shutil
 import time
@@ -18,6 +19,20 @@ def need(name):
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def nats_reply(sock, f):
+    """The JSON reply to a request made over NATS's text protocol on `sock` (read through
+    `f`), answering the server's pings meanwhile."""
+    while True:
+        line = f.readline()
+        if line.startswith(b"PING"):
+            sock.sendall(b"PONG\r\n")
+        elif line.startswith(b"MSG "):
+            size = int(line.split()[-1])
+            return json.loads(f.read(size + 2)[:size])
+        else:
+            raise RuntimeError(f"nats: {line!r}")
 
 
 class GaveUp(Exception):

@@ -21,7 +21,7 @@ import pytest
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from cluster_helpers import GaveUp, eventually, log_tail, need, normalized
+from cluster_helpers import GaveUp, eventually, log_tail, nats_reply, need, normalized
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"))
@@ -156,15 +156,7 @@ def nats_request(port, subject, payload=b"", timeout=3):
         assert f.readline().startswith(b"INFO ")
         s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.test 1\r\n'
                   + f"PUB {subject} _INBOX.test {len(payload)}\r\n".encode() + payload + b"\r\n")
-        while True:
-            line = f.readline()
-            if line.startswith(b"PING"):
-                s.sendall(b"PONG\r\n")
-            elif line.startswith(b"MSG "):
-                size = int(line.split()[-1])
-                return json.loads(f.read(size + 2)[:size])
-            else:
-                raise RuntimeError(f"nats: {line!r}")
+        return nats_reply(s, f)
 
 
 def jetstream_publish(port, subject, payload, headers=None, timeout=3):
@@ -180,15 +172,7 @@ def jetstream_publish(port, subject, payload, headers=None, timeout=3):
             head = ("NATS/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode()
             s.sendall(f"HPUB {subject} _INBOX.pub {len(head)} {len(head) + len(payload)}\r\n".encode()
                       + head + payload + b"\r\n")
-        while True:
-            line = f.readline()
-            if line.startswith(b"PING"):
-                s.sendall(b"PONG\r\n")
-            elif line.startswith(b"MSG "):
-                size = int(line.split()[-1])
-                return json.loads(f.read(size + 2)[:size])
-            else:
-                raise RuntimeError(f"nats: {line!r}")
+        return nats_reply(s, f)
 
 
 def jetstream_takes_r3_streams(port):

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cluster_helpers import GaveUp, eventually, log_tail, need, normalized
+from cluster_helpers import GaveUp, eventually, log_tail, nats_reply, need, normalized
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(os.environ.get("DISKVEC_BIN", ROOT / "target" / "release" / "diskvec"))
@@ -87,15 +87,7 @@ def nats_request(host, port, subject, payload=b"", timeout=3):
         assert f.readline().startswith(b"INFO ")
         s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.test 1\r\n'
                   + f"PUB {subject} _INBOX.test {len(payload)}\r\n".encode() + payload + b"\r\n")
-        while True:
-            line = f.readline()
-            if line.startswith(b"PING"):
-                s.sendall(b"PONG\r\n")
-            elif line.startswith(b"MSG "):
-                size = int(line.split()[-1])
-                return json.loads(f.read(size + 2)[:size])
-            else:
-                raise RuntimeError(f"nats: {line!r}")
+        return nats_reply(s, f)
 
 
 # ---- the network ---------------------------------------------------------------------------

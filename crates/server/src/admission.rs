@@ -85,7 +85,7 @@ fn refuse(status: StatusCode, message: impl Into<String>) -> ApiError {
     ApiError {
         status,
         message: message.into(),
-        retry_after: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(1),
+        retry_after: None,
     }
 }
 
@@ -110,14 +110,10 @@ pub(crate) async fn admit(State(s): State<AppState>, req: Request, next: Next) -
         return next.run(req).await;
     }
     let Ok(_request_permit) = Arc::clone(&adm.requests).try_acquire_owned() else {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "Service unavailable: {} requests in flight already (diskvec serve \
-                 --max-requests)",
-                adm.limits.max_requests
-            ),
-        )
+        return ApiError::unavailable(format!(
+            "Service unavailable: {} requests in flight already (diskvec serve --max-requests)",
+            adm.limits.max_requests
+        ))
         .into_response();
     };
     let (req, _body_permit) = match read_body(&adm, req).await {
@@ -240,8 +236,7 @@ async fn read_body(
     let permit = match tokio::time::timeout(deadline, permits).await {
         Ok(Ok(p)) => p,
         _ => {
-            return Err(refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
+            return Err(ApiError::unavailable(
                 "Service unavailable: the request bodies in flight fill the server's budget",
             ))
         }
@@ -281,12 +276,9 @@ fn is_length_limit(e: &axum::Error) -> bool {
 }
 
 fn too_large(limit: usize) -> ApiError {
-    refuse(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!(
-            "Payload too large: the body is over {limit} bytes (diskvec serve --max-request-mib)"
-        ),
-    )
+    ApiError::too_large(format!(
+        "the body is over {limit} bytes (diskvec serve --max-request-mib)"
+    ))
 }
 
 #[cfg(test)]

@@ -47,6 +47,15 @@ impl ApiError {
         }
     }
 
+    /// 413: a body, upload or download over its limit.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("Payload too large: {}", message.into()),
+            retry_after: None,
+        }
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,

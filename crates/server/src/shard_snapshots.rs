@@ -139,14 +139,9 @@ pub(crate) async fn receive_upload(
             while let Some(chunk) = field.chunk().await.map_err(|e| bad(e.to_string()))? {
                 received += chunk.len() as u64;
                 if received > max_bytes {
-                    return Err(ApiError {
-                        status: StatusCode::PAYLOAD_TOO_LARGE,
-                        message: format!(
-                            "Payload too large: the upload is over {max_bytes} bytes \
-                             (diskvec serve --max-upload-mib)"
-                        ),
-                        retry_after: None,
-                    });
+                    return Err(ApiError::too_large(format!(
+                        "the upload is over {max_bytes} bytes (diskvec serve --max-upload-mib)"
+                    )));
                 }
                 file.write_all(&chunk).await.map_err(failed)?;
             }

@@ -249,18 +249,7 @@ pub(crate) fn sweep_temporaries(dir: &FsPath) {
 
 /// A fresh hidden file name in `dir` (hidden: never listed as a snapshot).
 pub(crate) fn temp_file(dir: &FsPath, what: &str) -> PathBuf {
-    dir.join(format!(".{what}-{}", unique_suffix()))
-}
-
-/// `<pid>-<nanoseconds>`: a name part no other call of this process or another repeats.
-pub(crate) fn unique_suffix() -> String {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    )
+    dir.join(format!(".{what}-{}", diskvec_db::storage::unique_suffix()))
 }
 
 /// How long a snapshot's server has to accept the connection, and then to send each
@@ -303,14 +292,9 @@ fn download_to(
         &mut file,
     );
     let refused = match copied {
-        Ok(n) if n > max_bytes => Some(ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!(
-                "Payload too large: the snapshot at {url} is over {max_bytes} bytes \
-                 (diskvec serve --max-upload-mib)"
-            ),
-            retry_after: None,
-        }),
+        Ok(n) if n > max_bytes => Some(ApiError::too_large(format!(
+            "the snapshot at {url} is over {max_bytes} bytes (diskvec serve --max-upload-mib)"
+        ))),
         Ok(_) => None,
         Err(e) => Some(cannot(e.to_string())),
     };

@@ -153,7 +153,7 @@ async fn keep_checked(
             .trim_start_matches('.')
     ));
     let (db, from, to) = (Arc::clone(&c.db), file.clone(), kept.clone());
-    let scratch = format!("recovering-{}", crate::snapshots::unique_suffix());
+    let scratch = format!("recovering-{}", diskvec_db::storage::unique_suffix());
     let checked = crate::blocking(move || {
         remove_old_files(&dir);
         let sum = diskvec_db::file_checksum(&from)?;
