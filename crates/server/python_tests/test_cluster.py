@@ -1726,13 +1726,20 @@ def test_replica_between_shared_storage_nodes_opens_the_sealed_segments_where_th
     want = {i: ({"n": i}, vectors_of([i])[0]) for i in range(1000)}
     for lo in range(0, 1000, 250):
         cluster.client(0).upsert(name, wait=True, points=[point(i, want[i][0]) for i in range(lo, lo + 250)])
-    # Sealed in the background: at least two segments before the replica is made.
-    def sealed():
+    # Sealed (and merged) in the background: at least two segments, and no file of them changed
+    # for two seconds, before the replica is made; a segment sealed later on the source is its
+    # own, not the replica's.
+    seen = {"files": None, "since": time.monotonic()}
+    def sealed_and_settled():
+        files = segment_inodes(cluster, src, f"{name}@0")
         segments = {f.parent.name for f in
                     (cluster.work / f"node{src}" / "collections" / f"{name}@0" / "segments").rglob("*")
                     if f.is_file()}
+        if files != seen["files"]:
+            seen.update(files=files, since=time.monotonic())
         assert len(segments) >= 2, segments
-    eventually(sealed, 30)
+        assert time.monotonic() - seen["since"] >= 2.0, "segment files still changing"
+    eventually(sealed_and_settled, 60)
 
     assert shard_op(cluster, name, {"replicate_shard": {
         "shard_id": 0, "from_peer_id": peer[src], "to_peer_id": peer[dst]}}) is True
