@@ -6,7 +6,7 @@ use diskvec_index::diskann::{
     build_from, BuildParams, BuildReport, GraphPrecision, MemoryBudget, VectorSource,
 };
 use diskvec_index::limits;
-use diskvec_vector::Metric;
+use diskvec_vector::{ElementType, Metric};
 
 use crate::progress::Bars;
 use diskvec_bench::machine::peak_rss_mib as peak_rss_mb;
@@ -52,6 +52,12 @@ pub struct Args {
     /// the full vectors either way.
     #[arg(long, default_value = "sq8")]
     pub graph_precision: GraphPrecision,
+    /// How the node records on SSD store the full vectors: float32, float16 (half the
+    /// bytes: a 768-d record fits two to a 4 KiB sector) or uint8 (whole numbers 0-255, not
+    /// with cosine). Values are rounded once, after cosine's normalization; float16 refuses
+    /// values beyond 65504 and uint8 anything but whole numbers from 0 to 255.
+    #[arg(long, default_value = "float32")]
+    pub dtype: ElementType,
     /// Build threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -140,7 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let j = serde_json::json!({
             "count": report.count, "dim": report.dim, "pq_bytes": report.pq_bytes,
             "max_degree": args.max_degree, "build_list": args.build_list, "alpha": args.alpha,
-            "graph_precision": args.graph_precision.name(),
+            "graph_precision": args.graph_precision.name(), "dtype": args.dtype.name(),
             "pq_seconds": report.pq_seconds,
             "graph_seconds": report.graph_seconds, "write_seconds": report.write_seconds,
             "build_seconds": report.total_seconds, "nodes_file_bytes": report.nodes_file_bytes,
@@ -167,6 +173,7 @@ pub fn build_index(mut source: impl VectorSource, args: &Args) -> anyhow::Result
         stripe_bytes: args.stripe_kib * 1024,
         mirror: args.mirror,
         graph_precision: args.graph_precision,
+        element: args.dtype,
         ..Default::default()
     };
     let bars = Bars::for_output(args.json);

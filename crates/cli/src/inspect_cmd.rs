@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use diskvec_index::diskann::{DiskIndex, OpenOptions, WalkCodes, LAYOUT_VERSION};
+use diskvec_index::diskann::{layout_version_for, DiskIndex, OpenOptions, WalkCodes};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -23,6 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     .with_context(|| format!("opening the index {}", args.index.display()))?;
     let h = idx.header();
     let l = idx.layout();
+    let version = layout_version_for(h.element);
     let raw = h.count as f64 * h.dim as f64 * 4.0;
     let nav = idx.navigation();
     let nav_bytes = nav.map_or(0, |n| n.dram_bytes());
@@ -37,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             serde_json::json!({
                 "count": h.count, "dim": h.dim, "metric": h.metric.name(), "max_degree": h.max_degree,
                 "build_list": h.build_list, "alpha": h.alpha, "pq_bytes": h.pq_bytes,
-                "layout_version": LAYOUT_VERSION, "node_bytes": l.node_bytes,
+                "layout_version": version, "dtype": h.element.name(), "node_bytes": l.node_bytes,
                 "nodes_per_sector": l.nodes_per_sector, "sectors_per_node": l.sectors_per_node,
                 "medoid": h.medoid, "dram_bytes": dram as u64, "disk_bytes": idx.disk_bytes(),
                 "navigation": nav.map(|n| serde_json::json!({
@@ -56,10 +57,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("index          {}", args.index.display());
-    println!("layout version {LAYOUT_VERSION}");
+    println!("layout version {version}");
     println!(
-        "vectors        {} x {} dims, metric {}",
-        h.count, h.dim, h.metric
+        "vectors        {} x {} dims, metric {}, stored as {}",
+        h.count, h.dim, h.metric, h.element
     );
     println!(
         "graph          max degree {}, build list {}, alpha {}, entry node {}",

@@ -100,10 +100,8 @@ fn build_search_inspect_on_the_bundled_sample() {
     let info = ok(&["inspect", "--index", ix]);
     assert!(
         info.contains("5000 x 384 dims")
-            && info.contains(&format!(
-                "layout version {}",
-                diskvec_index::diskann::LAYOUT_VERSION
-            )),
+            && info.contains("stored as float32")
+            && info.contains("layout version 3"),
         "{info}"
     );
     let info = last_json(&ok(&["inspect", "--index", ix, "--json"]));
@@ -111,6 +109,104 @@ fn build_search_inspect_on_the_bundled_sample() {
     assert_eq!(info["max_degree"], 32);
     assert_eq!(info["navigation"]["walk_codes"], "4-bit", "{info}");
     assert!(info["navigation"]["dram_bytes"].as_u64().unwrap() > 5000 * 192);
+}
+
+/// `--dtype float16` stores the records in half the vector bytes (3 of the 384-d sample's
+/// records a sector instead of 2), in layout version 4, with the recall of float32; uint8 is
+/// refused for cosine and for values that are not whole numbers in 0-255.
+#[test]
+fn float16_records_pack_three_to_a_sector_with_the_recall_of_float32() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = sample();
+    let ds = ds.to_str().unwrap();
+    let build = |dtype: &str, name: &str| {
+        let ix = dir.path().join(name);
+        let ix = ix.to_str().unwrap().to_string();
+        let built = last_json(&ok(&[
+            "build",
+            "--dataset",
+            ds,
+            "--index",
+            &ix,
+            "--max-degree",
+            "32",
+            "--dtype",
+            dtype,
+            "--threads",
+            "2",
+            "--json",
+        ]));
+        assert_eq!(built["dtype"], dtype);
+        ix
+    };
+    let search = |ix: &str| {
+        last_json(&ok(&[
+            "search",
+            "--index",
+            ix,
+            "--dataset",
+            ds,
+            "--k",
+            "10",
+            "--search-list",
+            "40",
+            "--navigation",
+            "--json",
+        ]))
+    };
+    let full = build("float32", "f32");
+    let half = build("float16", "f16");
+    let info = last_json(&ok(&["inspect", "--index", &half, "--json"]));
+    assert_eq!(info["dtype"], "float16", "{info}");
+    assert_eq!(info["layout_version"], 4, "{info}");
+    assert_eq!(info["nodes_per_sector"], 3, "{info}");
+    assert_eq!(info["node_bytes"], 384 * 2 + 4 + 32 * 4, "{info}");
+    let disk = |ix: &str| {
+        last_json(&ok(&["inspect", "--index", ix, "--json"]))["disk_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        disk(&half) < disk(&full),
+        "{} vs {}",
+        disk(&half),
+        disk(&full)
+    );
+    let (a, b) = (search(&full), search(&half));
+    let (ra, rb) = (a["recall"].as_f64().unwrap(), b["recall"].as_f64().unwrap());
+    assert!(
+        ra >= 0.95 && (ra - rb).abs() <= 0.01,
+        "float32 {a} float16 {b}"
+    );
+
+    let refused = fails(&[
+        "build",
+        "--dataset",
+        ds,
+        "--index",
+        &dir.path().join("u8").display().to_string(),
+        "--dtype",
+        "uint8",
+    ]);
+    assert!(
+        refused.contains("uint8") && refused.contains("cosine"),
+        "{refused}"
+    );
+    let refused = fails(&[
+        "build",
+        "--dataset",
+        ds,
+        "--index",
+        &dir.path().join("u8").display().to_string(),
+        "--dtype",
+        "uint8",
+        "--metric",
+        "l2",
+    ]);
+    assert!(
+        refused.contains("0 to 255") && refused.contains("vector 0"),
+        "{refused}"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Vector math: metrics and SIMD distances, k-means, product, 4-bit and 8-bit scalar quantization.
 
 mod column_bounds;
+mod element;
 mod heap;
 mod huge_pages;
 mod kernels;
@@ -15,6 +16,7 @@ mod sq4;
 mod sq8;
 mod validate;
 
+pub use element::{ElementType, OutOfRange};
 pub use heap::release_freed_memory;
 pub use huge_pages::{filled_with_huge_pages, to_huge_pages, vec_with_huge_pages};
 pub use kmeans::kmeans;

@@ -395,7 +395,11 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
     let record: usize = config
         .dense
         .iter()
-        .map(|s| diskvec_index::diskann::NodeLayout::new(s.dim, config.max_degree).node_bytes)
+        .map(|s| {
+            // A collection's sealed segments store float32 records (datatypes: not yet).
+            let element = diskvec_vector::ElementType::Float32;
+            diskvec_index::diskann::NodeLayout::new(s.dim, config.max_degree, element).node_bytes
+        })
         .sum();
     let segment_dirs: Vec<PathBuf> = manifest
         .segments

@@ -5,7 +5,7 @@ use diskvec_graph::{FullVectors, Graph, Sq8Vectors, VamanaParams};
 use diskvec_io::storage::{FsStorage, Storage};
 use diskvec_io::{StripedWriter, SECTOR};
 use diskvec_vector::{
-    mips_to_l2, Metric, ProductQuantizer, Rows, ScalarQuantizer4, ScalarQuantizer8,
+    mips_to_l2, ElementType, Metric, ProductQuantizer, Rows, ScalarQuantizer4, ScalarQuantizer8,
 };
 
 use super::budget::{BuildShape, MemoryBudget};
@@ -14,7 +14,7 @@ use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta_writer::{stage_meta, staged_path, MetaParts};
 use super::nav::{nav_path, Navigation, SteppedAside, WalkCodes};
 use super::reorder::sector_order;
-use super::source::{check_complete, next_checked, VectorSource};
+use super::source::{check_complete, next_checked, round_to_element, VectorSource};
 use super::{commit, Header};
 use crate::error::file_error;
 use crate::{IndexError, Progress, Result};
@@ -48,6 +48,10 @@ pub struct BuildParams {
     /// What the graph's distances are computed on while it is built (the node file always
     /// holds the full vectors).
     pub graph_precision: GraphPrecision,
+    /// How the node records store the full vectors (float32, float16 or uint8). Narrower
+    /// types round each vector once, after the metric preparation, and everything else
+    /// (codes, graph, reranking) works on the rounded values.
+    pub element: ElementType,
     /// A PQ codebook to encode with instead of training one, when it fits the build (its
     /// dimension, code size and distance) and its rows (`codebook.rs`); a database's seals
     /// reuse their collection's.
@@ -110,6 +114,7 @@ impl Default for BuildParams {
             seed: 1,
             input_prepared: false,
             graph_precision: GraphPrecision::default(),
+            element: ElementType::Float32,
             codebook: None,
             checkpoint: None,
             storage: std::sync::Arc::new(FsStorage),
@@ -207,6 +212,13 @@ fn check_params(p: &BuildParams, dim: usize) -> Result<usize> {
             "alpha must be a finite number >= 1.0, got {}",
             p.alpha
         )));
+    }
+    if p.element == ElementType::Uint8 && p.metric == Metric::Cosine {
+        return Err(IndexError::InvalidArgument(
+            "uint8 storage holds whole numbers and cosine vectors are scaled to unit length \
+             first: use float16 or float32 for cosine, or the l2 or ip metric"
+                .into(),
+        ));
     }
     crate::limits::pq_bytes(dim).check(p.pq_bytes.unwrap_or((dim / 4).max(1)))
 }
@@ -437,6 +449,13 @@ pub fn build_from(
                 .chunks_exact_mut(dim)
                 .for_each(|v| params.metric.prepare(v));
         }
+        round_to_element(
+            params.element,
+            &mut data[first..],
+            dim,
+            ids.len(),
+            &chunk_ids,
+        )?;
         ids.extend_from_slice(&chunk_ids);
         progress.advance(rows as u64);
     }
@@ -471,18 +490,22 @@ pub fn build(
     commit::remove_interrupted(storage, out);
     let previous = commit::current_files(out);
 
-    // Cosine needs unit vectors; L2 and inner product use them as given. Copying only
-    // when something changes keeps a large build at one copy of the data in DRAM.
-    let prepared: std::borrow::Cow<[f32]> =
-        if params.input_prepared || params.metric != diskvec_vector::Metric::Cosine {
-            std::borrow::Cow::Borrowed(data)
-        } else {
-            let mut owned = data.to_vec();
+    // Cosine needs unit vectors; L2 and inner product use them as given; a narrower
+    // element type rounds them (after the preparation). Copying only when something
+    // changes keeps a large build at one copy of the data in DRAM.
+    let unprepared = !params.input_prepared && params.metric == Metric::Cosine;
+    let prepared: std::borrow::Cow<[f32]> = if !unprepared && params.element.holds_exactly(data) {
+        std::borrow::Cow::Borrowed(data)
+    } else {
+        let mut owned = data.to_vec();
+        if unprepared {
             owned
                 .chunks_exact_mut(dim)
                 .for_each(|v| params.metric.prepare(v));
-            std::borrow::Cow::Owned(owned)
-        };
+        }
+        round_to_element(params.element, &mut owned, dim, 0, ids)?;
+        std::borrow::Cow::Owned(owned)
+    };
     let rows = Rows::new(&prepared, dim);
 
     progress.phase("PQ training", 1);
@@ -693,6 +716,7 @@ pub(crate) fn build_header(
         stripe_bytes: params.stripe_bytes,
         path_count: path_count as u32,
         mirrored: params.mirror,
+        element: params.element,
     }
 }
 

@@ -1,15 +1,27 @@
 use std::path::Path;
 
 use diskvec_io::SECTOR;
-use diskvec_vector::Metric;
+use diskvec_vector::{ElementType, Metric};
 
 use super::layout::{first_bad_sector, seal_sectors, NodeLayout};
 use crate::error::corrupt;
 use crate::{IndexError, Result};
 
 pub const NODES_MAGIC: &[u8; 8] = b"DISKVECN";
-/// Bumped whenever the bytes of `nodes.dvn` or `meta.dvm` change meaning.
-pub const LAYOUT_VERSION: u32 = 3;
+/// Bumped whenever the bytes of `nodes.dvn` or `meta.dvm` change meaning: the newest this
+/// build reads and writes.
+pub const LAYOUT_VERSION: u32 = 4;
+/// The oldest version this build still reads. Version 4 added the element type (offset 96);
+/// an index of f32 vectors is still written as version 3, which older builds read.
+pub const OLDEST_LAYOUT_VERSION: u32 = 3;
+
+/// The version an index whose records hold `element` is written as.
+pub fn layout_version_for(element: ElementType) -> u32 {
+    match element {
+        ElementType::Float32 => 3,
+        _ => 4,
+    }
+}
 
 /// The first sector of `nodes.dvn`: everything needed to interpret the rest.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,11 +43,13 @@ pub struct Header {
     pub path_count: u32,
     /// Each path also holds a copy of the previous path's stripes.
     pub mirrored: bool,
+    /// How the records store their vectors.
+    pub element: ElementType,
 }
 
 impl Header {
     pub fn layout(&self) -> NodeLayout {
-        NodeLayout::new(self.dim as usize, self.max_degree as usize)
+        NodeLayout::new(self.dim as usize, self.max_degree as usize, self.element)
     }
 
     /// Total size `nodes.dvn` must have.
@@ -49,7 +63,7 @@ impl Header {
         let mut s = vec![0u8; SECTOR];
         let mut w = Writer { buf: &mut s, at: 0 };
         w.bytes(NODES_MAGIC);
-        w.u32(LAYOUT_VERSION);
+        w.u32(layout_version_for(self.element));
         w.u32(self.metric.code());
         w.u32(self.dim);
         w.u32(self.max_degree);
@@ -67,6 +81,8 @@ impl Header {
         w.u64(self.stripe_bytes);
         w.u32(self.path_count);
         w.u32(self.mirrored as u32);
+        // Offset 96; zero (float32) in version 3, where the field was unused.
+        w.u32(self.element.code());
         seal_sectors(&mut s, 0);
         s
     }
@@ -115,6 +131,7 @@ impl Header {
             stripe_bytes: 0,
             path_count: 0,
             mirrored: false,
+            element: ElementType::Float32,
         };
         let (node_bytes, per_sector, sectors_per) = (r.u32(), r.u32(), r.u32());
         let h = Header {
@@ -133,8 +150,21 @@ impl Header {
             ..h
         };
         let mirrored = r.u32();
+        let element_code = r.u32();
+        let element = ElementType::from_code(element_code)
+            .filter(|&e| layout_version_for(e) == version)
+            .ok_or_else(|| {
+                corrupt(
+                    path,
+                    format!(
+                        "unknown vector element type {element_code} (offset 96) for layout \
+                         version {version}"
+                    ),
+                )
+            })?;
         let h = Header {
             mirrored: mirrored == 1,
+            element,
             ..h
         };
         if mirrored > 1
@@ -184,21 +214,21 @@ impl Header {
 /// when it differs from ours it hints at the cause (a file of another version that was
 /// also damaged, or a stray write over the field), so it is shown, as a reading only.
 pub(crate) fn checksum_message(what: &str, version: u32) -> String {
-    if version == LAYOUT_VERSION {
+    if (OLDEST_LAYOUT_VERSION..=LAYOUT_VERSION).contains(&version) {
         format!("{what} checksum mismatch (the file is damaged)")
     } else {
         format!("{what} checksum mismatch (the file is damaged); the version field reads {version}")
     }
 }
 
-/// Refuses a version other than ours, once the checksum vouched for the field.
+/// Refuses a version this build does not read, once the checksum vouched for the field.
 pub(crate) fn check_version(version: u32, path: &Path) -> Result<()> {
-    if version < LAYOUT_VERSION {
+    if version < OLDEST_LAYOUT_VERSION {
         // Not corrupt, only old; the error enum has no variant of its own for this yet.
         return Err(corrupt(
             path,
             format!(
-                "layout version {version} is older than this build's ({LAYOUT_VERSION}) and is no longer read: rebuild the index"
+                "layout version {version} is older than the oldest this build reads ({OLDEST_LAYOUT_VERSION}): rebuild the index"
             ),
         ));
     }
@@ -267,6 +297,7 @@ mod tests {
             stripe_bytes: 65536,
             path_count: 4,
             mirrored: true,
+            element: ElementType::Float32,
         }
     }
 
@@ -295,6 +326,35 @@ mod tests {
             Err(IndexError::UnsupportedVersion { found: 99, .. })
         ));
         assert!(Header::decode(&s[..100], p).is_err());
+    }
+
+    /// An index of f32 records stays version 3 (older builds read it); narrower elements
+    /// are version 4 with the type at offset 96, and a type unknown to its version is refused.
+    #[test]
+    fn element_type_sets_the_version() {
+        let p = Path::new("nodes.dvn");
+        let f32_sector = sample().encode();
+        assert_eq!(f32_sector[8..12], 3u32.to_le_bytes());
+        assert_eq!(f32_sector[96..100], [0; 4]);
+        for e in [ElementType::Float16, ElementType::Uint8] {
+            let h = Header {
+                element: e,
+                ..sample()
+            };
+            let s = h.encode();
+            assert_eq!(s[8..12], 4u32.to_le_bytes());
+            assert_eq!(Header::decode(&s, p).unwrap(), h);
+            let mut unknown = s.clone();
+            unknown[96..100].copy_from_slice(&7u32.to_le_bytes());
+            seal_sectors(&mut unknown, 0);
+            let msg = Header::decode(&unknown, p).unwrap_err().to_string();
+            assert!(msg.contains("element type 7"), "{msg}");
+        }
+        // A version-3 header naming float16 was never written: refused, not guessed.
+        let mut odd = f32_sector.clone();
+        odd[96..100].copy_from_slice(&1u32.to_le_bytes());
+        seal_sectors(&mut odd, 0);
+        assert!(Header::decode(&odd, p).is_err());
     }
 
     /// A damaged version field is damage, never an unsupported version.

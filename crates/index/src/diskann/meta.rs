@@ -152,7 +152,8 @@ impl Meta {
             entries: &self.entries,
             paths: &self.paths,
         };
-        let written = MetaWriter::start(Vec::new(), parts).and_then(|mut w| {
+        let version = super::header::layout_version_for(self.geometry.element);
+        let written = MetaWriter::start(Vec::new(), parts, version).and_then(|mut w| {
             w.codes(&self.codes)?;
             w.ids(&self.ids)?;
             w.finish(&self.geometry)
@@ -382,6 +383,7 @@ pub(crate) mod tests {
                 stripe_bytes: 65536,
                 path_count: 1,
                 mirrored: false,
+                element: diskvec_vector::ElementType::Float32,
             },
             build_id: 7,
             crc: 0,

@@ -41,8 +41,9 @@ pub(crate) struct MetaWriter<'a, W: Write> {
 }
 
 impl<'a, W: Write> MetaWriter<'a, W> {
-    /// Writes the header (CRC field zero) and the codebook.
-    pub(crate) fn start(out: W, parts: MetaParts<'a>) -> std::io::Result<Self> {
+    /// Writes the header (CRC field zero; `version`: the layout version of the nodes header
+    /// the file will carry) and the codebook.
+    pub(crate) fn start(out: W, parts: MetaParts<'a>, version: u32) -> std::io::Result<Self> {
         let placement = encode_paths(parts.paths);
         let mut header = [0u8; META_HEADER];
         let mut w = Writer {
@@ -50,7 +51,7 @@ impl<'a, W: Write> MetaWriter<'a, W> {
             at: 0,
         };
         w.bytes(META_MAGIC);
-        w.u32(super::LAYOUT_VERSION);
+        w.u32(version);
         w.u32(0);
         w.u64(parts.build_id);
         w.u64(parts.count as u64);
@@ -162,7 +163,8 @@ pub(crate) fn stage_meta(
     let mut file = storage.create(&path).map_err(file_error(&path))?;
     let (crc, bytes) = {
         let buffered = BufWriter::with_capacity(1 << 20, StorageWriter(&mut *file));
-        let mut writer = MetaWriter::start(buffered, parts).map_err(file_error(&path))?;
+        let version = super::header::layout_version_for(geometry.element);
+        let mut writer = MetaWriter::start(buffered, parts, version).map_err(file_error(&path))?;
         fill(&mut writer)?;
         let (mut buffered, crc, bytes) = writer.finish(geometry).map_err(file_error(&path))?;
         buffered.flush().map_err(file_error(&path))?;

@@ -46,7 +46,7 @@ pub use compact::{
     compact_code_bytes, compact_file_name, compact_saving, CompactCodes, COMPACT_RATIO,
     COMPACT_VERSION,
 };
-pub use header::{Header, LAYOUT_VERSION};
+pub use header::{layout_version_for, Header, LAYOUT_VERSION, OLDEST_LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;
 pub use meta::Meta;

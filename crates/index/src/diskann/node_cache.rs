@@ -33,6 +33,7 @@ pub(crate) struct NodeCache {
     hot: HotRecords,
     node_bytes: usize,
     dim: usize,
+    element: diskvec_vector::ElementType,
 }
 
 impl NodeCache {
@@ -81,6 +82,7 @@ impl NodeCache {
             hot,
             node_bytes: layout.node_bytes,
             dim: layout.dim,
+            element: layout.element,
         })
     }
 
@@ -102,7 +104,7 @@ impl NodeCache {
         } else {
             return None;
         };
-        Some(NodeRecord::new(bytes, self.dim))
+        Some(NodeRecord::new(bytes, self.dim, self.element))
     }
 
     /// Whether node `id`'s record is held (without marking it used).

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use diskvec_graph::{FullVectors, GraphVectors, Sq8Vectors, VamanaParams};
-use diskvec_io::{SpillReader, SpillWriter};
+use diskvec_io::{SpillReader, SpillWriter, SECTOR};
 use diskvec_vector::{
     kmeans, release_freed_memory, Metric, ProductQuantizer, ScalarQuantizer4, ScalarQuantizer8,
 };
@@ -257,6 +257,7 @@ fn spool(
             data.par_chunks_exact_mut(dim)
                 .for_each(|v| params.metric.prepare(v));
         }
+        super::source::round_to_element(params.element, &mut data, dim, seen, &chunk_ids)?;
         for (i, v) in data.chunks_exact(dim).enumerate() {
             for (s, &x) in sums.iter_mut().zip(v) {
                 *s += x as f64;
@@ -837,7 +838,9 @@ pub(crate) fn build_sharded(
     };
     let codes = pq_bytes as u64 + compact_code_bytes(pq_bytes).unwrap_or(0) as u64;
     let scratch_bytes = raw + 2 * bucket_bytes + n64 * (codes + 4 * (r + 1) + dim as u64 / 2 + 4);
-    let node_bytes = n64 * (4 * dim as u64 + 4 * (r + 1)) * (1 + params.mirror as u64);
+    // Whole sectors, as the node file is laid out (a 768-d f32 record fills one alone).
+    let layout = super::NodeLayout::new(dim, params.max_degree, params.element);
+    let node_bytes = (1 + layout.data_sectors(n)) * SECTOR as u64 * (1 + params.mirror as u64);
     let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r) + n64 * (codes - pq_bytes as u64);
     commit::check_free_space(out, scratch_bytes + node_bytes + nav_bytes)?;
     let intent = commit::record_intent(storage, out, build_id, &new_files, &previous)?;

@@ -64,6 +64,25 @@ pub(crate) fn next_checked(
     Ok(rows)
 }
 
+/// Rounds prepared rows (row `seen` first, `ids` theirs) to what the node records store;
+/// refuses, naming row, id and position, a value the type cannot hold.
+pub(crate) fn round_to_element(
+    element: diskvec_vector::ElementType,
+    data: &mut [f32],
+    dim: usize,
+    seen: usize,
+    ids: &[i64],
+) -> crate::Result<()> {
+    element.round_in_place(data).map_err(|e| {
+        crate::IndexError::InvalidArgument(format!(
+            "vector {} (id {}): position {}: {e}",
+            seen + e.position / dim,
+            ids[e.position / dim],
+            e.position % dim
+        ))
+    })
+}
+
 /// Refuses an input that ended before the rows it announced.
 pub(crate) fn check_complete(announced: usize, delivered: usize) -> crate::Result<()> {
     if announced != delivered {
