@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{ensure, Context};
 use diskvec_dataset::{write_neighbors, write_vectors, Matrix, Neighbors, VectorWriter};
 use diskvec_index::{flat, Progress};
-use diskvec_vector::{Metric, Rows};
+use diskvec_vector::{ElementType, Metric, Rows};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -28,6 +28,18 @@ pub struct SynthParams {
     /// Neighbours per query in the ground truth.
     pub k: usize,
     pub seed: u64,
+    /// How the train vectors are stored: "float32" or "float16" (rounded after the
+    /// normalization; the truth is of the rounded values). Queries stay float32.
+    #[serde(default = "float32", skip_serializing_if = "is_float32")]
+    pub dtype: String,
+}
+
+fn float32() -> String {
+    ElementType::Float32.name().to_string()
+}
+
+fn is_float32(dtype: &String) -> bool {
+    *dtype == float32()
 }
 
 impl Default for SynthParams {
@@ -40,6 +52,7 @@ impl Default for SynthParams {
             intrinsic_dim: 32,
             k: 100,
             seed: 42,
+            dtype: float32(),
         }
     }
 }
@@ -163,6 +176,11 @@ pub fn write_synthetic(
     progress: &dyn Progress,
 ) -> anyhow::Result<()> {
     let gen = Generator::new(p)?;
+    let element: ElementType = p.dtype.parse().map_err(anyhow::Error::msg)?;
+    ensure!(
+        element != ElementType::Uint8,
+        "synthetic vectors are unit vectors: float32 or float16, not uint8"
+    );
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let metric = Metric::Cosine;
     let queries = gen.test_rows();
@@ -178,12 +196,16 @@ pub fn write_synthetic(
     let block = block_rows(p.dim, budget_bytes);
     let k = p.k.min(p.n);
     let mut best: Vec<Vec<(f32, i64)>> = vec![Vec::new(); p.queries];
-    let mut train = VectorWriter::create(&out.join("train.parquet"), p.dim)?;
+    let mut train = VectorWriter::create(&out.join("train.parquet"), p.dim, element)?;
     progress.phase("generate + truth", p.n as u64);
     let mut first = 0;
     while first < p.n {
         let count = block.min(p.n - first);
-        let rows = gen.train_rows(first, count);
+        let mut rows = gen.train_rows(first, count);
+        // Unit vectors: within float16's range, so rounding cannot fail.
+        element
+            .round_in_place(&mut rows)
+            .expect("unit vectors fit float16");
         let ids: Vec<i64> = (first as i64..(first + count) as i64).collect();
         train.append(&ids, &rows)?;
         let found = flat::search(
@@ -240,12 +262,24 @@ mod tests {
             intrinsic_dim: 6,
             k: 10,
             seed: 7,
+            dtype: float32(),
         }
     }
 
+    /// In both storage types: the truth written block by block is the exact top-k of the
+    /// stored (for float16: rounded, read back widened) vectors.
     #[test]
     fn blockwise_truth_equals_one_pass_truth() {
-        let p = small();
+        for dtype in ["float32", "float16"] {
+            blockwise_truth_equals_one_pass_truth_in(dtype);
+        }
+    }
+
+    fn blockwise_truth_equals_one_pass_truth_in(dtype: &str) {
+        let p = SynthParams {
+            dtype: dtype.to_string(),
+            ..small()
+        };
         let dir = tempfile::tempdir().unwrap();
         // A budget of one chunk: three blocks, the last one short.
         write_synthetic(&p, dir.path(), CHUNK_ROWS * p.dim * 4, &NoProgress).unwrap();
@@ -260,6 +294,21 @@ mod tests {
             (p.n, p.dim, p.queries)
         );
         assert_eq!(train.ids, (0..p.n as i64).collect::<Vec<_>>());
+        let element: ElementType = dtype.parse().unwrap();
+        assert!(element.holds_exactly(&train.data));
+        if element == ElementType::Float16 {
+            assert!(
+                !ElementType::Float16.holds_exactly(&test.data),
+                "queries stay f32"
+            );
+            let size = std::fs::metadata(dir.path().join("train.parquet"))
+                .unwrap()
+                .len();
+            assert!(
+                size < (p.n * p.dim * 3) as u64,
+                "{size} bytes for float16 values"
+            );
+        }
         let whole = flat::search(
             Rows::new(&train.data, p.dim),
             Rows::new(&test.data, p.dim),

@@ -206,6 +206,7 @@ mod tests {
             intrinsic_dim: 4,
             k: 20,
             seed: 3,
+            ..Default::default()
         };
         write_synthetic(&p, dir, 1 << 20, &NoProgress).unwrap();
     }

@@ -28,6 +28,10 @@ pub struct SynthArgs {
     pub k: usize,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// How the train vectors are stored: float32, or float16 (half the bytes; rounded after
+    /// normalization, and the ground truth is of the rounded values). Queries stay float32.
+    #[arg(long, default_value = "float32")]
+    pub dtype: diskvec_vector::ElementType,
     /// Most train vectors held in memory at once, in MiB (the truth is computed a block at a time).
     #[arg(long, default_value_t = 512)]
     pub memory_mib: usize,
@@ -46,15 +50,17 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 intrinsic_dim: a.intrinsic_dim,
                 k: a.k,
                 seed: a.seed,
+                dtype: a.dtype.name().to_string(),
             };
             let start = std::time::Instant::now();
             let bars = Bars::new();
             write_synthetic(&p, &a.out, a.memory_mib << 20, &bars)?;
             bars.finish();
             println!(
-                "wrote a synthetic dataset of {} x {} (+{} queries, exact top-{}) to {} in {:.1} s",
+                "wrote a synthetic dataset of {} x {} {} (+{} queries, exact top-{}) to {} in {:.1} s",
                 p.n,
                 p.dim,
+                p.dtype,
                 p.queries,
                 p.k,
                 a.out.display(),

@@ -111,11 +111,11 @@ fn build_search_inspect_on_the_bundled_sample() {
     assert!(info["navigation"]["dram_bytes"].as_u64().unwrap() > 5000 * 192);
 }
 
-/// `--dtype float16` stores the records in half the vector bytes (3 of the 384-d sample's
-/// records a sector instead of 2), in layout version 4, with the recall of float32; uint8 is
+/// `--dtype float16` stores the records in half the vector bytes (4 of the 384-d sample's
+/// R=32 records a sector instead of 2), in layout version 4, with the recall of float32; uint8 is
 /// refused for cosine and for values that are not whole numbers in 0-255.
 #[test]
-fn float16_records_pack_three_to_a_sector_with_the_recall_of_float32() {
+fn float16_records_pack_twice_as_many_to_a_sector_with_the_recall_of_float32() {
     let dir = tempfile::tempdir().unwrap();
     let ds = sample();
     let ds = ds.to_str().unwrap();
@@ -159,7 +159,7 @@ fn float16_records_pack_three_to_a_sector_with_the_recall_of_float32() {
     let info = last_json(&ok(&["inspect", "--index", &half, "--json"]));
     assert_eq!(info["dtype"], "float16", "{info}");
     assert_eq!(info["layout_version"], 4, "{info}");
-    assert_eq!(info["nodes_per_sector"], 3, "{info}");
+    assert_eq!(info["nodes_per_sector"], 4, "{info}");
     assert_eq!(info["node_bytes"], 384 * 2 + 4 + 32 * 4, "{info}");
     let disk = |ix: &str| {
         last_json(&ok(&["inspect", "--index", ix, "--json"]))["disk_bytes"]

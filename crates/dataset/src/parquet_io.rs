@@ -2,9 +2,11 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::builder::{Float32Builder, Int64Builder, ListBuilder};
+use arrow_array::builder::{Float16Builder, Float32Builder, Int64Builder, ListBuilder};
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow_array::types::{
+    Float16Type, Float32Type, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type, UInt8Type,
+};
 use arrow_array::{Array, ArrayRef, Int64Array, OffsetSizeTrait, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
@@ -14,6 +16,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::reader::ChunkReader;
 
 use crate::{invalid, io_error, Matrix, Neighbors, Result};
+use diskvec_vector::ElementType;
 
 /// Turns bytes into the in-memory input the parquet reader takes (`bytes::Bytes`), naming
 /// that type through `File`'s `get_bytes`, so this crate needs no `bytes` dependency of its own.
@@ -219,6 +222,17 @@ pub(crate) fn append_vectors(
                     .iter()
                     .map(|&v| v as f32),
             ),
+            // Widened: every float16 and uint8 value is an f32 exactly.
+            DataType::Float16 => data.extend(
+                values.as_primitive::<Float16Type>().values()[lo..hi]
+                    .iter()
+                    .map(|v| v.to_f32()),
+            ),
+            DataType::UInt8 => data.extend(
+                values.as_primitive::<UInt8Type>().values()[lo..hi]
+                    .iter()
+                    .map(|&v| f32::from(v)),
+            ),
             other => {
                 return Err(invalid(
                     path,
@@ -312,36 +326,59 @@ pub fn write_neighbors(path: &Path, neighbors: &Neighbors) -> Result<()> {
 
 /// Writes vectors as `id`, `emb` parquet (VectorDBBench's train/test layout).
 pub fn write_vectors(path: &Path, m: &Matrix) -> Result<()> {
-    let mut w = VectorWriter::create(path, m.dim)?;
+    let mut w = VectorWriter::create(path, m.dim, ElementType::Float32)?;
     w.append(&m.ids, &m.data)?;
     w.finish()
 }
 
-/// Writes a vector file a block at a time (one row group per block), so sets larger than
-/// memory can be written.
+/// Rows per row group of a float16 vector file.
+const FLOAT16_ROW_GROUP: usize = 4096;
+
+/// Writes a vector file a block at a time (one row group per block; float16 files in row
+/// groups of `FLOAT16_ROW_GROUP`), so sets larger than memory can be written.
 pub struct VectorWriter {
     path: std::path::PathBuf,
     dim: usize,
+    element: ElementType,
     schema: Arc<Schema>,
     writer: ArrowWriter<File>,
 }
 
 impl VectorWriter {
-    pub fn create(path: &Path, dim: usize) -> Result<Self> {
-        let item = Field::new("item", DataType::Float32, true);
+    /// A file of `dim`-dimensional vectors whose values are stored as `element`: float32, or
+    /// float16 (half the bytes; values are rounded to nearest even, and one beyond float16's
+    /// range is refused). uint8 is not written.
+    pub fn create(path: &Path, dim: usize, element: ElementType) -> Result<Self> {
+        let item_type = match element {
+            ElementType::Float32 => DataType::Float32,
+            ElementType::Float16 => DataType::Float16,
+            ElementType::Uint8 => {
+                return Err(invalid(
+                    path,
+                    "vector files are written as float32 or float16",
+                ))
+            }
+        };
+        let item = Field::new("item", item_type, true);
         let schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Int64, false),
             Field::new("emb", DataType::List(Arc::new(item)), true),
         ]));
         let file = File::create(path).map_err(io_error(path))?;
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .build();
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
+        let mut props =
+            WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default()));
+        if element == ElementType::Float16 {
+            // Parquet keeps float16 as 2-byte fixed-length values, which its writer buffers
+            // as one heap object each until the row group closes (~20x their size): small row
+            // groups keep a block's write within memory.
+            props = props.set_max_row_group_row_count(Some(FLOAT16_ROW_GROUP));
+        }
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props.build()))
             .map_err(|e| invalid(path, e.to_string()))?;
         Ok(Self {
             path: path.to_path_buf(),
             dim,
+            element,
             schema,
             writer,
         })
@@ -360,17 +397,33 @@ impl VectorWriter {
                 ),
             ));
         }
-        let mut embs = ListBuilder::new(Float32Builder::with_capacity(data.len()));
-        for row in data.chunks_exact(self.dim.max(1)) {
-            embs.values().append_slice(row);
-            embs.append(true);
-        }
+        let embs: ArrayRef = match self.element {
+            ElementType::Float16 => {
+                let mut embs = ListBuilder::new(Float16Builder::with_capacity(data.len()));
+                for (row, values) in data.chunks_exact(self.dim.max(1)).enumerate() {
+                    let mut rounded = values.to_vec();
+                    ElementType::Float16
+                        .round_in_place(&mut rounded)
+                        .map_err(|e| invalid(&self.path, format!("row {}: {e}", ids[row])))?;
+                    for x in rounded {
+                        embs.values().append_value(half::f16::from_f32(x));
+                    }
+                    embs.append(true);
+                }
+                Arc::new(embs.finish())
+            }
+            _ => {
+                let mut embs = ListBuilder::new(Float32Builder::with_capacity(data.len()));
+                for row in data.chunks_exact(self.dim.max(1)) {
+                    embs.values().append_slice(row);
+                    embs.append(true);
+                }
+                Arc::new(embs.finish())
+            }
+        };
         let batch = RecordBatch::try_new(
             self.schema.clone(),
-            vec![
-                Arc::new(Int64Array::from(ids.to_vec())),
-                Arc::new(embs.finish()),
-            ],
+            vec![Arc::new(Int64Array::from(ids.to_vec())), embs],
         )
         .map_err(|e| invalid(&self.path, e.to_string()))?;
         self.writer

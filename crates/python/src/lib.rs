@@ -75,7 +75,7 @@ fn external_ids<'a>(ids: &'a PyReadonlyArray1<i64>) -> PyResult<&'a [i64]> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (vectors, path, ids, metric, max_degree, build_list, alpha, pq_bytes, threads))]
+#[pyo3(signature = (vectors, path, ids, metric, max_degree, build_list, alpha, pq_bytes, threads, dtype))]
 #[allow(clippy::too_many_arguments)]
 fn build_index<'py>(
     py: Python<'py>,
@@ -88,8 +88,10 @@ fn build_index<'py>(
     alpha: f32,
     pq_bytes: Option<i128>,
     threads: Option<i128>,
+    dtype: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let metric: Metric = metric.parse().map_err(value_err)?;
+    let element: diskvec_vector::ElementType = dtype.parse().map_err(value_err)?;
     let dim = vectors.shape()[1];
     let data = contiguous(&vectors)?;
     let ids = external_ids(&ids)?;
@@ -101,6 +103,7 @@ fn build_index<'py>(
         pq_bytes: pq_bytes
             .map(|b| size(limits::pq_bytes(dim), b))
             .transpose()?,
+        element,
         ..Default::default()
     };
     let workers = pool(threads)?;
@@ -117,6 +120,7 @@ fn build_index<'py>(
     d.set_item("graph_seconds", report.graph_seconds)?;
     d.set_item("pq_seconds", report.pq_seconds)?;
     d.set_item("nodes_file_bytes", report.nodes_file_bytes)?;
+    d.set_item("dtype", element.name())?;
     Ok(d)
 }
 

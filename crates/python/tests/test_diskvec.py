@@ -149,6 +149,33 @@ def test_real_wordnet_sample_reaches_high_recall(tmp_path):
     assert recall >= 0.98, recall
 
 
+def test_float16_and_uint8_records_answer_like_float32_and_refuse_what_they_cannot_hold(tmp_path):
+    data, queries = clustered(3000, 32, 3), clustered(50, 32, 4)
+
+    def whole(x):  # the same points as whole numbers 0-255, as uint8 embeddings are
+        return np.round((x - data.min()) / np.ptp(data) * 255).astype(np.float32)
+
+    sizes = {}
+    for dtype, base, asked in [("float16", data, queries), ("uint8", whole(data), whole(queries))]:
+        report = diskvec.build_index(base, tmp_path / dtype, metric="l2", max_degree=24, pq_bytes=8, dtype=dtype)
+        assert report["dtype"] == dtype
+        sizes[dtype] = report["nodes_file_bytes"]
+        exact, _ = diskvec.flat_search(base, asked, k=10, metric="l2")
+        got, _ = diskvec.DiskIndex(tmp_path / dtype).search_batch(asked, k=10, search_list=60)
+        hits = sum(len(set(g) & set(e)) for g, e in zip(got, exact))
+        assert hits / 500 > 0.95, (dtype, hits)
+    full = diskvec.build_index(data, tmp_path / "float32", metric="l2", max_degree=24, pq_bytes=8)
+    assert sizes["uint8"] < sizes["float16"] < full["nodes_file_bytes"]
+    big = data.copy()
+    big[7, 3] = 1e5
+    with pytest.raises(ValueError, match="65504"):
+        diskvec.build_index(big, tmp_path / "big", metric="l2", dtype="float16")
+    with pytest.raises(ValueError, match="0 to 255"):
+        diskvec.build_index(data, tmp_path / "frac", metric="l2", dtype="uint8")
+    with pytest.raises(ValueError, match="float32, float16 or uint8"):
+        diskvec.build_index(data, tmp_path / "t4", metric="l2", dtype="turbo4")
+
+
 def test_hnsw_baseline_matches_exact_search_and_refuses_bad_input():
     data = clustered(2000, 32, 6)
     queries = clustered(50, 32, 7)

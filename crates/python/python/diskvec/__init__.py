@@ -47,17 +47,20 @@ def _matrix(a, name: str) -> np.ndarray:
 
 def build_index(vectors, path: str | os.PathLike, *, metric: str = "cosine", ids=None, max_degree: int = 64,
                 build_list: int = 100, alpha: float = 1.2, pq_bytes: Optional[int] = None,
-                threads: Optional[int] = None) -> dict:
+                threads: Optional[int] = None, dtype: str = "float32") -> dict:
     """Builds a DISKANN index of `vectors` (n x dim) in the directory `path`.
 
-    `ids` are non-negative int64 external ids (default 0..n-1). Returns a report of the build.
+    `ids` are non-negative int64 external ids (default 0..n-1). `dtype` is how the node
+    records on SSD store the vectors: "float32", "float16" (half the bytes; values beyond
+    65504 are refused) or "uint8" (whole numbers 0-255 only, not with cosine); the values are
+    rounded once, after cosine's normalization. Returns a report of the build.
     """
     vectors = _matrix(vectors, "vectors")
     ids = np.arange(len(vectors), dtype=np.int64) if ids is None else np.ascontiguousarray(ids, dtype=np.int64)
     if ids.ndim != 1:
         raise ValueError("ids must be a 1-D array")
     return _native.build_index(vectors, os.fspath(path), ids, metric, max_degree, build_list, alpha, pq_bytes,
-                               threads)
+                               threads, dtype)
 
 
 def flat_search(base, queries, k: int = 10, metric: str = "cosine") -> Tuple[np.ndarray, np.ndarray]:
