@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use diskvec_index::diskann::{mib, BuildParams, MemoryBudget};
-use diskvec_vector::Metric;
+use diskvec_vector::{ElementType, Metric};
 use serde::{Deserialize, Serialize};
 
 use crate::strict::StrictMode;
@@ -52,6 +52,15 @@ pub struct DenseSpace {
     /// index), but no request reaches it and seals drop its vectors.
     #[serde(default, skip_serializing_if = "is_false")]
     pub removed: bool,
+    /// How the vectors are stored (Qdrant's `datatype`): float32, float16 or uint8. Values
+    /// are rounded to it once, where they enter (after the metric's preparation), so every
+    /// copy, search and answer sees the values the sealed segments' records hold.
+    #[serde(default, with = "element_name", skip_serializing_if = "is_float32")]
+    pub datatype: ElementType,
+}
+
+fn is_float32(e: &ElementType) -> bool {
+    *e == ElementType::Float32
 }
 
 fn is_false(b: &bool) -> bool {
@@ -67,7 +76,20 @@ impl DenseSpace {
             hnsw: SpaceHnsw::default(),
             quantization: None,
             removed: false,
+            datatype: ElementType::Float32,
         }
+    }
+
+    /// The space's values rounded to its datatype in place, or why one cannot be.
+    pub fn round_to_datatype(&self, values: &mut [f32]) -> std::result::Result<(), String> {
+        self.datatype.round_in_place(values).map_err(|e| {
+            format!(
+                "dimension {} of the vector{} is {}",
+                e.position % self.dim.max(1),
+                space_suffix(&self.name),
+                e
+            )
+        })
     }
 }
 
@@ -335,6 +357,14 @@ impl CollectionConfig {
             if let Some(ef) = space.hnsw.ef_construct {
                 diskvec_index::limits::EF_CONSTRUCTION.check(ef)?;
             }
+            if space.datatype == ElementType::Uint8 && space.metric == Metric::Cosine {
+                return bad(format!(
+                    "datatype uint8 with Cosine distance is not supported{}: cosine vectors \
+                     are scaled to unit length, which whole numbers 0-255 cannot hold; use Dot \
+                     or Euclid, or datatype float16",
+                    space_suffix(&space.name)
+                ));
+            }
             if space.dim == 0 || space.dim > MAX_DIM {
                 return bad(format!(
                     "dim must be between 1 and {MAX_DIM}, got {}{}",
@@ -435,6 +465,32 @@ impl CollectionConfig {
     /// The multivector space named `name`, by index.
     pub fn multi_space(&self, name: &str) -> Option<usize> {
         self.multi.iter().position(|s| s.name == name && !s.removed)
+    }
+
+    /// Qdrant's conversion into uint8 spaces, for its API: each finite value truncated
+    /// toward zero and held to 0-255 (256.19 is 255, 3.81 is 3), where this database itself
+    /// refuses anything but whole numbers 0-255. Vectors of other spaces are left alone.
+    pub fn cast_uint8_like_qdrant(&self, vectors: &mut crate::vectors::NamedVectors) {
+        use crate::vectors::Vector;
+        let cast = |values: &mut [f32]| {
+            for x in values.iter_mut().filter(|x| x.is_finite()) {
+                *x = x.trunc().clamp(0.0, 255.0);
+            }
+        };
+        for (name, vector) in vectors.iter_mut() {
+            let space = self
+                .dense_space(name)
+                .map(|i| &self.dense[i])
+                .or_else(|| self.multi_space(name).map(|i| &self.multi[i]));
+            if space.is_none_or(|s| s.datatype != ElementType::Uint8) {
+                continue;
+            }
+            match vector {
+                Vector::Dense(v) => cast(v),
+                Vector::Multi(rows) => rows.iter_mut().for_each(|r| cast(r)),
+                Vector::Sparse(_) => {}
+            }
+        }
     }
 
     /// The sparse space named `name`, by index.
@@ -541,6 +597,7 @@ impl CollectionConfig {
             pq_bytes: self.code_bytes(space),
             paths: paths.to_vec(),
             input_prepared: true,
+            element: space.datatype,
             ..Default::default()
         }
     }
@@ -571,6 +628,21 @@ pub fn parse_metric(name: &str) -> Result<Metric> {
         other => Err(DbError::InvalidInput(format!(
             "unknown metric {other:?}: use cosine, l2 or ip"
         ))),
+    }
+}
+
+mod element_name {
+    use diskvec_vector::ElementType;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(e: &ElementType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(e.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ElementType, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -40,7 +40,7 @@ pub use config::{
 pub use db::{check_name, Database, DbOptions, MAX_NAME_BYTES};
 pub use diskvec_index::diskann::MemoryBudget;
 /// The distance a collection ranks by (its `CollectionConfig::metric`).
-pub use diskvec_vector::Metric;
+pub use diskvec_vector::{ElementType, Metric};
 pub use error::{DbError, Result};
 pub use linked_copy::LinkedCopy;
 pub use places::StoragePaths;

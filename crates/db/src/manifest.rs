@@ -22,10 +22,12 @@ use crate::{DbError, Result};
 
 pub const MANIFEST_FILE: &str = "manifest.dvc";
 const MAGIC: &[u8; 8] = b"DVMANIFS";
-/// Version 2 lists the collection's vector spaces (`config.dense`, `config.sparse`);
-/// version 1 had one dense space as `config.dim` and `config.metric`, read as the unnamed
-/// space.
-pub const MANIFEST_VERSION: u32 = 2;
+/// Version 3 is version 2 with a space whose `datatype` is not float32: written only then,
+/// so that a build reading version 2 at most (which would take such vectors unrounded and
+/// could not open their segments) refuses the collection instead. Version 2 lists the
+/// collection's vector spaces (`config.dense`, `config.sparse`); version 1 had one dense
+/// space as `config.dim` and `config.metric`, read as the unnamed space.
+pub const MANIFEST_VERSION: u32 = 3;
 const HEADER: usize = 24;
 
 /// One sealed segment as the manifest lists it.
@@ -73,7 +75,14 @@ impl Manifest {
         let mut out = Vec::with_capacity(HEADER + body.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&[0; 4]);
-        out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+        let narrow = self
+            .config
+            .dense
+            .iter()
+            .chain(&self.config.multi)
+            .any(|s| s.datatype != diskvec_vector::ElementType::Float32);
+        let version: u32 = if narrow { 3 } else { 2 };
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&(body.len() as u64).to_le_bytes());
         out.extend_from_slice(&body);
         let crc = crc32c::crc32c(&out[12..]);
@@ -96,7 +105,7 @@ impl Manifest {
             return Err(corrupt("manifest checksum mismatch".into()));
         }
         let version = u32::from_le_bytes(bytes[12..16].try_into().unwrap());
-        if version != MANIFEST_VERSION && version != 1 {
+        if !(1..=MANIFEST_VERSION).contains(&version) {
             return Err(corrupt(format!(
                 "manifest version {version} is not supported (this build reads {MANIFEST_VERSION})"
             )));
@@ -202,11 +211,27 @@ mod tests {
         let crc = crc32c::crc32c(&bytes[12..]);
         bytes[8..12].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(Manifest::decode(&bytes, Path::new("m")).unwrap(), m);
-        // Version 3 is refused by name.
-        bytes[12..16].copy_from_slice(&3u32.to_le_bytes());
+        // Version 4 is refused by name.
+        bytes[12..16].copy_from_slice(&4u32.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[12..]);
         bytes[8..12].copy_from_slice(&crc.to_le_bytes());
         let err = Manifest::decode(&bytes, Path::new("m")).unwrap_err();
-        assert!(err.to_string().contains("version 3"), "{err}");
+        assert!(err.to_string().contains("version 4"), "{err}");
+    }
+
+    /// A manifest stays version 2 while every space is float32 (builds that read version 2
+    /// keep opening it) and becomes version 3 with a float16 or uint8 space.
+    #[test]
+    fn a_narrow_datatype_makes_version_3() {
+        let mut config = CollectionConfig::new(4, diskvec_vector::Metric::L2);
+        let version = |c: &CollectionConfig| {
+            let bytes = Manifest::new(c.clone()).encode();
+            let back = Manifest::decode(&bytes, Path::new("m")).unwrap();
+            assert_eq!(back.config, *c);
+            u32::from_le_bytes(bytes[12..16].try_into().unwrap())
+        };
+        assert_eq!(version(&config), 2);
+        config.dense[0].datatype = diskvec_vector::ElementType::Float16;
+        assert_eq!(version(&config), 3);
     }
 }

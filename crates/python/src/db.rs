@@ -348,7 +348,7 @@ impl PyDatabase {
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
                         vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
                         on_disk, idle_merge_ms, navigation, build_memory, search_memory,
-                        dense_spaces, sparse_spaces, on_disk_payload))]
+                        dense_spaces, sparse_spaces, on_disk_payload, datatype))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
@@ -372,19 +372,25 @@ impl PyDatabase {
         navigation: bool,
         build_memory: Option<&str>,
         search_memory: Option<&str>,
-        dense_spaces: Option<Vec<(String, i128, String, bool)>>,
+        dense_spaces: Option<Vec<(String, i128, String, bool, String)>>,
         sparse_spaces: Option<Vec<(String, String, bool)>>,
         on_disk_payload: bool,
+        datatype: &str,
     ) -> PyResult<PyCollection> {
         let mut c = match (dim, dense_spaces, sparse_spaces) {
             (Some(dim), None, None) => {
-                CollectionConfig::new(setting("dim", dim)?, parse_metric(metric).map_err(db_err)?)
+                let metric = parse_metric(metric).map_err(db_err)?;
+                let mut c = CollectionConfig::new(setting("dim", dim)?, metric);
+                c.dense[0].datatype = datatype.parse().map_err(value_err)?;
+                c
             }
             (None, dense, sparse) if dense.is_some() || sparse.is_some() => {
                 let (multi, dense): (Vec<_>, Vec<_>) =
                     dense.unwrap_or_default().into_iter().partition(|s| s.3);
-                let strip = |list: Vec<(String, i128, String, bool)>| {
-                    list.into_iter().map(|(n, d, m, _)| (n, d, m)).collect()
+                let strip = |list: Vec<(String, i128, String, bool, String)>| {
+                    list.into_iter()
+                        .map(|(n, d, m, _, t)| (n, d, m, t))
+                        .collect()
                 };
                 let mut c = CollectionConfig::with_spaces(
                     spaces::dense_spaces(strip(dense))?,
@@ -895,7 +901,8 @@ impl PyCollection {
     ) -> PyResult<()> {
         let space = match (dim, sparse_modifier) {
             (Some(dim), None) => {
-                let mut dense = spaces::dense_spaces(vec![(name, dim, metric)])?;
+                let float32 = "float32".to_string();
+                let mut dense = spaces::dense_spaces(vec![(name, dim, metric, float32)])?;
                 let one = dense.remove(0);
                 match multivector {
                     true => NewSpace::Multi(one),

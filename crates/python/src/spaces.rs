@@ -11,10 +11,10 @@ use pyo3::types::PyDict;
 use crate::value_err;
 
 /// Dense spaces from (name, dim, metric) triples.
-pub fn dense_spaces(spaces: Vec<(String, i128, String)>) -> PyResult<Vec<DenseSpace>> {
+pub fn dense_spaces(spaces: Vec<(String, i128, String, String)>) -> PyResult<Vec<DenseSpace>> {
     spaces
         .into_iter()
-        .map(|(name, dim, metric)| {
+        .map(|(name, dim, metric, datatype)| {
             let dim = usize::try_from(dim).map_err(|_| {
                 value_err(format!(
                     "vector space {name:?}: dim must be positive, got {dim}"
@@ -22,7 +22,11 @@ pub fn dense_spaces(spaces: Vec<(String, i128, String)>) -> PyResult<Vec<DenseSp
             })?;
             let metric = parse_metric(&metric)
                 .map_err(|e| value_err(format!("vector space {name:?}: {e}")))?;
-            Ok(DenseSpace::new(&name, dim, metric))
+            let mut space = DenseSpace::new(&name, dim, metric);
+            space.datatype = datatype
+                .parse()
+                .map_err(|e| value_err(format!("vector space {name:?}: {e}")))?;
+            Ok(space)
         })
         .collect()
 }

@@ -138,3 +138,27 @@ def test_sparse_posting_lists_on_disk_answer_as_in_dram(tmp_path):
     assert all(len(r) == 10 for r in results[1])
     files = list((tmp_path / "dbTrue").rglob("sparse.0.dvi"))
     assert len(files) == 1
+
+
+def test_float16_and_uint8_spaces_keep_the_rounded_values_and_refuse_what_they_cannot_hold(db):
+    col = db.create_collection("t", vectors={"half": {"dim": 4, "metric": "l2", "datatype": "float16"},
+                                             "bytes": {"dim": 4, "metric": "dot", "datatype": "uint8"}},
+                               seal_threshold=100)
+    half = np.array([[0.1, 1000.3, -2.5e-3, 7.0]] * 150, dtype=np.float32)
+    whole = np.array([[0, 3, 255, 17]] * 150, dtype=np.float32)
+    col.upsert(range(150), {"half": half, "bytes": whole})
+    col.optimize()
+    got = col.get([0, 149], with_vectors=True)
+    for p in got:
+        assert list(p["vectors"]["half"]) == half[0].astype(np.float16).astype(np.float32).tolist()
+        assert list(p["vectors"]["bytes"]) == [0, 3, 255, 17]
+    with pytest.raises(ValueError, match="65504"):
+        col.upsert([200], {"half": np.array([[7e4, 0, 0, 0]], dtype=np.float32)})
+    with pytest.raises(ValueError, match="0 to 255"):
+        col.upsert([200], {"bytes": np.array([[256, 0, 0, 0]], dtype=np.float32)})
+    with pytest.raises(ValueError, match="float32, float16 or uint8"):
+        db.create_collection("bad", dim=4, datatype="turbo4")
+    one = db.create_collection("one", dim=4, metric="l2", datatype="float16")
+    one.upsert([1], np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32))
+    assert list(one.get([1], with_vectors=True)[0]["vector"]) == \
+        np.array([0.1, 0.2, 0.3, 0.4], dtype=np.float16).astype(np.float32).tolist()

@@ -697,6 +697,18 @@ fn dense_spaces(body: &Value) -> Result<(Vec<DenseSpace>, Vec<DenseSpace>)> {
             let at = format!("{prefix}quantization_config");
             space.quantization =
                 crate::quantization::parse(v.get("quantization_config"), &at)?.flatten();
+            space.datatype = match v.get("datatype") {
+                None | Some(Value::Null) => diskvec_db::ElementType::Float32,
+                Some(Value::String(t)) => t
+                    .parse()
+                    .map_err(|e: String| ApiError::bad_request(format!("{prefix}datatype: {e}")))?,
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "{prefix}datatype must be \"float32\", \"float16\" or \"uint8\", got \
+                         {other}"
+                    )))
+                }
+            };
             if let Some(h) = v.get("hnsw_config").filter(|h| !h.is_null()) {
                 space.hnsw.m = opt_uint(h.get("m"), &format!("{prefix}hnsw_config.m"))?;
                 space.hnsw.ef_construct = opt_uint(
@@ -783,6 +795,9 @@ fn vectors_info(c: &CollectionConfig) -> Value {
         }
         if s.quantization.is_some() {
             p["quantization_config"] = crate::quantization::echo(s.quantization.as_ref());
+        }
+        if s.datatype != diskvec_db::ElementType::Float32 {
+            p["datatype"] = json!(s.datatype.name());
         }
         p
     };

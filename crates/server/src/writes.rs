@@ -219,7 +219,11 @@ fn apply(
         Write::Upsert => {
             let mode = upsert_mode(body.get("update_mode"))?;
             let only = update_filter(col, &body)?;
-            let points = upsert_points(body)?;
+            let mut points = upsert_points(body)?;
+            let config = col.config();
+            points
+                .iter_mut()
+                .for_each(|p| config.cast_uint8_like_qdrant(&mut p.vectors));
             col.check_insert(
                 points.len(),
                 points.iter().map(|p| &p.vectors),
@@ -256,7 +260,11 @@ fn apply(
         }
         Write::ClearPayload => col.clear_payload(&ids(&body)?)?,
         Write::UpdateVectors => {
-            let points = vector_updates(&body)?;
+            let mut points = vector_updates(&body)?;
+            let config = col.config();
+            points
+                .iter_mut()
+                .for_each(|(_, v)| config.cast_uint8_like_qdrant(v));
             let only = update_filter(col, &body)?;
             col.check_insert(points.len(), points.iter().map(|p| &p.1), "update limit")?;
             col.charge(Rate::Write, points.len().max(1))?;

@@ -246,6 +246,7 @@ impl Inner {
                     }
                     check_vectors(&v, s.dim).map_err(|e| refuse(e.to_string()))?;
                     s.metric.prepare(&mut v);
+                    s.round_to_datatype(&mut v).map_err(refuse)?;
                     out.set_dense(space, v);
                 }
                 Vector::Sparse(v) => {
@@ -293,6 +294,7 @@ impl Inner {
             }
             check_vectors(&row, space.dim).map_err(|e| e.to_string())?;
             space.metric.prepare(&mut row);
+            space.round_to_datatype(&mut row)?;
             out.extend_from_slice(&row);
         }
         Ok(out)

@@ -147,7 +147,7 @@ class Database:
                           idle_merge_ms: Optional[int] = None, navigation: bool = True,
                           build_memory: Union[str, int, None] = None,
                           search_memory: Union[str, int, None] = None,
-                          on_disk_payload: bool = False) -> "Collection":
+                          on_disk_payload: bool = False, datatype: str = "float32") -> "Collection":
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
@@ -195,10 +195,15 @@ class Database:
           DRAM a point) and read one when a filter no payload index answers, an order_by or
           an answer needs it; payload indexes stay in DRAM. A change applies to segments
           sealed or opened afterwards.
+        - datatype ("float32"): how the vectors are stored, "float16" (half the bytes on SSD)
+          or "uint8" (whole numbers 0-255; not with cosine); a named space may set its own
+          ("datatype" in its dict). Values are rounded once, where they enter; a float16
+          value beyond 65504 or a uint8 value that is not a whole number 0-255 is refused
+          (ValueError naming the point), where Qdrant's REST API would clip it.
         """
         dense_spaces = None if vectors is None else [
             (str(n), _int(f"vectors[{n!r}]['dim']", (v or {}).get("dim")), str((v or {}).get("metric", metric)),
-             bool((v or {}).get("multivector", False)))
+             bool((v or {}).get("multivector", False)), str((v or {}).get("datatype", datatype)))
             for n, v in vectors.items()]
         sparse_spaces = None if sparse_vectors is None else [
             (str(n), str((v or {}).get("modifier", "none")), bool((v or {}).get("on_disk", False)))
@@ -213,7 +218,7 @@ class Database:
             _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation),
             _opt_budget("build_memory", build_memory),
             _opt_budget("search_memory", search_memory, zero=True), dense_spaces, sparse_spaces,
-            bool(on_disk_payload))
+            bool(on_disk_payload), str(datatype))
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":
