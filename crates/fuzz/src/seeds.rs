@@ -32,6 +32,7 @@ fn sample_header() -> Header {
         stripe_bytes: 65536,
         path_count: 1,
         mirrored: false,
+        element: diskvec_vector::ElementType::Float32,
     }
 }
 
@@ -174,7 +175,15 @@ pub fn valid(target: &str) -> Vec<Vec<u8>> {
             (mirrored.path_count, mirrored.mirrored) = (3, true);
             let mut big = sample_header();
             (big.dim, big.count, big.medoid) = (1536, 5000, 4999);
-            vec![sample_header().encode(), mirrored.encode(), big.encode()]
+            // A version-4 header too: float16 records, two more a sector.
+            let mut half = sample_header();
+            half.element = diskvec_vector::ElementType::Float16;
+            vec![
+                sample_header().encode(),
+                mirrored.encode(),
+                big.encode(),
+                half.encode(),
+            ]
         }
         "meta" => vec![built_meta()],
         "nav" => vec![built_nav()],

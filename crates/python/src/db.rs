@@ -372,7 +372,7 @@ impl PyDatabase {
         navigation: bool,
         build_memory: Option<&str>,
         search_memory: Option<&str>,
-        dense_spaces: Option<Vec<(String, i128, String, bool, String)>>,
+        dense_spaces: Option<Vec<spaces::SpaceArgs>>,
         sparse_spaces: Option<Vec<(String, String, bool)>>,
         on_disk_payload: bool,
         datatype: &str,
@@ -387,7 +387,7 @@ impl PyDatabase {
             (None, dense, sparse) if dense.is_some() || sparse.is_some() => {
                 let (multi, dense): (Vec<_>, Vec<_>) =
                     dense.unwrap_or_default().into_iter().partition(|s| s.3);
-                let strip = |list: Vec<(String, i128, String, bool, String)>| {
+                let strip = |list: Vec<spaces::SpaceArgs>| {
                     list.into_iter()
                         .map(|(n, d, m, _, t)| (n, d, m, t))
                         .collect()

@@ -11,7 +11,14 @@ use pyo3::types::PyDict;
 use crate::value_err;
 
 /// Dense spaces from (name, dim, metric) triples.
-pub fn dense_spaces(spaces: Vec<(String, i128, String, String)>) -> PyResult<Vec<DenseSpace>> {
+/// A dense space as Python gives it: (name, dim, metric, datatype).
+pub type DenseArgs = (String, i128, String, String);
+
+/// A dense or multivector space as Python's `create_collection` gives it: (name, dim,
+/// metric, multivector, datatype).
+pub type SpaceArgs = (String, i128, String, bool, String);
+
+pub fn dense_spaces(spaces: Vec<DenseArgs>) -> PyResult<Vec<DenseSpace>> {
     spaces
         .into_iter()
         .map(|(name, dim, metric, datatype)| {

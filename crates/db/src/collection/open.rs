@@ -396,9 +396,7 @@ pub(crate) fn search_demand(storage: &dyn Storage, dir: &Path) -> Result<Demand>
         .dense
         .iter()
         .map(|s| {
-            // A collection's sealed segments store float32 records (datatypes: not yet).
-            let element = diskvec_vector::ElementType::Float32;
-            diskvec_index::diskann::NodeLayout::new(s.dim, config.max_degree, element).node_bytes
+            diskvec_index::diskann::NodeLayout::new(s.dim, config.max_degree, s.datatype).node_bytes
         })
         .sum();
     let segment_dirs: Vec<PathBuf> = manifest
