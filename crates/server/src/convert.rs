@@ -699,6 +699,10 @@ fn dense_spaces(body: &Value) -> Result<(Vec<DenseSpace>, Vec<DenseSpace>)> {
                 crate::quantization::parse(v.get("quantization_config"), &at)?.flatten();
             space.datatype = match v.get("datatype") {
                 None | Some(Value::Null) => diskvec_db::ElementType::Float32,
+                // Qdrant's lossy 4-bit storage is not implemented: the space keeps float32,
+                // exact vectors (more bytes, never less fidelity than asked), and its info
+                // says float32, what it holds.
+                Some(Value::String(t)) if t == "turbo4" => diskvec_db::ElementType::Float32,
                 Some(Value::String(t)) => t
                     .parse()
                     .map_err(|e: String| ApiError::bad_request(format!("{prefix}datatype: {e}")))?,
