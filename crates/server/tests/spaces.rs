@@ -592,3 +592,64 @@ async fn on_disk_payload_is_set_at_creation_and_by_patch() {
     let (status, v) = api.call("PUT", "/collections/d", bad).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
 }
+
+/// `datatype` on a space: float16 and uint8 are kept and shown, their vectors come back as
+/// the type holds them (uint8 cast as Qdrant casts: truncated into 0-255, where the embedded
+/// API refuses), float16 overflow is a 400 naming point and dimension, `turbo4` is kept as
+/// float32 and said so, and an unknown type is a 400 naming the supported ones.
+#[tokio::test]
+async fn datatypes_are_kept_shown_and_their_values_rounded() {
+    let api = Api::new(Keys::default());
+    let body = json!({"vectors": {
+        "half": {"size": 4, "distance": "Euclid", "datatype": "float16"},
+        "bytes": {"size": 4, "distance": "Dot", "datatype": "uint8"},
+        "t4": {"size": 4, "distance": "Dot", "datatype": "turbo4"},
+    }});
+    api.ok("PUT", "/collections/d", body).await;
+    let info = api.ok("GET", "/collections/d", json!({})).await;
+    let vectors = &info["config"]["params"]["vectors"];
+    assert_eq!(vectors["half"]["datatype"], "float16", "{vectors}");
+    assert_eq!(vectors["bytes"]["datatype"], "uint8", "{vectors}");
+    assert!(vectors["t4"].get("datatype").is_none(), "{vectors}");
+    let point = json!({"points": [{"id": 1, "vector": {
+        "half": [0.1, 1000.3, -2.5, 7.0],
+        "bytes": [256.19, 1.81, -3.0, 2.75],
+        "t4": [0.1, 0.2, 0.3, 0.4],
+    }}]});
+    api.ok("PUT", "/collections/d/points?wait=true", point)
+        .await;
+    let got = api.ok("GET", "/collections/d/points/1", json!({})).await;
+    let half: Vec<f32> = [0.1f32, 1000.3, -2.5, 7.0]
+        .iter()
+        .map(|&x| f32::from(half::f16::from_f32(x)))
+        .collect();
+    let floats = |v: &Value| -> Vec<f32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    assert_eq!(floats(&got["vector"]["half"]), half, "{got}");
+    assert_eq!(
+        floats(&got["vector"]["bytes"]),
+        [255.0, 1.0, 0.0, 2.0],
+        "{got}"
+    );
+    assert_eq!(floats(&got["vector"]["t4"]), [0.1, 0.2, 0.3, 0.4], "{got}");
+    let too_big = json!({"points": [{"id": 2, "vector": {"half": [7e4, 0, 0, 0]}}]});
+    let msg = api
+        .err(
+            "PUT",
+            "/collections/d/points?wait=true",
+            too_big,
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(msg.contains("point 2") && msg.contains("65504"), "{msg}");
+    let unknown = json!({"vectors": {"size": 4, "distance": "Dot", "datatype": "int4"}});
+    let msg = api
+        .err("PUT", "/collections/e", unknown, StatusCode::BAD_REQUEST)
+        .await;
+    assert!(msg.contains("float32, float16 or uint8"), "{msg}");
+}
