@@ -4,6 +4,8 @@
 //! Payload updates are logged as upserts of the points' new full contents, so replay never
 //! depends on the state it starts from: it is idempotent with point versions alone.
 
+use diskvec_vector::ElementType;
+
 use crate::vectors::{NamedVectors, PointVectors, SparseVector, Vector};
 use crate::{Payload, PointId};
 
@@ -54,6 +56,34 @@ const UPSERT_ONE_VECTOR: u8 = 1;
 const DELETE: u8 = 2;
 /// An upsert of points with vectors in any of the collection's spaces.
 const UPSERT: u8 = 3;
+/// As `UPSERT`, each dense and multivector entry in its space's element type (a type byte
+/// before its values): written when some space is float16 or uint8, so a float16 log is
+/// half the bytes.
+const UPSERT_TYPED: u8 = 4;
+
+/// The element type each dense and multivector space stores, by space index: how the log
+/// writes their values (they are already rounded to it).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SpaceTypes {
+    pub dense: Vec<ElementType>,
+    pub multi: Vec<ElementType>,
+}
+
+impl SpaceTypes {
+    pub fn of(config: &crate::CollectionConfig) -> Self {
+        Self {
+            dense: config.dense.iter().map(|s| s.datatype).collect(),
+            multi: config.multi.iter().map(|s| s.datatype).collect(),
+        }
+    }
+
+    fn narrow(&self) -> bool {
+        self.dense
+            .iter()
+            .chain(&self.multi)
+            .any(|&e| e != ElementType::Float32)
+    }
+}
 const ID_NUM: u8 = 0;
 const ID_UUID: u8 = 1;
 
@@ -68,26 +98,33 @@ impl Operation {
     #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        self.encode_into(&mut out, usize::MAX)
+        self.encode_into(&mut out, usize::MAX, &SpaceTypes::default())
             .expect("no payload is over an unbounded size");
         out
     }
 
     /// Appends the record body to `out`, each payload's JSON written in place (not
     /// serialized aside and copied); refuses a payload whose JSON is over `max_payload`
-    /// bytes, which is measured so, at no extra cost.
+    /// bytes, which is measured so, at no extra cost. Vectors are written as `types` says
+    /// their spaces store them.
     pub fn encode_into(
         &self,
         out: &mut Vec<u8>,
         max_payload: usize,
+        types: &SpaceTypes,
     ) -> Result<(), PayloadTooLarge> {
         match self {
             Operation::Upsert(points) => {
-                out.push(UPSERT);
+                let typed = types.narrow().then_some(types);
+                out.push(if typed.is_some() {
+                    UPSERT_TYPED
+                } else {
+                    UPSERT
+                });
                 put_u32(out, points.len() as u32);
                 for p in points {
                     put_id(out, p.id);
-                    put_vectors(out, &p.vectors);
+                    put_vectors(out, &p.vectors, typed);
                     let at = out.len();
                     put_u32(out, 0);
                     serde_json::to_writer(&mut *out, &p.payload).expect("a JSON map serializes");
@@ -114,15 +151,14 @@ impl Operation {
     pub fn decode(body: &[u8]) -> Result<Self, String> {
         let mut r = Reader { buf: body, at: 0 };
         let op = match r.u8()? {
-            kind @ (UPSERT | UPSERT_ONE_VECTOR) => {
+            kind @ (UPSERT | UPSERT_TYPED | UPSERT_ONE_VECTOR) => {
                 let n = r.u32()? as usize;
                 let mut points = Vec::with_capacity(n.min(body.len() / 8));
                 for _ in 0..n {
                     let id = r.id()?;
-                    let vectors = if kind == UPSERT {
-                        r.vectors()?
-                    } else {
-                        PointVectors::one_dense(r.floats()?)
+                    let vectors = match kind {
+                        UPSERT_ONE_VECTOR => PointVectors::one_dense(r.floats()?),
+                        _ => r.vectors(kind == UPSERT_TYPED)?,
                     };
                     let len = r.u32()? as usize;
                     let payload = serde_json::from_slice(r.take(len)?)
@@ -164,10 +200,26 @@ fn put_floats(out: &mut Vec<u8>, values: &[f32]) {
     }
 }
 
+/// `values` as `element` holds them (they are already rounded to it), after a type byte
+/// and their count.
+fn put_typed(out: &mut Vec<u8>, element: ElementType, values: &[f32]) {
+    out.push(element.code() as u8);
+    put_u32(out, values.len() as u32);
+    let at = out.len();
+    out.resize(at + values.len() * element.bytes(), 0);
+    element.encode(values, &mut out[at..]);
+}
+
 /// The vectors a point has: a count and (space, values) of its dense ones, a count and
 /// (space, indices, values) of its sparse ones, then a count and (space, values: rows back
-/// to back) of its multivectors. A space index fits a byte (`MAX_SPACES`).
-fn put_vectors(out: &mut Vec<u8>, v: &PointVectors) {
+/// to back) of its multivectors. A space index fits a byte (`MAX_SPACES`). With `typed`,
+/// dense and multivector values are written in their space's element type.
+fn put_vectors(out: &mut Vec<u8>, v: &PointVectors, typed: Option<&SpaceTypes>) {
+    let put =
+        |out: &mut Vec<u8>, types: Option<&Vec<ElementType>>, space: usize, values| match types {
+            Some(types) => put_typed(out, types.get(space).copied().unwrap_or_default(), values),
+            None => put_floats(out, values),
+        };
     let dense = v
         .dense
         .iter()
@@ -176,7 +228,7 @@ fn put_vectors(out: &mut Vec<u8>, v: &PointVectors) {
     out.push(dense.clone().count() as u8);
     for (space, values) in dense {
         out.push(space as u8);
-        put_floats(out, values);
+        put(out, typed.map(|t| &t.dense), space, values);
     }
     let sparse = v
         .sparse
@@ -202,7 +254,7 @@ fn put_vectors(out: &mut Vec<u8>, v: &PointVectors) {
     out.push(multi.clone().count() as u8);
     for (space, rows) in multi {
         out.push(space as u8);
-        put_floats(out, rows);
+        put(out, typed.map(|t| &t.multi), space, rows);
     }
 }
 
@@ -249,11 +301,30 @@ impl<'a> Reader<'a> {
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect())
     }
-    fn vectors(&mut self) -> Result<PointVectors, String> {
+    /// Values after a type byte and a count, widened to f32.
+    fn typed(&mut self) -> Result<Vec<f32>, String> {
+        let code = self.u8()?;
+        let element = ElementType::from_code(u32::from(code))
+            .ok_or_else(|| format!("unknown vector element type {code}"))?;
+        let n = self.u32()? as usize;
+        let bytes = self.take(n.checked_mul(element.bytes()).ok_or("length overflows")?)?;
+        let mut values = Vec::new();
+        element.decode_into(bytes, &mut values);
+        Ok(values)
+    }
+    /// Dense or multivector values: f32, or `typed`.
+    fn values(&mut self, typed: bool) -> Result<Vec<f32>, String> {
+        if typed {
+            self.typed()
+        } else {
+            self.floats()
+        }
+    }
+    fn vectors(&mut self, typed: bool) -> Result<PointVectors, String> {
         let mut v = PointVectors::default();
         for _ in 0..self.u8()? {
             let space = self.u8()? as usize;
-            let values = self.floats()?;
+            let values = self.values(typed)?;
             v.set_dense(space, values);
         }
         for _ in 0..self.u8()? {
@@ -273,7 +344,7 @@ impl<'a> Reader<'a> {
         }
         for _ in 0..self.u8()? {
             let space = self.u8()? as usize;
-            let rows = self.floats()?;
+            let rows = self.values(typed)?;
             v.set_multi(space, rows);
         }
         Ok(v)
@@ -343,6 +414,53 @@ mod tests {
         assert!(Operation::decode(&[9])
             .unwrap_err()
             .contains("unknown operation"));
+        // With a float16 or uint8 space, upserts are written in the spaces' types (kind 4):
+        // the same operation back, in fewer bytes.
+        let types = SpaceTypes {
+            dense: vec![
+                ElementType::Float16,
+                ElementType::Float32,
+                ElementType::Uint8,
+            ],
+            multi: vec![ElementType::Float32, ElementType::Float16],
+        };
+        let mut typed = PointVectors::default();
+        typed.set_dense(0, vec![0.5, -1.0, 65504.0, 0.099975586]);
+        typed.set_dense(2, vec![0.0, 255.0, 7.0]);
+        typed.set_multi(1, vec![1.0, 2.0, 3.0, -4.0]);
+        typed.set_sparse(0, SparseVector::default());
+        let op = Operation::Upsert(vec![StoredPoint {
+            id: PointId::Num(11),
+            vectors: typed,
+            payload: Payload::new(),
+        }]);
+        let mut bytes = Vec::new();
+        op.encode_into(&mut bytes, usize::MAX, &types).unwrap();
+        assert_eq!(bytes[0], UPSERT_TYPED);
+        assert!(
+            bytes.len() < op.encode().len() - 20,
+            "{} bytes",
+            bytes.len()
+        );
+        assert_eq!(Operation::decode(&bytes).unwrap(), op);
+        for cut in 0..bytes.len() {
+            assert!(Operation::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        // The first dense entry's type byte (after kind, count, id and the dense count and
+        // space) names no type.
+        // Any byte changed decodes to something or to an error, never a panic.
+        for at in 0..bytes.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut bad = bytes.clone();
+                bad[at] ^= flip;
+                let _ = Operation::decode(&bad);
+            }
+        }
+        let mut unknown = bytes.clone();
+        unknown[1 + 4 + 9 + 2] = 9;
+        assert!(Operation::decode(&unknown)
+            .unwrap_err()
+            .contains("element type 9"));
         // A record of log format 1 (one dense vector per point) replays as dense space 0.
         let mut v1 = vec![UPSERT_ONE_VECTOR];
         v1.extend_from_slice(&1u32.to_le_bytes());
@@ -366,14 +484,15 @@ mod tests {
         let json = serde_json::to_vec(&points[0].payload).unwrap().len();
         let mut out = Vec::new();
         assert_eq!(
-            big.encode_into(&mut out, json - 1),
+            big.encode_into(&mut out, json - 1, &SpaceTypes::default()),
             Err(PayloadTooLarge {
                 id: points[0].id,
                 bytes: json
             })
         );
         out.clear();
-        big.encode_into(&mut out, json).unwrap();
+        big.encode_into(&mut out, json, &SpaceTypes::default())
+            .unwrap();
         assert_eq!(out, big.encode());
     }
 }

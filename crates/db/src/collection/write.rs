@@ -7,7 +7,7 @@ use diskvec_vector::check_vectors;
 use super::{lock, Collection, Inner};
 use crate::config::space_suffix;
 use crate::filter::Filter;
-use crate::ops::{Operation, PointRecord, StoredPoint};
+use crate::ops::{Operation, PointRecord, SpaceTypes, StoredPoint};
 use crate::vectors::{NamedVectors, PointVectors, Vector};
 use crate::wal::RecordBuf;
 use crate::{DbError, Payload, PointId, Result};
@@ -76,8 +76,9 @@ impl Inner {
     /// The log record of `operation`, refused (nothing written) if a payload's JSON is over
     /// the collection's limit: it is measured as it is written into the record.
     fn encode(&self, operation: &Operation) -> Result<RecordBuf> {
-        let max = self.config().max_payload_bytes;
-        RecordBuf::encode(|out| operation.encode_into(out, max)).map_err(|e| {
+        let config = self.config();
+        let (max, types) = (config.max_payload_bytes, SpaceTypes::of(&config));
+        RecordBuf::encode(|out| operation.encode_into(out, max, &types)).map_err(|e| {
             DbError::InvalidInput(format!(
                 "point {}: payload is {} bytes; at most {max}",
                 e.id, e.bytes
