@@ -6,21 +6,16 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Mutex;
 
-use common::{clustered, exact_rows, recall};
+use common::{clustered, exact_rows};
 use diskvec_index::diskann::{
-    build_from, BuildParams, DiskIndex, GraphPrecision, MemoryBudget, OpenOptions, SearchParams,
-    SliceSource, VectorSource, SHARD_CAPACITY_VAR,
+    build_from, BuildParams, DiskIndex, GraphPrecision, MemoryBudget, OpenOptions, SliceSource,
+    VectorSource, SHARD_CAPACITY_VAR,
 };
 use diskvec_index::NoProgress;
-use diskvec_vector::{Metric, Rows};
+use diskvec_vector::Metric;
 
 const DIM: usize = 32;
-
-/// The shard knob is process-wide: tests that set it (or build while it could be set) take
-/// turns.
-static ENV: Mutex<()> = Mutex::new(());
 
 fn params(metric: Metric) -> BuildParams {
     BuildParams {
@@ -49,45 +44,11 @@ fn build_on(
     dir: &Path,
     shard_capacity: Option<usize>,
 ) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
-    let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    match shard_capacity {
-        Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
-        None => std::env::remove_var(SHARD_CAPACITY_VAR),
-    }
-    let result = build_from(
-        &mut SliceSource::new(data, DIM, ids),
-        params,
-        MemoryBudget::Bytes(1 << 30),
-        dir,
-        &NoProgress,
-    );
-    std::env::remove_var(SHARD_CAPACITY_VAR);
-    result
+    common::build_in(data, DIM, ids, params, dir, shard_capacity)
 }
 
 fn recall_at_10(dir: &Path, queries: &[f32], truth: &[Vec<i64>], navigation: bool) -> f64 {
-    let index = DiskIndex::open(
-        dir,
-        &OpenOptions {
-            navigation,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let params = SearchParams {
-        k: 10,
-        search_list: 100,
-        ..Default::default()
-    };
-    let (results, _) = index
-        .search_batch(Rows::new(queries, DIM), &params, 1)
-        .unwrap();
-    results
-        .iter()
-        .zip(truth)
-        .map(|(r, t)| recall(&r.ids, t, 10))
-        .sum::<f64>()
-        / truth.len() as f64
+    common::recall_at_10(dir, queries, DIM, truth, 100, navigation)
 }
 
 #[test]
@@ -238,7 +199,7 @@ fn bad_input_and_small_budgets_are_refused_leaving_the_old_index_whole() {
     ];
     for (fault, expected) in cases {
         for shards in [None, Some(1000)] {
-            let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
+            let _turn = common::SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
             match shards {
                 Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
                 None => std::env::remove_var(SHARD_CAPACITY_VAR),

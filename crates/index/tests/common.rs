@@ -72,3 +72,66 @@ pub fn engines() -> Vec<diskvec_io::EngineChoice> {
     );
     vec![EngineChoice::Pread]
 }
+
+/// The shard knob (`SHARD_CAPACITY_VAR`) is process-wide: a test file's builds, and its tests
+/// that set it, take turns under this lock.
+pub static SHARD_KNOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Builds `data` (rows of `dim`, one id each) into `dir` within 1 GiB: in memory, or with
+/// `shard_capacity` in shards of at most that many vectors.
+pub fn build_in(
+    data: &[f32],
+    dim: usize,
+    ids: &[i64],
+    params: &diskvec_index::diskann::BuildParams,
+    dir: &std::path::Path,
+    shard_capacity: Option<usize>,
+) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
+    use diskvec_index::diskann::{build_from, MemoryBudget, SliceSource, SHARD_CAPACITY_VAR};
+    let _turn = SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
+    match shard_capacity {
+        Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
+        None => std::env::remove_var(SHARD_CAPACITY_VAR),
+    }
+    let result = build_from(
+        &mut SliceSource::new(data, dim, ids),
+        params,
+        MemoryBudget::Bytes(1 << 30),
+        dir,
+        &diskvec_index::NoProgress,
+    );
+    std::env::remove_var(SHARD_CAPACITY_VAR);
+    result
+}
+
+/// Mean recall@10 of `queries` (rows of `dim`) searched in the index in `dir` at
+/// `search_list`, against `truth` (ids, closest first).
+pub fn recall_at_10(
+    dir: &std::path::Path,
+    queries: &[f32],
+    dim: usize,
+    truth: &[Vec<i64>],
+    search_list: usize,
+    navigation: bool,
+) -> f64 {
+    use diskvec_index::diskann::{DiskIndex, OpenOptions, SearchParams};
+    let options = OpenOptions {
+        navigation,
+        ..Default::default()
+    };
+    let index = DiskIndex::open(dir, &options).unwrap();
+    let params = SearchParams {
+        k: 10,
+        search_list,
+        ..Default::default()
+    };
+    let (results, _) = index
+        .search_batch(diskvec_vector::Rows::new(queries, dim), &params, 1)
+        .unwrap();
+    let total: f64 = results
+        .iter()
+        .zip(truth)
+        .map(|(r, t)| recall(&r.ids, t, 10))
+        .sum();
+    total / truth.len() as f64
+}

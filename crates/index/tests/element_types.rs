@@ -5,13 +5,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{clustered, exact_rows, recall};
-use diskvec_index::diskann::{
-    build_from, BuildParams, DiskIndex, MemoryBudget, OpenOptions, SearchParams, SliceSource,
-    SHARD_CAPACITY_VAR,
-};
+use common::{clustered, exact_rows};
+use diskvec_index::diskann::{BuildParams, DiskIndex, OpenOptions};
 use diskvec_index::NoProgress;
-use diskvec_vector::{ElementType, Metric, Rows};
+use diskvec_vector::{ElementType, Metric};
 
 const DIM: usize = 48;
 
@@ -26,8 +23,6 @@ fn params(metric: Metric, element: ElementType) -> BuildParams {
     }
 }
 
-/// Builds in memory or, with `shard_capacity`, in shards (the knob is process-wide, and this
-/// file's tests run one at a time under the lock).
 fn build(
     data: &[f32],
     ids: &[i64],
@@ -35,39 +30,11 @@ fn build(
     dir: &Path,
     shard_capacity: Option<usize>,
 ) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
-    static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    match shard_capacity {
-        Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
-        None => std::env::remove_var(SHARD_CAPACITY_VAR),
-    }
-    let result = build_from(
-        &mut SliceSource::new(data, DIM, ids),
-        params,
-        MemoryBudget::Bytes(1 << 30),
-        dir,
-        &NoProgress,
-    );
-    std::env::remove_var(SHARD_CAPACITY_VAR);
-    result
+    common::build_in(data, DIM, ids, params, dir, shard_capacity)
 }
 
 fn recall_at_10(dir: &Path, queries: &[f32], truth: &[Vec<i64>]) -> f64 {
-    let index = DiskIndex::open(dir, &OpenOptions::default()).unwrap();
-    let params = SearchParams {
-        k: 10,
-        search_list: 150,
-        ..Default::default()
-    };
-    let (results, _) = index
-        .search_batch(Rows::new(queries, DIM), &params, 1)
-        .unwrap();
-    let total: f64 = results
-        .iter()
-        .zip(truth)
-        .map(|(r, t)| recall(&r.ids, t, 10))
-        .sum();
-    total / truth.len() as f64
+    common::recall_at_10(dir, queries, DIM, truth, 150, false)
 }
 
 /// Whole numbers 0-255 with the clustered data's structure (as uint8 embeddings are).
