@@ -202,10 +202,10 @@ pub fn write_synthetic(
     while first < p.n {
         let count = block.min(p.n - first);
         let mut rows = gen.train_rows(first, count);
-        // Unit vectors: within float16's range, so rounding cannot fail.
+        // Unit vectors are within float16's range: an error here is a generator bug.
         element
             .round_in_place(&mut rows)
-            .expect("unit vectors fit float16");
+            .map_err(|e| anyhow::anyhow!("generated row {}: {e}", first + e.position / p.dim))?;
         let ids: Vec<i64> = (first as i64..(first + count) as i64).collect();
         train.append(&ids, &rows)?;
         let found = flat::search(

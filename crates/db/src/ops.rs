@@ -193,17 +193,18 @@ fn put_u32(out: &mut Vec<u8>, v: u32) {
 }
 
 fn put_floats(out: &mut Vec<u8>, values: &[f32]) {
-    put_u32(out, values.len() as u32);
-    out.reserve(4 * values.len());
-    for x in values {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
+    put_elements(out, ElementType::Float32, values);
 }
 
 /// `values` as `element` holds them (they are already rounded to it), after a type byte
 /// and their count.
 fn put_typed(out: &mut Vec<u8>, element: ElementType, values: &[f32]) {
     out.push(element.code() as u8);
+    put_elements(out, element, values);
+}
+
+/// A count, then `values` in `element`'s bytes.
+fn put_elements(out: &mut Vec<u8>, element: ElementType, values: &[f32]) {
     put_u32(out, values.len() as u32);
     let at = out.len();
     out.resize(at + values.len() * element.bytes(), 0);
@@ -294,18 +295,17 @@ impl<'a> Reader<'a> {
         self.take(n.checked_mul(4).ok_or("length overflows")?)
     }
     fn floats(&mut self) -> Result<Vec<f32>, String> {
-        let n = self.u32()? as usize;
-        Ok(self
-            .words(n)?
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect())
+        self.elements(ElementType::Float32)
     }
     /// Values after a type byte and a count, widened to f32.
     fn typed(&mut self) -> Result<Vec<f32>, String> {
         let code = self.u8()?;
         let element = ElementType::from_code(u32::from(code))
             .ok_or_else(|| format!("unknown vector element type {code}"))?;
+        self.elements(element)
+    }
+    /// A count, then that many values in `element`'s bytes, widened to f32.
+    fn elements(&mut self, element: ElementType) -> Result<Vec<f32>, String> {
         let n = self.u32()? as usize;
         let bytes = self.take(n.checked_mul(element.bytes()).ok_or("length overflows")?)?;
         let mut values = Vec::new();
