@@ -116,6 +116,11 @@ impl VectorSource for StreamSource {
             Err(e) => Err(e.to_string()),
         }
     }
+
+    fn rewind(&mut self) -> Result<(), String> {
+        self.0 = self.0.reopen().map_err(|e| e.to_string())?;
+        Ok(())
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -153,6 +158,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "meta_file_bytes": report.meta_file_bytes, "peak_rss_mb": rss,
             "shards": report.shards, "memory_budget_bytes": report.memory_budget,
             "resumed_shards": report.resumed_shards,
+            "disk_peak_estimate_bytes": report.disk_peak_estimate,
             "navigation_off": report.navigation_off.map(|off| off.to_string()),
         });
         println!("{j}");
@@ -200,6 +206,12 @@ pub fn print_report(r: &BuildReport, index: &Path, rss: f64) {
             "  built in {} overlapping shards to stay within {}",
             r.shards,
             diskvec_index::diskann::mib(r.memory_budget)
+        );
+    }
+    if let Some(peak) = r.disk_peak_estimate {
+        println!(
+            "  disk at its peak (estimated before it began): {:.1} GB",
+            peak as f64 / 1e9
         );
     }
     if r.resumed_shards > 0 {

@@ -222,6 +222,22 @@ impl VectorStream {
         &self.path
     }
 
+    /// The same file opened again at its first row, refused if it no longer has the rows
+    /// and dimension it had.
+    pub fn reopen(&self) -> Result<VectorStream> {
+        let again = open_stream(&self.path, self.chunk_rows)?;
+        if (again.rows, again.dim) != (self.rows, self.dim) {
+            return Err(invalid(
+                &self.path,
+                format!(
+                    "changed while read: {} rows of dimension {} now, {} of {} before",
+                    again.rows, again.dim, self.rows, self.dim
+                ),
+            ));
+        }
+        Ok(again)
+    }
+
     /// Bytes the raw vectors take as f32.
     pub fn raw_bytes(&self) -> u64 {
         self.rows as u64 * self.dim as u64 * 4

@@ -129,11 +129,13 @@ fn graphs_built_on_8_bit_codes_answer_like_graphs_built_on_the_vectors() {
 }
 
 /// A source that misbehaves at row `at`: `Ragged` delivers a row of the wrong length,
-/// `Nan` a NaN, `Short` ends there.
+/// `Nan` a NaN, `Short` ends there, `Changed` has another value there when read again.
+#[derive(Clone, Copy)]
 enum Fault {
     Ragged,
     Nan,
     Short,
+    Changed,
 }
 
 struct Faulty {
@@ -142,6 +144,7 @@ struct Faulty {
     at: usize,
     fault: Fault,
     next: usize,
+    rewinds: usize,
 }
 
 impl VectorSource for Faulty {
@@ -166,12 +169,19 @@ impl VectorSource for Faulty {
                     data.pop();
                 }
                 Fault::Nan => data[(self.at - self.next) * DIM + 3] = f32::NAN,
-                Fault::Short => {}
+                Fault::Changed if self.rewinds > 0 => data[(self.at - self.next) * DIM] += 0.5,
+                Fault::Short | Fault::Changed => {}
             }
         }
         let rows = end - self.next;
         self.next = end;
         Ok(rows)
+    }
+
+    fn rewind(&mut self) -> Result<(), String> {
+        self.next = 0;
+        self.rewinds += 1;
+        Ok(())
     }
 }
 
@@ -192,13 +202,16 @@ fn bad_input_and_small_budgets_are_refused_leaving_the_old_index_whole() {
         f.sort();
         f
     };
+    // A build in memory reads its input once; one in shards three times, and refuses an
+    // input that changed between them.
     let cases = [
-        (Fault::Ragged, "changed length"),
-        (Fault::Nan, "non-finite"),
-        (Fault::Short, "ended after"),
+        (Fault::Ragged, "changed length", &[None, Some(1000)][..]),
+        (Fault::Nan, "non-finite", &[None, Some(1000)]),
+        (Fault::Short, "ended after", &[None, Some(1000)]),
+        (Fault::Changed, "the input changed", &[Some(1000)]),
     ];
-    for (fault, expected) in cases {
-        for shards in [None, Some(1000)] {
+    for (fault, expected, shard_choices) in cases {
+        for &shards in shard_choices {
             let _turn = common::SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
             match shards {
                 Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
@@ -208,12 +221,9 @@ fn bad_input_and_small_budgets_are_refused_leaving_the_old_index_whole() {
                 data: data.clone(),
                 n,
                 at: 2700,
-                fault: match fault {
-                    Fault::Ragged => Fault::Ragged,
-                    Fault::Nan => Fault::Nan,
-                    Fault::Short => Fault::Short,
-                },
+                fault,
                 next: 0,
+                rewinds: 0,
             };
             let err = build_from(
                 &mut source,

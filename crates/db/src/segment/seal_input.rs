@@ -163,6 +163,14 @@ impl VectorSource for SealSource<'_> {
         self.seeds.clear();
     }
 
+    fn rewind(&mut self) -> Result<(), String> {
+        self.part = 0;
+        self.row_in_part = 0;
+        self.delivered = 0;
+        self.seeds.clear();
+        Ok(())
+    }
+
     fn next_chunk(&mut self, data: &mut Vec<f32>, ids: &mut Vec<i64>) -> Result<usize, String> {
         data.clear();
         ids.clear();

@@ -149,6 +149,9 @@ pub struct BuildReport {
     /// Shards of a build in shards whose graph an interrupted build of the same input had
     /// finished and this one took up.
     pub resumed_shards: usize,
+    /// A build in shards: the disk it estimated it would hold at its peak (index and
+    /// scratch, without the margin it also asked for), checked before it began.
+    pub disk_peak_estimate: Option<u64>,
 }
 
 /// Checks a build's parameters for `n` vectors of `dim` dimensions; returns the PQ code size.
@@ -656,6 +659,7 @@ pub fn build(
         codebook: Some(codebook),
         seeded: 0,
         resumed_shards: 0,
+        disk_peak_estimate: None,
     })
 }
 

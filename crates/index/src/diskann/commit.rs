@@ -88,25 +88,8 @@ pub(crate) fn new_build_id() -> u64 {
         ^ ((std::process::id() as u64) << 32)
 }
 
-/// Refuses a build that would run out of disk space in `dir` before it starts, naming the
-/// directory, what it needs and what is free (a build that fills the disk halfway would
-/// fail late, after hours of work).
-pub(crate) fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
-    let free = free_bytes(dir).map_err(file_error(dir))?;
-    if free < needed {
-        return Err(IndexError::InvalidArgument(format!(
-            "{}: the build needs about {:.1} GiB of disk space (scratch files and the index) \
-             and {:.1} GiB is free",
-            dir.display(),
-            needed as f64 / 1073741824.0,
-            free as f64 / 1073741824.0
-        )));
-    }
-    Ok(())
-}
-
 /// Bytes free to an unprivileged writer on the file system holding `dir`.
-fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+pub(crate) fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;

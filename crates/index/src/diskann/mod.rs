@@ -33,6 +33,7 @@ mod resume;
 mod search;
 mod service;
 mod sharded;
+mod sharded_disk;
 mod sharded_write;
 mod source;
 mod summed_file;

@@ -1,22 +1,25 @@
-//! The build for data larger than its memory budget (budget.rs decides when).
+//! The build for data larger than its memory budget (budget.rs decides when). The input is
+//! read three times and never copied whole (`VectorSource::rewind`; each pass is checked
+//! to read what the first did):
 //!
-//! 1. Spool: the input is streamed once, checked, prepared (unit length for cosine) and
-//!    written to a scratch file, while a seeded reservoir sample is kept.
+//! 1. Scan: ids, mean, largest norm, a seeded reservoir sample, every row checked,
+//!    prepared (unit length for cosine) and rounded to the storage type, as in every pass.
 //! 2. The sample trains the PQ codebook, the 4-bit bounds and k-means centroids, one per
-//!    shard. A second pass over the scratch file encodes every vector (PQ and 4-bit codes
-//!    to scratch files) and puts it into the shards of its two nearest centroids that still
-//!    have room (bucket files).
-//! 3. Each shard is loaded and its graph built in memory at two thirds of R, and its lists
-//!    (with their distances) written out, sorted by vector, to the build's checkpoint
-//!    directory (resume.rs): a build of the same input killed part-way takes up the shards
-//!    it finished when run again.
+//!    shard. A second pass encodes every vector (PQ, compact and 4-bit codes to scratch
+//!    files), writes the row its shards' graphs are built from (an 8-bit code) once to the
+//!    rows file, and the two nearest centroids with room to the shards file.
+//! 3. Each shard is loaded by one scan of the rows file and its graph built in memory at
+//!    two thirds of R, and its lists (with their distances) written out, sorted by vector,
+//!    to the build's checkpoint directory (resume.rs): a build of the same input killed
+//!    part-way takes up the shards it finished when run again.
 //! 4. The merge walks all shard lists in vector order: a vector's lists from its two
 //!    shards are joined and pruned back to R (robust prune, distances between candidates
 //!    from the 4-bit codes held in memory, or, without room for them, the closest R).
-//! 5. Node file, navigation file and meta.dvm are written from the scratch files in vector
-//!    order, and committed as any build is (commit.rs). The scratch files are named in the
-//!    build's intent record, so a crash leaves nothing the next build or open does not
-//!    remove.
+//! 5. Navigation file and meta.dvm are written from the scratch files, the node file from
+//!    a third pass over the input (sharded_write.rs), and committed as any build is
+//!    (commit.rs). The scratch files are named in the build's intent record, so a crash
+//!    leaves nothing the next build or open does not remove. What all this needs on disk
+//!    is checked before the first row is read (sharded_disk.rs).
 //!
 //! Every scratch file is written and read through `SpillWriter`/`SpillReader`, which drop
 //! the pages behind them: the page cache a build dirties counts against its memory cgroup.
@@ -25,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use diskvec_graph::{FullVectors, GraphVectors, Sq8Vectors, VamanaParams};
-use diskvec_io::{SpillReader, SpillWriter, SECTOR};
+use diskvec_io::{SpillReader, SpillWriter};
 use diskvec_vector::{
     kmeans, release_freed_memory, Metric, ProductQuantizer, ScalarQuantizer4, ScalarQuantizer8,
 };
@@ -42,21 +45,23 @@ use super::compact::{compact_code_bytes, compact_path};
 use super::meta_writer::staged_path;
 use super::nav::nav_path;
 use super::resume::{BucketHasher, Checkpoints, ListsWriter, ShardRecipe};
+use super::sharded_disk::DiskNeed;
 use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice, Written};
-use super::source::{check_complete, next_checked, VectorSource};
+use super::source::{check_complete, InputPass, VectorSource};
 use crate::{IndexError, Progress, Result};
 
 /// The scratch files of one build, named by its generation in the index directory.
 struct Scratch {
     dir: PathBuf,
     generation: String,
-    shards: usize,
 }
 
 impl Scratch {
     fn file(&self, what: &str) -> PathBuf {
         self.dir.join(format!("build.{}.{what}", self.generation))
     }
+    /// The storage-type vectors in input order, written only where nodes are placed by
+    /// position (sharded_write.rs); otherwise the node file is written from the input.
     fn vectors(&self) -> PathBuf {
         self.file("vectors")
     }
@@ -76,22 +81,25 @@ impl Scratch {
     fn seeds(&self) -> PathBuf {
         self.file("seeds")
     }
-    fn bucket(&self, s: usize) -> PathBuf {
-        self.file(&format!("bucket{s}"))
+    /// Every vector once, in input order, as the shard graphs see it (`ShardRow`).
+    fn rows(&self) -> PathBuf {
+        self.file("rows")
+    }
+    /// The shards each vector went to: `SHARD_OVERLAP` u16 a vector, `NO_SHARD` for none.
+    fn shards(&self) -> PathBuf {
+        self.file("shards")
     }
     fn all(&self) -> Vec<PathBuf> {
-        let mut files = vec![
+        vec![
             self.vectors(),
             self.pq(),
             self.compact(),
             self.sq4(),
             self.graph(),
             self.seeds(),
-        ];
-        for s in 0..self.shards {
-            files.push(self.bucket(s));
-        }
-        files
+            self.rows(),
+            self.shards(),
+        ]
     }
     fn remove(&self) {
         for f in self.all() {
@@ -140,8 +148,8 @@ fn f32s_le(values: &[f32], out: &mut Vec<u8>) {
     out.extend(values.iter().flat_map(|v| v.to_le_bytes()));
 }
 
-/// What the spool pass learned.
-struct Spooled {
+/// What the first pass over the input learned.
+struct Scanned {
     ids: Vec<i64>,
     sample: Vec<f32>,
     max_norm_sq: f32,
@@ -149,9 +157,13 @@ struct Spooled {
     /// Rows whose lists the input seeded, a bit each.
     seeded: Vec<u64>,
     seeded_count: usize,
+    /// The walk check's query rows (`walk_sample`), prepared, in row order.
+    walk_queries: Vec<f32>,
+    /// What later passes must read again (`InputPass::fingerprint`).
+    fingerprint: u64,
 }
 
-impl Spooled {
+impl Scanned {
     fn is_seeded(&self, row: usize) -> bool {
         self.seeded[row / 64] & (1 << (row % 64)) != 0
     }
@@ -205,18 +217,18 @@ fn write_seeds(
     Ok(count)
 }
 
-/// Pass 1: input to the scratch vector file, checked and prepared, with a seeded reservoir
-/// sample of `plan.sample_rows` rows.
-fn spool(
-    source: &mut dyn VectorSource,
+/// Pass 1 over the input: its ids (checked unique), a seeded reservoir sample of
+/// `plan.sample_rows` rows, the mean and largest norm, the walk check's query rows, and the
+/// seed lists a merge of segments passes on. Nothing of the vectors is written.
+fn scan(
+    mut pass: InputPass,
     params: &BuildParams,
     plan: &BuildPlan,
     scratch: &Scratch,
     progress: &dyn Progress,
-) -> Result<Spooled> {
-    let (dim, n) = (source.dim(), source.rows());
+) -> Result<Scanned> {
+    let (dim, n) = (pass.source().dim(), pass.source().rows());
     progress.phase("reading input", n as u64);
-    let mut out = SpillWriter::create(&scratch.vectors(), FILE_BUFFER)?;
     // Seeds are taken only where the merge can rank them (it computes their distances
     // from the 4-bit codes it holds when it re-prunes).
     let mut seeds_out = if plan.reprune {
@@ -232,15 +244,17 @@ fn spool(
     let mut ids = Vec::with_capacity(n);
     let mut sums = vec![0f64; dim];
     let mut max_norm_sq = 0f32;
-    let (mut data, mut chunk_ids, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+    let walk_rows = walk_sample(n).1;
+    let mut walk_queries = Vec::with_capacity(walk_rows.len() * dim);
+    let mut data = Vec::new();
     loop {
         let seen = ids.len();
-        let rows = next_checked(source, seen, &mut data, &mut chunk_ids)?;
+        let rows = pass.next(&mut data)?;
         if rows == 0 {
             break;
         }
         if let Some(seeds_out) = seeds_out.as_mut() {
-            source.seed_lists(&mut lists);
+            pass.source().seed_lists(&mut lists);
             if lists.len() == rows {
                 seeded_count += write_seeds(
                     seeds_out,
@@ -253,11 +267,6 @@ fn spool(
                 )?;
             }
         }
-        if !params.input_prepared {
-            data.par_chunks_exact_mut(dim)
-                .for_each(|v| params.metric.prepare(v));
-        }
-        super::source::round_to_element(params.element, &mut data, dim, seen, &chunk_ids)?;
         for (i, v) in data.chunks_exact(dim).enumerate() {
             for (s, &x) in sums.iter_mut().zip(v) {
                 *s += x as f64;
@@ -274,14 +283,13 @@ fn spool(
                     sample[j * dim..(j + 1) * dim].copy_from_slice(v);
                 }
             }
+            if walk_rows.get(walk_queries.len() / dim) == Some(&row) {
+                walk_queries.extend_from_slice(v);
+            }
         }
-        bytes.clear();
-        f32s_le(&data, &mut bytes);
-        out.write_all(&bytes)?;
-        ids.extend_from_slice(&chunk_ids);
+        ids.extend_from_slice(pass.ids());
         progress.advance(rows as u64);
     }
-    out.finish(false)?;
     if let Some(seeds_out) = seeds_out {
         seeds_out.finish(false)?;
     }
@@ -297,13 +305,15 @@ fn spool(
     drop(sorted);
     let mut mean: Vec<f32> = sums.iter().map(|s| (s / n as f64) as f32).collect();
     params.metric.prepare(&mut mean);
-    Ok(Spooled {
+    Ok(Scanned {
         ids,
         sample,
         max_norm_sq,
         mean,
         seeded,
         seeded_count,
+        walk_queries,
+        fingerprint: pass.fingerprint(),
     })
 }
 
@@ -320,27 +330,16 @@ struct WalkRows {
 }
 
 impl WalkRows {
-    fn new(vectors: &Path, n: usize, dim: usize) -> Result<Self> {
-        use std::os::unix::fs::FileExt;
+    fn new(n: usize, query_vectors: Vec<f32>) -> Self {
         let (pool, queries) = walk_sample(n);
-        let file = std::fs::File::open(vectors).map_err(crate::error::file_error(vectors))?;
-        let mut query_vectors = Vec::with_capacity(queries.len() * dim);
-        let mut bytes = vec![0u8; dim * 4];
-        let mut v = Vec::new();
-        for &q in &queries {
-            file.read_exact_at(&mut bytes, (q * dim * 4) as u64)
-                .map_err(crate::error::file_error(vectors))?;
-            le_f32s(&bytes, &mut v);
-            query_vectors.extend_from_slice(&v);
-        }
-        Ok(Self {
+        Self {
             queries,
             query_vectors,
             exact: Vec::with_capacity(pool.len()),
             pool,
             pq: Vec::new(),
             sq: Vec::new(),
-        })
+        }
     }
 
     fn query(&self, row: usize) -> &[f32] {
@@ -374,27 +373,36 @@ struct Partitioned {
     walk: WalkRows,
 }
 
-/// Pass 2: PQ and 4-bit codes of every vector to their scratch files, every vector into the
-/// buckets of its two nearest centroids with room.
+/// A shard slot of the shards file that holds no shard.
+const NO_SHARD: u16 = u16::MAX;
+
+/// Pass 2 over the input: PQ, compact and 4-bit codes of every vector to their scratch
+/// files, its shard row (`bucket_vector_bytes`) once to the rows file, and the two nearest
+/// shards with room to the shards file.
 #[allow(clippy::too_many_arguments)]
 fn encode_and_partition(
+    mut pass: InputPass,
     scratch: &Scratch,
-    n: usize,
-    dim: usize,
     plan: &BuildPlan,
     space: GraphSpace,
     (pq, compact): (&ProductQuantizer, Option<&ProductQuantizer>),
     sq: &ScalarQuantizer4,
     sq8: Option<&ScalarQuantizer8>,
     centroids: &[f32],
-    spooled: &Spooled,
+    scanned: &Scanned,
     progress: &dyn Progress,
 ) -> Result<Partitioned> {
+    let (dim, n) = (pass.source().dim(), pass.source().rows());
     progress.phase("encoding and partitioning", n as u64);
-    let (shards, mean) = (centroids.len() / space.dim(), &spooled.mean[..]);
+    let (shards, mean) = (centroids.len() / space.dim(), &scanned.mean[..]);
+    if shards >= NO_SHARD as usize {
+        return Err(IndexError::InvalidArgument(format!(
+            "{shards} shards are more than a build can number (a larger memory budget gives \
+             fewer)"
+        )));
+    }
     let gdim = space.dim();
     let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
-    let mut input = SpillReader::open(&scratch.vectors(), FILE_BUFFER)?;
     let mut pq_out = SpillWriter::create(&scratch.pq(), FILE_BUFFER)?;
     let mut compact_out = match compact {
         Some(_) => Some(SpillWriter::create(&scratch.compact(), FILE_BUFFER)?),
@@ -402,24 +410,23 @@ fn encode_and_partition(
     };
     let mc = compact.map_or(0, ProductQuantizer::code_bytes);
     let mut sq_out = SpillWriter::create(&scratch.sq4(), FILE_BUFFER)?;
-    let mut buckets = (0..shards)
-        .map(|s| SpillWriter::create(&scratch.bucket(s), FILE_BUFFER))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let mut rows_out = SpillWriter::create(&scratch.rows(), FILE_BUFFER)?;
+    let mut shards_out = SpillWriter::create(&scratch.shards(), FILE_BUFFER)?;
     let mut sizes = vec![0usize; shards];
     let mut hashes: Vec<BucketHasher> = (0..shards).map(|_| BucketHasher::new()).collect();
-    let mut walk = WalkRows::new(&scratch.vectors(), n, dim)?;
+    let mut walk = WalkRows::new(n, scanned.walk_queries.clone());
     let mut next_wanted = 0usize;
     let mut medoid = (f32::INFINITY, 0u32);
     // As the in-memory build: the vector nearest the mean, by L2 for inner product (-dot
     // would pick the largest vector in the mean's direction).
     let medoid_metric = space.metric();
-    let (mut bytes, mut data, mut record) = (Vec::new(), Vec::new(), Vec::new());
-    let mut row = 0usize;
-    while row < n {
-        let rows = plan.chunk_rows.min(n - row);
-        bytes.resize(rows * dim * 4, 0);
-        input.read_exact(&mut bytes)?;
-        le_f32s(&bytes, &mut data);
+    let (mut data, mut record, mut slots) = (Vec::new(), Vec::new(), Vec::new());
+    loop {
+        let row = pass.seen();
+        let rows = pass.next(&mut data)?;
+        if rows == 0 {
+            break;
+        }
         // Per row: PQ code, 4-bit record, shards by distance to their centroid, distance
         // to the mean.
         let encoded: Vec<Encoded> = data
@@ -455,6 +462,7 @@ fn encode_and_partition(
                 (code, rec, order, medoid_metric.distance(v, mean), stored)
             })
             .collect();
+        slots.clear();
         for (i, (code, rec, order, to_mean, stored)) in encoded.into_iter().enumerate() {
             let gid = row + i;
             let v = &data[i * dim..(i + 1) * dim];
@@ -463,6 +471,7 @@ fn encode_and_partition(
                 out.write_all(&code[m..])?;
             }
             sq_out.write_all(&rec)?;
+            rows_out.write_all(&stored)?;
             if to_mean < medoid.0 {
                 medoid = (to_mean, gid as u32);
             }
@@ -474,52 +483,31 @@ fn encode_and_partition(
                 walk.sq.extend_from_slice(&rec);
                 next_wanted += 1;
             }
-            // The nearest shards with room; the overlap joins neighbouring shards' graphs.
-            // A seeded vector has edges beyond its shard already and goes into one. All
-            // of its nearest shards full (rare: shards are sized with slack): the first
-            // shard with room.
-            let has_room = |s: &usize| sizes[*s] < plan.shard_capacity;
-            let copies = if spooled.is_seeded(gid) {
-                1
-            } else {
-                SHARD_OVERLAP
-            };
-            let mut chosen: Vec<usize> = order
-                .iter()
-                .map(|&s| s as usize)
-                .filter(has_room)
-                .take(copies.min(shards))
-                .collect();
-            if chosen.is_empty() {
-                chosen.extend((0..shards).find(has_room));
-            }
+            let chosen = choose_shards(&order, &sizes, plan, scanned.is_seeded(gid), gid)?;
+            // The record a shard's key hashes: what its graph is built from.
             record.clear();
             record.extend_from_slice(&(gid as u32).to_le_bytes());
             record.extend_from_slice(&stored);
-            for &s in &chosen {
-                buckets[s].write_all(&record)?;
-                hashes[s].add(&record);
-                sizes[s] += 1;
-            }
-            if chosen.is_empty() {
-                return Err(IndexError::InvalidArgument(format!(
-                    "the build plan's {shards} shards of {} vectors are full at vector {gid} \
-                     (a larger memory budget gives larger shards)",
-                    plan.shard_capacity
-                )));
+            for slot in 0..SHARD_OVERLAP {
+                let s = chosen.get(slot).copied();
+                if let Some(s) = s {
+                    hashes[s].add(&record);
+                    sizes[s] += 1;
+                }
+                slots.extend_from_slice(&s.map_or(NO_SHARD, |s| s as u16).to_le_bytes());
             }
         }
-        row += rows;
+        shards_out.write_all(&slots)?;
         progress.advance(rows as u64);
     }
+    pass.finish_same_as(scanned.fingerprint)?;
     pq_out.finish(false)?;
     if let Some(out) = compact_out {
         out.finish(false)?;
     }
     sq_out.finish(false)?;
-    for b in buckets {
-        b.finish(false)?;
-    }
+    rows_out.finish(false)?;
+    shards_out.finish(false)?;
     Ok(Partitioned {
         medoid: medoid.1,
         sizes,
@@ -528,48 +516,90 @@ fn encode_and_partition(
     })
 }
 
+/// The shards vector `gid` goes to: the nearest with room of `order` (nearest first), two
+/// (`SHARD_OVERLAP`: the overlap joins neighbouring shards' graphs), or one for a seeded
+/// vector, which has edges beyond its shard already. All of its nearest shards full (rare:
+/// shards are sized with slack): the first shard with room.
+fn choose_shards(
+    order: &[u32],
+    sizes: &[usize],
+    plan: &BuildPlan,
+    seeded: bool,
+    gid: usize,
+) -> Result<Vec<usize>> {
+    let shards = sizes.len();
+    let has_room = |s: &usize| sizes[*s] < plan.shard_capacity;
+    let copies = if seeded { 1 } else { SHARD_OVERLAP };
+    let mut chosen: Vec<usize> = order
+        .iter()
+        .map(|&s| s as usize)
+        .filter(has_room)
+        .take(copies.min(shards))
+        .collect();
+    if chosen.is_empty() {
+        chosen.extend((0..shards).find(has_room));
+    }
+    if chosen.is_empty() {
+        return Err(IndexError::InvalidArgument(format!(
+            "the build plan's {shards} shards of {} vectors are full at vector {gid} \
+             (a larger memory budget gives larger shards)",
+            plan.shard_capacity
+        )));
+    }
+    Ok(chosen)
+}
+
 /// Insertion passes of each shard's graph: one, with alpha. Every vector is inserted into
 /// two shards and its lists are pruned again at the merge, so a second pass bought no
 /// recall on either shipped set (measured: recall@10 and @100 within 0.0005 of two passes,
 /// at two thirds of the graph time).
 const SHARD_PASSES: usize = 1;
 
-/// Pass 3: shard `s`'s graph, built in memory from its bucket file (over 8-bit codes when
-/// `sq8` is given), written to `out` as lists of (neighbour, distance) by vector, in vector
-/// order.
+/// Pass 3: shard `s`'s graph, built in memory from its rows of the rows file (8-bit codes
+/// when `sq8` is given), written to `out` as lists of (neighbour, distance) by vector, in
+/// vector order.
 #[allow(clippy::too_many_arguments)]
 fn build_shard(
     scratch: &Scratch,
     out: &mut ListsWriter,
     s: usize,
     size: usize,
-    dim: usize,
+    (n, dim): (usize, usize),
     space: GraphSpace,
     sq8: Option<&ScalarQuantizer8>,
     params: &BuildParams,
+    plan: &BuildPlan,
     progress: &dyn Progress,
 ) -> Result<()> {
     let gdim = space.dim();
-    let mut input = SpillReader::open(&scratch.bucket(s), FILE_BUFFER)?;
     let mut gids = Vec::with_capacity(size);
     let mut data = diskvec_vector::vec_with_huge_pages(if sq8.is_some() { 0 } else { size * gdim });
     let mut codes =
         diskvec_vector::vec_with_huge_pages(if sq8.is_some() { size * gdim } else { 0 });
-    let mut record = vec![0u8; 4 + bucket_vector_bytes(space, dim, sq8)];
     let mut v = Vec::with_capacity(dim);
-    for _ in 0..size {
-        input.read_exact(&mut record)?;
-        gids.push(u32::from_le_bytes(record[..4].try_into().expect("4 bytes")));
-        match sq8 {
-            Some(_) => codes.extend_from_slice(&record[4..]),
-            None => {
-                le_f32s(&record[4..], &mut v);
-                space.push(&v, &mut data);
+    scan_shard_rows(
+        scratch,
+        s,
+        n,
+        bucket_vector_bytes(space, dim, sq8),
+        plan,
+        |gid, row| {
+            gids.push(gid);
+            match sq8 {
+                Some(_) => codes.extend_from_slice(row),
+                None => {
+                    le_f32s(row, &mut v);
+                    space.push(&v, &mut data);
+                }
             }
-        }
+        },
+    )?;
+    if gids.len() != size {
+        return Err(IndexError::InvalidArgument(format!(
+            "shard {s}: {} rows in the scratch files, {size} expected (scratch file damaged?)",
+            gids.len()
+        )));
     }
-    drop(input);
-    let _ = std::fs::remove_file(scratch.bucket(s));
     let vamana = VamanaParams {
         max_degree: shard_degree(params.max_degree),
         build_list: params.build_list,
@@ -590,6 +620,47 @@ fn build_shard(
             write_shard_lists(out, &gids, &vectors, vamana, &go_on)
         }
     }
+}
+
+/// Hands `sink` each row of the rows file (`row_bytes` each) that went to shard `s`, with
+/// its vector number, in vector order: one sequential scan of the rows and shards files
+/// (a shard's rows are spread over the input, and one file read once per shard costs less
+/// disk than a copy of every row per shard).
+fn scan_shard_rows(
+    scratch: &Scratch,
+    s: usize,
+    n: usize,
+    row_bytes: usize,
+    plan: &BuildPlan,
+    mut sink: impl FnMut(u32, &[u8]),
+) -> Result<()> {
+    let mut rows = SpillReader::open(&scratch.rows(), FILE_BUFFER)?;
+    let mut shards = SpillReader::open(&scratch.shards(), FILE_BUFFER)?;
+    let slot_bytes = 2 * SHARD_OVERLAP;
+    let chunk = plan.chunk_rows.max(1);
+    let (mut row_buf, mut slot_buf) = (vec![0u8; chunk * row_bytes], vec![0u8; chunk * slot_bytes]);
+    let mut first = 0usize;
+    while first < n {
+        let count = chunk.min(n - first);
+        shards.read_exact(&mut slot_buf[..count * slot_bytes])?;
+        rows.read_exact(&mut row_buf[..count * row_bytes])?;
+        for (i, slots) in slot_buf[..count * slot_bytes]
+            .chunks_exact(slot_bytes)
+            .enumerate()
+        {
+            let member = slots
+                .chunks_exact(2)
+                .any(|b| u16::from_le_bytes([b[0], b[1]]) as usize == s);
+            if member {
+                sink(
+                    (first + i) as u32,
+                    &row_buf[i * row_bytes..(i + 1) * row_bytes],
+                );
+            }
+        }
+        first += count;
+    }
+    Ok(())
 }
 
 /// Builds the graph of one shard's `vectors` (local rows; `gids` their vector numbers) and
@@ -814,7 +885,6 @@ pub(crate) fn build_sharded(
     let scratch = Scratch {
         dir: out.to_path_buf(),
         generation: format!("{build_id:016x}"),
-        shards: plan.shards,
     };
     let (targets, stored_paths) = commit::placement(out, &params.paths, build_id)?;
     let nav_target = nav_path(out, build_id);
@@ -826,23 +896,16 @@ pub(crate) fn build_sharded(
         .chain(compact_target.clone())
         .collect();
     let new_files: Vec<PathBuf> = generation.iter().cloned().chain(scratch.all()).collect();
-    let raw = n as u64 * dim as u64 * 4;
-    // Scratch: vectors, two bucket copies (8-bit codes or f32), PQ and 4-bit codes, the
-    // merged graph; then the node file (twice when mirrored) and the navigation file beside
-    // them.
-    let r = params.max_degree as u64;
-    let n64 = n as u64;
-    let bucket_bytes = match params.graph_precision {
-        GraphPrecision::Sq8 => n64 * (4 + dim as u64 + 1),
-        GraphPrecision::Full => n64 * 4 + raw,
-    };
-    let codes = pq_bytes as u64 + compact_code_bytes(pq_bytes).unwrap_or(0) as u64;
-    let scratch_bytes = raw + 2 * bucket_bytes + n64 * (codes + 4 * (r + 1) + dim as u64 / 2 + 4);
-    // Whole sectors, as the node file is laid out (a 768-d f32 record fills one alone).
-    let layout = super::NodeLayout::new(dim, params.max_degree, params.element);
-    let node_bytes = (1 + layout.data_sectors(n)) * SECTOR as u64 * (1 + params.mirror as u64);
-    let nav_bytes = n64 * (dim as u64 / 2 + 8 + 4 * r) + n64 * (codes - pq_bytes as u64);
-    commit::check_free_space(out, scratch_bytes + node_bytes + nav_bytes)?;
+    let may_place = super::sharded_write::placement_fits(
+        plan,
+        n,
+        (n * params.max_degree) as u64,
+        dim * params.element.bytes(),
+        pq_bytes,
+    );
+    let need = DiskNeed::of((n, dim), params, pq_bytes, plan, may_place);
+    log::info!("{}", need.describe());
+    need.check(out)?;
     let intent = commit::record_intent(storage, out, build_id, &new_files, &previous)?;
     let checkpoints = Checkpoints::new(&params.checkpoint_dir(out), params.storage.clone());
     let result = build_files(
@@ -908,6 +971,7 @@ pub(crate) fn build_sharded(
         codebook: Some(codebook),
         seeded,
         resumed_shards: resumed,
+        disk_peak_estimate: Some(need.peak()),
     })
 }
 
@@ -968,30 +1032,36 @@ fn build_files(
 ) -> Result<Built> {
     let (dim, n) = (source.dim(), source.rows());
     let start = Instant::now();
-    let mut spooled = spool(source, params, plan, scratch, progress)?;
+    let mut scanned = scan(
+        InputPass::first(source, params),
+        params,
+        plan,
+        scratch,
+        progress,
+    )?;
     commit::failpoint("build:spooled");
     // Seeded vectors go into one shard, the others into SHARD_OVERLAP: the shards are
     // counted for the copies there are.
-    let seeded_count = spooled.seeded_count;
+    let seeded_count = scanned.seeded_count;
     let copies = seeded_count + SHARD_OVERLAP * (n - seeded_count);
     let shards = plan.shards_for(copies);
-    if spooled.seeded_count > 0 {
+    if scanned.seeded_count > 0 {
         log::info!(
             "{} of {n} vectors keep the lists of their own graph; {shards} shards instead of {}",
-            spooled.seeded_count,
+            scanned.seeded_count,
             plan.shards
         );
     }
-    let space = GraphSpace::new(params.metric, dim, spooled.max_norm_sq);
+    let space = GraphSpace::new(params.metric, dim, scanned.max_norm_sq);
     progress.phase("PQ training", 1);
-    let codebook = super::codebook::codebook_for(params, &spooled.sample, dim, pq_bytes)?;
+    let codebook = super::codebook::codebook_for(params, &scanned.sample, dim, pq_bytes)?;
     let pq = &codebook.pq;
-    let sq = ScalarQuantizer4::train(&spooled.sample, dim);
-    let mut graph_sample = Vec::with_capacity(spooled.sample.len() / dim * space.dim());
-    for v in spooled.sample.chunks_exact(dim) {
+    let sq = ScalarQuantizer4::train(&scanned.sample, dim);
+    let mut graph_sample = Vec::with_capacity(scanned.sample.len() / dim * space.dim());
+    for v in scanned.sample.chunks_exact(dim) {
         space.push(v, &mut graph_sample);
     }
-    spooled.sample = Vec::new();
+    scanned.sample = Vec::new();
     let centroids = kmeans(&graph_sample, space.dim(), shards, 10, params.seed);
     // Shards are built over 8-bit codes, so their buckets hold the codes (a quarter of the
     // f32 vectors' scratch space and I/O).
@@ -1005,16 +1075,15 @@ fn build_files(
         hashes,
         walk,
     } = encode_and_partition(
+        InputPass::again(source, params)?,
         scratch,
-        n,
-        dim,
         plan,
         space,
         (pq, codebook.compact.as_ref()),
         &sq,
         sq8.as_ref(),
         &centroids,
-        &spooled,
+        &scanned,
         progress,
     )?;
     let pq_seconds = start.elapsed().as_secs_f64();
@@ -1062,7 +1131,6 @@ fn build_files(
     let (mut resumed, mut built) = (0, 0);
     for (s, &size) in sizes.iter().enumerate() {
         if checkpoints.finished(keys[s]) {
-            let _ = std::fs::remove_file(scratch.bucket(s));
             progress.advance((SHARD_PASSES * size) as u64);
             resumed += 1;
             continue;
@@ -1073,10 +1141,11 @@ fn build_files(
             &mut lists,
             s,
             size,
-            dim,
+            (n, dim),
             space,
             sq8.as_ref(),
             params,
+            plan,
             progress,
         )?;
         checkpoints.finish(lists)?;
@@ -1091,6 +1160,8 @@ fn build_files(
     if resumed > 0 {
         log::info!("{resumed} of {shards} shard graphs kept from an interrupted build");
     }
+    let _ = std::fs::remove_file(scratch.rows());
+    let _ = std::fs::remove_file(scratch.shards());
     let lists: Vec<PathBuf> = keys.iter().map(|&k| checkpoints.lists(k)).collect();
     let edges = merge(scratch, n, space, params, plan, &lists, &sq, progress)?;
     release_freed_memory();
@@ -1100,12 +1171,14 @@ fn build_files(
     let write_start = Instant::now();
     let header_probe = build_header(params, dim, n, pq_bytes, targets.len(), medoid, build_id);
     let inputs = Inputs {
-        vectors: scratch.vectors(),
+        vectors: InputPass::again(source, params)?,
+        fingerprint: scanned.fingerprint,
+        placed_vectors: scratch.vectors(),
         pq: scratch.pq(),
         compact: scratch.compact(),
         sq4: scratch.sq4(),
         graph: scratch.graph(),
-        ids: spooled.ids,
+        ids: std::mem::take(&mut scanned.ids),
         targets,
         stored_paths,
         nav_target,

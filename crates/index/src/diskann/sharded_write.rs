@@ -1,18 +1,20 @@
 //! The last pass of a build in shards: the navigation file, meta.dvm and the node files,
-//! from the scratch files (sharded.rs).
+//! from the scratch files (sharded.rs) and a last read of the input.
 //!
 //! Where the merged graph fits the budget, nodes are placed as an in-memory build places
 //! them (`sector_order`: breadth-first from the medoid, each sector filled with graph
 //! neighbours, so one read often brings two nodes a search wants and the node cache is a
-//! prefix of the file); vectors and codes are then read from the scratch files by position,
-//! a batch at a time in parallel. Otherwise nodes keep input order and everything streams.
+//! prefix of the file); codes are then read from the scratch files by position, and the
+//! vectors from a copy of the input in the storage type, a batch at a time in parallel.
+//! Otherwise nodes keep input order and everything streams, the vectors straight from the
+//! input.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use diskvec_io::SpillReader;
-use diskvec_vector::{ProductQuantizer, ScalarQuantizer4};
+use diskvec_io::{SpillReader, SpillWriter};
+use diskvec_vector::{ElementType, ProductQuantizer, ScalarQuantizer4};
 use rayon::prelude::*;
 
 use super::budget::{BuildPlan, FILE_BUFFER};
@@ -20,6 +22,7 @@ use super::build::{entry_sample, write_nodes, BuildParams};
 use super::meta_writer::{stage_meta, staged_path, MetaParts};
 use super::nav::{NavSummary, NavWriter, SteppedAside, WalkCodes};
 use super::reorder::sector_order_of;
+use super::source::InputPass;
 use super::Header;
 use crate::error::file_error;
 use crate::{Progress, Result};
@@ -142,9 +145,14 @@ struct Placement {
     lists: Lists,
 }
 
-/// Scratch files the last pass reads.
-pub(crate) struct Inputs<'a> {
-    pub vectors: PathBuf,
+/// What the last pass reads: the input once more, and scratch files.
+pub(crate) struct Inputs<'a, 's> {
+    /// The input, rewound: the node records' vectors.
+    pub vectors: InputPass<'s>,
+    /// What the first pass over the input read (`InputPass::fingerprint`).
+    pub fingerprint: u64,
+    /// Where the vectors are copied in storage type when nodes are placed by position.
+    pub placed_vectors: PathBuf,
     pub pq: PathBuf,
     /// The compact codes, input order (absent where the codebook has no compact set).
     pub compact: PathBuf,
@@ -192,7 +200,7 @@ fn read_graph(path: &Path, n: usize, r: usize, edges: u64) -> Result<Lists> {
 /// Whether the merged graph, the order and its breadth-first queue fit next to what the
 /// build holds anyway (ids, buffers).
 /// The placement lives on while meta.dvm is streamed (a batch of codes read by position).
-fn placement_fits(
+pub(crate) fn placement_fits(
     plan: &BuildPlan,
     n: usize,
     edges: u64,
@@ -214,7 +222,7 @@ fn placement_fits(
 /// Writes the navigation file, stages meta.dvm, writes the node files, and returns the header.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_outputs(
-    inputs: Inputs,
+    mut inputs: Inputs,
     params: &BuildParams,
     plan: &BuildPlan,
     header_probe: Header,
@@ -229,7 +237,8 @@ pub(crate) fn write_outputs(
     let r = params.max_degree;
     let layout = header_probe.layout();
     let sq = nav_choice.sq;
-    let placement = if placement_fits(plan, n, edges, dim * 4, pq.code_bytes()) {
+    let element = params.element;
+    let placement = if placement_fits(plan, n, edges, dim * element.bytes(), pq.code_bytes()) {
         progress.phase("placing nodes in sectors", 1);
         let lists = read_graph(&inputs.graph, n, r, edges)?;
         let order = sector_order_of(n, header_probe.medoid, layout.nodes_per_sector, |u| {
@@ -331,7 +340,9 @@ pub(crate) fn write_outputs(
 
     match &placement {
         Some(p) => {
-            let mut vectors = RowsByPosition::open(&inputs.vectors, dim * 4, &p.order)?;
+            copy_vectors(&mut inputs.vectors, element, &inputs.placed_vectors)?;
+            let row_bytes = dim * element.bytes();
+            let mut vectors = RowsByPosition::open(&inputs.placed_vectors, row_bytes, &p.order)?;
             write_nodes(
                 inputs.targets,
                 params,
@@ -339,18 +350,19 @@ pub(crate) fn write_outputs(
                 n,
                 progress,
                 |pos, vector, neighbours| {
-                    le_f32s(vectors.get(pos)?, vector);
+                    element.decode_into(vectors.get(pos)?, vector);
                     neighbours.clear();
                     let old = p.order[pos];
                     neighbours.extend(p.lists.of(old).iter().map(|&q| p.position[q as usize]));
                     Ok(())
                 },
             )?;
+            let _ = std::fs::remove_file(&inputs.placed_vectors);
         }
         None => {
-            let mut vectors = SpillReader::open(&inputs.vectors, FILE_BUFFER)?;
             let mut graph = GraphReader::open(&inputs.graph, r)?;
-            let mut bytes = vec![0u8; dim * 4];
+            let (mut chunk, mut at) = (Vec::new(), 0usize);
+            let pass = &mut inputs.vectors;
             write_nodes(
                 inputs.targets,
                 params,
@@ -358,18 +370,41 @@ pub(crate) fn write_outputs(
                 n,
                 progress,
                 |_, vector, neighbours| {
-                    vectors.read_exact(&mut bytes)?;
-                    le_f32s(&bytes, vector);
+                    if at * dim == chunk.len() {
+                        at = 0;
+                        if pass.next(&mut chunk)? == 0 {
+                            return Err(crate::IndexError::InvalidArgument(
+                                "the input ended early when read again".into(),
+                            ));
+                        }
+                    }
+                    vector.clear();
+                    vector.extend_from_slice(&chunk[at * dim..(at + 1) * dim]);
+                    at += 1;
                     graph.next(neighbours)
                 },
             )?;
         }
     }
+    inputs.vectors.finish_same_as(inputs.fingerprint)?;
     Ok(Written {
         meta_file_bytes: staged.bytes,
         header,
         navigation_off,
     })
+}
+
+/// The input's rows, as the node records hold them, to `path` in input order.
+fn copy_vectors(pass: &mut InputPass, element: ElementType, path: &Path) -> Result<()> {
+    let mut out = SpillWriter::create(path, FILE_BUFFER)?;
+    let (mut chunk, mut bytes) = (Vec::new(), Vec::new());
+    while pass.next(&mut chunk)? > 0 {
+        bytes.resize(chunk.len() * element.bytes(), 0);
+        element.encode(&chunk, &mut bytes);
+        out.write_all(&bytes)?;
+    }
+    out.finish(false)?;
+    Ok(())
 }
 
 pub(crate) fn le_f32s(bytes: &[u8], out: &mut Vec<f32>) {

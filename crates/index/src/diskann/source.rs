@@ -2,6 +2,10 @@
 //! whole in memory (a file reader in the CLI, a slice for callers that hold the vectors).
 
 /// Vectors delivered a chunk at a time, with one external id per row.
+///
+/// A build in shards reads its input three times (statistics and sample, codes, node
+/// records) instead of keeping a copy of it: each pass after the first starts with
+/// `rewind`, and must deliver the same rows (checked).
 pub trait VectorSource {
     fn dim(&self) -> usize;
     /// The rows the source announces; delivering fewer or more is an error of the source.
@@ -21,6 +25,99 @@ pub trait VectorSource {
     /// default).
     fn seed_lists(&mut self, lists: &mut Vec<Vec<u32>>) {
         lists.clear();
+    }
+
+    /// Starts again from the first row, so the next chunk is the first one.
+    fn rewind(&mut self) -> std::result::Result<(), String>;
+}
+
+/// One pass over a build's input: each chunk checked (`next_checked`), prepared for the
+/// metric unless the input says it is, and rounded to the storage element type, as every
+/// pass must see the same values. A fingerprint of the raw values and ids lets a later pass
+/// prove it read what the first one did.
+pub(crate) struct InputPass<'s> {
+    source: &'s mut dyn VectorSource,
+    prepare: Option<diskvec_vector::Metric>,
+    element: diskvec_vector::ElementType,
+    seen: usize,
+    ids: Vec<i64>,
+    fingerprint: twox_hash::XxHash3_64,
+}
+
+impl<'s> InputPass<'s> {
+    /// The first pass, from where `source` stands (a fresh source: its first row).
+    pub fn first(source: &'s mut dyn VectorSource, params: &super::BuildParams) -> Self {
+        Self {
+            source,
+            prepare: (!params.input_prepared).then_some(params.metric),
+            element: params.element,
+            seen: 0,
+            ids: Vec::new(),
+            fingerprint: twox_hash::XxHash3_64::with_seed(0),
+        }
+    }
+
+    /// A later pass: the source rewound to its first row.
+    pub fn again(
+        source: &'s mut dyn VectorSource,
+        params: &super::BuildParams,
+    ) -> crate::Result<Self> {
+        source.rewind().map_err(|e| {
+            crate::IndexError::InvalidArgument(format!("reading the input again: {e}"))
+        })?;
+        Ok(Self::first(source, params))
+    }
+
+    /// The next chunk's prepared, rounded rows into `data` (its ids in `ids()`): the row
+    /// count, 0 at the end.
+    pub fn next(&mut self, data: &mut Vec<f32>) -> crate::Result<usize> {
+        use std::hash::Hasher;
+        let dim = self.source.dim();
+        let rows = next_checked(self.source, self.seen, data, &mut self.ids)?;
+        self.fingerprint.write(bytemuck::cast_slice(data));
+        self.fingerprint.write(bytemuck::cast_slice(&self.ids));
+        if let Some(metric) = self.prepare {
+            use rayon::prelude::*;
+            data.par_chunks_exact_mut(dim)
+                .for_each(|v| metric.prepare(v));
+        }
+        round_to_element(self.element, data, dim, self.seen, &self.ids)?;
+        self.seen += rows;
+        Ok(rows)
+    }
+
+    /// The ids of the last chunk.
+    pub fn ids(&self) -> &[i64] {
+        &self.ids
+    }
+
+    /// Rows delivered before the last chunk's, plus the last chunk's.
+    pub fn seen(&self) -> usize {
+        self.seen
+    }
+
+    pub fn source(&mut self) -> &mut dyn VectorSource {
+        self.source
+    }
+
+    /// What this pass read, to compare with another pass over the same input.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::Hasher;
+        self.fingerprint.finish()
+    }
+
+    /// Refuses a pass that ended early or read other rows than the first pass (`first`,
+    /// its fingerprint).
+    pub fn finish_same_as(self, first: u64) -> crate::Result<()> {
+        check_complete(self.source.rows(), self.seen)?;
+        if self.fingerprint() != first {
+            return Err(crate::IndexError::InvalidArgument(
+                "the input changed while the build read it (each of its passes must read the \
+                 same rows, ids and values)"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -145,5 +242,10 @@ impl VectorSource for SliceSource<'_> {
         let rows = end - self.at;
         self.at = end;
         Ok(rows)
+    }
+
+    fn rewind(&mut self) -> std::result::Result<(), String> {
+        self.at = 0;
+        Ok(())
     }
 }
