@@ -66,26 +66,52 @@ fn a_build_in_shards_answers_like_the_build_in_memory() {
         let (whole, sharded) = (root.path().join("whole"), root.path().join("sharded"));
         let report = build_with(&data, &ids, metric, &whole, None).unwrap();
         assert_eq!(report.shards, 1);
-        let report = build_with(&data, &ids, metric, &sharded, Some(1500)).unwrap();
-        assert!(report.shards >= 9, "{metric:?}: {} shards", report.shards);
-        let (a, b) = (
-            recall_at_10(&whole, &queries, &truth, false),
-            recall_at_10(&sharded, &queries, &truth, false),
-        );
-        eprintln!("{metric:?}: recall@10 in memory {a:.4}, in shards {b:.4}");
-        assert!(b >= a - 0.02 && b > 0.9, "{metric:?}: {b} vs {a}");
-        // The navigation file streamed out by the sharded build opens and walks.
-        let nav = recall_at_10(&sharded, &queries, &truth, true);
-        assert!(nav > 0.9, "{metric:?}: navigation recall {nav}");
-        let report = diskvec_index::diskann::verify(&sharded, &NoProgress).unwrap();
-        assert!(report.damage.is_empty());
-        let left: Vec<String> = std::fs::read_dir(&sharded)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|f| f.starts_with("build.") || f.starts_with("pending."))
-            .collect();
-        assert!(left.is_empty(), "scratch files left: {left:?}");
+        let a = recall_at_10(&whole, &queries, &truth, false);
+        // Nodes placed by position (codes through scratch files), and in input order (codes
+        // streamed into the index files as they are encoded).
+        for input_order in [false, true] {
+            let params = params(metric);
+            let report = common::build_in_order(
+                &data,
+                DIM,
+                &ids,
+                &params,
+                &sharded,
+                Some(1500),
+                input_order,
+            );
+            let report = report.unwrap();
+            assert!(report.shards >= 9, "{metric:?}: {} shards", report.shards);
+            let b = recall_at_10(&sharded, &queries, &truth, false);
+            let how = if input_order { "input order" } else { "placed" };
+            eprintln!("{metric:?}: recall@10 in memory {a:.4}, in shards ({how}) {b:.4}");
+            assert!(b >= a - 0.02 && b > 0.9, "{metric:?} {how}: {b} vs {a}");
+            // The navigation file the sharded build wrote opens and walks.
+            let nav = recall_at_10(&sharded, &queries, &truth, true);
+            assert!(nav > 0.9, "{metric:?} {how}: navigation recall {nav}");
+            let options = OpenOptions {
+                compact_codes: true,
+                ..Default::default()
+            };
+            let index = DiskIndex::open(&sharded, &options).unwrap();
+            assert!(
+                index.uses_compact_codes(),
+                "{metric:?} {how}: {:?}",
+                index.compact_problem()
+            );
+            drop(index);
+            let report = diskvec_index::diskann::verify(&sharded, &NoProgress).unwrap();
+            assert!(report.damage.is_empty(), "{how}");
+            let left: Vec<String> = std::fs::read_dir(&sharded)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|f| {
+                    f.starts_with("build.") || f.starts_with("pending.") || f.ends_with(".tmp")
+                })
+                .collect();
+            assert!(left.is_empty(), "{how}: scratch files left: {left:?}");
+        }
     }
 }
 

@@ -87,11 +87,31 @@ pub fn build_in(
     dir: &std::path::Path,
     shard_capacity: Option<usize>,
 ) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
-    use diskvec_index::diskann::{build_from, MemoryBudget, SliceSource, SHARD_CAPACITY_VAR};
+    build_in_order(data, dim, ids, params, dir, shard_capacity, false)
+}
+
+/// As `build_in`; `input_order`: a build in shards keeps nodes in input order, its codes
+/// streamed into the index files (the path of a build whose merged graph does not fit).
+pub fn build_in_order(
+    data: &[f32],
+    dim: usize,
+    ids: &[i64],
+    params: &diskvec_index::diskann::BuildParams,
+    dir: &std::path::Path,
+    shard_capacity: Option<usize>,
+    input_order: bool,
+) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
+    use diskvec_index::diskann::{
+        build_from, MemoryBudget, SliceSource, INPUT_ORDER_VAR, SHARD_CAPACITY_VAR,
+    };
     let _turn = SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
     match shard_capacity {
         Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
         None => std::env::remove_var(SHARD_CAPACITY_VAR),
+    }
+    match input_order {
+        true => std::env::set_var(INPUT_ORDER_VAR, "1"),
+        false => std::env::remove_var(INPUT_ORDER_VAR),
     }
     let result = build_from(
         &mut SliceSource::new(data, dim, ids),
@@ -101,6 +121,7 @@ pub fn build_in(
         &diskvec_index::NoProgress,
     );
     std::env::remove_var(SHARD_CAPACITY_VAR);
+    std::env::remove_var(INPUT_ORDER_VAR);
     result
 }
 

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use diskvec_index::diskann::{
-    build_from, BuildParams, DiskIndex, MemoryBudget, OpenOptions, VectorSource, SHARD_CAPACITY_VAR,
+    build_from, BuildParams, DiskIndex, MemoryBudget, OpenOptions, VectorSource, INPUT_ORDER_VAR,
+    SHARD_CAPACITY_VAR,
 };
 use diskvec_index::NoProgress;
 use diskvec_vector::Metric;
@@ -113,9 +114,18 @@ fn names(dir: &Path) -> Vec<String> {
     f
 }
 
-fn build_sharded(source: &mut dyn VectorSource, dir: &Path) -> diskvec_index::Result<()> {
+/// A build in shards; `input_order`: nodes in input order, codes streamed into the index
+/// files (else placed, codes through scratch files).
+fn build_sharded(
+    source: &mut dyn VectorSource,
+    dir: &Path,
+    input_order: bool,
+) -> diskvec_index::Result<()> {
     let _turn = common::SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
     std::env::set_var(SHARD_CAPACITY_VAR, "1500");
+    if input_order {
+        std::env::set_var(INPUT_ORDER_VAR, "1");
+    }
     let result = build_from(
         source,
         &params(),
@@ -124,6 +134,7 @@ fn build_sharded(source: &mut dyn VectorSource, dir: &Path) -> diskvec_index::Re
         &NoProgress,
     );
     std::env::remove_var(SHARD_CAPACITY_VAR);
+    std::env::remove_var(INPUT_ORDER_VAR);
     result.map(|report| assert!(report.shards > 1))
 }
 
@@ -142,7 +153,9 @@ fn a_build_that_cannot_fit_is_refused_before_it_reads_a_row() {
         next: 0,
         filler: None,
     };
-    let err = build_sharded(&mut source, &index).unwrap_err().to_string();
+    let err = build_sharded(&mut source, &index, false)
+        .unwrap_err()
+        .to_string();
     eprintln!("{err}");
     assert!(
         err.contains("the build needs about") && err.contains("B is free"),
@@ -176,22 +189,28 @@ fn a_disk_that_fills_during_the_build_fails_it_naming_the_file_and_keeps_the_old
         next: 0,
         filler: None,
     };
-    build_sharded(&mut first, &index).unwrap();
+    build_sharded(&mut first, &index, false).unwrap();
     let before = names(&index);
-    let mut source = FillsTheDisk {
-        data: &data,
-        ids: &ids,
-        next: 0,
-        filler: Some(disk.dir.join("other-writer")),
-    };
-    let err = build_sharded(&mut source, &index).unwrap_err().to_string();
-    eprintln!("{err}");
-    assert!(
-        err.contains("No space left") && err.contains(index.to_str().unwrap()),
-        "{err}"
-    );
-    assert_eq!(names(&index), before, "{err}");
-    std::fs::remove_file(disk.dir.join("other-writer")).unwrap();
-    let old = DiskIndex::open(&index, &OpenOptions::default()).unwrap();
-    assert_eq!(old.len(), 1000);
+    // Codes into scratch files (nodes placed), and straight into the index files.
+    for input_order in [false, true] {
+        let filler = disk.dir.join("other-writer");
+        let mut source = FillsTheDisk {
+            data: &data,
+            ids: &ids,
+            next: 0,
+            filler: Some(filler.clone()),
+        };
+        let err = build_sharded(&mut source, &index, input_order)
+            .unwrap_err()
+            .to_string();
+        eprintln!("{err}");
+        assert!(
+            err.contains("No space left") && err.contains(index.to_str().unwrap()),
+            "{err}"
+        );
+        assert_eq!(names(&index), before, "{err}");
+        std::fs::remove_file(filler).unwrap();
+        let old = DiskIndex::open(&index, &OpenOptions::default()).unwrap();
+        assert_eq!(old.len(), 1000);
+    }
 }

@@ -30,7 +30,10 @@ fn build(
     dir: &Path,
     shard_capacity: Option<usize>,
 ) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
-    common::build_in(data, DIM, ids, params, dir, shard_capacity)
+    // In shards, nodes keep input order, the path of a build too large to place them: the
+    // node records' vectors come from the input's last pass, rounded again.
+    let input_order = shard_capacity.is_some();
+    common::build_in_order(data, DIM, ids, params, dir, shard_capacity, input_order)
 }
 
 fn recall_at_10(dir: &Path, queries: &[f32], truth: &[Vec<i64>]) -> f64 {

@@ -11,7 +11,7 @@ use diskvec_vector::{
 use super::budget::{BuildShape, MemoryBudget};
 use super::compact::compact_path;
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
-use super::meta_writer::{stage_meta, staged_path, MetaParts};
+use super::meta_writer::{stage_meta, MetaParts};
 use super::nav::{nav_path, Navigation, SteppedAside, WalkCodes};
 use super::reorder::sector_order;
 use super::source::{check_complete, next_checked, round_to_element, VectorSource};
@@ -386,6 +386,11 @@ pub(crate) fn advance_unless_cancelled(progress: &dyn Progress, steps: u64) -> b
 /// (tests use it to shard inputs far smaller than the process itself).
 pub const SHARD_CAPACITY_VAR: &str = "DISKVEC_BUILD_SHARD_CAPACITY";
 
+/// Keeps a build in shards' nodes in input order whatever the budget, its codes streamed
+/// into the index files as they are encoded (tests use it to take, on small inputs, the
+/// path of a build whose merged graph does not fit its budget).
+pub const INPUT_ORDER_VAR: &str = "DISKVEC_BUILD_INPUT_ORDER";
+
 /// Builds a DISKANN index of the vectors `source` streams into the directory `out` within
 /// `budget` (peak memory, as a memory cgroup counts it: resident memory and the page cache
 /// the build dirties), replacing any index there only once the new one is complete. A build
@@ -582,14 +587,12 @@ pub fn build(
         paths: &stored_paths,
     };
     let staged = stage_meta(storage, out, parts, &geometry, |w| {
-        let staged = staged_path(out);
         for &old in &order {
             let old = old as usize;
-            w.codes(&codes[old * pq_bytes..(old + 1) * pq_bytes])
-                .map_err(file_error(&staged))?;
+            w.codes(&codes[old * pq_bytes..(old + 1) * pq_bytes])?;
         }
         let placed: Vec<i64> = order.iter().map(|&old| ids[old as usize]).collect();
-        w.ids(&placed).map_err(file_error(&staged))
+        w.ids(&placed)
     })?;
     let header = Header {
         meta_crc: staged.crc,

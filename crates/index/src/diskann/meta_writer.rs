@@ -9,7 +9,7 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use diskvec_io::storage::{Storage, StorageWriter};
+use diskvec_io::storage::{Storage, StorageFile};
 
 use super::header::Writer;
 use super::meta::{encode_paths, CRC_AT, META_HEADER, META_MAGIC};
@@ -150,30 +150,78 @@ pub(crate) fn staged_path(out: &Path) -> PathBuf {
     out.join(format!("{}.tmp", super::META_FILE))
 }
 
+/// `std::io::Write` over a storage file's appends, owning the file (a `meta.dvm.tmp` being
+/// staged lives across a build's phases).
+pub(crate) struct Appender(Box<dyn StorageFile>);
+
+impl Write for Appender {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.append(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `meta.dvm.tmp` in an index directory, streamed: codes, then ids, then `finish` patches
+/// the CRC in and syncs. A build in shards starts it once the codebook is trained and
+/// writes the codes as it encodes them, so they never take scratch space.
+pub(crate) struct MetaStage<'a> {
+    path: PathBuf,
+    writer: MetaWriter<'a, BufWriter<Appender>>,
+}
+
+impl<'a> MetaStage<'a> {
+    pub(crate) fn create(
+        storage: &dyn Storage,
+        out: &Path,
+        parts: MetaParts<'a>,
+        element: diskvec_vector::ElementType,
+    ) -> Result<Self> {
+        let path = staged_path(out);
+        let file = storage.create(&path).map_err(file_error(&path))?;
+        let buffered = BufWriter::with_capacity(1 << 20, Appender(file));
+        let version = super::header::layout_version_for(element);
+        let writer = MetaWriter::start(buffered, parts, version).map_err(file_error(&path))?;
+        Ok(Self { path, writer })
+    }
+
+    pub(crate) fn codes(&mut self, codes: &[u8]) -> Result<()> {
+        self.writer.codes(codes).map_err(file_error(&self.path))
+    }
+
+    pub(crate) fn ids(&mut self, ids: &[i64]) -> Result<()> {
+        self.writer.ids(ids).map_err(file_error(&self.path))
+    }
+
+    /// The tail (`geometry`), the CRC patched in, the file synced.
+    pub(crate) fn finish(self, geometry: &Header) -> Result<StagedMeta> {
+        let path = self.path;
+        let (buffered, crc, bytes) = self.writer.finish(geometry).map_err(file_error(&path))?;
+        let Appender(mut file) = buffered
+            .into_inner()
+            .map_err(|e| file_error(&path)(e.into_error()))?;
+        file.write_at(CRC_AT as u64, &crc.to_le_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(file_error(&path))?;
+        Ok(StagedMeta { crc, bytes })
+    }
+}
+
 /// Streams `meta.dvm.tmp` in `out` through `storage`: `fill` writes the codes and ids, then
 /// the tail follows, the CRC is patched in and the file synced.
-pub(crate) fn stage_meta(
+pub(crate) fn stage_meta<'a>(
     storage: &dyn Storage,
     out: &Path,
-    parts: MetaParts,
+    parts: MetaParts<'a>,
     geometry: &Header,
-    fill: impl FnOnce(&mut MetaWriter<BufWriter<StorageWriter>>) -> Result<()>,
+    fill: impl FnOnce(&mut MetaStage<'a>) -> Result<()>,
 ) -> Result<StagedMeta> {
-    let path = staged_path(out);
-    let mut file = storage.create(&path).map_err(file_error(&path))?;
-    let (crc, bytes) = {
-        let buffered = BufWriter::with_capacity(1 << 20, StorageWriter(&mut *file));
-        let version = super::header::layout_version_for(geometry.element);
-        let mut writer = MetaWriter::start(buffered, parts, version).map_err(file_error(&path))?;
-        fill(&mut writer)?;
-        let (mut buffered, crc, bytes) = writer.finish(geometry).map_err(file_error(&path))?;
-        buffered.flush().map_err(file_error(&path))?;
-        (crc, bytes)
-    };
-    file.write_at(CRC_AT as u64, &crc.to_le_bytes())
-        .and_then(|()| file.sync_data())
-        .map_err(file_error(&path))?;
-    Ok(StagedMeta { crc, bytes })
+    let mut stage = MetaStage::create(storage, out, parts, geometry.element)?;
+    fill(&mut stage)?;
+    stage.finish(geometry)
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ mod resume;
 mod search;
 mod service;
 mod sharded;
+mod sharded_codes;
 mod sharded_disk;
 mod sharded_write;
 mod source;
@@ -41,7 +42,10 @@ mod verify;
 
 pub use crate::SearchResult;
 pub use budget::{available_memory, mib, BuildPlan, BuildShape, MemoryBudget, AUTO_SHARE};
-pub use build::{build, build_from, BuildParams, BuildReport, GraphPrecision, SHARD_CAPACITY_VAR};
+pub use build::{
+    build, build_from, BuildParams, BuildReport, GraphPrecision, INPUT_ORDER_VAR,
+    SHARD_CAPACITY_VAR,
+};
 pub use codebook::Codebook;
 pub use compact::{
     compact_code_bytes, compact_file_name, compact_saving, CompactCodes, COMPACT_RATIO,

@@ -163,7 +163,7 @@ pub(crate) struct NavSummary<'a> {
 impl NavSummary<'_> {
     /// The header (its CRC field zero until the file is complete); `off`: navigation left
     /// off, the header is the whole file.
-    fn header(&self, off: Option<NavOff>) -> [u8; NAV_HEADER] {
+    pub(crate) fn header(&self, off: Option<NavOff>) -> [u8; NAV_HEADER] {
         let mut h = [0u8; NAV_HEADER];
         h[..8].copy_from_slice(NAV_MAGIC);
         h[8..12].copy_from_slice(&NAV_VERSION.to_le_bytes());

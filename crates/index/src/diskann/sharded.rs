@@ -5,9 +5,10 @@
 //! 1. Scan: ids, mean, largest norm, a seeded reservoir sample, every row checked,
 //!    prepared (unit length for cosine) and rounded to the storage type, as in every pass.
 //! 2. The sample trains the PQ codebook, the 4-bit bounds and k-means centroids, one per
-//!    shard. A second pass encodes every vector (PQ, compact and 4-bit codes to scratch
-//!    files), writes the row its shards' graphs are built from (an 8-bit code) once to the
-//!    rows file, and the two nearest centroids with room to the shards file.
+//!    shard. A second pass encodes every vector (PQ, compact and 4-bit codes, straight into
+//!    the index files when nodes keep input order, else to scratch files: sharded_codes.rs),
+//!    writes the row its shards' graphs are built from (an 8-bit code) once to the rows
+//!    file, and the two nearest centroids with room to the shards file.
 //! 3. Each shard is loaded by one scan of the rows file and its graph built in memory at
 //!    two thirds of R, and its lists (with their distances) written out, sorted by vector,
 //!    to the build's checkpoint directory (resume.rs): a build of the same input killed
@@ -37,14 +38,16 @@ use rayon::prelude::*;
 
 use super::budget::{shard_degree, BuildPlan, FILE_BUFFER, SHARD_OVERLAP};
 use super::build::{
-    advance_unless_cancelled, build_header, walk_codes, walk_sample, BuildParams, BuildReport,
-    GraphPrecision, SampledCodes,
+    advance_unless_cancelled, build_header, entry_sample, walk_codes, walk_sample, BuildParams,
+    BuildReport, GraphPrecision, SampledCodes,
 };
 use super::commit;
 use super::compact::{compact_code_bytes, compact_path};
 use super::meta_writer::staged_path;
+use super::meta_writer::MetaParts;
 use super::nav::nav_path;
 use super::resume::{BucketHasher, Checkpoints, ListsWriter, ShardRecipe};
+use super::sharded_codes::{CodeWriter, Codes, IndexTargets, ScratchCodes};
 use super::sharded_disk::DiskNeed;
 use super::sharded_write::{le_f32s, write_outputs, Inputs, NavChoice, Written};
 use super::source::{check_complete, InputPass, VectorSource};
@@ -383,6 +386,7 @@ const NO_SHARD: u16 = u16::MAX;
 fn encode_and_partition(
     mut pass: InputPass,
     scratch: &Scratch,
+    codes: &mut CodeWriter,
     plan: &BuildPlan,
     space: GraphSpace,
     (pq, compact): (&ProductQuantizer, Option<&ProductQuantizer>),
@@ -403,13 +407,7 @@ fn encode_and_partition(
     }
     let gdim = space.dim();
     let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
-    let mut pq_out = SpillWriter::create(&scratch.pq(), FILE_BUFFER)?;
-    let mut compact_out = match compact {
-        Some(_) => Some(SpillWriter::create(&scratch.compact(), FILE_BUFFER)?),
-        None => None,
-    };
     let mc = compact.map_or(0, ProductQuantizer::code_bytes);
-    let mut sq_out = SpillWriter::create(&scratch.sq4(), FILE_BUFFER)?;
     let mut rows_out = SpillWriter::create(&scratch.rows(), FILE_BUFFER)?;
     let mut shards_out = SpillWriter::create(&scratch.shards(), FILE_BUFFER)?;
     let mut sizes = vec![0usize; shards];
@@ -466,11 +464,7 @@ fn encode_and_partition(
         for (i, (code, rec, order, to_mean, stored)) in encoded.into_iter().enumerate() {
             let gid = row + i;
             let v = &data[i * dim..(i + 1) * dim];
-            pq_out.write_all(&code[..m])?;
-            if let Some(out) = compact_out.as_mut() {
-                out.write_all(&code[m..])?;
-            }
-            sq_out.write_all(&rec)?;
+            codes.write(&code[..m], &code[m..], &rec)?;
             rows_out.write_all(&stored)?;
             if to_mean < medoid.0 {
                 medoid = (to_mean, gid as u32);
@@ -501,11 +495,6 @@ fn encode_and_partition(
         progress.advance(rows as u64);
     }
     pass.finish_same_as(scanned.fingerprint)?;
-    pq_out.finish(false)?;
-    if let Some(out) = compact_out {
-        out.finish(false)?;
-    }
-    sq_out.finish(false)?;
     rows_out.finish(false)?;
     shards_out.finish(false)?;
     Ok(Partitioned {
@@ -741,21 +730,24 @@ fn merge(
     params: &BuildParams,
     plan: &BuildPlan,
     lists: &[PathBuf],
-    sq: &ScalarQuantizer4,
+    (sq, sq_records): (&ScalarQuantizer4, &mut Codes),
     progress: &dyn Progress,
 ) -> Result<u64> {
     progress.phase("merging shard graphs", n as u64);
     let r = params.max_degree;
+    let record = sq.code_bytes() + 4;
     // The 4-bit records of every vector, for distances between candidates.
     let codes = if plan.reprune {
-        let mut input = SpillReader::open(&scratch.sq4(), FILE_BUFFER)?;
-        let mut all = vec![0u8; input.len() as usize];
+        let (path, at) = sq_records.sq4_records()?;
+        let mut input = SpillReader::open(&path, FILE_BUFFER)?;
+        let mut skipped = vec![0u8; at as usize];
+        input.read_exact(&mut skipped)?;
+        let mut all = vec![0u8; n * record];
         input.read_exact(&mut all)?;
         Some(all)
     } else {
         None
     };
-    let record = sq.code_bytes() + 4;
     let mut readers = lists
         .iter()
         .cloned()
@@ -896,18 +888,28 @@ pub(crate) fn build_sharded(
         .chain(compact_target.clone())
         .collect();
     let new_files: Vec<PathBuf> = generation.iter().cloned().chain(scratch.all()).collect();
-    let may_place = super::sharded_write::placement_fits(
+    // Whether nodes will be placed by position: decided before the first code, from the
+    // most edges the merged graph can have (sharded_codes.rs).
+    let placed = super::sharded_write::placement_fits(
         plan,
         n,
         (n * params.max_degree) as u64,
         dim * params.element.bytes(),
         pq_bytes,
-    );
-    let need = DiskNeed::of((n, dim), params, pq_bytes, plan, may_place);
+    ) && std::env::var_os(super::build::INPUT_ORDER_VAR).is_none();
+    let need = DiskNeed::of((n, dim), params, pq_bytes, plan, placed);
     log::info!("{}", need.describe());
     need.check(out)?;
     let intent = commit::record_intent(storage, out, build_id, &new_files, &previous)?;
     let checkpoints = Checkpoints::new(&params.checkpoint_dir(out), params.storage.clone());
+    let outputs = Outputs {
+        targets: &targets,
+        stored_paths,
+        nav: &nav_target,
+        compact: compact_target.as_deref(),
+        build_id,
+        placed,
+    };
     let result = build_files(
         source,
         params,
@@ -916,10 +918,7 @@ pub(crate) fn build_sharded(
         progress,
         &scratch,
         &checkpoints,
-        &targets,
-        stored_paths,
-        (&nav_target, compact_target.as_deref()),
-        build_id,
+        outputs,
     );
     scratch.remove();
     let (
@@ -1017,6 +1016,18 @@ struct Phases {
 type Built = (Phases, Written, std::sync::Arc<super::Codebook>);
 
 #[allow(clippy::too_many_arguments)]
+/// The index files a build in shards writes, and how it orders their nodes.
+struct Outputs<'a> {
+    targets: &'a [PathBuf],
+    stored_paths: Vec<String>,
+    nav: &'a Path,
+    compact: Option<&'a Path>,
+    build_id: u64,
+    /// Nodes placed by position (the merged graph fits the budget), else input order.
+    placed: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build_files(
     source: &mut dyn VectorSource,
     params: &BuildParams,
@@ -1025,11 +1036,9 @@ fn build_files(
     progress: &dyn Progress,
     scratch: &Scratch,
     checkpoints: &Checkpoints,
-    targets: &[PathBuf],
-    stored_paths: Vec<String>,
-    (nav_target, compact_target): (&Path, Option<&Path>),
-    build_id: u64,
+    outputs: Outputs,
 ) -> Result<Built> {
+    let build_id = outputs.build_id;
     let (dim, n) = (source.dim(), source.rows());
     let start = Instant::now();
     let mut scanned = scan(
@@ -1069,6 +1078,34 @@ fn build_files(
         .then(|| ScalarQuantizer8::train(&graph_sample, space.dim()));
     drop(graph_sample);
     progress.advance(1);
+    let codebook_bytes = pq.to_bytes();
+    let entries = entry_sample(n, params.entry_points, params.seed);
+    let mut code_writer = if outputs.placed {
+        let files = ScratchCodes {
+            pq: scratch.pq(),
+            compact: scratch.compact(),
+            sq4: scratch.sq4(),
+        };
+        CodeWriter::scratch(files, codebook.compact.is_some())?
+    } else {
+        CodeWriter::streamed(IndexTargets {
+            storage: params.storage.as_ref(),
+            out: &scratch.dir,
+            meta: MetaParts {
+                build_id,
+                count: n,
+                codebook: &codebook_bytes,
+                code_bytes: pq.code_bytes(),
+                entries: &entries,
+                paths: &outputs.stored_paths,
+            },
+            element: params.element,
+            compact: outputs.compact.zip(codebook.compact.as_ref()),
+            nav: outputs.nav,
+            build_id,
+            sq: &sq,
+        })?
+    };
     let Partitioned {
         medoid,
         sizes,
@@ -1077,6 +1114,7 @@ fn build_files(
     } = encode_and_partition(
         InputPass::again(source, params)?,
         scratch,
+        &mut code_writer,
         plan,
         space,
         (pq, codebook.compact.as_ref()),
@@ -1086,6 +1124,7 @@ fn build_files(
         &scanned,
         progress,
     )?;
+    let mut codes = code_writer.close()?;
     let pq_seconds = start.elapsed().as_secs_f64();
     // The walk check on the rows gathered in pass 2.
     let (m, sq_record) = (pq.code_bytes(), sq.code_bytes() + 4);
@@ -1163,26 +1202,41 @@ fn build_files(
     let _ = std::fs::remove_file(scratch.rows());
     let _ = std::fs::remove_file(scratch.shards());
     let lists: Vec<PathBuf> = keys.iter().map(|&k| checkpoints.lists(k)).collect();
-    let edges = merge(scratch, n, space, params, plan, &lists, &sq, progress)?;
+    let edges = merge(
+        scratch,
+        n,
+        space,
+        params,
+        plan,
+        &lists,
+        (&sq, &mut codes),
+        progress,
+    )?;
     release_freed_memory();
     commit::failpoint("build:merged");
     let graph_seconds = graph_start.elapsed().as_secs_f64();
 
     let write_start = Instant::now();
-    let header_probe = build_header(params, dim, n, pq_bytes, targets.len(), medoid, build_id);
+    let header_probe = build_header(
+        params,
+        dim,
+        n,
+        pq_bytes,
+        outputs.targets.len(),
+        medoid,
+        build_id,
+    );
     let inputs = Inputs {
         vectors: InputPass::again(source, params)?,
         fingerprint: scanned.fingerprint,
         placed_vectors: scratch.vectors(),
-        pq: scratch.pq(),
-        compact: scratch.compact(),
-        sq4: scratch.sq4(),
         graph: scratch.graph(),
         ids: std::mem::take(&mut scanned.ids),
-        targets,
-        stored_paths,
-        nav_target,
-        compact_target,
+        targets: outputs.targets,
+        stored_paths: &outputs.stored_paths,
+        entries: &entries,
+        nav_target: outputs.nav,
+        compact_target: outputs.compact,
         out: &scratch.dir,
     };
     let nav_choice = NavChoice {
@@ -1192,6 +1246,7 @@ fn build_files(
     };
     let written = write_outputs(
         inputs,
+        codes,
         params,
         plan,
         header_probe,

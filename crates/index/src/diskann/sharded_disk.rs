@@ -1,10 +1,12 @@
 //! How much disk a build in shards needs at its peak, phase by phase, checked before it
 //! reads a row (a build that fills the disk halfway would fail late, after hours of work).
 //!
-//! Alive at the end of the shard graphs: the codes (PQ, compact, 4-bit), the rows the shards
-//! are built from, each vector's shards, the seed lists and the shard lists. Alive at the
-//! end of the node file: the codes, the shard lists (kept for a resume until the commit),
-//! the merged graph, the placement's vector copy where nodes may be placed, and the index.
+//! Alive at the end of the shard graphs: the codes (PQ, compact, 4-bit: already in the
+//! index files when nodes keep input order, in scratch files when they are placed), the
+//! rows the shards are built from, each vector's shards, the seed lists and the shard
+//! lists. Alive at the end of the node file: the index, the shard lists (kept for a resume
+//! until the commit), the merged graph, and where nodes are placed the scratch codes and
+//! the vector copy.
 
 use std::path::Path;
 
@@ -27,17 +29,19 @@ pub(crate) struct DiskNeed {
     seeds: u64,
     merged: u64,
     placed_vectors: u64,
+    /// Nodes placed by position: codes in scratch files until the last pass.
+    placed: bool,
 }
 
 impl DiskNeed {
-    /// `may_place`: whether the merged graph may fit the budget, so that nodes are placed by
-    /// position from a copy of the vectors (sharded_write.rs).
+    /// `placed`: whether nodes are placed by position, from scratch codes and a copy of the
+    /// vectors (sharded_codes.rs, sharded_write.rs).
     pub fn of(
         (n, dim): (usize, usize),
         params: &BuildParams,
         pq_bytes: usize,
         plan: &BuildPlan,
-        may_place: bool,
+        placed: bool,
     ) -> Self {
         let (n, d, r) = (n as u64, dim as u64, params.max_degree as u64);
         let mc = compact_code_bytes(pq_bytes).unwrap_or(0) as u64;
@@ -65,11 +69,12 @@ impl DiskNeed {
                 0
             },
             merged: n * 4 * (r + 1),
-            placed_vectors: if may_place {
+            placed_vectors: if placed {
                 n * d * params.element.bytes() as u64
             } else {
                 0
             },
+            placed,
         }
     }
 
@@ -77,18 +82,27 @@ impl DiskNeed {
         self.nodes + self.navigation + self.meta + self.compact
     }
 
+    /// Codes in scratch files (placed nodes) or in the index files as they are encoded.
+    fn scratch_codes(&self) -> u64 {
+        if self.placed {
+            self.codes
+        } else {
+            0
+        }
+    }
+
     fn scratch_at_graphs(&self) -> u64 {
-        self.codes + self.rows + self.seeds + self.shard_lists
+        self.scratch_codes() + self.rows + self.seeds + self.shard_lists
     }
 
     fn scratch_at_nodes(&self) -> u64 {
-        self.codes + self.shard_lists + self.merged + self.placed_vectors
+        self.scratch_codes() + self.shard_lists + self.merged + self.placed_vectors
     }
 
     /// The most the build holds on disk at once.
     pub fn peak(&self) -> u64 {
-        self.scratch_at_graphs()
-            .max(self.scratch_at_nodes() + self.index())
+        let early_index = self.codes - self.scratch_codes();
+        (early_index + self.scratch_at_graphs()).max(self.scratch_at_nodes() + self.index())
     }
 
     /// Kept free beyond the peak: a tenth of it, at most 1 GiB (estimates round, other
@@ -119,7 +133,8 @@ impl DiskNeed {
             "the build needs about {} of disk at its peak: the index {} (nodes {}, navigation \
              {}, meta.dvm {}, compact {}), scratch {} beside it at the end (shard lists {}, \
              codes {}, merged graph {}, placement {}) and {} of margin; scratch peaks at {} \
-             while shard graphs are built (shard rows {}, shard lists {}, codes {}, seeds {})",
+             while shard graphs are built (shard rows {}, shard lists {}, codes {}, seeds {}; \
+             codes in scratch only where nodes are placed)",
             size(self.peak() + self.margin()),
             size(self.index()),
             size(self.nodes),
@@ -128,14 +143,14 @@ impl DiskNeed {
             size(self.compact),
             size(self.scratch_at_nodes()),
             size(self.shard_lists),
-            size(self.codes),
+            size(self.scratch_codes()),
             size(self.merged),
             size(self.placed_vectors),
             size(self.margin()),
             size(self.scratch_at_graphs()),
             size(self.rows),
             size(self.shard_lists),
-            size(self.codes),
+            size(self.scratch_codes()),
             size(self.seeds),
         )
     }

@@ -18,11 +18,13 @@ use diskvec_vector::{ElementType, ProductQuantizer, ScalarQuantizer4};
 use rayon::prelude::*;
 
 use super::budget::{BuildPlan, FILE_BUFFER};
-use super::build::{entry_sample, write_nodes, BuildParams};
-use super::meta_writer::{stage_meta, staged_path, MetaParts};
+use super::build::{write_nodes, BuildParams};
+use super::meta_writer::{stage_meta, MetaParts, StagedMeta};
 use super::nav::{NavSummary, NavWriter, SteppedAside, WalkCodes};
 use super::reorder::sector_order_of;
+use super::sharded_codes::{Codes, ScratchCodes};
 use super::source::InputPass;
+use super::summed_file::SummedWriter;
 use super::Header;
 use crate::error::file_error;
 use crate::{Progress, Result};
@@ -145,7 +147,7 @@ struct Placement {
     lists: Lists,
 }
 
-/// What the last pass reads: the input once more, and scratch files.
+/// What the last pass reads: the input once more, the codes, and scratch files.
 pub(crate) struct Inputs<'a, 's> {
     /// The input, rewound: the node records' vectors.
     pub vectors: InputPass<'s>,
@@ -153,14 +155,12 @@ pub(crate) struct Inputs<'a, 's> {
     pub fingerprint: u64,
     /// Where the vectors are copied in storage type when nodes are placed by position.
     pub placed_vectors: PathBuf,
-    pub pq: PathBuf,
-    /// The compact codes, input order (absent where the codebook has no compact set).
-    pub compact: PathBuf,
-    pub sq4: PathBuf,
     pub graph: PathBuf,
     pub ids: Vec<i64>,
     pub targets: &'a [PathBuf],
-    pub stored_paths: Vec<String>,
+    pub stored_paths: &'a [String],
+    /// Entry nodes, by input row (mapped to positions when nodes are placed).
+    pub entries: &'a [u32],
     pub nav_target: &'a Path,
     pub compact_target: Option<&'a Path>,
     /// The index directory, where meta.dvm is staged.
@@ -223,6 +223,7 @@ pub(crate) fn placement_fits(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_outputs(
     mut inputs: Inputs,
+    codes: Codes,
     params: &BuildParams,
     plan: &BuildPlan,
     header_probe: Header,
@@ -237,26 +238,28 @@ pub(crate) fn write_outputs(
     let r = params.max_degree;
     let layout = header_probe.layout();
     let sq = nav_choice.sq;
-    let element = params.element;
-    let placement = if placement_fits(plan, n, edges, dim * element.bytes(), pq.code_bytes()) {
-        progress.phase("placing nodes in sectors", 1);
-        let lists = read_graph(&inputs.graph, n, r, edges)?;
-        let order = sector_order_of(n, header_probe.medoid, layout.nodes_per_sector, |u| {
-            lists.of(u)
-        });
-        let mut position = vec![0u32; n];
-        for (pos, &old) in order.iter().enumerate() {
-            position[old as usize] = pos as u32;
+    let placement = match &codes {
+        Codes::Scratch(_) => {
+            progress.phase("placing nodes in sectors", 1);
+            let lists = read_graph(&inputs.graph, n, r, edges)?;
+            let order = sector_order_of(n, header_probe.medoid, layout.nodes_per_sector, |u| {
+                lists.of(u)
+            });
+            let mut position = vec![0u32; n];
+            for (pos, &old) in order.iter().enumerate() {
+                position[old as usize] = pos as u32;
+            }
+            progress.advance(1);
+            Some(Placement {
+                order,
+                position,
+                lists,
+            })
         }
-        progress.advance(1);
-        Some(Placement {
-            order,
-            position,
-            lists,
-        })
-    } else {
-        log::info!("nodes keep input order: the merged graph does not fit the budget");
-        None
+        Codes::Streamed(_) => {
+            log::info!("nodes keep input order: the merged graph does not fit the budget");
+            None
+        }
     };
 
     progress.phase("navigation codes", n as u64);
@@ -269,32 +272,51 @@ pub(crate) fn write_outputs(
         code_recall: nav_choice.code_recall,
     };
     let navigation_off = summary.step_aside(dim);
-    if let Some(off) = &navigation_off {
-        log::info!("navigation left off: {off}");
-        summary.write_stepped_aside(params.storage.as_ref(), inputs.nav_target, off.why)?;
-    } else {
-        write_navigation(
-            params.storage.as_ref(),
-            &inputs,
-            &placement,
-            plan,
-            &summary,
-            r,
-            progress,
-        )?;
-    }
-
-    if let (Some(compact), Some(target)) = (compact, inputs.compact_target) {
-        let order = placement.as_ref().map(|p| &p.order[..]);
-        let mut w = super::compact::create(params.storage.as_ref(), target, build_id, n, compact)?;
-        let mc = compact.code_bytes();
-        stream_rows(&inputs.compact, n, mc, order, plan.chunk_rows, |codes| {
-            w.write(codes)
-        })?;
+    let storage = params.storage.as_ref();
+    let (meta, compact_out, scratch) = match codes {
+        Codes::Streamed(streamed) => {
+            match &navigation_off {
+                Some(off) => summary.write_stepped_aside(storage, inputs.nav_target, off.why)?,
+                None => {
+                    let mut nav = streamed.nav;
+                    write_lists(&mut nav, &inputs, &None, plan, r, progress)?;
+                    nav.finish_with_header(&summary.header(None))?;
+                }
+            }
+            (Some(streamed.meta), streamed.compact, None)
+        }
+        Codes::Scratch(files) => {
+            if let Some(off) = &navigation_off {
+                summary.write_stepped_aside(storage, inputs.nav_target, off.why)?;
+            } else {
+                let mut nav = NavWriter::create(storage, inputs.nav_target, &summary)?;
+                let order = placement.as_ref().map(|p| &p.order[..]);
+                let sq_record = sq.code_bytes() + 4;
+                stream_rows(&files.sq4, n, sq_record, order, plan.chunk_rows, |codes| {
+                    nav.write(codes)
+                })?;
+                write_lists(&mut nav, &inputs, &placement, plan, r, progress)?;
+                nav.finish()?;
+            }
+            if let (Some(compact), Some(target)) = (compact, inputs.compact_target) {
+                let order = placement.as_ref().map(|p| &p.order[..]);
+                let mut w = super::compact::create(storage, target, build_id, n, compact)?;
+                let mc = compact.code_bytes();
+                stream_rows(&files.compact, n, mc, order, plan.chunk_rows, |codes| {
+                    w.write(codes)
+                })?;
+                w.finish()?;
+            }
+            (None, None, Some(files))
+        }
+    };
+    if let Some(w) = compact_out {
         w.finish()?;
     }
+    if let Some(off) = &navigation_off {
+        log::info!("navigation left off: {off}");
+    }
 
-    // meta.dvm, streamed: PQ codes and ids by position.
     let medoid = match &placement {
         Some(p) => p.position[header_probe.medoid as usize],
         None => header_probe.medoid,
@@ -303,8 +325,50 @@ pub(crate) fn write_outputs(
         medoid,
         ..header_probe
     };
+    let staged = match (meta, scratch) {
+        // Codes already in meta.dvm.tmp, in input order: the ids follow.
+        (Some(mut meta), _) => {
+            meta.ids(&inputs.ids)?;
+            meta.finish(&geometry)?
+        }
+        (None, Some(files)) => {
+            let parts = (&inputs, &files, &placement);
+            stage_placed_meta(storage, parts, pq, plan, &geometry, build_id)?
+        }
+        (None, None) => unreachable!("codes go to meta.dvm.tmp or to scratch files"),
+    };
+    let header = Header {
+        meta_crc: staged.crc,
+        ..geometry
+    };
+    write_node_file(&mut inputs, params, &header, &placement, progress)?;
+    Ok(Written {
+        meta_file_bytes: staged.bytes,
+        header,
+        navigation_off,
+    })
+}
+
+/// meta.dvm of placed nodes: PQ codes and ids read by position, entries mapped to positions.
+fn stage_placed_meta(
+    storage: &dyn diskvec_io::storage::Storage,
+    (inputs, files, placement): (&Inputs, &ScratchCodes, &Option<Placement>),
+    pq: &ProductQuantizer,
+    plan: &BuildPlan,
+    geometry: &Header,
+    build_id: u64,
+) -> Result<StagedMeta> {
+    let n = geometry.count as usize;
+    let order = placement.as_ref().map(|p| &p.order[..]);
+    let entries: Vec<u32> = match placement {
+        Some(p) => inputs
+            .entries
+            .iter()
+            .map(|&e| p.position[e as usize])
+            .collect(),
+        None => inputs.entries.to_vec(),
+    };
     let codebook = pq.to_bytes();
-    let entries = entry_sample(n, params.entry_points, params.seed);
     let m = pq.code_bytes();
     let parts = MetaParts {
         build_id,
@@ -312,13 +376,11 @@ pub(crate) fn write_outputs(
         codebook: &codebook,
         code_bytes: m,
         entries: &entries,
-        paths: &inputs.stored_paths,
+        paths: inputs.stored_paths,
     };
-    let staged = stage_meta(params.storage.as_ref(), inputs.out, parts, &geometry, |w| {
-        let staged = staged_path(inputs.out);
-        let order = placement.as_ref().map(|p| &p.order[..]);
-        stream_rows(&inputs.pq, n, m, order, plan.chunk_rows, |codes| {
-            w.codes(codes).map_err(file_error(&staged))
+    stage_meta(storage, inputs.out, parts, geometry, |w| {
+        stream_rows(&files.pq, n, m, order, plan.chunk_rows, |codes| {
+            w.codes(codes)
         })?;
         match order {
             Some(order) => {
@@ -326,19 +388,27 @@ pub(crate) fn write_outputs(
                 for chunk in order.chunks(BATCH_ROWS) {
                     placed.clear();
                     placed.extend(chunk.iter().map(|&old| inputs.ids[old as usize]));
-                    w.ids(&placed).map_err(file_error(&staged))?;
+                    w.ids(&placed)?;
                 }
             }
-            None => w.ids(&inputs.ids).map_err(file_error(&staged))?,
+            None => w.ids(&inputs.ids)?,
         }
         Ok(())
-    })?;
-    let header = Header {
-        meta_crc: staged.crc,
-        ..geometry
-    };
+    })
+}
 
-    match &placement {
+/// The node file: vectors from the input's last pass (through a copy in the storage type
+/// when nodes are placed by position), lists from the merged graph.
+fn write_node_file(
+    inputs: &mut Inputs,
+    params: &BuildParams,
+    header: &Header,
+    placement: &Option<Placement>,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let (n, dim) = (header.count as usize, header.dim as usize);
+    let element = params.element;
+    match placement {
         Some(p) => {
             copy_vectors(&mut inputs.vectors, element, &inputs.placed_vectors)?;
             let row_bytes = dim * element.bytes();
@@ -346,7 +416,7 @@ pub(crate) fn write_outputs(
             write_nodes(
                 inputs.targets,
                 params,
-                &header,
+                header,
                 n,
                 progress,
                 |pos, vector, neighbours| {
@@ -360,13 +430,13 @@ pub(crate) fn write_outputs(
             let _ = std::fs::remove_file(&inputs.placed_vectors);
         }
         None => {
-            let mut graph = GraphReader::open(&inputs.graph, r)?;
+            let mut graph = GraphReader::open(&inputs.graph, params.max_degree)?;
             let (mut chunk, mut at) = (Vec::new(), 0usize);
             let pass = &mut inputs.vectors;
             write_nodes(
                 inputs.targets,
                 params,
-                &header,
+                header,
                 n,
                 progress,
                 |_, vector, neighbours| {
@@ -386,12 +456,7 @@ pub(crate) fn write_outputs(
             )?;
         }
     }
-    inputs.vectors.finish_same_as(inputs.fingerprint)?;
-    Ok(Written {
-        meta_file_bytes: staged.bytes,
-        header,
-        navigation_off,
-    })
+    inputs.vectors.finish_same_as(inputs.fingerprint)
 }
 
 /// The input's rows, as the node records hold them, to `path` in input order.
@@ -445,24 +510,17 @@ impl GraphReader {
     }
 }
 
-/// Writes the navigation file: the 4-bit records by position, then the neighbour offsets
-/// and lists, mapped to positions when the nodes were placed, in input order otherwise.
-fn write_navigation(
-    storage: &dyn diskvec_io::storage::Storage,
+/// The navigation file's offsets and lists (after its 4-bit records), mapped to positions
+/// when the nodes were placed, in input order otherwise.
+fn write_lists(
+    nav: &mut SummedWriter,
     inputs: &Inputs,
     placement: &Option<Placement>,
     plan: &BuildPlan,
-    summary: &NavSummary,
     r: usize,
     progress: &dyn Progress,
 ) -> Result<()> {
-    let n = summary.n;
-    let sq_record = summary.sq.code_bytes() + 4;
-    let mut nav = NavWriter::create(storage, inputs.nav_target, summary)?;
-    let order = placement.as_ref().map(|p| &p.order[..]);
-    stream_rows(&inputs.sq4, n, sq_record, order, plan.chunk_rows, |codes| {
-        nav.write(codes)
-    })?;
+    let n = inputs.ids.len();
     match placement {
         Some(p) => {
             let mut offsets = Vec::with_capacity(n + 1);
@@ -505,6 +563,5 @@ fn write_navigation(
             }
         }
     }
-    nav.finish()?;
     Ok(())
 }

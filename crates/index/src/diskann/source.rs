@@ -108,7 +108,7 @@ impl<'s> InputPass<'s> {
 
     /// Refuses a pass that ended early or read other rows than the first pass (`first`,
     /// its fingerprint).
-    pub fn finish_same_as(self, first: u64) -> crate::Result<()> {
+    pub fn finish_same_as(&self, first: u64) -> crate::Result<()> {
         check_complete(self.source.rows(), self.seen)?;
         if self.fingerprint() != first {
             return Err(crate::IndexError::InvalidArgument(

@@ -21,7 +21,11 @@ const BUFFER_BYTES: usize = 1 << 20;
 pub(crate) struct SummedWriter<'s> {
     out: StagedFile<'s>,
     buffer: Vec<u8>,
-    crc: crc32fast::Hasher,
+    header: Vec<u8>,
+    /// The CRC of every byte after the header.
+    body_crc: crc32fast::Hasher,
+    /// Bytes after the header.
+    body_bytes: u64,
 }
 
 impl<'s> SummedWriter<'s> {
@@ -34,8 +38,27 @@ impl<'s> SummedWriter<'s> {
         Ok(Self {
             out,
             buffer,
-            crc: header_crc(header),
+            header: header.to_vec(),
+            body_crc: crc32fast::Hasher::new(),
+            body_bytes: 0,
         })
+    }
+
+    /// Where the next byte written lands in the file.
+    pub(crate) fn position(&self) -> u64 {
+        (self.header.len() as u64) + self.body_bytes
+    }
+
+    /// Hands what is buffered to the storage, so that a reader of the temporary file (its
+    /// path: `temp`) sees every byte written so far.
+    pub(crate) fn settle(&mut self) -> Result<()> {
+        self.flush()?;
+        let temp = self.out.temp().to_path_buf();
+        self.out.file().sync_data().map_err(file_error(&temp))
+    }
+
+    pub(crate) fn temp(&self) -> &Path {
+        self.out.temp()
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -49,7 +72,8 @@ impl<'s> SummedWriter<'s> {
     }
 
     pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        self.crc.update(bytes);
+        self.body_crc.update(bytes);
+        self.body_bytes += bytes.len() as u64;
         if self.buffer.len() + bytes.len() > BUFFER_BYTES {
             self.flush()?;
         }
@@ -72,13 +96,24 @@ impl<'s> SummedWriter<'s> {
     }
 
     /// Puts the CRC in place, syncs the file and renames it to its name.
-    pub(crate) fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
+        let header = self.header.clone();
+        self.finish_with_header(&header)
+    }
+
+    /// As `finish`, with `header` (as long as the one the file started with, its CRC field
+    /// zero) written over the first: for headers that count what the sections held.
+    pub(crate) fn finish_with_header(mut self, header: &[u8]) -> Result<()> {
+        assert_eq!(header.len(), self.header.len(), "a header of another size");
         self.flush()?;
         let temp = self.out.temp().to_path_buf();
-        let crc = self.crc.finalize();
+        let mut crc = header_crc(header);
+        crc.combine(&self.body_crc);
+        let mut patched = header.to_vec();
+        patched[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.finalize().to_le_bytes());
         self.out
             .file()
-            .write_at(CRC_AT as u64, &crc.to_le_bytes())
+            .write_at(0, &patched)
             .map_err(file_error(&temp))?;
         let target = self.out.target().to_path_buf();
         self.out.install().map_err(file_error(&target))
