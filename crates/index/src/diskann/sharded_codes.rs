@@ -37,7 +37,7 @@ pub(crate) struct ScratchCodes {
 
 /// Where the codes went, once every vector is encoded.
 pub(crate) enum Codes<'a> {
-    Streamed(StreamedCodes<'a>),
+    Streamed(Box<StreamedCodes<'a>>),
     Scratch(ScratchCodes),
 }
 
@@ -138,7 +138,7 @@ impl<'a> CodeWriter<'a> {
     /// Every vector encoded.
     pub fn close(self) -> Result<Codes<'a>> {
         match self {
-            Self::Streamed(s) => Ok(Codes::Streamed(s)),
+            Self::Streamed(s) => Ok(Codes::Streamed(Box::new(s))),
             Self::Scratch {
                 files,
                 pq,

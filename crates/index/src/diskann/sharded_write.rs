@@ -275,6 +275,7 @@ pub(crate) fn write_outputs(
     let storage = params.storage.as_ref();
     let (meta, compact_out, scratch) = match codes {
         Codes::Streamed(streamed) => {
+            let streamed = *streamed;
             match &navigation_off {
                 Some(off) => summary.write_stepped_aside(storage, inputs.nav_target, off.why)?,
                 None => {
