@@ -421,6 +421,32 @@ fn data_the_codes_cannot_resolve_gets_no_navigation_and_is_answered_by_the_graph
     }
 }
 
+/// Built in shards with nodes in input order, the 4-bit codes go into the navigation file
+/// as they are encoded; leaving navigation off must replace that file whole, with nothing
+/// of the abandoned codes written into it after.
+#[test]
+fn navigation_left_off_after_codes_were_streamed_leaves_a_whole_file() {
+    let (n, dim) = (20_000, 128);
+    let data = multimodal(n, dim);
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let params = BuildParams {
+        metric: Metric::L2,
+        max_degree: 16,
+        build_list: 32,
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let report = common::build_in_order(&data, dim, &ids, &params, dir.path(), Some(12_000), true);
+    let report = report.unwrap();
+    assert!(report.shards > 1);
+    let off = report.navigation_off.expect("navigation left off");
+    let nav = open(dir.path(), true);
+    assert_eq!(nav.navigation_stepped_aside(), Some(&off));
+    assert_eq!(nav.navigation_problem(), None);
+    let checked = diskvec_index::diskann::verify(dir.path(), &NoProgress).unwrap();
+    assert!(checked.damage.is_empty(), "{:?}", checked.damage);
+}
+
 #[test]
 fn low_dimensional_data_whose_lists_outweigh_its_vectors_gets_no_navigation() {
     let (n, dim) = (2000, 6);

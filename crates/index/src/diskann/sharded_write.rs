@@ -19,10 +19,10 @@ use rayon::prelude::*;
 
 use super::budget::{BuildPlan, FILE_BUFFER};
 use super::build::{write_nodes, BuildParams};
-use super::meta_writer::{stage_meta, MetaParts, StagedMeta};
+use super::meta_writer::{stage_meta, MetaParts, MetaStage, StagedMeta};
 use super::nav::{NavSummary, NavWriter, SteppedAside, WalkCodes};
 use super::reorder::sector_order_of;
-use super::sharded_codes::{Codes, ScratchCodes};
+use super::sharded_codes::{Codes, ScratchCodes, StreamedCodes};
 use super::source::InputPass;
 use super::summed_file::SummedWriter;
 use super::Header;
@@ -273,18 +273,29 @@ pub(crate) fn write_outputs(
     };
     let navigation_off = summary.step_aside(dim);
     let storage = params.storage.as_ref();
-    let (meta, compact_out, scratch) = match codes {
+    // meta.dvm is finished last: it holds the node header, medoid included.
+    let meta = match codes {
         Codes::Streamed(streamed) => {
-            let streamed = *streamed;
+            let StreamedCodes {
+                meta, compact, nav, ..
+            } = *streamed;
             match &navigation_off {
-                Some(off) => summary.write_stepped_aside(storage, inputs.nav_target, off.why)?,
+                Some(off) => {
+                    // The abandoned codes' writer goes first, flushing into and removing
+                    // the temporary file it shares with the header-only file below.
+                    drop(nav);
+                    summary.write_stepped_aside(storage, inputs.nav_target, off.why)?;
+                }
                 None => {
-                    let mut nav = streamed.nav;
+                    let mut nav = nav;
                     write_lists(&mut nav, &inputs, &None, plan, r, progress)?;
                     nav.finish_with_header(&summary.header(None))?;
                 }
             }
-            (Some(streamed.meta), streamed.compact, None)
+            if let Some(w) = compact {
+                w.finish()?;
+            }
+            MetaToStage::Streamed(meta)
         }
         Codes::Scratch(files) => {
             if let Some(off) = &navigation_off {
@@ -308,12 +319,9 @@ pub(crate) fn write_outputs(
                 })?;
                 w.finish()?;
             }
-            (None, None, Some(files))
+            MetaToStage::Placed(files)
         }
     };
-    if let Some(w) = compact_out {
-        w.finish()?;
-    }
     if let Some(off) = &navigation_off {
         log::info!("navigation left off: {off}");
     }
@@ -326,17 +334,16 @@ pub(crate) fn write_outputs(
         medoid,
         ..header_probe
     };
-    let staged = match (meta, scratch) {
+    let staged = match meta {
         // Codes already in meta.dvm.tmp, in input order: the ids follow.
-        (Some(mut meta), _) => {
+        MetaToStage::Streamed(mut meta) => {
             meta.ids(&inputs.ids)?;
             meta.finish(&geometry)?
         }
-        (None, Some(files)) => {
+        MetaToStage::Placed(files) => {
             let parts = (&inputs, &files, &placement);
             stage_placed_meta(storage, parts, pq, plan, &geometry, build_id)?
         }
-        (None, None) => unreachable!("codes go to meta.dvm.tmp or to scratch files"),
     };
     let header = Header {
         meta_crc: staged.crc,
@@ -348,6 +355,13 @@ pub(crate) fn write_outputs(
         header,
         navigation_off,
     })
+}
+
+/// What remains of meta.dvm once the other files are written: the ids and tail of the one
+/// the codes were streamed into, or all of it from the scratch codes of placed nodes.
+enum MetaToStage<'a> {
+    Streamed(MetaStage<'a>),
+    Placed(ScratchCodes),
 }
 
 /// meta.dvm of placed nodes: PQ codes and ids read by position, entries mapped to positions.
