@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use diskvec_dataset::{open_stream, read_vectors, DatasetDir, Matrix, VectorStream};
 use diskvec_index::diskann::{
-    build_from, BuildParams, BuildReport, GraphPrecision, MemoryBudget, VectorSource,
+    build_from, BuildParams, BuildReport, GraphBuilder, GraphPrecision, MemoryBudget, VectorSource,
 };
 use diskvec_index::limits;
 use diskvec_vector::{ElementType, Metric};
@@ -52,6 +52,11 @@ pub struct Args {
     /// the full vectors either way.
     #[arg(long, default_value = "sq8")]
     pub graph_precision: GraphPrecision,
+    /// The algorithm the graph comes from: `vamana` (each vector inserted by a search of
+    /// the graph so far) or `pipnn` (vectors carved into small overlapping leaves, all
+    /// distances within a leaf computed at once; faster, see docs/benchmarks.md).
+    #[arg(long, default_value = "vamana")]
+    pub graph_builder: GraphBuilder,
     /// How the node records on SSD store the full vectors: float32, float16 (half the
     /// bytes: a 768-d record fits two to a 4 KiB sector) or uint8 (whole numbers 0-255, not
     /// with cosine). Values are rounded once, after cosine's normalization; float16 refuses
@@ -151,7 +156,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let j = serde_json::json!({
             "count": report.count, "dim": report.dim, "pq_bytes": report.pq_bytes,
             "max_degree": args.max_degree, "build_list": args.build_list, "alpha": args.alpha,
-            "graph_precision": args.graph_precision.name(), "dtype": args.dtype.name(),
+            "graph_precision": args.graph_precision.name(),
+            "graph_builder": args.graph_builder.name(), "dtype": args.dtype.name(),
             "pq_seconds": report.pq_seconds,
             "graph_seconds": report.graph_seconds, "write_seconds": report.write_seconds,
             "build_seconds": report.total_seconds, "nodes_file_bytes": report.nodes_file_bytes,
@@ -179,6 +185,7 @@ pub fn build_index(mut source: impl VectorSource, args: &Args) -> anyhow::Result
         stripe_bytes: args.stripe_kib * 1024,
         mirror: args.mirror,
         graph_precision: args.graph_precision,
+        graph_builder: args.graph_builder,
         element: args.dtype,
         ..Default::default()
     };

@@ -338,3 +338,68 @@ fn a_build_in_shards_killed_part_way_resumes_after_the_shards_it_finished() {
     assert_eq!(report["resumed_shards"], 1, "{report}");
     assert_eq!(count_and_search(&index, (&other, &data)), 600);
 }
+
+#[test]
+fn a_partitioned_build_resumes_only_its_own_shards_and_builds_the_same_index_every_time() {
+    let root = tempfile::tempdir().unwrap();
+    let data = synth(root.path(), 900, "data");
+    let index = root.path().join("idx");
+    let sharded = |builder: &str, index: &Path| {
+        let mut c = build_command(&data, index, &[]);
+        c.env(diskvec_index::diskann::SHARD_CAPACITY_VAR, "300")
+            .args(["--graph-builder", builder]);
+        c
+    };
+    let checkpoint = index.join(diskvec_index::diskann::CHECKPOINT_DIR);
+    let done = || {
+        std::fs::read_dir(&checkpoint)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "done")
+            .count()
+    };
+    // A Vamana shard is not taken by a PiPNN build of the same data, nor the other way.
+    let killed = |builder: &str| {
+        let out = sharded(builder, &index)
+            .env("DISKVEC_FAILPOINT", "build:first-shard")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{builder} did not stop");
+    };
+    killed("vamana");
+    killed("pipnn");
+    assert_eq!(
+        done(),
+        1,
+        "the vamana shard is dropped, one pipnn shard kept"
+    );
+    killed("pipnn");
+    assert_eq!(done(), 2);
+    let resumed = build_report(sharded("pipnn", &index));
+    assert_eq!(resumed["resumed_shards"], 2, "{resumed}");
+    assert_eq!(resumed["graph_builder"], "pipnn");
+    let reference = root.path().join("reference");
+    let whole = build_report(sharded("pipnn", &reference));
+    assert_eq!(whole["resumed_shards"], 0);
+    assert_eq!(whole["shards"], resumed["shards"]);
+    // The same input builds the same node records whichever shards were resumed: PiPNN's
+    // lists do not depend on the order threads offer edges in. (Sector 0 is the header,
+    // which names the generation.)
+    let records = |dir: &Path| {
+        let name = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .find(|f| f.starts_with("nodes."))
+            .unwrap();
+        std::fs::read(dir.join(name)).unwrap().split_off(4096)
+    };
+    assert!(
+        records(&index) == records(&reference),
+        "node records differ"
+    );
+    let (got, vamana) = (recall(&index, &data), {
+        let v = root.path().join("vamana");
+        build_report(sharded("vamana", &v));
+        recall(&v, &data)
+    });
+    assert!(got >= vamana - 0.03, "pipnn {got} vs vamana {vamana}");
+}

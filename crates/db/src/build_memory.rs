@@ -221,6 +221,7 @@ mod tests {
             threads: 2,
             inner_product: false,
             quantized_graph: true,
+            graph_builder: Default::default(),
         }
     }
 

@@ -147,6 +147,53 @@ impl Graph {
         }
     }
 
+    /// A graph of `n` lists of at most `room` ids, list `p` written by `fill(p, list)` (the
+    /// list comes cleared; ids past the room are dropped), in parallel.
+    pub(crate) fn from_fn(
+        n: usize,
+        room: usize,
+        medoid: u32,
+        fill: impl Fn(u32, &mut Vec<u32>) + Sync,
+    ) -> Self {
+        use rayon::prelude::*;
+        let mut words = diskvec_vector::vec_with_huge_pages(n * (room + 1));
+        words.resize(n * (room + 1), 0u32);
+        words
+            .par_chunks_mut((room + 1) * 1024)
+            .enumerate()
+            .for_each_init(Vec::new, |list, (chunk, slots)| {
+                for (i, slot) in slots.chunks_exact_mut(room + 1).enumerate() {
+                    list.clear();
+                    fill((chunk * 1024 + i) as u32, list);
+                    let len = list.len().min(room);
+                    slot[0] = len as u32;
+                    slot[1..=len].copy_from_slice(&list[..len]);
+                }
+            });
+        Self {
+            room,
+            words,
+            medoid,
+        }
+    }
+
+    /// Adds the edge `from -> to`, giving up `from`'s last edge when its list is full.
+    pub(crate) fn add_edge(&mut self, from: u32, to: u32) {
+        let at = from as usize * (self.room + 1);
+        let len = (self.words[at] as usize).min(self.room);
+        if self.room == 0 {
+            return;
+        }
+        let len = if len == self.room { len - 1 } else { len };
+        self.words[at + 1 + len] = to;
+        self.words[at] = len as u32 + 1;
+    }
+
+    /// The most ids a list holds.
+    pub(crate) fn room(&self) -> usize {
+        self.room
+    }
+
     pub fn len(&self) -> usize {
         self.words.len() / (self.room + 1)
     }

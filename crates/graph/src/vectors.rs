@@ -1,7 +1,7 @@
 //! The vectors a graph is built over, addressed by row: full precision, or 8-bit codes that
 //! cost a quarter of the memory traffic (most of a build's time is fetching vectors).
 
-use diskvec_vector::{prefetch, sq8_l2sq, Metric, Rows};
+use diskvec_vector::{dot, prefetch, sq8_l2sq, Metric, Rows, Sq8Gram};
 use rayon::prelude::*;
 
 /// Distances between rows of the vectors a graph is built over ("smaller is closer").
@@ -20,6 +20,37 @@ pub trait GraphVectors: Sync {
 
     /// The row closest to the mean of all rows: the graph's entry point.
     fn medoid(&self) -> u32;
+
+    /// Values in a row (what `project` reads).
+    fn dim(&self) -> usize;
+
+    /// Row `i` projected on each of `planes` (rows of `dim` values):
+    /// `out[j] = planes[j] · row`, in the space distances are computed in.
+    fn project(&self, i: u32, planes: &[f32], out: &mut [f32]);
+
+    /// The distance between every pair of `rows` into `out`, row major,
+    /// `rows.len()` squared, each equal to what `distance` gives for that pair (a leaf of a
+    /// partitioned build). By pairs unless the rows have a faster block form.
+    fn pairwise(&self, rows: &[u32], _buffers: &mut PairwiseBuffers, out: &mut Vec<f32>) {
+        let c = rows.len();
+        out.clear();
+        out.resize(c * c, 0.0);
+        for i in 0..c {
+            for j in i + 1..c {
+                let d = self.distance(rows[i], rows[j]);
+                out[i * c + j] = d;
+                out[j * c + i] = d;
+            }
+        }
+    }
+}
+
+/// One thread's buffers for [`GraphVectors::pairwise`].
+#[derive(Default)]
+pub struct PairwiseBuffers {
+    gram: Sq8Gram,
+    codes: Vec<u8>,
+    sums: Vec<u32>,
 }
 
 /// Full-precision rows under a metric.
@@ -75,6 +106,17 @@ impl GraphVectors for FullVectors<'_> {
             self.metric
         };
         nearest(n, |i| by.distance(&mean, self.rows.get(i as u32)))
+    }
+
+    fn dim(&self) -> usize {
+        self.rows.dim()
+    }
+
+    fn project(&self, i: u32, planes: &[f32], out: &mut [f32]) {
+        let row = self.rows.get(i);
+        for (o, plane) in out.iter_mut().zip(planes.chunks_exact(row.len())) {
+            *o = dot(plane, row);
+        }
     }
 }
 
@@ -165,6 +207,29 @@ impl GraphVectors for Sq8Vectors<'_> {
                 .map(|(&c, &m)| (c as f32 - m) * (c as f32 - m))
                 .sum()
         })
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn project(&self, i: u32, planes: &[f32], out: &mut [f32]) {
+        // Widened once, then one SIMD dot product a plane.
+        let row: Vec<f32> = self.row(i).iter().map(|&c| c as f32).collect();
+        for (o, plane) in out.iter_mut().zip(planes.chunks_exact(self.dim)) {
+            *o = dot(plane, &row);
+        }
+    }
+
+    /// One exact integer Gram block (`Sq8Gram`): the same integers `sq8_l2sq` gives.
+    fn pairwise(&self, rows: &[u32], buffers: &mut PairwiseBuffers, out: &mut Vec<f32>) {
+        buffers.codes.clear();
+        for &r in rows {
+            buffers.codes.extend_from_slice(self.row(r));
+        }
+        buffers.gram.l2(&buffers.codes, self.dim, &mut buffers.sums);
+        out.clear();
+        out.extend(buffers.sums.iter().map(|&s| s as f32 * self.scale));
     }
 }
 

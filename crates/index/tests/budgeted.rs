@@ -9,8 +9,8 @@ use std::path::Path;
 
 use common::{clustered, exact_rows};
 use diskvec_index::diskann::{
-    build_from, BuildParams, DiskIndex, GraphPrecision, MemoryBudget, OpenOptions, SliceSource,
-    VectorSource, SHARD_CAPACITY_VAR,
+    build_from, BuildParams, DiskIndex, GraphBuilder, GraphPrecision, MemoryBudget, OpenOptions,
+    SliceSource, VectorSource, SHARD_CAPACITY_VAR,
 };
 use diskvec_index::NoProgress;
 use diskvec_vector::Metric;
@@ -119,6 +119,39 @@ fn a_build_in_shards_answers_like_the_build_in_memory() {
                 })
                 .collect();
             assert!(left.is_empty(), "{how}: scratch files left: {left:?}");
+        }
+    }
+}
+
+#[test]
+fn graphs_built_by_partitioning_answer_like_vamana_for_every_metric() {
+    let n = 6000;
+    let data = clustered(n, DIM, 5);
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let queries = clustered(60, DIM, 77);
+    for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
+        let truth: Vec<Vec<i64>> = exact_rows(&data, &queries, DIM, metric, 10)
+            .into_iter()
+            .map(|r| r.into_iter().map(|(i, _)| ids[i]).collect())
+            .collect();
+        let root = tempfile::tempdir().unwrap();
+        let vamana = root.path().join("vamana");
+        build_with(&data, &ids, metric, &vamana, None).unwrap();
+        let reference = recall_at_10(&vamana, &queries, &truth, false);
+        let pipnn = BuildParams {
+            graph_builder: GraphBuilder::Pipnn,
+            ..params(metric)
+        };
+        for shards in [None, Some(1500)] {
+            let dir = root.path().join(format!("pipnn-{shards:?}"));
+            let report = build_on(&data, &ids, &pipnn, &dir, shards).unwrap();
+            assert_eq!(report.shards > 1, shards.is_some());
+            let got = recall_at_10(&dir, &queries, &truth, false);
+            eprintln!("{metric:?} {shards:?}: pipnn {got:.4}, vamana {reference:.4}");
+            assert!(
+                got >= reference - 0.06 && got > 0.9,
+                "{metric:?} {shards:?}: {got} vs {reference}"
+            );
         }
     }
 }

@@ -13,7 +13,7 @@ use simsimd::SpatialSimilarity;
 
 /// Σ a·b over the common length of `a` and `b`.
 #[inline]
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if avx2_fma() {
         // SAFETY: the function needs AVX2 and FMA, which `avx2_fma` has just found on this

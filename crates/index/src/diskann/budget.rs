@@ -9,6 +9,8 @@
 
 use std::str::FromStr;
 
+use super::graph_builder::GraphBuilder;
+
 use crate::{IndexError, Result};
 
 /// A build's memory budget as the user gives it.
@@ -206,10 +208,19 @@ const MAX_SHARDS: usize = 512;
 /// Buffer of each file written or read during the sharded phases.
 pub(crate) const FILE_BUFFER: usize = 64 << 10;
 
-/// Bytes a node of a graph under construction takes, for out-degree `r`: its slot in the
-/// flat list array, room for the build's slack and a length (diskvec_graph's adjacency).
-fn graph_node_bytes(r: usize) -> u64 {
-    ((r as u64 * 13).div_ceil(10) + 1) * 4
+/// Bytes a node of a graph under construction takes, for out-degree `r`. Vamana: its slot
+/// in the flat list array, room for the build's slack and a length (diskvec_graph's
+/// adjacency). PiPNN: its reservoir (a count, then id, distance and bucket per entry), its
+/// hash projections and its slot in the finished graph, alive together at the end.
+fn graph_node_bytes(r: usize, builder: GraphBuilder) -> u64 {
+    let r = r as u64;
+    match builder {
+        GraphBuilder::Vamana => ((r * 13).div_ceil(10) + 1) * 4,
+        GraphBuilder::Pipnn => {
+            let bits = diskvec_graph::PipnnParams::default().hash_bits as u64;
+            (1 + 3 * r) * 4 + 4 * bits + (r + 1) * 4
+        }
+    }
 }
 
 /// The out-degree of each shard's graph: two thirds of R, as Microsoft DiskANN does, so the
@@ -232,6 +243,7 @@ pub struct BuildShape {
     pub inner_product: bool,
     /// The graph is built over 8-bit codes of the vectors (`GraphPrecision::Sq8`).
     pub quantized_graph: bool,
+    pub graph_builder: GraphBuilder,
 }
 
 impl BuildShape {
@@ -298,6 +310,7 @@ fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, R
         threads,
         inner_product,
         quantized_graph,
+        graph_builder,
     } = *shape;
     let n64 = n as u64;
     let d = dim as u64;
@@ -317,7 +330,7 @@ fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, R
     let in_memory = OVERHEAD
         + n64 * 11 / 10
             * (vector
-                + graph_node_bytes(max_degree)
+                + graph_node_bytes(max_degree, graph_builder)
                 + pq_bytes as u64
                 + 24
                 + sq4
@@ -343,7 +356,8 @@ fn try_plan(shape: &BuildShape, budget: u64) -> std::result::Result<BuildPlan, R
     }
     // Held through every sharded phase: ids (and their sorted copy while checked).
     let fixed = OVERHEAD + 16 * n64 + chunk_rows as u64 * 4 * d * 2;
-    let per_shard_vector = graph_vector + graph_node_bytes(shard_degree(max_degree)) + 4 * t + 8;
+    let per_shard_vector =
+        graph_vector + graph_node_bytes(shard_degree(max_degree), graph_builder) + 4 * t + 8;
     // The training sample, and the walk check's pool: codes and distances to 50 queries.
     let sample = sample_rows as u64 * 4 * d + 20_000 * (pq_bytes as u64 + sq4 + 200);
     // The final phase streams meta.dvm (its writer's buffer, a chunk of codes) beside the
@@ -530,6 +544,7 @@ mod tests {
             threads: 2,
             inner_product: false,
             quantized_graph: true,
+            graph_builder: GraphBuilder::Vamana,
         };
         let roomy = shape.plan(8 * raw).unwrap();
         assert_eq!(roomy.shards, 1);

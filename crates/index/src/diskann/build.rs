@@ -10,6 +10,7 @@ use diskvec_vector::{
 
 use super::budget::{BuildShape, MemoryBudget};
 use super::compact::compact_path;
+use super::graph_builder::{GraphBuilder, Scope};
 use super::layout::{seal_sectors, SECTOR_PAYLOAD};
 use super::meta_writer::{stage_meta, MetaParts};
 use super::nav::{nav_path, Navigation, SteppedAside, WalkCodes};
@@ -48,6 +49,8 @@ pub struct BuildParams {
     /// What the graph's distances are computed on while it is built (the node file always
     /// holds the full vectors).
     pub graph_precision: GraphPrecision,
+    /// The algorithm the graph comes from (Vamana or PiPNN).
+    pub graph_builder: GraphBuilder,
     /// How the node records store the full vectors (float32, float16 or uint8). Narrower
     /// types round each vector once, after the metric preparation, and everything else
     /// (codes, graph, reranking) works on the rounded values.
@@ -114,6 +117,7 @@ impl Default for BuildParams {
             seed: 1,
             input_prepared: false,
             graph_precision: GraphPrecision::default(),
+            graph_builder: GraphBuilder::default(),
             element: ElementType::Float32,
             codebook: None,
             checkpoint: None,
@@ -174,6 +178,7 @@ impl BuildParams {
             threads: rayon::current_num_threads(),
             inner_product: self.metric == Metric::InnerProduct,
             quantized_graph: self.graph_precision == GraphPrecision::Sq8,
+            graph_builder: self.graph_builder,
         })
     }
 }
@@ -527,8 +532,6 @@ pub fn build(
     progress.advance(1);
     let pq_seconds = start.elapsed().as_secs_f64();
 
-    progress.phase("graph (2 passes)", 2 * n as u64);
-    let graph_start = Instant::now();
     let vamana = VamanaParams {
         max_degree: params.max_degree,
         build_list: params.build_list,
@@ -536,6 +539,12 @@ pub fn build(
         seed: params.seed,
         two_passes: true,
     };
+    let builder = params.graph_builder;
+    progress.phase(
+        &format!("graph ({})", builder.name()),
+        builder.progress_total(n, &vamana),
+    );
+    let graph_start = Instant::now();
     if progress.cancelled() {
         return Err(IndexError::Cancelled);
     }
@@ -684,16 +693,21 @@ fn graph_of(
         (data, dim, params.metric)
     };
     let go_on = |k| advance_unless_cancelled(progress, k);
+    let builder = params.graph_builder;
     let graph = match params.graph_precision {
-        GraphPrecision::Full => {
-            diskvec_graph::build(&FullVectors::new(space, sdim, metric), vamana, &go_on)
-        }
+        GraphPrecision::Full => builder.build(
+            &FullVectors::new(space, sdim, metric),
+            vamana,
+            Scope::Whole,
+            &go_on,
+        ),
         GraphPrecision::Sq8 => {
             let sq = ScalarQuantizer8::train(space, sdim);
             let mut codes = diskvec_vector::vec_with_huge_pages(space.len());
             sq.encode_rows(space, &mut codes);
             let scale = Sq8Vectors::scale_for(metric, sq.l2_scale()).expect("not inner product");
-            diskvec_graph::build(&Sq8Vectors::new(&codes, sdim, scale), vamana, &go_on)
+            let codes = Sq8Vectors::new(&codes, sdim, scale);
+            builder.build(&codes, vamana, Scope::Whole, &go_on)
         }
     };
     graph.ok_or(IndexError::Cancelled)

@@ -18,6 +18,7 @@ mod codebook;
 mod commit;
 mod compact;
 mod fetch;
+mod graph_builder;
 mod header;
 mod hot_records;
 mod index;
@@ -51,6 +52,7 @@ pub use compact::{
     compact_code_bytes, compact_file_name, compact_saving, CompactCodes, COMPACT_RATIO,
     COMPACT_VERSION,
 };
+pub use graph_builder::{GraphBuilder, PIPNN_KNOBS_VAR};
 pub use header::{layout_version_for, Header, LAYOUT_VERSION, OLDEST_LAYOUT_VERSION};
 pub use index::{DiskIndex, OpenOptions};
 pub use layout::NodeLayout;

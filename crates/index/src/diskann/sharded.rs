@@ -43,6 +43,7 @@ use super::build::{
 };
 use super::commit;
 use super::compact::{compact_code_bytes, compact_path};
+use super::graph_builder::{GraphBuilder, Scope};
 use super::meta_writer::staged_path;
 use super::meta_writer::MetaParts;
 use super::nav::nav_path;
@@ -602,11 +603,11 @@ fn build_shard(
             let scale = Sq8Vectors::scale_for(space.metric(), sq.l2_scale())
                 .expect("the graph space is never inner product");
             let vectors = Sq8Vectors::new(&codes, gdim, scale);
-            write_shard_lists(out, &gids, &vectors, vamana, &go_on)
+            write_shard_lists(out, &gids, &vectors, params.graph_builder, vamana, &go_on)
         }
         None => {
             let vectors = FullVectors::new(&data, gdim, space.metric());
-            write_shard_lists(out, &gids, &vectors, vamana, &go_on)
+            write_shard_lists(out, &gids, &vectors, params.graph_builder, vamana, &go_on)
         }
     }
 }
@@ -658,10 +659,13 @@ fn write_shard_lists<V: GraphVectors>(
     out: &mut ListsWriter,
     gids: &[u32],
     vectors: &V,
+    builder: GraphBuilder,
     vamana: VamanaParams,
     go_on: &(dyn Fn(u64) -> bool + Sync),
 ) -> Result<()> {
-    let graph = diskvec_graph::build(vectors, vamana, go_on).ok_or(IndexError::Cancelled)?;
+    let graph = builder
+        .build(vectors, vamana, Scope::Shard, go_on)
+        .ok_or(IndexError::Cancelled)?;
     let mut bytes = Vec::new();
     for (local, list) in graph.lists().enumerate() {
         bytes.clear();
@@ -989,10 +993,12 @@ fn shard_recipe(
         alpha: params.alpha,
         seed: params.seed,
         passes: SHARD_PASSES,
+        // A Vamana shard keeps the key it had before other builders existed.
         space: format!(
-            "{:?}/{}",
+            "{:?}/{}{}",
             space.metric(),
-            if sq8.is_some() { "sq8" } else { "f32" }
+            if sq8.is_some() { "sq8" } else { "f32" },
+            params.graph_builder.recipe()
         ),
         space_numbers: [
             space.max_norm_sq.to_bits(),
