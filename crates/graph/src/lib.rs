@@ -14,7 +14,7 @@ mod vectors;
 pub use adjacency::Graph;
 pub use candidates::{Candidate, CandidateList};
 pub use pipnn::{build_pipnn, PipnnParams};
-pub use prune::{reselect, robust_prune, select_diverse};
+pub use prune::{by_distance, reselect, robust_prune, select_diverse};
 pub use search::{Accept, BestFirst, Neighbors, Scorer, VisitedSet};
 pub use vamana::{build, VamanaParams};
 pub use vectors::{FullVectors, GraphVectors, PairwiseBuffers, Sq8Vectors};

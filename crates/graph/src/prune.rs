@@ -1,4 +1,13 @@
+use std::cmp::Ordering;
+
 use crate::GraphVectors;
+
+/// The order of (distance, id) candidates every graph of diskvec uses: closer first, and
+/// of two as close the lower id, so that a choice never depends on the order candidates
+/// arrived in.
+pub fn by_distance(a: &(f32, u32), b: &(f32, u32)) -> Ordering {
+    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+}
 
 /// Robust prune (Vamana): walks `pool` from closest to farthest and keeps a candidate
 /// unless an already kept neighbour is closer to it, by the factor `alpha`, than `node` is.
@@ -10,7 +19,7 @@ pub fn robust_prune(
     max_degree: usize,
     vectors: &impl GraphVectors,
 ) -> Vec<u32> {
-    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    pool.sort_by(by_distance);
     pool.dedup_by_key(|c| c.1);
     pool.retain(|c| c.1 != node);
     let mut kept: Vec<u32> = Vec::with_capacity(max_degree);
@@ -65,7 +74,7 @@ pub fn select_diverse(
 /// that a new point's link overfilled).
 pub fn reselect(node: u32, list: &[u32], m: usize, distance: impl Fn(u32, u32) -> f32) -> Vec<u32> {
     let mut pool: Vec<(f32, u32)> = list.iter().map(|&o| (distance(node, o), o)).collect();
-    pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    pool.sort_by(by_distance);
     select_diverse(&pool, m, distance)
 }
 

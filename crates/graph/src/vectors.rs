@@ -238,7 +238,7 @@ fn nearest(n: usize, distance: impl Fn(usize) -> f32 + Sync) -> u32 {
     (0..n)
         .into_par_iter()
         .map(|i| (distance(i), i as u32))
-        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+        .min_by(crate::by_distance)
         .map(|(_, i)| i)
         .unwrap_or(0)
 }

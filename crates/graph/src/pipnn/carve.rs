@@ -148,9 +148,8 @@ fn assign<V: GraphVectors>(
                         .enumerate()
                         .map(|(i, &l)| (vectors.distance(p, l), i as u32)),
                 );
-                let by = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
                 if fanout < near.len() {
-                    near.select_nth_unstable_by(fanout - 1, by);
+                    near.select_nth_unstable_by(fanout - 1, crate::by_distance);
                 }
                 picks.extend(near[..fanout].iter().map(|&(_, c)| (c, p)));
             }

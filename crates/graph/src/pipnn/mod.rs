@@ -20,7 +20,7 @@ use crate::adjacency::Graph;
 use crate::prune::robust_prune;
 use crate::vectors::PairwiseBuffers;
 use crate::GraphVectors;
-use reservoir::Reservoirs;
+use reservoir::{before, Reservoirs};
 
 /// PiPNN build parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -206,7 +206,6 @@ fn nearest_k(row: &[f32], ids: &[u32], skip: usize, k: usize, best: &mut Vec<(f3
     if k == 0 {
         return;
     }
-    let before = |a: (f32, u32), b: (f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt();
     for (j, (&d, &q)) in row.iter().zip(ids).enumerate() {
         if j == skip {
             continue;
@@ -296,7 +295,7 @@ mod tests {
             let mut truth: Vec<(f32, u32)> = (0..full.rows.len() as u32)
                 .map(|i| (scorer.distance(i), i))
                 .collect();
-            truth.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            truth.sort_by(crate::by_distance);
             search.reset(40);
             for &e in entries {
                 search.enter(e, scorer.distance(e), None);

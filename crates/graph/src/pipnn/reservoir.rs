@@ -56,8 +56,8 @@ impl Slot<'_> {
 }
 
 /// Whether `a` comes before `b`: closer, or as close with a lower id.
-fn before(a: (f32, u32), b: (f32, u32)) -> bool {
-    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt()
+pub(super) fn before(a: (f32, u32), b: (f32, u32)) -> bool {
+    crate::by_distance(&a, &b).is_lt()
 }
 
 impl Reservoirs {
@@ -147,7 +147,7 @@ impl Reservoirs {
         let slot = self.slot(p);
         out.clear();
         out.extend((0..slot.len()).map(|i| slot.entry(i)));
-        out.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        out.sort_by(crate::by_distance);
     }
 }
 
@@ -169,7 +169,7 @@ mod tests {
             }
         }
         let mut all: Vec<(f32, u32)> = best.into_values().collect();
-        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        all.sort_by(crate::by_distance);
         all.truncate(r.room);
         all
     }

@@ -646,7 +646,7 @@ impl DiskIndex {
                 entry.0 = Self::estimate(nav, &q.b, entry.1);
             }
         }
-        scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        scored.sort_by(diskvec_graph::by_distance);
         let boundary = scored.get(q.params.k - 1).map(|c| c.0);
         let margin = 2.0 * q.params.rerank_sigmas * q.b.sq.sigma();
         // Nothing is decided unread where the codes resolve the data poorly (the build
@@ -741,8 +741,7 @@ impl DiskIndex {
         let sure = std::mem::take(&mut q.b.sure);
         q.b.exact.extend_from_slice(&sure);
         q.b.sure = sure;
-        q.b.exact
-            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        q.b.exact.sort_by(diskvec_graph::by_distance);
         q.b.exact.dedup_by_key(|e| e.1);
         let accepted =
             q.b.exact

@@ -787,7 +787,7 @@ fn merge(
                 pool.dedup_by_key(|c| c.1);
                 pool.retain(|c| c.1 != node);
                 // Closest first (a seed's NaN last; the prune sorts again once it is known).
-                pool.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                pool.sort_by(diskvec_graph::by_distance);
                 let seeded = pool.iter().any(|c| c.0.is_nan());
                 let Some(codes) = codes.as_ref().filter(|_| seeded || pool.len() > r) else {
                     // No codes, no re-prune (and no seeds), or nothing to prune: the closest R.

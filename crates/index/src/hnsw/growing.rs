@@ -327,7 +327,7 @@ mod tests {
             .filter(|(i, _)| keep(*i as u32))
             .map(|(i, v)| (Metric::L2.distance(q, v), i as u32))
             .collect();
-        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        all.sort_by(diskvec_graph::by_distance);
         all.into_iter().take(k).map(|(_, i)| i).collect()
     }
 
