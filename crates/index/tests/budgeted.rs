@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{clustered, exact_rows};
+use common::{clustered, exact_ids_10};
 use diskvec_index::diskann::{
     build_from, BuildParams, DiskIndex, GraphBuilder, GraphPrecision, MemoryBudget, OpenOptions,
     SliceSource, VectorSource, SHARD_CAPACITY_VAR,
@@ -58,10 +58,7 @@ fn a_build_in_shards_answers_like_the_build_in_memory() {
     let ids: Vec<i64> = (0..n as i64).map(|i| 7 + 2 * i).collect();
     let queries = clustered(60, DIM, 77);
     for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
-        let truth: Vec<Vec<i64>> = exact_rows(&data, &queries, DIM, metric, 10)
-            .into_iter()
-            .map(|r| r.into_iter().map(|(i, _)| ids[i]).collect())
-            .collect();
+        let truth = exact_ids_10(&data, &queries, DIM, metric, &ids);
         let root = tempfile::tempdir().unwrap();
         let (whole, sharded) = (root.path().join("whole"), root.path().join("sharded"));
         let report = build_with(&data, &ids, metric, &whole, None).unwrap();
@@ -130,10 +127,7 @@ fn graphs_built_by_partitioning_answer_like_vamana_for_every_metric() {
     let ids: Vec<i64> = (0..n as i64).collect();
     let queries = clustered(60, DIM, 77);
     for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
-        let truth: Vec<Vec<i64>> = exact_rows(&data, &queries, DIM, metric, 10)
-            .into_iter()
-            .map(|r| r.into_iter().map(|(i, _)| ids[i]).collect())
-            .collect();
+        let truth = exact_ids_10(&data, &queries, DIM, metric, &ids);
         let root = tempfile::tempdir().unwrap();
         let vamana = root.path().join("vamana");
         build_with(&data, &ids, metric, &vamana, None).unwrap();
@@ -163,10 +157,7 @@ fn graphs_built_on_8_bit_codes_answer_like_graphs_built_on_the_vectors() {
     let ids: Vec<i64> = (0..n as i64).collect();
     let queries = clustered(200, DIM, 78);
     for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
-        let truth: Vec<Vec<i64>> = exact_rows(&data, &queries, DIM, metric, 10)
-            .into_iter()
-            .map(|r| r.into_iter().map(|(i, _)| ids[i]).collect())
-            .collect();
+        let truth = exact_ids_10(&data, &queries, DIM, metric, &ids);
         for shards in [None, Some(1500)] {
             let root = tempfile::tempdir().unwrap();
             let mut got = Vec::new();

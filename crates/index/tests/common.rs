@@ -59,6 +59,20 @@ pub fn exact_rows(
         .collect()
 }
 
+/// The ids (`ids[row]`) of each query's exact 10 nearest rows under `metric`, closest first.
+pub fn exact_ids_10(
+    data: &[f32],
+    queries: &[f32],
+    dim: usize,
+    metric: diskvec_vector::Metric,
+    ids: &[i64],
+) -> Vec<Vec<i64>> {
+    exact_rows(data, queries, dim, metric, 10)
+        .into_iter()
+        .map(|r| r.into_iter().map(|(i, _)| ids[i]).collect())
+        .collect()
+}
+
 /// The engines to test: pread, and io_uring by name wherever it can run (so a silent
 /// fallback cannot pass for it). DISKVEC_REQUIRE_URING (set by CI) makes its absence fail.
 pub fn engines() -> Vec<diskvec_io::EngineChoice> {

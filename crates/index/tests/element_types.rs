@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{clustered, exact_rows};
+use common::{clustered, exact_ids_10};
 use diskvec_index::diskann::{BuildParams, DiskIndex, OpenOptions};
 use diskvec_index::NoProgress;
 use diskvec_vector::{ElementType, Metric};
@@ -75,10 +75,7 @@ fn narrow_records_answer_like_float32_in_memory_and_in_shards() {
     ];
     for (metric, element, data) in cases {
         let queries = data[..100 * DIM].to_vec();
-        let truth: Vec<Vec<i64>> = exact_rows(&data, &queries, DIM, metric, 10)
-            .into_iter()
-            .map(|r| r.into_iter().map(|(i, _)| ids[i]).collect())
-            .collect();
+        let truth = exact_ids_10(&data, &queries, DIM, metric, &ids);
         let root = tempfile::tempdir().unwrap();
         let full = root.path().join("f32");
         build(
