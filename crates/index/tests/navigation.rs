@@ -117,8 +117,9 @@ fn a_navigating_index_drops_its_pq_codes_and_codebook_and_ranks_approximately_by
     let navigation = nav.navigation().expect("navigation loaded");
     assert_eq!(navigation.walk, WalkCodes::Sq4);
     // Everything the graph search holds, less the PQ codes (12 bytes a node) and the
-    // codebook (256 centroids of DIM floats, 13 subspace offsets), plus the navigation data.
-    let codebook = 4 * 256 * DIM + std::mem::size_of::<usize>() * 13;
+    // codebook (256 centroids of DIM floats, their norms in each of 12 subspaces, 13 subspace
+    // offsets), plus the navigation data.
+    let codebook = 4 * 256 * (DIM + 12) + std::mem::size_of::<usize>() * 13;
     assert_eq!(
         nav.dram_bytes(),
         graph.dram_bytes() - N * 12 - codebook + navigation.dram_bytes()

@@ -3,6 +3,8 @@ use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
+use crate::nearest::{centroid_norms, nearest_rows, Centroids};
+
 /// Lloyd's k-means under squared L2. `data` is row-major with `dim` columns.
 /// Returns `k * dim` centroids. Deterministic for a given seed.
 /// With fewer points than `k`, the missing centroids repeat existing points.
@@ -22,16 +24,25 @@ pub fn kmeans(data: &[f32], dim: usize, k: usize, iterations: usize, seed: u64) 
     let mut assign = vec![0u32; n];
     for _ in 0..iterations {
         let by_dimension = transpose(&centroids, k, dim);
+        let norms = centroid_norms(&by_dimension, k);
+        let table = Centroids {
+            by_dimension: &by_dimension,
+            norms: &norms,
+            k,
+        };
         assign
             .par_chunks_mut(1024)
             .enumerate()
             .for_each(|(chunk, out)| {
-                let mut scratch = vec![0f32; k];
-                for (i, a) in out.iter_mut().enumerate() {
-                    let p = chunk * 1024 + i;
-                    let v = &data[p * dim..(p + 1) * dim];
-                    *a = nearest_by_dimension(&by_dimension, k, v, &mut scratch) as u32;
-                }
+                let first = chunk * 1024;
+                let mut scores = Vec::new();
+                nearest_rows(
+                    &table,
+                    out.len(),
+                    |i| &data[(first + i) * dim..(first + i + 1) * dim],
+                    &mut scores,
+                    |i, c| out[i] = c as u32,
+                );
             });
         let mut sums = vec![0f64; k * dim];
         let mut counts = vec![0usize; k];
@@ -73,121 +84,10 @@ pub(crate) fn transpose(centroids: &[f32], k: usize, dim: usize) -> Vec<f32> {
     out
 }
 
-/// Index of the centroid nearest to `v` (squared L2; the first one on ties), from centroids
-/// laid out by dimension (see [`transpose`]). `scratch` holds at least `k` floats.
-///
-/// Why this layout: PQ subspaces have 1-8 dimensions, too short for a SIMD distance per
-/// centroid, so the loop runs across centroids instead (contiguous, auto-vectorized), which
-/// made PQ training about half of a DiskANN build's time before.
-pub(crate) fn nearest_by_dimension(
-    by_dimension: &[f32],
-    k: usize,
-    v: &[f32],
-    scratch: &mut [f32],
-) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: `nearest_avx2` only requires the CPU to support AVX2, checked just above;
-        // it touches memory through safe slices alone.
-        return unsafe { nearest_avx2(by_dimension, k, v, scratch) };
-    }
-    nearest_body(by_dimension, k, v, scratch)
-}
-
-/// The same loop compiled for 8-wide vectors (the portable build targets 4-wide SSE2).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn nearest_avx2(by_dimension: &[f32], k: usize, v: &[f32], scratch: &mut [f32]) -> usize {
-    nearest_body(by_dimension, k, v, scratch)
-}
-
-#[inline(always)]
-fn nearest_body(by_dimension: &[f32], k: usize, v: &[f32], scratch: &mut [f32]) -> usize {
-    let acc = &mut scratch[..k];
-    acc.fill(0.0);
-    for (j, &x) in v.iter().enumerate() {
-        for (a, &c) in acc.iter_mut().zip(&by_dimension[j * k..(j + 1) * k]) {
-            let d = x - c;
-            *a += d * d;
-        }
-    }
-    first_min(acc)
-}
-
-/// Position of the smallest value, the first one on ties; lane-wise so it vectorizes.
-#[inline(always)]
-fn first_min(values: &[f32]) -> usize {
-    const LANES: usize = 8;
-    let mut best = [f32::INFINITY; LANES];
-    let mut at = [0u32; LANES];
-    let chunks = values.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for (i, chunk) in chunks.enumerate() {
-        for l in 0..LANES {
-            if chunk[l] < best[l] {
-                best[l] = chunk[l];
-                at[l] = (i * LANES + l) as u32;
-            }
-        }
-    }
-    let mut winner = (f32::INFINITY, usize::MAX);
-    for l in 0..LANES {
-        let candidate = (best[l], at[l] as usize);
-        if candidate.0 < winner.0 || (candidate.0 == winner.0 && candidate.1 < winner.1) {
-            winner = candidate;
-        }
-    }
-    let base = values.len() - tail.len();
-    for (i, &x) in tail.iter().enumerate() {
-        if x < winner.0 {
-            winner = (x, base + i);
-        }
-    }
-    if winner.1 == usize::MAX {
-        // Every value is NaN or infinite: keep the first, as a plain scan would.
-        0
-    } else {
-        winner.1
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metric::l2sq_short;
-
-    /// The plain scan the vectorized search replaces: first strict minimum.
-    fn nearest_plain(centroids: &[f32], dim: usize, v: &[f32]) -> usize {
-        let mut best = (f32::INFINITY, 0);
-        for (c, centroid) in centroids.chunks_exact(dim).enumerate() {
-            let d = l2sq_short(centroid, v);
-            if d < best.0 {
-                best = (d, c);
-            }
-        }
-        best.1
-    }
-
-    #[test]
-    fn nearest_by_dimension_agrees_with_a_plain_scan_ties_included() {
-        let mut rng = SmallRng::seed_from_u64(3);
-        for (k, dim) in [(256, 4), (256, 1), (13, 3), (5, 8), (1, 2), (300, 2)] {
-            // Coarse values make exact ties common.
-            let centroids: Vec<f32> = (0..k * dim)
-                .map(|_| rng.random_range(0..4) as f32)
-                .collect();
-            let by_dimension = transpose(&centroids, k, dim);
-            let mut scratch = vec![0f32; k];
-            for _ in 0..200 {
-                let v: Vec<f32> = (0..dim).map(|_| rng.random_range(0..4) as f32).collect();
-                assert_eq!(
-                    nearest_by_dimension(&by_dimension, k, &v, &mut scratch),
-                    nearest_plain(&centroids, dim, &v),
-                    "k={k} dim={dim} v={v:?}"
-                );
-            }
-        }
-    }
 
     #[test]
     fn finds_well_separated_clusters() {

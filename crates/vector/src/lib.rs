@@ -9,6 +9,7 @@ mod kernels;
 mod kmeans;
 mod metric;
 mod mips;
+mod nearest;
 mod pq;
 mod prefetch;
 mod projection;

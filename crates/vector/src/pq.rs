@@ -3,7 +3,8 @@ use rand::seq::index::sample;
 use rand::SeedableRng;
 use rayon::prelude::*;
 
-use crate::kmeans::{kmeans, nearest_by_dimension};
+use crate::kmeans::kmeans;
+use crate::nearest::{centroid_norms, nearest_rows, Centroids};
 use crate::projection::Projection;
 
 const CENTROIDS: usize = 256;
@@ -32,6 +33,9 @@ pub struct ProductQuantizer {
     /// centroids at once and vectorizes. Serialized centroid by centroid (`to_bytes`); only
     /// this form is held, so the codebook costs its size once in DRAM.
     transposed: Vec<f32>,
+    /// |c|² of every centroid, subspace after subspace (256 each): derived from
+    /// `transposed`, for encoding as a matrix product.
+    norms: Vec<f32>,
     use_l2: bool,
 }
 
@@ -65,6 +69,18 @@ fn reorder(offsets: &[usize], from: &[f32], to_dimension_major: bool) -> Vec<f32
     }
     out
 }
+
+/// `centroid_norms` of every subspace, in subspace order.
+fn subspace_norms(offsets: &[usize], transposed: &[f32]) -> Vec<f32> {
+    offsets
+        .windows(2)
+        .flat_map(|w| centroid_norms(&transposed[w[0] * CENTROIDS..w[1] * CENTROIDS], CENTROIDS))
+        .collect()
+}
+
+/// Rows a worker of `encode_all` encodes at a time: a block of 768-d float rows (192 KiB)
+/// stays in L2 while each subspace's table passes over it.
+const ENCODE_BLOCK: usize = 64;
 
 /// Distances from one query to every centroid of every subspace. A row holds all 256
 /// centroids of a subspace, so every value a code byte can take indexes inside its row:
@@ -134,10 +150,12 @@ impl ProductQuantizer {
             })
             .collect();
         let centroids = blocks.concat();
+        let transposed = transpose(&offsets, &centroids);
         let pq = Self {
             dim,
             projection: None,
-            transposed: transpose(&offsets, &centroids),
+            norms: subspace_norms(&offsets, &transposed),
+            transposed,
             offsets,
             use_l2,
         };
@@ -205,7 +223,7 @@ impl ProductQuantizer {
 
     /// Bytes this quantizer holds in memory: the centroids, the offsets and the projection.
     pub fn dram_bytes(&self) -> usize {
-        4 * self.transposed.len()
+        4 * (self.transposed.len() + self.norms.len())
             + std::mem::size_of::<usize>() * self.offsets.len()
             + self.projection.as_ref().map_or(0, Projection::dram_bytes)
     }
@@ -222,15 +240,50 @@ impl ProductQuantizer {
 
     /// Writes the code of `v` into `out` (`code_bytes()` long).
     pub fn encode_into(&self, v: &[f32], out: &mut [u8]) {
-        self.projected(v, |v| self.encode_projected(v, out))
+        self.encode_rows(v, out);
     }
 
-    fn encode_projected(&self, v: &[f32], out: &mut [u8]) {
-        let mut scratch = [0f32; CENTROIDS];
-        for (m, byte) in out.iter_mut().enumerate() {
-            let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
-            let by_dimension = &self.transposed[lo * CENTROIDS..hi * CENTROIDS];
-            *byte = nearest_by_dimension(by_dimension, CENTROIDS, &v[lo..hi], &mut scratch) as u8;
+    /// The codes of the rows of `data` (row-major, `dim` columns) into `out`, row after
+    /// row (`code_bytes()` each). Rows are encoded together, subspace by subspace, so each
+    /// subspace's centroids are loaded once for the block: call it with blocks of rows.
+    ///
+    /// Panics when `data` is not whole rows or `out` is not one code per row.
+    pub fn encode_rows(&self, data: &[f32], out: &mut [u8]) {
+        assert_eq!(data.len() % self.dim, 0, "rows of {} values", self.dim);
+        let rows = data.len() / self.dim;
+        assert_eq!(out.len(), rows * self.code_bytes(), "one code a row");
+        match &self.projection {
+            None => self.encode_projected_rows(data, self.dim, out),
+            Some(p) => {
+                let mut projected = Vec::with_capacity(rows * p.rows());
+                let mut one = Vec::with_capacity(p.rows());
+                for v in data.chunks_exact(self.dim) {
+                    p.apply(v, &mut one);
+                    projected.extend_from_slice(&one);
+                }
+                self.encode_projected_rows(&projected, p.rows(), out)
+            }
+        }
+    }
+
+    /// `encode_rows` of rows already projected (`width` values each).
+    fn encode_projected_rows(&self, data: &[f32], width: usize, out: &mut [u8]) {
+        let (rows, m) = (data.len() / width, self.code_bytes());
+        let mut scores = Vec::new();
+        for s in 0..m {
+            let (lo, hi) = (self.offsets[s], self.offsets[s + 1]);
+            let table = Centroids {
+                by_dimension: &self.transposed[lo * CENTROIDS..hi * CENTROIDS],
+                norms: &self.norms[s * CENTROIDS..(s + 1) * CENTROIDS],
+                k: CENTROIDS,
+            };
+            nearest_rows(
+                &table,
+                rows,
+                |r| &data[r * width + lo..r * width + hi],
+                &mut scores,
+                |r, c| out[r * m + s] = c as u8,
+            );
         }
     }
 
@@ -251,7 +304,7 @@ impl ProductQuantizer {
         for row in rows {
             let v = &data[row * self.dim..(row + 1) * self.dim];
             total += self.projected(v, |v| {
-                self.encode_projected(v, &mut code);
+                self.encode_projected_rows(v, v.len(), &mut code);
                 let mut sum = 0f64;
                 for (m, &c) in code.iter().enumerate() {
                     let (lo, hi) = (self.offsets[m], self.offsets[m + 1]);
@@ -277,9 +330,9 @@ impl ProductQuantizer {
         let m = self.code_bytes();
         let mut codes = vec![0u8; data.len() / self.dim * m];
         codes
-            .par_chunks_mut(m)
-            .zip(data.par_chunks_exact(self.dim))
-            .for_each(|(out, v)| self.encode_into(v, out));
+            .par_chunks_mut(ENCODE_BLOCK * m)
+            .zip(data.par_chunks(ENCODE_BLOCK * self.dim))
+            .for_each(|(out, rows)| self.encode_rows(rows, out));
         codes
     }
 
@@ -381,10 +434,12 @@ impl ProductQuantizer {
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
             .collect();
+        let transposed = transpose(&offsets, &centroids);
         Some(Self {
             dim,
             projection,
-            transposed: transpose(&offsets, &centroids),
+            norms: subspace_norms(&offsets, &transposed),
+            transposed,
             offsets,
             use_l2,
         })
@@ -632,7 +687,8 @@ mod tests {
         let bytes = pq.to_bytes();
         assert_eq!(
             pq.dram_bytes(),
-            4 * 256 * dim + std::mem::size_of::<usize>() * 5
+            4 * 256 * (dim + 4) + std::mem::size_of::<usize>() * 5,
+            "centroids, their norms (one per centroid of each of 4 subspaces), offsets"
         );
         let back = ProductQuantizer::from_bytes(&bytes).unwrap();
         assert_eq!(

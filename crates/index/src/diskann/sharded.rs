@@ -356,9 +356,10 @@ impl WalkRows {
 /// Shards a vector's assignment looks at, nearest first.
 const NEAREST_KEPT: usize = 8;
 
-/// One vector as pass 2 encodes it: PQ code, 4-bit record, shards nearest first, distance
-/// to the mean, and its bucket record's vector (8-bit code, or f32 little-endian).
-type Encoded = (Vec<u8>, Vec<u8>, Vec<u32>, f32, Vec<u8>);
+/// One vector as pass 2 encodes it besides its PQ codes: 4-bit record, shards nearest
+/// first, distance to the mean, and its bucket record's vector (8-bit code, or f32 little
+/// endian).
+type Encoded = (Vec<u8>, Vec<u32>, f32, Vec<u8>);
 
 /// Bytes of a bucket record's vector: the graph space's 8-bit code, or the f32 vector.
 fn bucket_vector_bytes(space: GraphSpace, dim: usize, sq8: Option<&ScalarQuantizer8>) -> usize {
@@ -426,16 +427,13 @@ fn encode_and_partition(
         if rows == 0 {
             break;
         }
-        // Per row: PQ code, 4-bit record, shards by distance to their centroid, distance
-        // to the mean.
+        // PQ and compact codes a block of rows at a time (a matrix product each); then per
+        // row: 4-bit record, shards by distance to their centroid, distance to the mean.
+        let pq_codes = pq.encode_all(&data);
+        let compact_codes = compact.map_or_else(Vec::new, |c| c.encode_all(&data));
         let encoded: Vec<Encoded> = data
             .par_chunks_exact(dim)
             .map(|v| {
-                let mut code = vec![0u8; m + mc];
-                pq.encode_into(v, &mut code[..m]);
-                if let Some(c) = compact {
-                    c.encode_into(v, &mut code[m..]);
-                }
                 let mut rec = vec![0u8; sq_record];
                 sq.encode(v, &mut rec[..sq_record - 4]);
                 let norm: f32 = v.iter().map(|x| x * x).sum();
@@ -458,14 +456,19 @@ fn encode_and_partition(
                     }
                     None => f32s_le(v, &mut stored),
                 }
-                (code, rec, order, medoid_metric.distance(v, mean), stored)
+                (rec, order, medoid_metric.distance(v, mean), stored)
             })
             .collect();
         slots.clear();
-        for (i, (code, rec, order, to_mean, stored)) in encoded.into_iter().enumerate() {
+        for (i, (rec, order, to_mean, stored)) in encoded.into_iter().enumerate() {
             let gid = row + i;
             let v = &data[i * dim..(i + 1) * dim];
-            codes.write(&code[..m], &code[m..], &rec)?;
+            let code = &pq_codes[i * m..(i + 1) * m];
+            codes.write(
+                code,
+                compact_codes.get(i * mc..(i + 1) * mc).unwrap_or(&[]),
+                &rec,
+            )?;
             rows_out.write_all(&stored)?;
             if to_mean < medoid.0 {
                 medoid = (to_mean, gid as u32);
@@ -474,7 +477,7 @@ fn encode_and_partition(
                 for q in walk.query_vectors.chunks_exact(dim) {
                     walk.exact.push(space.metric.distance(q, v));
                 }
-                walk.pq.extend_from_slice(&code[..m]);
+                walk.pq.extend_from_slice(code);
                 walk.sq.extend_from_slice(&rec);
                 next_wanted += 1;
             }
