@@ -82,8 +82,9 @@ pub fn load_train(path: &Path) -> anyhow::Result<Matrix> {
 }
 
 /// The training vectors of a dataset directory or a vector file, opened for streaming.
-/// Chunks are sized to a 64th of the budget: a parquet reader holds several times its
-/// chunk while decoding it.
+/// Chunks are sized to a 192nd of the budget: a parquet reader holds several times its
+/// chunk while decoding it, and its decoding threads (`open_stream`) hold up to two chunks
+/// each besides the one the build works on.
 pub fn open_train_stream(path: &Path, budget: MemoryBudget) -> anyhow::Result<VectorStream> {
     let file = if path.is_dir() {
         DatasetDir::open(path)?.train_path()?
@@ -91,7 +92,7 @@ pub fn open_train_stream(path: &Path, budget: MemoryBudget) -> anyhow::Result<Ve
         path.to_path_buf()
     };
     let probe = open_stream(&file, 1)?;
-    let bytes = budget.resolve(probe.raw_bytes()) / 64;
+    let bytes = budget.resolve(probe.raw_bytes()) / 192;
     let rows =
         (bytes / (4 * probe.dim() as u64)).clamp(64, diskvec_dataset::DEFAULT_CHUNK_ROWS as u64);
     drop(probe);

@@ -3,6 +3,7 @@
 
 mod layout;
 mod npy;
+mod parquet_ahead;
 mod parquet_footer;
 mod parquet_io;
 mod stream;

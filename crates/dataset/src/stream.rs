@@ -6,12 +6,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use arrow_array::RecordBatch;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
-};
-
-use crate::parquet_io::guarded;
+use crate::parquet_ahead::{footer, ParquetAhead};
 use crate::{invalid, io_error, Matrix, Result};
 
 /// Rows per chunk unless the caller asks otherwise: 8,192 rows of 768 dimensions is 24 MiB.
@@ -29,9 +24,9 @@ pub struct VectorStream {
 
 enum Source {
     Parquet {
-        reader: ParquetRecordBatchReader,
-        /// The first batch, read at open to learn the dimension.
-        first: Option<RecordBatch>,
+        chunks: ParquetAhead,
+        /// The first chunk, read at open to learn the dimension.
+        first: Option<Matrix>,
     },
     /// .fvecs (4-byte floats) or .bvecs (bytes): each row is an i32 dimension, then values.
     Vecs {
@@ -92,42 +87,17 @@ pub fn open_stream(path: &Path, chunk_rows: usize) -> Result<VectorStream> {
 fn open_parquet(path: &Path, file: File, chunk_rows: usize) -> Result<(usize, usize, Source)> {
     crate::parquet_footer::check(&file)
         .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
-    let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-    let (rows, mut reader) = guarded(path, || {
-        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
-            .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
-        let rows = builder.metadata().file_metadata().num_rows().max(0) as usize;
-        let reader = builder
-            .with_batch_size(chunk_rows)
-            .build()
-            .map_err(|e| invalid(path, format!("not a readable parquet file: {e}")))?;
-        Ok((rows, reader))
-    })?;
-    let first = next_batch(path, &mut reader)?;
-    let dim = match &first {
-        Some(batch) => {
-            let mut m = Matrix {
-                data: Vec::new(),
-                dim: 0,
-                ids: Vec::new(),
-            };
-            let one = batch.slice(0, batch.num_rows().min(1));
-            crate::parquet_io::append_vectors(path, &one, 0, &mut m)?;
-            m.dim
-        }
-        None => 0,
-    };
-    Ok((dim, rows, Source::Parquet { reader, first }))
+    let metadata = footer(path, &file)?;
+    let rows = metadata.metadata().file_metadata().num_rows().max(0) as usize;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(DECODE_THREADS));
+    let mut chunks = ParquetAhead::start(path, metadata, chunk_rows, threads)?;
+    let first = chunks.next().transpose()?;
+    let dim = first.as_ref().map_or(0, |m| m.dim);
+    Ok((dim, rows, Source::Parquet { chunks, first }))
 }
 
-fn next_batch(path: &Path, reader: &mut ParquetRecordBatchReader) -> Result<Option<RecordBatch>> {
-    guarded(path, || {
-        reader
-            .next()
-            .transpose()
-            .map_err(|e| invalid(path, format!("corrupt parquet data: {e}")))
-    })
-}
+/// Threads decoding a parquet file at most: more than a build's other work keeps up with.
+const DECODE_THREADS: usize = 4;
 
 fn open_vecs(
     path: &Path,
@@ -252,9 +222,9 @@ impl VectorStream {
         let want = self.chunk_rows.min(self.rows - self.delivered);
         let first_row = self.delivered;
         let mut m = Matrix {
-            data: Vec::with_capacity(want * self.dim),
+            data: Vec::new(),
             dim: self.dim,
-            ids: Vec::with_capacity(want),
+            ids: Vec::new(),
         };
         let path = self.path.clone();
         let truncated = |got: usize| {
@@ -267,16 +237,24 @@ impl VectorStream {
             )
         };
         match &mut self.source {
-            Source::Parquet { reader, first } => {
-                let batch = match first.take() {
-                    Some(b) => Some(b),
-                    None => next_batch(&path, reader)?,
+            Source::Parquet { chunks, first } => {
+                let chunk = match first.take() {
+                    Some(m) => Some(m),
+                    None => chunks.next().transpose()?,
                 };
-                let Some(batch) = batch else {
+                let Some(chunk) = chunk else {
                     return Err(truncated(first_row));
                 };
-                crate::parquet_io::append_vectors(&path, &batch, first_row, &mut m)?;
-                if m.ids.len() > self.rows - first_row {
+                if !chunk.ids.is_empty() && chunk.dim != self.dim {
+                    return Err(invalid(
+                        &path,
+                        format!(
+                            "vector {first_row} has {} values, the first had {}",
+                            chunk.dim, self.dim
+                        ),
+                    ));
+                }
+                if chunk.ids.len() > self.rows - first_row {
                     return Err(invalid(
                         &path,
                         format!(
@@ -285,8 +263,12 @@ impl VectorStream {
                         ),
                     ));
                 }
+                // Checked finite by the decoding thread.
+                m = chunk;
             }
             Source::Vecs { file, elem, row } => {
+                m.data.reserve(want * self.dim);
+                m.ids.reserve(want);
                 for i in first_row..first_row + want {
                     read_full(file, row, &path).map_err(|e| e.unwrap_or_else(|| truncated(i)))?;
                     let d = i32::from_le_bytes(row[..4].try_into().unwrap());
@@ -326,17 +308,8 @@ impl VectorStream {
                 m.ids.extend(first_row as i64..(first_row + want) as i64);
             }
         }
-        if let Some(pos) = m.data.iter().position(|x| !x.is_finite()) {
-            let row = pos / self.dim;
-            return Err(invalid(
-                &self.path,
-                format!(
-                    "vector {} (id {}) has a non-finite value (NaN or infinity) at position {}",
-                    first_row + row,
-                    m.ids[row],
-                    pos % self.dim
-                ),
-            ));
+        if !matches!(self.source, Source::Parquet { .. }) {
+            check_finite(&self.path, &m, first_row)?;
         }
         self.delivered += m.ids.len();
         Ok(Some(m))
@@ -344,12 +317,12 @@ impl VectorStream {
 
     /// After the last announced row: a parquet file must have no further batch.
     fn check_no_more(&mut self) -> Result<Option<Matrix>> {
-        if let Source::Parquet { reader, first } = &mut self.source {
+        if let Source::Parquet { chunks, first } = &mut self.source {
             let extra = match first.take() {
-                Some(b) => Some(b),
-                None => next_batch(&self.path, reader)?,
+                Some(m) => Some(m),
+                None => chunks.next().transpose()?,
             };
-            if extra.is_some_and(|b| b.num_rows() > 0) {
+            if extra.is_some_and(|m| !m.ids.is_empty()) {
                 return Err(invalid(
                     &self.path,
                     format!(
@@ -361,6 +334,24 @@ impl VectorStream {
         }
         Ok(None)
     }
+}
+
+/// Refuses a chunk (its first row is `first_row` of the file) holding NaN or infinity,
+/// naming the vector, its id and the position.
+pub(crate) fn check_finite(path: &Path, m: &Matrix, first_row: usize) -> Result<()> {
+    let Some(pos) = m.data.iter().position(|x| !x.is_finite()) else {
+        return Ok(());
+    };
+    let row = pos / m.dim.max(1);
+    Err(invalid(
+        path,
+        format!(
+            "vector {} (id {}) has a non-finite value (NaN or infinity) at position {}",
+            first_row + row,
+            m.ids[row],
+            pos % m.dim.max(1)
+        ),
+    ))
 }
 
 /// Fills `buf` from `r`; `Err(None)` when the input ends first, `Err(Some(e))` on an I/O error.

@@ -7,6 +7,7 @@ use std::path::Path;
 use diskvec_dataset::{
     read_vectors, write_neighbors, write_vectors, DatasetDir, Matrix, Neighbors,
 };
+use diskvec_vector::ElementType;
 
 fn sample() -> Matrix {
     Matrix {
@@ -202,6 +203,47 @@ fn streams_deliver_in_chunks_what_a_whole_read_delivers() {
             );
         }
     }
+}
+
+#[test]
+fn a_file_of_many_row_groups_decoded_by_several_threads_streams_in_file_order() {
+    // Float16 files are written in row groups of 4,096 rows: 10,001 rows make three, which
+    // the decoding threads share; chunks of every size must come back in file order.
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, dim) = (10_001usize, 4usize);
+    let m = Matrix {
+        data: (0..rows * dim).map(|x| (x % 2048) as f32).collect(),
+        dim,
+        ids: (0..rows as i64).map(|i| 7 * i + 3).collect(),
+    };
+    let p = dir.path().join("groups.parquet");
+    let mut w = diskvec_dataset::VectorWriter::create(&p, dim, ElementType::Float16).unwrap();
+    w.append(&m.ids, &m.data).unwrap();
+    w.finish().unwrap();
+    for chunk in [1000, 4096, 5000, 100_000] {
+        assert_eq!(streamed(&p, chunk).unwrap(), m, "chunks of {chunk}");
+    }
+    // Read again from the start while the first reader is half way (a build's later pass).
+    let mut first = diskvec_dataset::open_stream(&p, 512).unwrap();
+    first.next_chunk().unwrap().unwrap();
+    let again = first.reopen().unwrap();
+    drop(first);
+    assert_eq!(again.rows(), rows);
+
+    // A NaN in the last row group names its row and id, whichever thread decoded it.
+    let mut bad = m.clone();
+    bad.data[9_000 * dim + 1] = f32::NAN;
+    let p = dir.path().join("late-nan.parquet");
+    let mut w = diskvec_dataset::VectorWriter::create(&p, dim, ElementType::Float32).unwrap();
+    for (ids, data) in bad.ids.chunks(3000).zip(bad.data.chunks(3000 * dim)) {
+        w.append(ids, data).unwrap();
+    }
+    w.finish().unwrap();
+    let err = streamed(&p, 700).unwrap_err().to_string();
+    assert!(
+        err.contains("vector 9000 (id 63003)") && err.contains("position 1"),
+        "{err}"
+    );
 }
 
 #[test]
