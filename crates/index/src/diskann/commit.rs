@@ -149,9 +149,11 @@ pub(crate) fn commit(
 /// The files of the generation `meta.dvm` in `out` names (node files, resolved, and the
 /// navigation and compact code files, which may be absent in an index built before they
 /// existed); `None` when
-/// there is none or it cannot be read.
+/// there is none or it cannot be read. The PQ codes are checksummed as they stream by, not
+/// kept: a build reads this at its start and end, and at 10M x 768 the codes alone are 1.8
+/// GiB, as much as a 2 GiB build's whole budget (it was killed for them).
 fn files_in_use(out: &Path) -> Option<Vec<PathBuf>> {
-    let meta = Meta::read(&out.join(META_FILE)).ok()?;
+    let meta = Meta::read_without_codes(&out.join(META_FILE)).ok()?;
     let mut files: Vec<PathBuf> = meta.paths.iter().map(|p| out.join(p)).collect();
     files.push(super::nav::nav_path(out, meta.build_id));
     files.push(super::compact::compact_path(out, meta.build_id));

@@ -38,7 +38,8 @@ pub fn verify(dir: &Path, progress: &dyn Progress) -> Result<VerifyReport> {
         files: 1,
         ..Default::default()
     };
-    let meta = match Meta::read(&meta_path) {
+    // The codes are checksummed, not kept: verifying needs no more memory than a search.
+    let meta = match Meta::read_without_codes(&meta_path) {
         Ok(m) => m,
         Err(e) => {
             let problem = match e {
