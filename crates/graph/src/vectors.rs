@@ -43,13 +43,31 @@ pub trait GraphVectors: Sync {
             }
         }
     }
+
+    /// The distance from each of `rows` to each of `cols` into `out`, row major
+    /// (`rows.len() x cols.len()`), each equal to what `distance` gives for that pair (the
+    /// points of a split against its leaders). By pairs unless the rows have a block form.
+    fn cross(
+        &self,
+        rows: &[u32],
+        cols: &[u32],
+        _buffers: &mut PairwiseBuffers,
+        out: &mut Vec<f32>,
+    ) {
+        out.clear();
+        out.extend(
+            rows.iter()
+                .flat_map(|&r| cols.iter().map(move |&c| self.distance(r, c))),
+        );
+    }
 }
 
-/// One thread's buffers for [`GraphVectors::pairwise`].
+/// One thread's buffers for [`GraphVectors::pairwise`] and [`GraphVectors::cross`].
 #[derive(Default)]
 pub struct PairwiseBuffers {
     gram: Sq8Gram,
     codes: Vec<u8>,
+    col_codes: Vec<u8>,
     sums: Vec<u32>,
 }
 
@@ -231,6 +249,24 @@ impl GraphVectors for Sq8Vectors<'_> {
         out.clear();
         out.extend(buffers.sums.iter().map(|&s| s as f32 * self.scale));
     }
+
+    fn cross(&self, rows: &[u32], cols: &[u32], buffers: &mut PairwiseBuffers, out: &mut Vec<f32>) {
+        let gather = |ids: &[u32], into: &mut Vec<u8>| {
+            into.clear();
+            ids.iter()
+                .for_each(|&r| into.extend_from_slice(self.row(r)));
+        };
+        gather(rows, &mut buffers.codes);
+        gather(cols, &mut buffers.col_codes);
+        buffers.gram.l2_cross(
+            &buffers.codes,
+            &buffers.col_codes,
+            self.dim,
+            &mut buffers.sums,
+        );
+        out.clear();
+        out.extend(buffers.sums.iter().map(|&s| s as f32 * self.scale));
+    }
 }
 
 /// The index in 0..n with the smallest `distance` (the lower index on ties).
@@ -286,5 +322,28 @@ mod tests {
             );
         }
         assert_eq!(Sq8Vectors::scale_for(Metric::InnerProduct, 1.0), None);
+    }
+
+    #[test]
+    fn blocks_of_distances_equal_the_distances_pair_by_pair() {
+        let dim = 40;
+        let codes: Vec<u8> = (0..300 * dim).map(|i| ((i * 7919) % 251) as u8).collect();
+        let coded = Sq8Vectors::new(&codes, dim, 0.25);
+        let full_rows: Vec<f32> = codes.iter().map(|&c| c as f32).collect();
+        let full = FullVectors::new(&full_rows, dim, Metric::L2);
+        let (rows, cols): (Vec<u32>, Vec<u32>) =
+            ((0..37).map(|i| i * 7).collect(), (3..12).collect());
+        let mut buffers = PairwiseBuffers::default();
+        let mut out = Vec::new();
+        let by_pairs = |v: &dyn GraphVectors| -> Vec<f32> {
+            rows.iter()
+                .flat_map(|&r| cols.iter().map(move |&c| (r, c)))
+                .map(|(r, c)| v.distance(r, c))
+                .collect()
+        };
+        coded.cross(&rows, &cols, &mut buffers, &mut out);
+        assert_eq!(out, by_pairs(&coded));
+        full.cross(&rows, &cols, &mut buffers, &mut out);
+        assert_eq!(out, by_pairs(&full));
     }
 }

@@ -255,12 +255,8 @@ impl ProductQuantizer {
         match &self.projection {
             None => self.encode_projected_rows(data, self.dim, out),
             Some(p) => {
-                let mut projected = Vec::with_capacity(rows * p.rows());
-                let mut one = Vec::with_capacity(p.rows());
-                for v in data.chunks_exact(self.dim) {
-                    p.apply(v, &mut one);
-                    projected.extend_from_slice(&one);
-                }
+                let mut projected = Vec::new();
+                p.apply_rows(data, &mut projected);
                 self.encode_projected_rows(&projected, p.rows(), out)
             }
         }
