@@ -11,6 +11,8 @@ mod config;
 mod db;
 mod error;
 pub mod filter;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod json;
 mod linked_copy;
 mod manifest;

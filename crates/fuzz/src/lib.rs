@@ -28,6 +28,7 @@ pub const TARGETS: &[Target] = &[
     ("vecs", vecs),
     ("parquet_vectors", parquet_vectors),
     ("parquet_neighbors", parquet_neighbors),
+    ("operation", operation),
     ("snapshot", outside::snapshot),
     ("requests", outside::requests),
 ];
@@ -143,6 +144,21 @@ pub fn nav(data: &[u8]) {
             Ok(NavFile::SteppedAside(_)) => assert_eq!(input.len(), 64),
             Err(_) => {}
         }
+    }
+}
+
+/// A write-ahead log record's body (the replicated log carries the same): refused, or an
+/// operation whose encoding decodes to the same encoding. A payload's JSON may cost tens of
+/// bytes a byte of input (each `[` a vector), hence the factor.
+pub fn operation(data: &[u8]) {
+    let r = bounded(data.len(), 64, SLACK, || {
+        diskvec_db::fuzzing::decode_operation(data)
+    });
+    if let Ok(op) = r {
+        let bytes = op.encode();
+        let again =
+            diskvec_db::fuzzing::decode_operation(&bytes).expect("an encoded operation decodes");
+        assert_eq!(again.encode(), bytes, "an operation does not round-trip");
     }
 }
 

@@ -109,6 +109,11 @@ fn parquet_neighbors() {
 }
 
 #[test]
+fn operation() {
+    fuzz("operation");
+}
+
+#[test]
 fn snapshot() {
     fuzz("snapshot");
 }
