@@ -5,6 +5,7 @@
 //! decoder allocated more than a small multiple of its input.
 
 pub mod alloc;
+pub mod log_file;
 pub mod mutate;
 pub mod outside;
 pub mod seeds;
@@ -29,6 +30,7 @@ pub const TARGETS: &[Target] = &[
     ("parquet_vectors", parquet_vectors),
     ("parquet_neighbors", parquet_neighbors),
     ("operation", operation),
+    ("wal_file", log_file::wal_file),
     ("snapshot", outside::snapshot),
     ("requests", outside::requests),
 ];

@@ -114,6 +114,14 @@ fn operation() {
 }
 
 #[test]
+fn wal_file() {
+    // Resealing leaves a good file as it is, so resealed mutations differ only where mutated.
+    let seed = diskvec_fuzz::log_file::wal_file_seed();
+    assert_eq!(diskvec_fuzz::log_file::reseal(&seed), seed);
+    fuzz("wal_file");
+}
+
+#[test]
 fn snapshot() {
     fuzz("snapshot");
 }
