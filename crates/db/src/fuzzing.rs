@@ -76,3 +76,52 @@ pub fn operation_seeds() -> Vec<Vec<u8>> {
         body(&Operation::Upsert(Vec::new()), &plain),
     ]
 }
+
+/// A collection manifest decoded from its file's bytes.
+pub struct DecodedManifest(crate::manifest::Manifest);
+
+impl DecodedManifest {
+    /// The file's bytes as a write would leave them.
+    pub fn encode(&self) -> Vec<u8> {
+        self.0.encode()
+    }
+}
+
+/// A collection's `manifest.dvc`: decoded, or refused with the reason.
+pub fn decode_manifest(bytes: &[u8]) -> Result<DecodedManifest, String> {
+    crate::manifest::Manifest::decode(bytes, std::path::Path::new("manifest.dvc"))
+        .map(DecodedManifest)
+        .map_err(|e| e.to_string())
+}
+
+/// Manifests as collections write them: new, and with segments, deleted bitmaps, payload
+/// indexes and a float16 space (version 3).
+pub fn manifest_seeds() -> Vec<Vec<u8>> {
+    use crate::manifest::{Manifest, SegmentEntry};
+    let fresh = Manifest::new(crate::CollectionConfig::new(
+        4,
+        diskvec_vector::Metric::Cosine,
+    ));
+    let mut config = crate::CollectionConfig::new(3, diskvec_vector::Metric::L2);
+    if let Some(space) = config.dense.first_mut() {
+        space.datatype = ElementType::Float16;
+    }
+    let mut used = Manifest::new(config);
+    used.payload_indexes.push(("pos".into(), "keyword".into()));
+    used.segments = vec![
+        SegmentEntry {
+            id: 1,
+            points: 1000,
+            deleted_file: Some("deleted-1-3.bin".into()),
+        },
+        SegmentEntry {
+            id: 2,
+            points: 7,
+            deleted_file: None,
+        },
+    ];
+    used.checkpoint_op = 1007;
+    used.next_segment_id = 3;
+    used.generation = 4;
+    vec![fresh.encode(), used.encode()]
+}

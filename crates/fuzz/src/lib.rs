@@ -31,6 +31,7 @@ pub const TARGETS: &[Target] = &[
     ("parquet_neighbors", parquet_neighbors),
     ("operation", operation),
     ("wal_file", log_file::wal_file),
+    ("manifest", manifest),
     ("snapshot", outside::snapshot),
     ("requests", outside::requests),
 ];
@@ -161,6 +162,34 @@ pub fn operation(data: &[u8]) {
         let again =
             diskvec_db::fuzzing::decode_operation(&bytes).expect("an encoded operation decodes");
         assert_eq!(again.encode(), bytes, "an operation does not round-trip");
+    }
+}
+
+/// A copy of a collection manifest image with its CRC-32C (bytes 8..12, over everything
+/// after them) recomputed, so mutations reach the JSON body.
+pub fn seal_manifest(data: &[u8]) -> Vec<u8> {
+    let mut s = data.to_vec();
+    if s.len() >= 12 {
+        let crc = crc32c::crc32c(&s[12..]);
+        s[8..12].copy_from_slice(&crc.to_le_bytes());
+    }
+    s
+}
+
+/// A collection's `manifest.dvc`, as read and as resealed: refused naming the file, or a
+/// manifest whose encoding decodes to the same encoding.
+pub fn manifest(data: &[u8]) {
+    for input in [data.to_vec(), seal_manifest(data)] {
+        let r = bounded(input.len(), 64, SLACK, || {
+            diskvec_db::fuzzing::decode_manifest(&input)
+        });
+        expect_error_names(&r, "manifest.dvc");
+        if let Ok(m) = r {
+            let bytes = m.encode();
+            let again =
+                diskvec_db::fuzzing::decode_manifest(&bytes).expect("an encoded manifest decodes");
+            assert_eq!(again.encode(), bytes, "a manifest does not round-trip");
+        }
     }
 }
 

@@ -212,6 +212,7 @@ pub fn valid(target: &str) -> Vec<Vec<u8>> {
         "parquet_neighbors" => parquet_neighbor_seeds(),
         "operation" => diskvec_db::fuzzing::operation_seeds(),
         "wal_file" => vec![crate::log_file::wal_file_seed()],
+        "manifest" => diskvec_db::fuzzing::manifest_seeds(),
         "snapshot" => vec![crate::outside::snapshot_seed()],
         "requests" => crate::outside::request_seeds(),
         other => panic!("no target named {other}"),

@@ -122,6 +122,14 @@ fn wal_file() {
 }
 
 #[test]
+fn manifest() {
+    for seed in diskvec_db::fuzzing::manifest_seeds() {
+        assert_eq!(diskvec_fuzz::seal_manifest(&seed), seed);
+    }
+    fuzz("manifest");
+}
+
+#[test]
 fn snapshot() {
     fuzz("snapshot");
 }
