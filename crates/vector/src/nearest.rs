@@ -118,30 +118,17 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// `super::first_min` in two sweeps: the smallest value (`min` skips NaN: it keeps its
-    /// second operand when either is NaN), then the first lane equal to it. The first sweep
-    /// keeps four running minima, so four `min`s are in flight instead of one waiting on the
-    /// last (256 values: 8 steps of latency instead of 32).
+    /// second operand when either is NaN), then the first lane equal to it.
     #[target_feature(enable = "avx2")]
     pub(super) fn first_min(values: &[f32]) -> usize {
         let chunks = values.chunks_exact(8);
         let tail = chunks.remainder();
         let base = values.len() - tail.len();
-        let mut best = [_mm256_set1_ps(f32::INFINITY); 4];
-        let quads = values[..base].chunks_exact(32);
-        for rest in quads.remainder().chunks_exact(8) {
-            // SAFETY: `rest` holds 8 floats.
-            best[0] = _mm256_min_ps(unsafe { _mm256_loadu_ps(rest.as_ptr()) }, best[0]);
+        let mut best = _mm256_set1_ps(f32::INFINITY);
+        for chunk in chunks.clone() {
+            // SAFETY: `chunk` holds 8 floats.
+            best = _mm256_min_ps(unsafe { _mm256_loadu_ps(chunk.as_ptr()) }, best);
         }
-        for quad in quads {
-            for (b, eight) in best.iter_mut().zip(quad.chunks_exact(8)) {
-                // SAFETY: `eight` holds 8 floats.
-                *b = _mm256_min_ps(unsafe { _mm256_loadu_ps(eight.as_ptr()) }, *b);
-            }
-        }
-        let best = _mm256_min_ps(
-            _mm256_min_ps(best[0], best[1]),
-            _mm256_min_ps(best[2], best[3]),
-        );
         let mut lanes = [0f32; 8];
         // SAFETY: `lanes` holds 8 floats.
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), best) };
