@@ -149,8 +149,7 @@ impl Sq8Gram {
         }
         for (i, a) in rows.chunks_exact(dim).enumerate() {
             for (j, b) in cols.chunks_exact(dim).enumerate() {
-                let d: u32 = a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum();
-                self.dots[i * count_cols + j] = d as i32;
+                self.dots[i * count_cols + j] = code_dot(a, b);
             }
         }
     }
@@ -171,14 +170,21 @@ impl Sq8Gram {
     }
 }
 
+/// The dot product of two codes, as the AVX2 tile sums it (exact below `GRAM_MAX_DIM`).
+fn code_dot(a: &[u8], b: &[u8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| x as u32 * y as u32)
+        .sum::<u32>() as i32
+}
+
 fn scalar_dots(codes: &[u8], dim: usize, count: usize, dots: &mut [i32]) {
     for i in 0..count {
         let a = &codes[i * dim..(i + 1) * dim];
         for j in i..count {
-            let b = &codes[j * dim..(j + 1) * dim];
-            let d: u32 = a.iter().zip(b).map(|(&x, &y)| x as u32 * y as u32).sum();
-            dots[i * count + j] = d as i32;
-            dots[j * count + i] = d as i32;
+            let d = code_dot(a, &codes[j * dim..(j + 1) * dim]);
+            dots[i * count + j] = d;
+            dots[j * count + i] = d;
         }
     }
 }

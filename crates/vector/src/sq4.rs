@@ -98,23 +98,21 @@ impl ScalarQuantizer4 {
                 0
             }
         };
-        let whole = self.dim / BLOCK;
-        let blocks = out.chunks_exact_mut(BLOCK / 2);
-        for (b, bytes) in blocks.enumerate() {
+        let mut tail = [0f32; BLOCK];
+        for (b, bytes) in out.chunks_exact_mut(BLOCK / 2).enumerate() {
             let at = b * BLOCK;
             let (low, step) = (&self.low[at..at + BLOCK], &self.step[at..at + BLOCK]);
-            if b < whole {
-                let x = &v[at..at + BLOCK];
-                for j in 0..BLOCK / 2 {
-                    let h = j + BLOCK / 2;
-                    bytes[j] = level(x[j], low[j], step[j]) | level(x[h], low[h], step[h]) << 4;
+            // The last block, when `dim` does not fill it, read from a zero-padded copy.
+            let x: &[f32; BLOCK] = match v.get(at..at + BLOCK).and_then(|x| x.try_into().ok()) {
+                Some(x) => x,
+                None => {
+                    tail[..v.len() - at].copy_from_slice(&v[at..]);
+                    &tail
                 }
-            } else {
-                let x = |d: usize| v.get(at + d).copied().unwrap_or(0.0);
-                for j in 0..BLOCK / 2 {
-                    let h = j + BLOCK / 2;
-                    bytes[j] = level(x(j), low[j], step[j]) | level(x(h), low[h], step[h]) << 4;
-                }
+            };
+            for j in 0..BLOCK / 2 {
+                let h = j + BLOCK / 2;
+                bytes[j] = level(x[j], low[j], step[j]) | level(x[h], low[h], step[h]) << 4;
             }
         }
     }

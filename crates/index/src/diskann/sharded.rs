@@ -464,11 +464,8 @@ fn encode_and_partition(
             let gid = row + i;
             let v = &data[i * dim..(i + 1) * dim];
             let code = &pq_codes[i * m..(i + 1) * m];
-            codes.write(
-                code,
-                compact_codes.get(i * mc..(i + 1) * mc).unwrap_or(&[]),
-                &rec,
-            )?;
+            // Without compact codes `mc` is 0 and the slice empty.
+            codes.write(code, &compact_codes[i * mc..(i + 1) * mc], &rec)?;
             rows_out.write_all(&stored)?;
             if to_mean < medoid.0 {
                 medoid = (to_mean, gid as u32);
