@@ -296,12 +296,24 @@ impl SearchMemory {
         self.ready.store(true, std::sync::atomic::Ordering::Release);
     }
 
+    /// Bytes the open collections' write buffers may still take (`Inner::write_room`):
+    /// automatic budgets leave them free.
+    ///
+    /// Lock order: the member list, then each collection's state (as `rebalance`).
+    pub fn write_room(&self) -> u64 {
+        let members: Vec<Arc<Inner>> = {
+            let list = self.members.lock().unwrap_or_else(|e| e.into_inner());
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        members.iter().map(|m| m.write_room()).sum()
+    }
+
     /// The budget in bytes, with `held` bytes held by the caches and navigation data now.
     pub fn budget(&self, held: u64) -> u64 {
         match self.limit {
             MemoryBudget::Bytes(b) => b,
             _ => auto_budget(
-                available_memory() + held,
+                (available_memory() + held).saturating_sub(self.write_room()),
                 self.builds_reserved
                     .load(std::sync::atomic::Ordering::Relaxed),
             ),

@@ -39,7 +39,7 @@ fn config() -> CollectionConfig {
 
 /// A budget that a build of `n` points can work in, but only in shards.
 fn sharding_budget(c: &CollectionConfig, n: usize) -> u64 {
-    let shape = c.build_params(&c.dense[0], &[]).shape(n, DIM).unwrap();
+    let shape = c.build_params(&c.dense[0], &[], n).shape(n, DIM).unwrap();
     let smallest = shape.smallest_budget().unwrap();
     let in_memory = shape.plan(u64::MAX / 4).unwrap().in_memory_bytes;
     assert!(
@@ -207,7 +207,11 @@ fn a_merge_that_does_not_fit_leaves_seals_and_writes_going() {
     const SMALL_SEAL: usize = 4_000;
     let mut cfg = config();
     cfg.seal_threshold = SMALL_SEAL;
-    let shape = |n: usize| cfg.build_params(&cfg.dense[0], &[]).shape(n, DIM).unwrap();
+    let shape = |n: usize| {
+        cfg.build_params(&cfg.dense[0], &[], n)
+            .shape(n, DIM)
+            .unwrap()
+    };
     let seal_budget = shape(SMALL_SEAL).smallest_budget().unwrap();
     let merge_needs = shape(8 * SMALL_SEAL).smallest_budget().unwrap();
     assert!(merge_needs > seal_budget, "{merge_needs} vs {seal_budget}");

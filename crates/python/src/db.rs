@@ -348,7 +348,7 @@ impl PyDatabase {
     #[pyo3(signature = (name, dim, metric, paths, wal_path, durability, interval_ms, seal_threshold,
                         vacuum_threshold, max_degree, build_list, pq_bytes, search_list, max_payload_bytes,
                         on_disk, idle_merge_ms, navigation, build_memory, search_memory,
-                        dense_spaces, sparse_spaces, on_disk_payload, datatype))]
+                        dense_spaces, sparse_spaces, on_disk_payload, datatype, graph_builder))]
     #[allow(clippy::too_many_arguments)]
     fn create_collection(
         &self,
@@ -376,6 +376,7 @@ impl PyDatabase {
         sparse_spaces: Option<Vec<(String, String, bool)>>,
         on_disk_payload: bool,
         datatype: &str,
+        graph_builder: &str,
     ) -> PyResult<PyCollection> {
         let mut c = match (dim, dense_spaces, sparse_spaces) {
             (Some(dim), None, None) => {
@@ -459,6 +460,10 @@ impl PyDatabase {
             c.search_memory =
                 Some(diskvec_db::parse_search_memory(text).map_err(|e| value_err(format!("{e}")))?);
         }
+        c.graph_builder = match graph_builder {
+            "auto" => None,
+            name => Some(name.parse().map_err(value_err)?),
+        };
         let col = self.with(py, false, |db| db.create_collection(&name, c))?;
         Ok(self.handle(&name, &col))
     }

@@ -158,6 +158,10 @@ def test_float16_and_uint8_spaces_keep_the_rounded_values_and_refuse_what_they_c
         col.upsert([200], {"bytes": np.array([[256, 0, 0, 0]], dtype=np.float32)})
     with pytest.raises(ValueError, match="float32, float16 or uint8"):
         db.create_collection("bad", dim=4, datatype="turbo4")
+    with pytest.raises(ValueError, match="unknown graph builder"):
+        db.create_collection("bad", dim=4, graph_builder="hnsw")
+    assert db.create_collection("v", dim=4, graph_builder="vamana").info()["config"]["graph_builder"] == "vamana"
+    assert "graph_builder" not in db.create_collection("auto", dim=4).info()["config"]
     one = db.create_collection("one", dim=4, metric="l2", datatype="float16")
     one.upsert([1], np.array([[0.1, 0.2, 0.3, 0.4]], dtype=np.float32))
     assert list(one.get([1], with_vectors=True)[0]["vector"]) == \

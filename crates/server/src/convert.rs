@@ -608,6 +608,19 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
                 )))
             }
         };
+        c.graph_builder = match d.get("graph_builder") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(t)) if t == "auto" => None,
+            Some(Value::String(t)) => Some(
+                t.parse()
+                    .map_err(|e| ApiError::bad_request(format!("diskvec.graph_builder: {e}")))?,
+            ),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "diskvec.graph_builder must be \"auto\", \"vamana\" or \"pipnn\", got {other}"
+                )))
+            }
+        };
         c.search_memory = match d.get("search_memory") {
             None | Some(Value::Null) => None,
             Some(Value::String(text)) => Some(

@@ -720,6 +720,41 @@ async fn build_memory_is_a_collection_setting_and_bad_ones_are_refused() {
 }
 
 #[tokio::test]
+async fn graph_builder_is_a_collection_setting_and_bad_ones_are_refused() {
+    let api = Api::new(Keys::default());
+    for (name, given, kept) in [
+        ("pipnn", json!("pipnn"), json!("pipnn")),
+        ("vamana", json!("VAMANA"), json!("vamana")),
+        ("auto", json!("auto"), Value::Null),
+    ] {
+        api.ok(
+            "PUT",
+            &format!("/collections/{name}"),
+            json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"graph_builder": given}}),
+        )
+        .await;
+        let info = api
+            .ok("GET", &format!("/collections/{name}"), Value::Null)
+            .await;
+        assert_eq!(info["diskvec"]["config"]["graph_builder"], kept, "{info}");
+    }
+    for (bad, says) in [
+        (json!("hnsw"), "unknown graph builder"),
+        (json!(1), "diskvec.graph_builder must be"),
+    ] {
+        let msg = api
+            .err(
+                "PUT",
+                "/collections/bad",
+                json!({"vectors": {"size": 4, "distance": "Dot"}, "diskvec": {"graph_builder": bad}}),
+                StatusCode::BAD_REQUEST,
+            )
+            .await;
+        assert!(msg.contains(says), "{bad}: {msg}");
+    }
+}
+
+#[tokio::test]
 async fn search_memory_is_a_collection_setting_and_bad_ones_are_refused() {
     let api = Api::new(Keys::default());
     for (given, kept) in [

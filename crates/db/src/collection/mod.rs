@@ -217,7 +217,7 @@ impl Inner {
             None => None,
             Some((space, space_input)) => {
                 let shape = config
-                    .build_params(space, &[])
+                    .build_params(space, &[], space_input.offsets.len())
                     .shape(space_input.offsets.len(), space.dim)?;
                 // A merge leaves room for a seal beside it: writers may be waiting for that
                 // one.
@@ -319,7 +319,7 @@ impl Inner {
             return 0;
         };
         config
-            .build_params(widest, &[])
+            .build_params(widest, &[], config.seal_threshold)
             .shape(config.seal_threshold, widest.dim)
             .ok()
             .and_then(|shape| shape.plan(u64::MAX / 4).ok())

@@ -205,7 +205,7 @@ impl Collection {
                 .unwrap_or_default()
         );
         let retired_io = super::storage_io::zero_io(&config, dir);
-        let config_seal_bytes = config.seal_threshold * config.dense_numbers() * 4;
+        let config_seal_bytes = super::write::segment_footprint(&config);
         let inner = Arc::new(Inner {
             name: name.to_string(),
             dir: dir.to_path_buf(),

@@ -179,7 +179,7 @@ pub(crate) fn seal(
             codebook: how.codebooks.get(i).cloned().flatten(),
             checkpoint: Some(space_dir(&how.checkpoint, i)),
             storage: Arc::clone(storage),
-            ..config.build_params(space, &space_paths)
+            ..config.build_params(space, &space_paths, input.dense[i].offsets.len())
         };
         let report = crate::background::run_build(how.priority, || {
             build_from(

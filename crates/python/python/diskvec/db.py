@@ -147,7 +147,8 @@ class Database:
                           idle_merge_ms: Optional[int] = None, navigation: bool = True,
                           build_memory: Union[str, int, None] = None,
                           search_memory: Union[str, int, None] = None,
-                          on_disk_payload: bool = False, datatype: str = "float32") -> "Collection":
+                          on_disk_payload: bool = False, datatype: str = "float32",
+                          graph_builder: str = "auto") -> "Collection":
         """Creates the collection `name` and returns it; ValueError if it already exists.
 
         - name: 1 to 255 letters, digits, '_', '-' or '.', not starting with '.'.
@@ -200,6 +201,9 @@ class Database:
           ("datatype" in its dict). Values are rounded once, where they enter; a float16
           value beyond 65504 or a uint8 value that is not a whole number 0-255 is refused
           (ValueError naming the point), where Qdrant's REST API would clip it.
+        - graph_builder ("auto"): the algorithm that builds sealed segments' graphs, "vamana"
+          or "pipnn"; "auto" takes PiPNN for builds of 10,000 points or more (several times
+          faster at equal recall on the sets measured), Vamana below.
         """
         dense_spaces = None if vectors is None else [
             (str(n), _int(f"vectors[{n!r}]['dim']", (v or {}).get("dim")), str((v or {}).get("metric", metric)),
@@ -218,7 +222,7 @@ class Database:
             _opt_int("idle_merge_ms", idle_merge_ms), bool(navigation),
             _opt_budget("build_memory", build_memory),
             _opt_budget("search_memory", search_memory, zero=True), dense_spaces, sparse_spaces,
-            bool(on_disk_payload), str(datatype))
+            bool(on_disk_payload), str(datatype), str(graph_builder))
         return Collection(native)
 
     def collection(self, name: str) -> "Collection":

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""A large set (e.g. the synthetic 10M x 768 float16 one) loaded into diskvec's database through
+the Python API or through HTTP (qdrant-client `upload_points`), batches of 1,000, each point
+with a small payload, until the collection is green; what a load costs, measured.
+
+  python import_large.py --api python --dataset DIR --db DIR --out OUT.json [--limit N]
+  python import_large.py --api http --bin target/release/diskvec --dataset DIR --db DIR --out OUT.json
+
+Run it inside a memory cgroup (page cache counts) to hold the load to a budget: this script
+only reads the cgroup it finds itself in (v1 `memory.max_usage_in_bytes`). With `--api http`
+the server runs as a child in the same cgroup and the client's memory counts too.
+
+Recorded: acknowledged points/s, write-call latency p50/p99/max per batch (each call returns
+once its log record is on stable storage: durability "sync"), time to green after the last
+write, load duration (both together), the cgroup's peak, disk bytes of the database at their
+peak (sampled every 5 s) and at rest, the segments at the end. Progress goes to stderr, a
+sample line a minute to OUT.samples. Synthetic data: say so wherever the numbers go.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import dir_bytes, proc_status_kib  # noqa: E402
+
+BATCH = 1000
+
+
+def cgroup_dir():
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            d = Path("/sys/fs/cgroup/memory") / parts[2].lstrip("/")
+            if (d / "memory.usage_in_bytes").exists():
+                return d
+    return None
+
+
+def read_int(path, default=0):
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
+class Sampler(threading.Thread):
+    """Every 5 s: the database's disk bytes and the cgroup's usage; their peaks kept."""
+
+    def __init__(self, db_dir, samples_path, every=60):
+        super().__init__(daemon=True)
+        self.every = every
+        self.probe = None  # () -> dict of the database's own view, added to each sample line
+        self.db_dir, self.cg = db_dir, cgroup_dir()
+        self.samples = open(samples_path, "w")
+        self.disk_peak = 0
+        self.stop = threading.Event()
+        self.progress = "starting"
+
+    def run(self):
+        last_line = 0.0
+        while not self.stop.wait(5):
+            disk = dir_bytes(self.db_dir)
+            self.disk_peak = max(self.disk_peak, disk)
+            usage = read_int(self.cg / "memory.usage_in_bytes") if self.cg else 0
+            if time.time() - last_line >= self.every:
+                last_line = time.time()
+                line = {"t": round(time.time()), "disk": disk, "cgroup_usage": usage,
+                        "cgroup_peak": read_int(self.cg / "memory.max_usage_in_bytes") if self.cg else 0,
+                        "rss": rss(), "progress": self.progress}
+                if self.probe is not None:
+                    try:
+                        line["db"] = self.probe()
+                    except Exception as e:  # the probe is a view, never a reason to stop
+                        line["db"] = repr(e)
+                self.samples.write(json.dumps(line) + "\n")
+                self.samples.flush()
+
+
+def rss():
+    return (proc_status_kib("VmRSS:") or 0) * 1024
+
+
+def batches(dataset, limit):
+    """(ids, float32 vectors) in batches of BATCH, streamed from train.parquet, decoded up to
+    four batches ahead by a thread of their own (the decoding releases the GIL)."""
+    import queue
+    ahead = queue.Queue(maxsize=4)
+
+    def decode():
+        # pre_buffer off: with it, pyarrow kept every range it had read (1.4 KB a row, until
+        # the process was OOM-killed at 1.2M rows in 4 GiB).
+        f = pq.ParquetFile(Path(dataset) / "train.parquet", pre_buffer=False)
+        done = 0
+        try:
+            for rb in f.iter_batches(batch_size=BATCH, columns=["id", "emb"]):
+                ids = rb.column(0).to_numpy()
+                emb = rb.column(1).flatten().to_numpy(zero_copy_only=False)
+                vectors = emb.reshape(len(ids), -1).astype(np.float32)
+                if limit is not None and done + len(ids) > limit:
+                    keep = limit - done
+                    ids, vectors = ids[:keep], vectors[:keep]
+                ahead.put((ids, vectors))
+                done += len(ids)
+                if limit is not None and done >= limit:
+                    break
+        finally:
+            ahead.put(None)
+
+    threading.Thread(target=decode, daemon=True).start()
+    while (item := ahead.get()) is not None:
+        yield item
+
+
+def payload(i):
+    i = int(i)
+    return {"n": i, "bucket": i % 100, "tag": f"t{i % 7}"}
+
+
+class PythonApi:
+    def __init__(self, args, dim):
+        import diskvec
+        self.db = diskvec.open(args.db)
+        self.col = self.db.create_collection("c", dim=dim, metric="cosine", datatype=args.datatype,
+                                             on_disk_payload=True)
+
+    def write(self, ids, vectors):
+        self.col.upsert(ids, vectors, [payload(i) for i in ids])
+
+    def info(self):
+        i = self.col.info()
+        return i["status"], i["points"], [(s["kind"], s["points"]) for s in i["segments"]]
+
+    def probe(self):
+        i = self.col.info()
+        keep = {k: i.get(k) for k in ("status", "tasks", "wal_bytes", "search_memory")}
+        keep["segments"] = [(s["kind"], s["points"], s.get("dram_bytes")) for s in i["segments"]]
+        return keep
+
+    def close(self):
+        self.db.close()
+
+
+class HttpApi:
+    def __init__(self, args, dim):
+        from qdrant_client import QdrantClient, models
+        self.models = models
+        port = args.port
+        self.server = subprocess.Popen([args.bin, "serve", "--db", args.db, "--port", str(port)],
+                                       stdout=subprocess.DEVNULL, stderr=open(args.out + ".server.log", "w"))
+        self.client = QdrantClient(url=f"http://127.0.0.1:{port}", timeout=600, prefer_grpc=False)
+        for _ in range(600):
+            try:
+                self.client.get_collections()
+                break
+            except Exception:
+                if self.server.poll() is not None:
+                    raise SystemExit(f"the server exited with {self.server.returncode}")
+                time.sleep(0.1)
+        self.client.create_collection("c", vectors_config=models.VectorParams(
+            size=dim, distance=models.Distance.COSINE, datatype=models.Datatype(args.datatype),
+            on_disk=True), on_disk_payload=True)
+
+    def write(self, ids, vectors):
+        m = self.models
+        self.client.upsert("c", wait=True, points=m.Batch(ids=[int(i) for i in ids], vectors=vectors.tolist(),
+                                                          payloads=[payload(i) for i in ids]))
+
+    def info(self):
+        i = self.client.http.collections_api.get_collection("c").result
+        segs = i.segments_count
+        return str(i.status.value), i.points_count, segs
+
+    def close(self):
+        self.server.terminate()
+        self.server.wait(120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--api", choices=["python", "http"], required=True)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--datatype", default="float16")
+    ap.add_argument("--bin", default="target/release/diskvec")
+    ap.add_argument("--port", type=int, default=6433)
+    ap.add_argument("--green-timeout", type=float, default=7200)
+    ap.add_argument("--sample-every", type=float, default=60, help="seconds between sample lines")
+    args = ap.parse_args()
+    meta = json.loads((Path(args.dataset) / "synthetic.json").read_text()) \
+        if (Path(args.dataset) / "synthetic.json").exists() else {}
+    n = min(args.limit or meta.get("n", 0), meta.get("n", 1 << 62))
+    os.makedirs(args.db, exist_ok=True)
+    sampler = Sampler(args.db, args.out + ".samples", args.sample_every)
+    sampler.start()
+    first = next(batches(args.dataset, 1))
+    api = (PythonApi if args.api == "python" else HttpApi)(args, first[1].shape[1])
+    sampler.probe = getattr(api, "probe", None)
+    lat = []
+    done = 0
+    start = time.time()
+    last_report = start
+    for ids, vectors in batches(args.dataset, args.limit):
+        t = time.perf_counter()
+        api.write(ids, vectors)
+        lat.append(time.perf_counter() - t)
+        done += len(ids)
+        sampler.progress = f"ingest {done}"
+        if time.time() - last_report >= 30:
+            last_report = time.time()
+            rate = done / (last_report - start)
+            print(f"{time.strftime('%T')} {done:,} acknowledged, {rate:,.0f}/s overall, last batch "
+                  f"{lat[-1] * 1000:.0f} ms", file=sys.stderr, flush=True)
+    ingest = time.time() - start
+    status = None
+    while time.time() - start < ingest + args.green_timeout:
+        status, points, segments = api.info()
+        sampler.progress = f"waiting for green: {status}, {segments}"
+        if status == "green":
+            break
+        time.sleep(5)
+    load = time.time() - start
+    status, points, segments = api.info()
+    api.close()
+    sampler.stop.set()
+    sampler.join()
+    cg = sampler.cg
+    lat_ms = np.array(lat) * 1000
+    out = {
+        "api": args.api, "dataset": args.dataset, "synthetic": bool(meta), "points": done,
+        "batch": BATCH, "datatype": args.datatype, "durability": "sync",
+        "ingest_seconds": round(ingest, 1), "acked_points_per_second": round(done / ingest, 1),
+        "write_ms": {"p50": round(float(np.percentile(lat_ms, 50)), 1),
+                     "p99": round(float(np.percentile(lat_ms, 99)), 1),
+                     "max": round(float(lat_ms.max()), 1),
+                     "over_1s": int((lat_ms > 1000).sum())},
+        "green": status == "green", "status": status, "points_at_end": points, "segments": segments,
+        "green_after_ingest_seconds": round(load - ingest, 1), "load_duration_seconds": round(load, 1),
+        "cgroup": str(cg) if cg else None,
+        "cgroup_limit": read_int(cg / "memory.limit_in_bytes") if cg else None,
+        "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None,
+        "cgroup_failcnt": read_int(cg / "memory.failcnt") if cg else None,
+        "disk_peak_bytes": sampler.disk_peak, "disk_at_rest_bytes": dir_bytes(args.db),
+        "expected_points": n,
+    }
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
