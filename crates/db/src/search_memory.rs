@@ -47,6 +47,10 @@ const HEADROOM_MIN: f64 = 128.0 * 1048576.0;
 /// instead of 192, what lets a 1M x 768 collection open in a 146 MiB cgroup).
 const FULL_CODES_HEADROOM: u64 = 128 << 20;
 
+/// Share of the memory the database could use that the sealed segments' full PQ codes may
+/// take before segments opened later take their compact ones (`compact_when_codes_crowd`).
+const FULL_CODES_SHARE: f64 = 0.25;
+
 /// Which PQ codes the sealed segments steer their searches by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PqCodes {
@@ -224,6 +228,7 @@ impl SearchMemory {
                 .map(Member::new)
                 .collect()
         };
+        self.compact_when_codes_crowd(&members);
         let held: u64 = members.iter().map(Member::held).sum();
         let budget = self.budget(held);
         let demands: Vec<Demand> = members.iter().map(|m| m.demand.clone()).collect();
@@ -255,6 +260,34 @@ impl SearchMemory {
                 .map(|s| s.node_cache_bytes() as u64)
                 .sum(),
         };
+    }
+
+    /// The choice of `choose_codes` made again as the collections grow: once the full codes
+    /// the sealed segments hold pass `FULL_CODES_SHARE` of the memory the database could use
+    /// (what is available and what those codes take), segments opened from then on (every
+    /// seal and merge) take their compact codes. At 10M x 768 the full codes are 1.9 GB; in
+    /// a 4 GiB cgroup they left a load's builds too little to finish its merges.
+    fn compact_when_codes_crowd(&self, members: &[Member]) {
+        if self.codes != PqCodes::Auto || self.compact_codes() {
+            return;
+        }
+        let full: u64 = members
+            .iter()
+            .flat_map(|m| &m.segments)
+            .filter(|s| !s.uses_compact_codes())
+            .map(|s| s.code_bytes_held() as u64)
+            .sum();
+        let available = available_memory();
+        if codes_crowd(full, available) {
+            log::info!(
+                "sealed segments opened from now on steer by their compact PQ codes: the full \
+                 ones take {} MiB of the {} MiB the database could use",
+                full >> 20,
+                (available + full) >> 20
+            );
+            self.compact_codes
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Whether segments open with their compact codes now.
@@ -424,6 +457,12 @@ pub(crate) fn plan(demands: &[Demand], budget: u64, compact_codes: bool) -> Vec<
 
 /// Whether segments taking `fixed` bytes to open with their full codes, `saving` less with
 /// their compact ones, should open with the compact ones in `available` bytes.
+/// Whether `full` bytes of full codes held, with `available` bytes available beside them,
+/// take more than `FULL_CODES_SHARE` of the two.
+fn codes_crowd(full: u64, available: u64) -> bool {
+    full as f64 > (available + full) as f64 * FULL_CODES_SHARE
+}
+
 fn wants_compact(fixed: u64, saving: u64, available: u64) -> bool {
     saving > 0 && fixed + FULL_CODES_HEADROOM > available
 }
@@ -486,6 +525,17 @@ mod tests {
         assert!((plan(&[d.clone()], 400, false)[0].share - 0.1).abs() < 1e-9);
         d.own = Some(MemoryBudget::Bytes(350));
         assert!((plan(&[d], 10_000, false)[0].share - 0.05).abs() < 1e-9);
+    }
+
+    #[test]
+    fn full_codes_give_way_once_they_take_a_quarter_of_what_the_database_could_use() {
+        const GIB: u64 = 1 << 30;
+        // A 4 GiB cgroup: 4.1M x 768 points' 192-byte codes (0.79 GB) beside 2.5 GB available
+        // stay; 6M points' (1.15 GB) beside 2 GB do not.
+        assert!(!codes_crowd(4_100_000 * 192, 5 * GIB / 2));
+        assert!(codes_crowd(6_000_000 * 192, 2 * GIB));
+        // On this 24 GiB machine 10M x 768 keeps its full codes.
+        assert!(!codes_crowd(10_000_000 * 192, 20 * GIB));
     }
 
     #[test]
