@@ -14,7 +14,8 @@ Recorded: acknowledged points/s, write-call latency p50/p99/max per batch (each 
 once its log record is on stable storage: durability "sync"), time to green after the last
 write, load duration (both together), the cgroup's peak, disk bytes of the database at their
 peak (sampled every 5 s) and at rest, the segments at the end. Progress goes to stderr, a
-sample line a minute to OUT.samples. Synthetic data: say so wherever the numbers go.
+sample line a minute to OUT.samples (with the collection's own view), each batch's latency
+to OUT.latencies. Synthetic data: say so wherever the numbers go.
 """
 import argparse
 import json
@@ -209,18 +210,24 @@ def main():
     done = 0
     start = time.time()
     last_report = start
+    # One line a batch (seconds since the start, points acknowledged, milliseconds), flushed
+    # every 30 s: what a run that is killed leaves of its write latencies.
+    lat_file = open(args.out + ".latencies", "w")
     for ids, vectors in batches(args.dataset, args.limit):
         t = time.perf_counter()
         api.write(ids, vectors)
         lat.append(time.perf_counter() - t)
         done += len(ids)
+        lat_file.write(f"{time.time() - start:.1f} {done} {lat[-1] * 1000:.1f}\n")
         sampler.progress = f"ingest {done}"
         if time.time() - last_report >= 30:
             last_report = time.time()
+            lat_file.flush()
             rate = done / (last_report - start)
             print(f"{time.strftime('%T')} {done:,} acknowledged, {rate:,.0f}/s overall, last batch "
                   f"{lat[-1] * 1000:.0f} ms", file=sys.stderr, flush=True)
     ingest = time.time() - start
+    lat_file.close()
     status = None
     while time.time() - start < ingest + args.green_timeout:
         status, points, segments = api.info()

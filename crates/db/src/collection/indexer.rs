@@ -3,9 +3,9 @@
 //!
 //! Frozen segments are not linked further: a DiskANN build is about to replace them, and
 //! under bulk ingest linking them only took CPU from that build (their unlinked tail is
-//! scanned until the switch). For the same reason the thread runs at a lower CPU priority
-//! than writers, searches and seals: linking is an optimization of searches over fresh data,
-//! never something a caller waits for.
+//! scanned until the switch). For the same reason the thread runs at the lowest CPU priority,
+//! below writers, searches, seals and merges: linking is an optimization of searches over
+//! fresh data, never something a caller waits for.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +59,7 @@ impl Inner {
 }
 
 pub(crate) fn run(inner: Arc<Inner>) {
-    crate::background::lower_priority();
+    crate::background::lowest_priority();
     loop {
         if lock(&inner.background).stop {
             return;
