@@ -105,15 +105,10 @@ impl BuildMemory {
     }
 
     /// The memory available to builds: the machine's, and what automatic caches hold (they
-    /// give it back when a build reserves it), less what the write buffers may still take.
-    ///
-    /// Lock order: called with the ledger held, it takes the search memory's member list,
-    /// then each collection's state and growing segments (`SearchMemory::write_room`);
-    /// nothing holding a collection's state takes the ledger.
+    /// give it back when a build reserves it). A merge leaves the write buffers' room
+    /// (`leave`), a seal does not: it frees them.
     fn available(&self) -> u64 {
-        let search = self.search.as_ref();
-        (available_memory() + search.map_or(0, |s| s.yields()))
-            .saturating_sub(search.map_or(0, |s| s.write_room()))
+        available_memory() + self.search.as_ref().map_or(0, |s| s.yields())
     }
 
     /// Reserves memory for a build of `shape` within `collection_budget` (the collection's

@@ -219,11 +219,14 @@ impl Inner {
                 let shape = config
                     .build_params(space, &[], space_input.offsets.len())
                     .shape(space_input.offsets.len(), space.dim)?;
-                // A merge leaves room for a seal beside it: writers may be waiting for that
-                // one.
+                // A merge leaves room for a seal beside it (writers may be waiting for that
+                // one) and for the writes that may still come. A seal leaves none: it is what
+                // frees the write buffer (measured: with the write room taken off every
+                // build's automatic budget, a 10M import's seal of 40,000 points was refused
+                // "0 MiB" at 8.7M points, and its writers with it).
                 let leave = match lane {
                     task::Lane::Seal => 0,
-                    task::Lane::Merge => self.seal_memory(),
+                    task::Lane::Merge => self.seal_memory() + self.search.write_room(),
                 };
                 let grant = self
                     .builds

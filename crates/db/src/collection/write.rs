@@ -74,8 +74,8 @@ pub(crate) fn segment_footprint(config: &crate::config::CollectionConfig) -> usi
 impl Inner {
     /// Bytes the write buffer may still take before writers are held back: room for
     /// `frozen_limit` frozen segments and the growing one, each at the larger of the expected
-    /// footprint and the largest held now, less what they hold now. The automatic search and
-    /// build budgets leave it free: planned from the memory available when a seal switched
+    /// footprint and the largest held now, less what they hold now. The automatic search budget
+    /// and merges leave it free (seals do not: they drain it): planned from the memory available when a seal switched
     /// in, they would otherwise count as spare the memory the next writes take (measured:
     /// a 10M x 768 import in a 4 GiB cgroup was OOM-killed at 1.2M points, 1.5 GB of frozen
     /// segments beside 0.8 GB of node caches and a 1 GB seal).
