@@ -671,7 +671,16 @@ mod element_name {
     }
 }
 
-/// A graph builder by name (`vamana`, `pipnn`); absent: chosen by size.
+/// A collection's graph builder setting as users give it: `auto` (`None`: chosen by the
+/// build's size) or a builder's name.
+pub fn parse_graph_builder(text: &str) -> std::result::Result<Option<GraphBuilder>, String> {
+    match text {
+        "auto" => Ok(None),
+        name => name.parse().map(Some),
+    }
+}
+
+/// A graph builder by name (`vamana`, `pipnn`) in a manifest; absent: chosen by size.
 mod builder_name {
     use diskvec_index::diskann::GraphBuilder;
     use serde::{Deserialize, Deserializer, Serializer};

@@ -36,8 +36,8 @@ pub use collection::{
     MAX_PAYLOAD_DEPTH,
 };
 pub use config::{
-    dimension_error, parse_metric, parse_search_memory, CollectionConfig, DenseSpace, Durability,
-    Quantization, SparseModifier, SparseSpace, MAX_DIM, MAX_SPACES,
+    dimension_error, parse_graph_builder, parse_metric, parse_search_memory, CollectionConfig,
+    DenseSpace, Durability, Quantization, SparseModifier, SparseSpace, MAX_DIM, MAX_SPACES,
 };
 pub use db::{check_name, Database, DbOptions, MAX_NAME_BYTES};
 pub use diskvec_index::diskann::MemoryBudget;

@@ -460,10 +460,7 @@ impl PyDatabase {
             c.search_memory =
                 Some(diskvec_db::parse_search_memory(text).map_err(|e| value_err(format!("{e}")))?);
         }
-        c.graph_builder = match graph_builder {
-            "auto" => None,
-            name => Some(name.parse().map_err(value_err)?),
-        };
+        c.graph_builder = diskvec_db::parse_graph_builder(graph_builder).map_err(value_err)?;
         let col = self.with(py, false, |db| db.create_collection(&name, c))?;
         Ok(self.handle(&name, &col))
     }

@@ -610,11 +610,8 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         };
         c.graph_builder = match d.get("graph_builder") {
             None | Some(Value::Null) => None,
-            Some(Value::String(t)) if t == "auto" => None,
-            Some(Value::String(t)) => Some(
-                t.parse()
-                    .map_err(|e| ApiError::bad_request(format!("diskvec.graph_builder: {e}")))?,
-            ),
+            Some(Value::String(t)) => diskvec_db::parse_graph_builder(t)
+                .map_err(|e| ApiError::bad_request(format!("diskvec.graph_builder: {e}")))?,
             Some(other) => {
                 return Err(ApiError::bad_request(format!(
                     "diskvec.graph_builder must be \"auto\", \"vamana\" or \"pipnn\", got {other}"

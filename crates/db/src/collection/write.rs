@@ -40,9 +40,10 @@ fn json_depth(v: &serde_json::Value) -> usize {
 }
 
 /// Bytes (vectors, links, payloads: `segment_footprint`) that frozen segments may hold
-/// while they wait for sealing before writers are held back (at least two segments' worth). One segment's worth stalled every write for
-/// the whole first seal whenever writes outpaced it (16 s for 100 points on two cores); the
-/// worker now seals queued segments together, so a longer queue costs memory, not builds.
+/// while they wait for sealing before writers are held back (at least two segments' worth).
+/// One segment's worth stalled every write for the whole first seal whenever writes outpaced
+/// it (16 s for 100 points on two cores); the worker now seals queued segments together, so
+/// a longer queue costs memory, not builds.
 const FROZEN_BYTES: usize = 1 << 30;
 /// ... and no more than this share of the memory available when the collection opened (in
 /// a memory cgroup, of its room), so a small machine or container is not filled by writes
@@ -75,10 +76,10 @@ impl Inner {
     /// Bytes the write buffer may still take before writers are held back: room for
     /// `frozen_limit` frozen segments and the growing one, each at the larger of the expected
     /// footprint and the largest held now, less what they hold now. The automatic search budget
-    /// and merges leave it free (seals do not: they drain it): planned from the memory available when a seal switched
-    /// in, they would otherwise count as spare the memory the next writes take (measured:
-    /// a 10M x 768 import in a 4 GiB cgroup was OOM-killed at 1.2M points, 1.5 GB of frozen
-    /// segments beside 0.8 GB of node caches and a 1 GB seal).
+    /// and merges leave it free (seals do not: they drain it): planned from the memory
+    /// available when a seal switched in, they would otherwise count as spare the memory the
+    /// next writes take (measured: a 10M x 768 import in a 4 GiB cgroup was OOM-killed at 1.2M
+    /// points, 1.5 GB of frozen segments beside 0.8 GB of node caches and a 1 GB seal).
     ///
     /// After `WRITES_QUIET` without a write only the active segment's room counts: a merge
     /// started by `optimize` or the idle merge after a load gets the memory no writer uses.
