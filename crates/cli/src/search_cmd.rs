@@ -46,6 +46,11 @@ pub struct Args {
     /// path, or one per path separated by ';'.
     #[arg(long, value_delimiter = ';')]
     pub emulate_path: Vec<diskvec_io::PathEmulation>,
+    /// Seconds a node read may take before it is given up on (0: wait forever): a mirrored
+    /// index then reads the copy and serves the path from it until the path answers; an
+    /// unmirrored search fails with the path named. Needs the io_uring engine.
+    #[arg(long, default_value_t = diskvec_io::DEFAULT_READ_DEADLINE.as_secs_f64())]
+    pub read_deadline: f64,
     /// Start every query at the medoid only, not also at the closest entry nodes (for comparison).
     #[arg(long)]
     pub no_entry_set: bool,
@@ -188,6 +193,14 @@ fn sweep(args: &Args) -> anyhow::Result<Vec<SearchParams>> {
     Ok(runs)
 }
 
+/// `--read-deadline` in seconds; 0 for none.
+fn read_deadline(seconds: f64) -> anyhow::Result<Option<std::time::Duration>> {
+    if !seconds.is_finite() || seconds < 0.0 {
+        anyhow::bail!("--read-deadline must be a number of seconds, 0 or more (got {seconds})");
+    }
+    Ok((seconds > 0.0).then(|| std::time::Duration::from_secs_f64(seconds)))
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let runs = sweep(&args)?;
     let options = OpenOptions {
@@ -196,6 +209,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cache_nodes: args.cache_nodes,
         queue_depth: args.queue_depth,
         emulate: args.emulate_path.clone(),
+        read_deadline: read_deadline(args.read_deadline)?,
         navigation: args.navigation,
         compact_codes: args.compact_codes,
         ..OpenOptions::default()
@@ -257,7 +271,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     "path": f.display().to_string(), "reads": p.reads,
                     "iops": p.reads as f64 / stats.seconds,
                     "mb_per_s": p.bytes as f64 / stats.seconds / 1e6,
-                    "max_in_flight": p.max_in_flight, "waited_at_cap": p.waited, "failovers": p.failovers,
+                    "max_in_flight": p.max_in_flight, "waited_at_cap": p.waited, "failovers": p.failovers, "timeouts": p.timeouts,
                     "p50_us": p.p50_us, "p99_us": p.p99_us,
                 })
             })

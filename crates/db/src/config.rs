@@ -197,7 +197,8 @@ pub struct CollectionConfig {
     pub seal_threshold: usize,
     /// Share of deleted points at which a sealed segment is rebuilt without them.
     pub vacuum_threshold: f64,
-    /// Largest sealed segment a merge may produce (its build holds all its vectors in DRAM).
+    /// Largest sealed segment a merge may produce (a build larger than its memory runs in
+    /// shards; a merge of this many takes as long as a seal of as many).
     pub max_segment_points: usize,
     /// HNSW links per point (2x on the bottom level) of growing segments (Qdrant's `m`).
     pub hnsw_m: usize,

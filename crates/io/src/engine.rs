@@ -80,6 +80,22 @@ pub trait ReadEngine: Send {
     fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
         self.complete(0, out)
     }
+    /// `complete`, but returns once `timeout` has passed even if fewer than `min` reads
+    /// finished: a device that stopped answering must not hold the caller forever. An
+    /// engine that cannot bound its wait (pread blocks in each read) waits as `complete`.
+    fn complete_within(
+        &mut self,
+        min: usize,
+        timeout: std::time::Duration,
+        out: &mut Vec<ReadDone>,
+    ) -> Result<()> {
+        let _ = timeout;
+        self.complete(min, out)
+    }
+    /// Whether `complete_within` really returns at its timeout.
+    fn bounded_waits(&self) -> bool {
+        false
+    }
     fn buffer(&self, slot: usize) -> &[u8];
     fn release(&mut self, slot: usize);
     fn stats(&self) -> EngineStats;

@@ -35,7 +35,7 @@ pub use stripe::{Piece, StripeMap};
 pub use striped_writer::StripedWriter;
 pub use uring::UringEngine;
 pub use verify::{verify_volume, Damage, VerifyReport};
-pub use volume::{expected_path_len, SectorCheck, Volume, VolumeEngine};
+pub use volume::{expected_path_len, SectorCheck, Volume, VolumeEngine, DEFAULT_READ_DEADLINE};
 
 /// The unit of direct I/O and of the on-disk layout.
 pub const SECTOR: usize = 4096;
@@ -53,6 +53,13 @@ pub enum IoError {
     UnexpectedEof { path: String, offset: u64 },
     #[error("{path}: the sector at offset {offset} fails its checksum")]
     Corrupt { path: String, offset: u64 },
+    /// The device did not answer a read within the read deadline (a fabric path gone,
+    /// the kernel holding its I/O while it reconnects): the read was given up on.
+    #[error("{path}: no answer to a read in {:.1} s (the device or its path stopped answering)", after.as_secs_f64())]
+    TimedOut {
+        path: String,
+        after: std::time::Duration,
+    },
     #[error("{0}")]
     Usage(String),
 }

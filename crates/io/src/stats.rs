@@ -11,6 +11,8 @@ pub struct PathStats {
     pub waited: AtomicU64,
     /// Reads of this path that failed and were served by its mirror instead.
     pub failovers: AtomicU64,
+    /// Reads of this path given up on after the read deadline.
+    pub timeouts: AtomicU64,
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
     latency: Vec<AtomicU64>,
@@ -23,6 +25,7 @@ pub struct PathSnapshot {
     pub bytes: u64,
     pub waited: u64,
     pub failovers: u64,
+    pub timeouts: u64,
     pub max_in_flight: u64,
     pub p50_us: f64,
     pub p99_us: f64,
@@ -47,6 +50,7 @@ impl Default for PathStats {
             bytes: AtomicU64::new(0),
             waited: AtomicU64::new(0),
             failovers: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
             latency: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
@@ -74,6 +78,7 @@ impl PathStats {
             &self.bytes,
             &self.waited,
             &self.failovers,
+            &self.timeouts,
             &self.max_in_flight,
         ] {
             c.store(0, Ordering::Relaxed);
@@ -109,6 +114,7 @@ impl PathStats {
             bytes: self.bytes.load(Ordering::Relaxed),
             waited: self.waited.load(Ordering::Relaxed),
             failovers: self.failovers.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
             max_in_flight: self.max_in_flight.load(Ordering::Relaxed),
             p50_us: quantile(0.5),
             p99_us: quantile(0.99),

@@ -1,6 +1,7 @@
 use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
 
@@ -16,6 +17,10 @@ use crate::{DataFile, EngineKind, EngineStats, IoError, ReadDone, ReadEngine, Re
 /// it is non-zero: `Drop` waits for every outstanding completion first, and if the ring
 /// can no longer be waited on, the buffers are leaked rather than freed. Errors and
 /// unwinding leave the engine (and so its buffers) alive until that `Drop` runs.
+///
+/// A read the device never answers (a fabric path gone, the kernel holding its I/O while
+/// the controller reconnects) keeps its slot: `complete_within` returns at its timeout so
+/// the caller can give up on it, and `Drop` waits `DROP_PATIENCE` for it, then leaks.
 pub struct UringEngine {
     file: Arc<DataFile>,
     /// Dropped by hand in `Drop`, before `slots`: the ring holds the buffers registered
@@ -28,7 +33,13 @@ pub struct UringEngine {
     /// Entries pushed to the submission queue and not yet sent to the kernel.
     unsent: usize,
     fixed_buffers: bool,
+    /// The kernel takes a timeout with its wait (IORING_FEAT_EXT_ARG, Linux 5.11).
+    timed_waits: bool,
 }
+
+/// How long dropping an engine waits for reads still on the device before leaking their
+/// buffers (a read given up on by a deadline may never come back).
+const DROP_PATIENCE: Duration = Duration::from_secs(1);
 
 impl UringEngine {
     pub fn new(file: Arc<DataFile>, depth: usize, slot_bytes: usize) -> Result<Self> {
@@ -50,6 +61,7 @@ impl UringEngine {
         // SAFETY: the buffers outlive the ring: nothing below can fail before `Self` owns
         // both, and `Drop` drops the ring before the slots.
         let fixed_buffers = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+        let timed_waits = ring.params().is_feature_ext_arg();
         Ok(Self {
             file,
             ring: ManuallyDrop::new(ring),
@@ -58,6 +70,7 @@ impl UringEngine {
             in_flight: 0,
             unsent: 0,
             fixed_buffers,
+            timed_waits,
         })
     }
 
@@ -128,18 +141,58 @@ impl UringEngine {
         Ok(count)
     }
 
+    /// Sends what is queued and waits until `min` reads finished or `until` passed
+    /// (without timed waits: until they finished). Returns how many finished.
+    fn wait_until(
+        &mut self,
+        min: usize,
+        until: Option<Instant>,
+        out: &mut Vec<ReadDone>,
+    ) -> Result<usize> {
+        let mut finished = 0;
+        loop {
+            let wanted = min.saturating_sub(finished).min(self.in_flight);
+            let waited = match until.filter(|_| self.timed_waits) {
+                Some(until) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    let ts = types::Timespec::from(left);
+                    let args = types::SubmitArgs::new().timespec(&ts);
+                    self.ring.submitter().submit_with_args(wanted, &args)
+                }
+                None => self.ring.submit_and_wait(wanted),
+            };
+            match waited {
+                Ok(sent) => self.unsent = self.unsent.saturating_sub(sent),
+                // Timed out: what was queued went to the kernel before the wait began.
+                Err(e) if e.raw_os_error() == Some(libc::ETIME) => {
+                    self.unsent = self.ring.submission().len();
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(self.os(e)),
+            }
+            finished += self.reap(out)?;
+            let timed_out = until.is_some_and(|u| self.timed_waits && Instant::now() >= u);
+            if finished >= min.min(finished + self.in_flight) || timed_out {
+                return Ok(finished);
+            }
+        }
+    }
+
     /// Sends what is queued and waits until the kernel has finished every read it was
-    /// given. Returns false if the ring could not be waited on.
+    /// given, for at most `DROP_PATIENCE` where waits can be timed. Returns false if reads
+    /// are still in flight (or the ring could not be waited on).
     fn wait_for_kernel(&mut self) -> bool {
+        let until = Instant::now() + DROP_PATIENCE;
         let mut discard = Vec::new();
         while self.in_flight > 0 {
-            match self.ring.submit_and_wait(self.in_flight) {
-                Ok(sent) => self.unsent = self.unsent.saturating_sub(sent),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(_) => return false,
+            if self.timed_waits && Instant::now() >= until {
+                return false;
             }
             discard.clear();
-            if self.reap(&mut discard).is_err() {
+            if self
+                .wait_until(self.in_flight, Some(until), &mut discard)
+                .is_err()
+            {
                 return false;
             }
         }
@@ -158,9 +211,11 @@ impl Drop for UringEngine {
     fn drop(&mut self) {
         if !self.wait_for_kernel() {
             // The kernel may still write into the buffers: never free them.
-            log::error!(
-                "{}: io_uring reads still in flight at shutdown; leaking their buffers",
-                self.file.path.display()
+            log::warn!(
+                "{}: {} io_uring read(s) still on the device when the engine closed; \
+                 leaking their buffers",
+                self.file.path.display(),
+                self.in_flight
             );
             std::mem::forget(std::mem::take(&mut self.slots.bufs));
         }
@@ -203,18 +258,21 @@ impl ReadEngine for UringEngine {
     }
 
     fn complete(&mut self, min: usize, out: &mut Vec<ReadDone>) -> Result<()> {
-        let mut wanted = min.min(self.in_flight);
-        loop {
-            match self.ring.submit_and_wait(wanted) {
-                Ok(sent) => self.unsent = self.unsent.saturating_sub(sent),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(self.os(e)),
-            }
-            wanted = wanted.saturating_sub(self.reap(out)?);
-            if wanted == 0 {
-                return Ok(());
-            }
-        }
+        self.wait_until(min, None, out).map(|_| ())
+    }
+
+    fn complete_within(
+        &mut self,
+        min: usize,
+        timeout: Duration,
+        out: &mut Vec<ReadDone>,
+    ) -> Result<()> {
+        self.wait_until(min, Some(Instant::now() + timeout), out)
+            .map(|_| ())
+    }
+
+    fn bounded_waits(&self) -> bool {
+        self.timed_waits
     }
 
     fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {

@@ -37,7 +37,15 @@ pub struct Volume {
     logical_len: u64,
     health: Arc<Health>,
     check: Option<SectorCheck>,
+    /// How long a read may take before it is given up on (`None`: forever).
+    deadline: Option<Duration>,
 }
+
+/// How long a read may take by default before the engine gives up on it: far above any
+/// healthy device's latency under load (this machine's shared disk answered within 1.1 s
+/// at its worst, docs/benchmarks.md), far below the minutes a kernel may hold the I/O of a
+/// vanished NVMe-oF path (`ctrl_loss_tmo`, 600 s by default) while it tries to reconnect.
+pub const DEFAULT_READ_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Which paths have failed, shared by every engine of a volume, and injected faults.
 struct Health {
@@ -52,6 +60,13 @@ struct Health {
     sent: Vec<AtomicU64>,
     /// Reads failed by injection, all paths.
     injected: AtomicU64,
+    /// Per path: reads given up on after the read deadline that have not come back yet.
+    /// A mirrored volume serves a path with any from its copy; it is used again once the
+    /// device has answered them all.
+    stalled: Vec<AtomicU64>,
+    /// Fault injection: the path's device stops answering (its reads finish only once
+    /// this is cleared), as a fabric path that vanished under the kernel's multipath.
+    stall_injected: Vec<AtomicBool>,
 }
 
 impl Health {
@@ -63,7 +78,13 @@ impl Health {
             fail_every: (0..paths).map(|_| AtomicU64::new(0)).collect(),
             sent: (0..paths).map(|_| AtomicU64::new(0)).collect(),
             injected: AtomicU64::new(0),
+            stalled: (0..paths).map(|_| AtomicU64::new(0)).collect(),
+            stall_injected: (0..paths).map(|_| AtomicBool::new(false)).collect(),
         }
+    }
+
+    fn is_stalled(&self, path: usize) -> bool {
+        self.stalled[path].load(Ordering::Relaxed) > 0
     }
 
     /// Marks `path` failed; returns true the first time.
@@ -184,6 +205,7 @@ impl Volume {
             logical_len,
             health,
             check: None,
+            deadline: Some(DEFAULT_READ_DEADLINE),
             names: paths.to_vec(),
             files,
             map,
@@ -207,6 +229,27 @@ impl Volume {
     /// volume has no mirror.
     pub fn inject_intermittent_fault(&self, path: usize, n: u64) {
         self.health.fail_every[path].store(n, Ordering::Relaxed);
+    }
+
+    /// How long an engine's read may take before it is given up on (`None`: no limit):
+    /// on a mirrored volume the read goes to the copy and the path is served from its copy
+    /// until the device answers what it was given; otherwise the read fails. Engines made
+    /// afterwards use it. It needs timed waits (io_uring); the pread engine blocks in each
+    /// read.
+    pub fn set_read_deadline(&mut self, deadline: Option<Duration>) {
+        self.deadline = deadline;
+    }
+
+    /// Fault injection: `path`'s device stops answering (`true`) or answers again.
+    pub fn inject_stall(&self, path: usize, stalled: bool) {
+        self.health.stall_injected[path].store(stalled, Ordering::Relaxed);
+    }
+
+    /// Paths with reads given up on that the device has not answered yet.
+    pub fn stalled_paths(&self) -> Vec<usize> {
+        (0..self.names.len())
+            .filter(|&p| self.health.is_stalled(p))
+            .collect()
     }
 
     /// Reads failed by injection so far.
@@ -364,8 +407,24 @@ impl Volume {
                 .map(|_| vec![Instant::now(); path_depth])
                 .collect(),
             held: Vec::new(),
+            stuck: Vec::new(),
+            deadline: self.deadline,
+            abandoned: vec![0; paths.len()],
+            abandoned_on_device: vec![0; paths.len()],
             started: (0..paths.len())
-                .map(|_| vec![(Instant::now(), unused, false); path_depth])
+                .map(|_| {
+                    vec![
+                        Sent {
+                            at: Instant::now(),
+                            logical: 0,
+                            piece: unused,
+                            is_copy: false,
+                            active: false,
+                            abandoned: false,
+                        };
+                        path_depth
+                    ]
+                })
                 .collect(),
             waiting: paths.iter().map(|_| VecDeque::new()).collect(),
             paths,
@@ -379,6 +438,20 @@ impl Volume {
             scratch: Vec::new(),
         })
     }
+}
+
+/// A piece on a path's device, in the path engine's slot.
+#[derive(Clone, Copy)]
+struct Sent {
+    at: Instant,
+    /// The logical read (slot) it is part of.
+    logical: usize,
+    piece: Piece,
+    is_copy: bool,
+    /// The slot's read is on the device (or held by emulation) and not yet landed.
+    active: bool,
+    /// Given up on after the deadline: when it lands, it is dropped.
+    abandoned: bool,
 }
 
 /// Reads from a striped volume: splits each logical read into per-path pieces, sends them
@@ -402,13 +475,23 @@ pub struct VolumeEngine {
     /// Pieces the device has finished but their emulated path has not: (path, read).
     /// They keep their path slot, so the queue-depth cap also bounds emulated queueing.
     held: Vec<(usize, ReadDone)>,
+    /// Pieces the device finished on a path whose stall is injected: they keep their path
+    /// slot and land once the stall is cleared, as a real stalled device's would.
+    stuck: Vec<(usize, ReadDone)>,
     /// Each path's engine; `None` for a path lost at open.
     paths: Vec<Option<Box<dyn ReadEngine>>>,
-    /// Per path, per inner slot: when the piece there was sent, the piece, and whether it
-    /// is a mirror copy.
-    started: Vec<Vec<(Instant, Piece, bool)>>,
-    /// Per path: pieces (logical slot, piece, is a mirror copy) waiting for room on the path.
-    waiting: Vec<VecDeque<(usize, Piece, bool)>>,
+    /// Per path, per inner slot: the piece sent there.
+    started: Vec<Vec<Sent>>,
+    /// Per path: pieces (logical slot, piece, is a mirror copy, when queued) waiting for
+    /// room on the path.
+    waiting: Vec<VecDeque<(usize, Piece, bool, Instant)>>,
+    /// How long a piece may wait and be on the device before it is given up on.
+    deadline: Option<Duration>,
+    /// Per path: this engine's reads given up on that have not landed (on the device,
+    /// held by emulation or stuck).
+    abandoned: Vec<usize>,
+    /// Per path: those of them still on the device (counted in its engine's in-flight).
+    abandoned_on_device: Vec<usize>,
     slots: Slots,
     /// Per logical slot: the logical offset read (to check sectors by their number).
     offsets: Vec<u64>,
@@ -433,7 +516,7 @@ impl VolumeEngine {
     /// Sends waiting pieces to `path` while it is under its cap.
     fn pump(&mut self, path: usize) {
         while self.path_free_slots(path) > 0 {
-            let Some((slot, piece, is_copy)) = self.waiting[path].pop_front() else {
+            let Some((slot, piece, is_copy, _)) = self.waiting[path].pop_front() else {
                 break;
             };
             let served = self.stats[path].reads.load(Ordering::Relaxed);
@@ -449,7 +532,14 @@ impl VolumeEngine {
             let engine = self.paths[path].as_mut().expect("a path with free slots");
             match engine.submit(piece.physical, piece.len, tag) {
                 Ok(inner) => {
-                    self.started[path][inner] = (Instant::now(), piece, is_copy);
+                    self.started[path][inner] = Sent {
+                        at: Instant::now(),
+                        logical: slot,
+                        piece,
+                        is_copy,
+                        active: true,
+                        abandoned: false,
+                    };
                     if let Some(em) = &self.emulation[path] {
                         self.release_at[path][inner] = em.schedule(piece.len);
                     }
@@ -465,6 +555,7 @@ impl VolumeEngine {
     fn enqueue(&mut self, slot: usize, piece: Piece) {
         if self.health.failed[piece.path].load(Ordering::Relaxed)
             || self.paths[piece.path].is_none()
+            || (self.mirror && self.health.is_stalled(piece.path))
         {
             if self.mirror {
                 return self.enqueue_copy(slot, piece);
@@ -477,7 +568,7 @@ impl VolumeEngine {
                 .waited
                 .fetch_add(1, Ordering::Relaxed);
         }
-        self.waiting[piece.path].push_back((slot, piece, false));
+        self.waiting[piece.path].push_back((slot, piece, false, Instant::now()));
         self.pump(piece.path)
     }
 
@@ -488,14 +579,17 @@ impl VolumeEngine {
             physical,
             ..piece
         };
-        if self.paths[q].is_none() || self.health.failed[q].load(Ordering::Relaxed) {
+        if self.paths[q].is_none()
+            || self.health.failed[q].load(Ordering::Relaxed)
+            || self.health.is_stalled(q)
+        {
             let err = IoError::Usage(format!(
-                "no readable copy: {} has failed, and so has its mirror {}",
+                "no readable copy: {} has failed, and its mirror {} has failed or stalled",
                 self.names[piece.path], self.names[q]
             ));
             return self.piece_failed(q, slot, copy, true, err, false);
         }
-        self.waiting[q].push_back((slot, copy, true));
+        self.waiting[q].push_back((slot, copy, true, Instant::now()));
         self.pump(q)
     }
 
@@ -544,7 +638,12 @@ impl VolumeEngine {
         let mut done = std::mem::take(&mut self.scratch);
         let now = Instant::now();
         for d in done.drain(..) {
-            if self.emulation[path].is_some() && self.release_at[path][d.slot] > now {
+            if self.started[path][d.slot].abandoned {
+                self.abandoned_on_device[path] -= 1;
+            }
+            if self.health.stall_injected[path].load(Ordering::Relaxed) {
+                self.stuck.push((path, d));
+            } else if self.emulation[path].is_some() && self.release_at[path][d.slot] > now {
                 self.held.push((path, d));
             } else {
                 self.finish_piece(path, d);
@@ -572,11 +671,33 @@ impl VolumeEngine {
 
     fn finish_piece(&mut self, path: usize, d: ReadDone) {
         let slot = (d.tag >> 32) as usize;
-        let (sent, piece, is_copy) = self.started[path][d.slot];
+        let sent = &mut self.started[path][d.slot];
+        sent.active = false;
+        let Sent {
+            at: sent,
+            piece,
+            is_copy,
+            abandoned,
+            ..
+        } = *sent;
         self.stats[path].finished(sent.elapsed().as_secs_f64() * 1e6);
         let engine = self.paths[path]
             .as_mut()
             .expect("a path that served a read");
+        if abandoned {
+            // Its logical read went on without it; the device has let go of the slot.
+            engine.release(d.slot);
+            self.abandoned[path] -= 1;
+            self.pump(path);
+            if self.health.stalled[path].fetch_sub(1, Ordering::Relaxed) == 1 {
+                log::warn!(
+                    "path {path} ({}) answered again after {:.1} s",
+                    self.names[path],
+                    sent.elapsed().as_secs_f64()
+                );
+            }
+            return;
+        }
         let outcome = match d.result {
             Ok(()) => {
                 let src = &engine.buffer(d.slot)[..piece.len];
@@ -612,6 +733,99 @@ impl VolumeEngine {
                 self.piece_failed(path, slot, at, is_copy, e, path_fault)
             }
         }
+    }
+
+    /// Lands the pieces held by an injected stall once it is cleared.
+    fn release_stuck(&mut self) {
+        let mut i = 0;
+        while i < self.stuck.len() {
+            let path = self.stuck[i].0;
+            if self.health.stall_injected[path].load(Ordering::Relaxed) {
+                i += 1;
+                continue;
+            }
+            let (path, d) = self.stuck.swap_remove(i);
+            self.finish_piece(path, d);
+            self.pump(path);
+        }
+    }
+
+    /// Gives up on every piece older than the deadline, queued or on the device: a
+    /// mirrored volume reads it from its copy (and serves the path from its copies until
+    /// the device answers what it was given), otherwise its logical read fails.
+    fn expire_overdue(&mut self) {
+        let Some(deadline) = self.deadline else {
+            return;
+        };
+        let now = Instant::now();
+        for path in 0..self.paths.len() {
+            for inner in 0..self.started[path].len() {
+                let sent = self.started[path][inner];
+                if !sent.active || sent.abandoned || now.duration_since(sent.at) < deadline {
+                    continue;
+                }
+                self.started[path][inner].abandoned = true;
+                self.abandoned[path] += 1;
+                let landed = self
+                    .held
+                    .iter()
+                    .chain(&self.stuck)
+                    .any(|(p, d)| *p == path && d.slot == inner);
+                if !landed {
+                    self.abandoned_on_device[path] += 1;
+                }
+                self.stats[path].timeouts.fetch_add(1, Ordering::Relaxed);
+                if self.health.stalled[path].fetch_add(1, Ordering::Relaxed) == 0 {
+                    log::warn!(
+                        "path {path} ({}) has not answered a read in {:.1} s; {}",
+                        self.names[path],
+                        deadline.as_secs_f64(),
+                        if self.mirror {
+                            "serving it from its mirror copy until it does"
+                        } else {
+                            "its reads fail until it answers"
+                        }
+                    );
+                }
+                let err = IoError::TimedOut {
+                    path: self.names[path].clone(),
+                    after: deadline,
+                };
+                self.piece_failed(path, sent.logical, sent.piece, sent.is_copy, err, false);
+            }
+            while let Some(&(slot, piece, is_copy, queued)) = self.waiting[path].front() {
+                let reroute = self.mirror && !is_copy && self.health.is_stalled(path);
+                if !reroute && now.duration_since(queued) < deadline {
+                    break;
+                }
+                self.waiting[path].pop_front();
+                let err = IoError::TimedOut {
+                    path: self.names[path].clone(),
+                    after: now.duration_since(queued),
+                };
+                self.piece_failed(path, slot, piece, is_copy, err, false);
+            }
+        }
+    }
+
+    /// How long until the next piece passes the deadline (zero if one already has).
+    fn next_overdue(&self) -> Option<Duration> {
+        let deadline = self.deadline?;
+        let sent = self
+            .started
+            .iter()
+            .flatten()
+            .filter(|s| s.active && !s.abandoned)
+            .map(|s| s.at);
+        let queued = self.waiting.iter().filter_map(|w| w.front()).map(|w| w.3);
+        sent.chain(queued)
+            .min()
+            .map(|oldest| (oldest + deadline).saturating_duration_since(Instant::now()))
+    }
+
+    /// Reads on `path`'s device that have not been given up on.
+    fn live_on_device(&self, path: usize) -> usize {
+        self.path_in_flight(path) - self.abandoned_on_device[path]
     }
 
     /// Polls every path that is there, landing what finished.
@@ -679,29 +893,37 @@ impl ReadEngine for VolumeEngine {
             // Send what is queued and take what has finished, on every path, without waiting.
             self.poll_paths()?;
             self.release_held();
+            self.release_stuck();
+            self.expire_overdue();
             if self.ready.len() >= want {
                 // Pieces pumped while landing are sent now, not at the next call.
                 self.poll_paths()?;
                 out.append(&mut self.ready);
                 return Ok(());
             }
-            if let Some(next) = self
+            let overdue_in = self.next_overdue();
+            let emulated = self
                 .held
                 .iter()
                 .map(|(p, d)| self.release_at[*p][d.slot])
                 .min()
-            {
-                // An emulated completion is due; sleep towards it in short steps so real
-                // completions on other paths are not left waiting.
-                let wait = next
-                    .saturating_duration_since(Instant::now())
+                .map(|next| next.saturating_duration_since(Instant::now()));
+            if emulated.is_some() || !self.stuck.is_empty() {
+                // An emulated completion or a deadline is due; sleep towards it in short
+                // steps so real completions on other paths are not left waiting.
+                let wait = [emulated, overdue_in]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(Duration::MAX)
                     .min(Duration::from_micros(200));
                 std::thread::sleep(wait);
                 continue;
             }
-            // Wait on the busiest path; the others' completions are taken on the next pass.
+            // Wait on the path with most reads that count; the others' completions are
+            // taken on the next pass.
             let busiest = (0..self.paths.len())
-                .max_by_key(|&p| self.path_in_flight(p))
+                .max_by_key(|&p| (self.live_on_device(p), self.path_in_flight(p)))
                 .unwrap_or(0);
             if self.path_in_flight(busiest) == 0 {
                 // Nothing is on any device and nothing is held, yet reads are missing: by
@@ -714,7 +936,15 @@ impl ReadEngine for VolumeEngine {
             let short = want - self.ready.len();
             let wait_for = if self.paths.len() == 1 { short } else { 1 };
             let engine = self.paths[busiest].as_mut().expect("busiest path is there");
-            engine.complete(wait_for, &mut self.scratch)?;
+            match overdue_in {
+                // A little past the deadline, so the piece is overdue when looked at.
+                Some(left) => engine.complete_within(
+                    wait_for,
+                    left + Duration::from_millis(1),
+                    &mut self.scratch,
+                )?,
+                None => engine.complete(wait_for, &mut self.scratch)?,
+            }
             self.take_finished(busiest);
         }
     }
@@ -722,6 +952,8 @@ impl ReadEngine for VolumeEngine {
     fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
         self.poll_paths()?;
         self.release_held();
+        self.release_stuck();
+        self.expire_overdue();
         out.append(&mut self.ready);
         Ok(())
     }
@@ -737,6 +969,18 @@ impl ReadEngine for VolumeEngine {
             reads: self.slots.stats.reads,
             bytes: self.slots.stats.bytes,
             max_in_flight: self.max_in_flight,
+        }
+    }
+}
+
+impl Drop for VolumeEngine {
+    /// Reads given up on that never landed leave with this engine (its path engines leak
+    /// their buffers if the device still holds them): the path is tried again.
+    fn drop(&mut self) {
+        for (path, &n) in self.abandoned.iter().enumerate() {
+            if n > 0 {
+                self.health.stalled[path].fetch_sub(n as u64, Ordering::Relaxed);
+            }
         }
     }
 }

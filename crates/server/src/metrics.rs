@@ -729,7 +729,7 @@ fn prometheus_view(metrics: &Metrics, collections: &[CollectionFigures], view: V
         &per(&|c| c.info.rebuilds_done as f64),
     );
     type Counter = fn(&PathIo) -> u64;
-    let io_families: [(&str, &str, Counter); 4] = [
+    let io_families: [(&str, &str, Counter); 5] = [
         (
             "diskvec_storage_reads_total",
             "Node reads from each storage path.",
@@ -749,6 +749,11 @@ fn prometheus_view(metrics: &Metrics, collections: &[CollectionFigures], view: V
             "diskvec_storage_failovers_total",
             "Reads that failed on the path and were served by its mirror.",
             |p| p.failovers,
+        ),
+        (
+            "diskvec_storage_timeouts_total",
+            "Reads of the path given up on after the read deadline.",
+            |p| p.timeouts,
         ),
     ];
     for (name, help, value) in io_families {

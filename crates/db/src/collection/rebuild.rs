@@ -14,10 +14,13 @@ use crate::Result;
 
 /// More sealed segments than this and the smallest are merged.
 pub(crate) const MERGE_ABOVE: usize = 8;
-/// Most segments one background merge takes: the smallest ones, so segments grow in tiers
-/// (each point rebuilt about log8(n / seal_threshold) times) instead of every merge
-/// rebuilding everything sealed so far, whose cost grows with the collection while seals,
-/// and the writers behind them, wait. `optimize` and the idle merge still take them all.
+/// Fewest segments one background merge may stop at: the smallest ones, so segments grow in
+/// tiers instead of every merge rebuilding everything sealed so far, whose cost grows with
+/// the collection while seals, and the writers behind them, wait. When seals outran the
+/// merges (a bulk load: 85 sealed segments at 8.7M points, each merge of eight making a
+/// 0.5M segment that a later merge rebuilt again) a merge takes as many of the smallest as
+/// bring the count back to `MERGE_ABOVE`, up to `max_segment_points`, so most points are
+/// rebuilt once on their way to a full-size segment. `optimize` and the idle merge take all.
 const MERGE_FAN_IN: usize = 8;
 
 /// What the worker should rebuild next, if anything.
@@ -75,6 +78,37 @@ const SEAL_TOGETHER: usize = 8;
 /// The idle merge leaves alone segments smaller than this in all (a growing segment this
 /// small costs a search little).
 const IDLE_MERGE_MIN_POINTS: usize = 1_000;
+
+/// The sealed segments (id, live points) a merge takes: the smallest first, at least
+/// `MERGE_FAN_IN` of them when there are, or as many as bring the count back to
+/// `MERGE_ABOVE`, all of them with `merge_all`, as long as their points fit one segment.
+/// Sorted by id; fewer than two means no merge.
+fn smallest_to_merge(
+    mut sealed: Vec<(u64, usize)>,
+    max_points: usize,
+    merge_all: bool,
+) -> Vec<u64> {
+    let fan_in = if merge_all {
+        usize::MAX
+    } else {
+        MERGE_FAN_IN.max((sealed.len() + 1).saturating_sub(MERGE_ABOVE))
+    };
+    sealed.sort_by_key(|&(id, live)| (live, id));
+    let mut picked = Vec::new();
+    let mut total = 0;
+    for (id, live) in sealed {
+        if picked.len() == fan_in || (total + live > max_points && picked.len() >= 2) {
+            break;
+        }
+        if total + live > max_points {
+            continue;
+        }
+        total += live;
+        picked.push(id);
+    }
+    picked.sort_unstable();
+    picked
+}
 
 impl Inner {
     /// Whether the segments are worth merging into one once writes pause: more than one holds
@@ -165,7 +199,7 @@ impl Inner {
             // Too big for one build: seal the frozen ones first, then merge what fits.
             return None;
         }
-        let mut sealed: Vec<(u64, usize, usize)> = state
+        let sealed: Vec<(u64, usize, usize)> = state
             .segments
             .iter()
             .filter_map(|(&id, s)| match s {
@@ -181,27 +215,12 @@ impl Inner {
         if sealed.len() <= 1 || (!merge_all && sealed.len() <= MERGE_ABOVE) {
             return None;
         }
-        sealed.sort_by_key(|&(id, len, deleted)| (len - deleted, id));
-        let mut picked = Vec::new();
-        let mut total = 0;
-        for (id, len, deleted) in sealed {
-            let live = len - deleted;
-            if !merge_all && picked.len() == MERGE_FAN_IN {
-                break;
-            }
-            if total + live > self.config().max_segment_points && picked.len() >= 2 {
-                break;
-            }
-            if total + live > self.config().max_segment_points {
-                continue;
-            }
-            total += live;
-            picked.push(id);
-        }
-        (picked.len() >= 2).then(|| {
-            picked.sort_unstable();
-            Maintenance::Merge(picked)
-        })
+        let live: Vec<(u64, usize)> = sealed
+            .into_iter()
+            .map(|(id, len, deleted)| (id, len - deleted))
+            .collect();
+        let picked = smallest_to_merge(live, self.config().max_segment_points, merge_all);
+        (picked.len() >= 2).then_some(Maintenance::Merge(picked))
     }
 
     /// Rebuilds `sources` (sealed segments) and `frozen` (frozen growing segments: the
@@ -380,5 +399,49 @@ impl Inner {
             started.elapsed().as_secs_f64()
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segments(sizes: &[usize]) -> Vec<(u64, usize)> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (i as u64, n))
+            .collect()
+    }
+
+    #[test]
+    fn nine_segments_merge_the_eight_smallest() {
+        let picked = smallest_to_merge(
+            segments(&[1_500_000, 20, 10, 30, 40, 50, 60, 70, 80]),
+            2_000_000,
+            false,
+        );
+        assert_eq!(picked, vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn a_backlog_merges_back_to_the_limit_within_one_segment() {
+        // 40 seals of 80k behind: 33 of them would bring the count back to 8, 25 fill a
+        // segment of 2M.
+        let picked = smallest_to_merge(segments(&[80_000; 40]), 2_000_000, false);
+        assert_eq!(picked.len(), 25);
+        let picked = smallest_to_merge(segments(&[80_000; 20]), 2_000_000, false);
+        assert_eq!(picked.len(), 13, "20 segments: 13 merged leave 8");
+    }
+
+    #[test]
+    fn segments_that_do_not_fit_are_left_out() {
+        let picked = smallest_to_merge(
+            segments(&[1_900_000, 150_000, 100_000, 1_000]),
+            2_000_000,
+            true,
+        );
+        assert_eq!(picked, vec![1, 2, 3]);
+        assert!(smallest_to_merge(segments(&[1_900_000, 1_800_000]), 2_000_000, true).len() < 2);
     }
 }

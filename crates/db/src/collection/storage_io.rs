@@ -20,6 +20,9 @@ pub struct PathIo {
     pub waited: u64,
     /// Reads that failed on this path and were served by its mirror.
     pub failovers: u64,
+    /// Reads of this path given up on after the read deadline (the device stopped
+    /// answering).
+    pub timeouts: u64,
 }
 
 impl PathIo {
@@ -28,6 +31,7 @@ impl PathIo {
         self.bytes += s.bytes;
         self.waited += s.waited;
         self.failovers += s.failovers;
+        self.timeouts += s.timeouts;
     }
 }
 

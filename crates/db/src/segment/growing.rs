@@ -15,7 +15,7 @@ use roaring::RoaringBitmap;
 
 use super::columns::Columns;
 use super::dense_rows::{DenseRows, Linker};
-use super::seal_input::{SealInput, SpaceInput, VectorPart};
+use super::seal_input::{SealInput, SealPayloads, SpaceInput, VectorPart};
 use super::{Points, SegmentHit};
 use crate::config::CollectionConfig;
 use crate::filter::{Candidates, Filter, PayloadIndex, PayloadIndexKind};
@@ -241,7 +241,7 @@ impl Growing {
             multi,
             ids: self.ids.clone(),
             versions: self.versions.clone(),
-            payloads: Arc::clone(&self.payloads),
+            payloads: SealPayloads::Shared(Arc::clone(&self.payloads)),
         }
     }
 

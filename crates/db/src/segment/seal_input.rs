@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use diskvec_index::diskann::VectorSource;
 
+use super::files::PayloadJson;
 use super::Sealed;
 use crate::vectors::SparseVector;
 use crate::{Payload, PointId};
@@ -67,7 +68,24 @@ pub(crate) struct SealInput {
     pub multi: Vec<Vec<Option<Vec<f32>>>>,
     pub ids: Vec<PointId>,
     pub versions: Vec<u64>,
-    pub payloads: Arc<Vec<Payload>>,
+    pub payloads: SealPayloads,
+}
+
+/// The payloads of a segment to build: a frozen segment's, shared where they are, or a
+/// rebuild's, gathered as JSON text (`PayloadJson`).
+pub(crate) enum SealPayloads {
+    Shared(Arc<Vec<Payload>>),
+    Json(PayloadJson),
+}
+
+impl SealPayloads {
+    /// As the points file stores them.
+    pub fn json(&self) -> std::borrow::Cow<'_, PayloadJson> {
+        match self {
+            Self::Shared(payloads) => std::borrow::Cow::Owned(PayloadJson::from_payloads(payloads)),
+            Self::Json(json) => std::borrow::Cow::Borrowed(json),
+        }
+    }
 }
 
 impl SealInput {
@@ -85,7 +103,7 @@ impl SealInput {
             multi: vec![Vec::new(); config.multi.len()],
             ids: Vec::new(),
             versions: Vec::new(),
-            payloads: Arc::new(Vec::new()),
+            payloads: SealPayloads::Json(PayloadJson::default()),
         }
     }
 
@@ -105,7 +123,10 @@ impl SealInput {
     ) {
         self.ids.push(id);
         self.versions.push(version);
-        Arc::make_mut(&mut self.payloads).push(payload.clone());
+        match &mut self.payloads {
+            SealPayloads::Json(json) => json.push(payload),
+            SealPayloads::Shared(shared) => Arc::make_mut(shared).push(payload.clone()),
+        }
         for (i, column) in self.sparse.iter_mut().enumerate() {
             column.push(sparse(i));
         }

@@ -231,7 +231,7 @@ pub(crate) fn seal(
         &dir.join(POINTS_FILE),
         &input.ids,
         &input.versions,
-        &input.payloads,
+        &input.payloads.json(),
     )?;
     Ok(reports)
 }

@@ -33,6 +33,9 @@ pub struct OpenOptions {
     pub queue_depth: usize,
     /// Slower paths to emulate on top of the real ones: none, one for all, or one per path.
     pub emulate: Vec<PathEmulation>,
+    /// How long a node read may take before it is given up on (`None`: no limit): a
+    /// mirrored index then reads the copy, an unmirrored search fails naming the path.
+    pub read_deadline: Option<std::time::Duration>,
     /// Load the navigation file (every neighbour list and a 4-bit code per node) when the
     /// index has one, and walk the graph in DRAM, reading the SSD only to re-rank. An index
     /// whose file is missing (built before it existed) or damaged opens without it and
@@ -55,6 +58,7 @@ impl Default for OpenOptions {
             cache_nodes: None,
             queue_depth: 64,
             emulate: Vec::new(),
+            read_deadline: Some(diskvec_io::DEFAULT_READ_DEADLINE),
             navigation: false,
             compact_codes: false,
             storage: std::sync::Arc::new(diskvec_io::storage::FsStorage),
@@ -147,6 +151,7 @@ impl DiskIndex {
             header.mirrored,
         )?;
         volume.set_emulation(&options.emulate)?;
+        volume.set_read_deadline(options.read_deadline);
         volume.set_sector_check(|number, sector| first_bad_sector(sector, number).is_none());
         let layout = header.layout();
         let count = header.count as usize;

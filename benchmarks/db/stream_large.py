@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Search while writing on a loaded large collection (VectorDBBench's streaming case): search
+latency, QPS and recall idle, then while a writer inserts points at a fixed rate.
+
+Protocol (one process, diskvec's Python API, run inside a memory cgroup by the caller):
+1. open DB (a collection "c" loaded by import_large.py) and wait until it is green;
+2. idle: CLIENTS threads search the dataset's test queries (k, search list L) for IDLE_S;
+3. for each RATE: a writer inserts new points at RATE points/s for DURATION_S (batches every
+   0.1 s, durable acknowledgement), the searchers keep searching; every write's latency is
+   kept (the goal: none over 1 s);
+4. between rates, and at the end: the time until green again (the seals and merges of what
+   was written).
+The new points are random unit vectors (ids from 10^9 up): far from every query of the
+clustered synthetic set, so the dataset's exact top-k stays the ground truth (results that
+are new points are counted, and were 0 in our runs). Recall is against neighbors.parquet.
+
+    python benchmarks/db/stream_large.py --db DB --dataset synth10m-f16 --rates 500,5000 --out OUT.json
+"""
+import argparse
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+import diskvec
+
+NEW_IDS_FROM = 1_000_000_000
+
+
+def load_queries(dataset, k):
+    d = Path(dataset)
+    test = pq.read_table(d / "test.parquet")
+    queries = np.stack([np.asarray(v, dtype=np.float32) for v in test.column("emb").to_pylist()])
+    truth = pq.read_table(d / "neighbors.parquet").column("neighbors_id").to_pylist()
+    return queries, [set(t[:k]) for t in truth]
+
+
+def pct(values, p):
+    return round(float(np.percentile(values, p)) * 1000, 2) if len(values) else None
+
+
+def wait_green(col, limit_s):
+    start = time.time()
+    while time.time() - start < limit_s:
+        if col.info()["status"] == "green":
+            return round(time.time() - start, 1)
+        time.sleep(2)
+    return None
+
+
+class Searchers:
+    """CLIENTS threads searching round robin over the queries until stopped; each search's
+    latency and recall go to the phase that was current when it started."""
+
+    def __init__(self, col, queries, truth, args):
+        self.col, self.queries, self.truth, self.args = col, queries, truth, args
+        self.phase = None
+        self.results = {}
+        self.lock = threading.Lock()
+        self.stop = False
+
+    def run(self, seed):
+        rng = np.random.default_rng(seed)
+        while not self.stop:
+            phase = self.phase
+            q = int(rng.integers(len(self.queries)))
+            t = time.perf_counter()
+            hits = self.col.search(self.queries[q], k=self.args.k, search_list=self.args.search_list)
+            took = time.perf_counter() - t
+            ids = [h["id"] for h in hits]
+            recall = len(self.truth[q].intersection(ids)) / self.args.k
+            new = sum(1 for i in ids if i >= NEW_IDS_FROM)
+            with self.lock:
+                r = self.results.setdefault(phase, {"lat": [], "recall": [], "new_hits": 0, "t0": time.time()})
+                r["lat"].append(took)
+                r["recall"].append(recall)
+                r["new_hits"] += new
+                r["t1"] = time.time()
+
+    def summary(self, phase):
+        r = self.results.get(phase)
+        if not r:
+            return None
+        n = len(r["lat"])
+        return {"searches": n, "qps": round(n / max(r["t1"] - r["t0"], 1e-9), 1),
+                "p50_ms": pct(r["lat"], 50), "p99_ms": pct(r["lat"], 99),
+                "recall": round(float(np.mean(r["recall"])), 4), "new_points_in_results": r["new_hits"]}
+
+
+def write_at(col, rate, seconds, first_id, dim, seed):
+    """Inserts at `rate` points/s in batches every 0.1 s (fewer when a batch is late: the
+    schedule is kept, never caught up by bursts). Returns write latencies and points written."""
+    rng = np.random.default_rng(seed)
+    per_batch = max(1, int(round(rate / 10)))
+    lat = []
+    next_id = first_id
+    start = time.time()
+    tick = start
+    while time.time() - start < seconds:
+        v = rng.standard_normal((per_batch, dim)).astype(np.float32)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        ids = list(range(next_id, next_id + per_batch))
+        t = time.perf_counter()
+        col.upsert(ids, v, [{"n": i, "bucket": i % 100, "tag": "stream"} for i in ids])
+        lat.append(time.perf_counter() - t)
+        next_id += per_batch
+        tick += 0.1
+        delay = tick - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        elif delay < -1:
+            tick = time.time()
+    elapsed = time.time() - start
+    written = next_id - first_id
+    return {"rate_asked": rate, "points": written, "rate_reached": round(written / elapsed, 1),
+            "batches": len(lat), "batch_points": per_batch, "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99),
+            "max_ms": pct(lat, 100), "over_1s": sum(1 for x in lat if x > 1.0)}, next_id
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--k", type=int, default=100)
+    ap.add_argument("--search-list", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--idle-s", type=float, default=120)
+    ap.add_argument("--duration-s", type=float, default=600)
+    ap.add_argument("--rates", default="500,5000", help='points/s, comma-separated ("": search only)')
+    ap.add_argument("--green-timeout", type=float, default=3600)
+    args = ap.parse_args()
+
+    queries, truth = load_queries(args.dataset, args.k)
+    t = time.time()
+    db = diskvec.open(args.db)
+    col = db.collection("c")
+    out = {"args": vars(args), "open_seconds": round(time.time() - t, 1), "points_at_start": col.info()["points"]}
+    out["green_at_start_after_s"] = wait_green(col, args.green_timeout)
+    s = Searchers(col, queries, truth, args)
+    threads = [threading.Thread(target=s.run, args=(i,), daemon=True) for i in range(args.clients)]
+    s.phase = "idle"
+    for th in threads:
+        th.start()
+    time.sleep(args.idle_s)
+    out["idle"] = s.summary("idle")
+    out["idle"]["search_memory"] = col.info()["search_memory"]
+    print(json.dumps({"idle": out["idle"]}), flush=True)
+    next_id = NEW_IDS_FROM
+    for i, rate in enumerate(float(r) for r in args.rates.split(",") if r):
+        phase = f"writing {rate:g}/s"
+        s.phase = phase
+        writes, next_id = write_at(col, rate, args.duration_s, next_id, queries.shape[1], 100 + i)
+        s.phase = f"after {rate:g}/s"
+        result = {"searches": s.summary(phase), "writes": writes}
+        result["green_after_s"] = wait_green(col, args.green_timeout)
+        result["searches_until_green"] = s.summary(s.phase)
+        if result["searches"]:
+            result["searches"]["search_memory"] = col.info()["search_memory"]
+        info = col.info()
+        result["segments_after"] = [(x["kind"], x["points"]) for x in info["segments"]]
+        out[phase] = result
+        print(json.dumps({phase: result}), flush=True)
+    s.stop = True
+    for th in threads:
+        th.join()
+    db.close()
+    Path(args.out).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
