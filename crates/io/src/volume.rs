@@ -41,10 +41,10 @@ pub struct Volume {
     deadline: Option<Duration>,
 }
 
-/// How long a read may take by default before the engine gives up on it: far above any
-/// healthy device's latency under load (this machine's shared disk answered within 1.1 s
-/// at its worst, docs/benchmarks.md), far below the minutes a kernel may hold the I/O of a
-/// vanished NVMe-oF path (`ctrl_loss_tmo`, 600 s by default) while it tries to reconnect.
+/// How long a read may take by default before the engine gives up on it: three orders of
+/// magnitude above a loaded SSD's milliseconds, far below the minutes a kernel may hold
+/// the I/O of a vanished NVMe-oF path (`ctrl_loss_tmo`, 600 s by default) while it tries
+/// to reconnect.
 pub const DEFAULT_READ_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Which paths have failed, shared by every engine of a volume, and injected faults.
