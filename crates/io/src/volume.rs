@@ -411,6 +411,7 @@ impl Volume {
             deadline: self.deadline,
             abandoned: vec![0; paths.len()],
             abandoned_on_device: vec![0; paths.len()],
+            next_check: Instant::now(),
             started: (0..paths.len())
                 .map(|_| {
                     vec![
@@ -492,6 +493,9 @@ pub struct VolumeEngine {
     abandoned: Vec<usize>,
     /// Per path: those of them still on the device (counted in its engine's in-flight).
     abandoned_on_device: Vec<usize>,
+    /// No piece passes the deadline before this (the earliest deadline at the last scan;
+    /// pieces sent since have later ones), so most calls skip the scan.
+    next_check: Instant,
     slots: Slots,
     /// Per logical slot: the logical offset read (to check sectors by their number).
     offsets: Vec<u64>,
@@ -758,6 +762,9 @@ impl VolumeEngine {
             return;
         };
         let now = Instant::now();
+        if now < self.next_check {
+            return;
+        }
         for path in 0..self.paths.len() {
             for inner in 0..self.started[path].len() {
                 let sent = self.started[path][inner];
@@ -806,11 +813,12 @@ impl VolumeEngine {
                 self.piece_failed(path, slot, piece, is_copy, err, false);
             }
         }
+        self.plan_next_check(deadline, now);
     }
 
-    /// How long until the next piece passes the deadline (zero if one already has).
-    fn next_overdue(&self) -> Option<Duration> {
-        let deadline = self.deadline?;
+    /// Rescans for the earliest deadline of the pieces left (queued or on a device); with
+    /// none, nothing can pass its deadline sooner than a full deadline from now.
+    fn plan_next_check(&mut self, deadline: Duration, now: Instant) {
         let sent = self
             .started
             .iter()
@@ -818,9 +826,13 @@ impl VolumeEngine {
             .filter(|s| s.active && !s.abandoned)
             .map(|s| s.at);
         let queued = self.waiting.iter().filter_map(|w| w.front()).map(|w| w.3);
-        sent.chain(queued)
-            .min()
-            .map(|oldest| (oldest + deadline).saturating_duration_since(Instant::now()))
+        self.next_check = sent.chain(queued).min().unwrap_or(now) + deadline;
+    }
+
+    /// How long until a piece may pass the deadline (zero if one may have).
+    fn next_overdue(&self) -> Option<Duration> {
+        self.deadline?;
+        Some(self.next_check.saturating_duration_since(Instant::now()))
     }
 
     /// Reads on `path`'s device that have not been given up on.
