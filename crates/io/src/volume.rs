@@ -800,15 +800,18 @@ impl VolumeEngine {
                 };
                 self.piece_failed(path, sent.logical, sent.piece, sent.is_copy, err, false);
             }
-            while let Some(&(slot, piece, is_copy, queued)) = self.waiting[path].front() {
-                let reroute = self.mirror && !is_copy && self.health.is_stalled(path);
-                if !reroute && now.duration_since(queued) < deadline {
-                    break;
+            // Queued pieces past the deadline fail (or go to their copy), and on a mirrored
+            // volume so do the primaries queued on a path that has stalled since.
+            let reroute = self.mirror && self.health.is_stalled(path);
+            for (slot, piece, is_copy, queued) in std::mem::take(&mut self.waiting[path]) {
+                let waited = now.duration_since(queued);
+                if waited < deadline && !(reroute && !is_copy) {
+                    self.waiting[path].push_back((slot, piece, is_copy, queued));
+                    continue;
                 }
-                self.waiting[path].pop_front();
                 let err = IoError::TimedOut {
                     path: self.names[path].clone(),
-                    after: now.duration_since(queued),
+                    after: waited,
                 };
                 self.piece_failed(path, slot, piece, is_copy, err, false);
             }
@@ -825,7 +828,7 @@ impl VolumeEngine {
             .flatten()
             .filter(|s| s.active && !s.abandoned)
             .map(|s| s.at);
-        let queued = self.waiting.iter().filter_map(|w| w.front()).map(|w| w.3);
+        let queued = self.waiting.iter().flatten().map(|w| w.3);
         self.next_check = sent.chain(queued).min().unwrap_or(now) + deadline;
     }
 
@@ -837,7 +840,8 @@ impl VolumeEngine {
 
     /// Reads on `path`'s device that have not been given up on.
     fn live_on_device(&self, path: usize) -> usize {
-        self.path_in_flight(path) - self.abandoned_on_device[path]
+        self.path_in_flight(path)
+            .saturating_sub(self.abandoned_on_device[path])
     }
 
     /// Polls every path that is there, landing what finished.
