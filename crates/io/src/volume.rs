@@ -805,7 +805,7 @@ impl VolumeEngine {
             let reroute = self.mirror && self.health.is_stalled(path);
             for (slot, piece, is_copy, queued) in std::mem::take(&mut self.waiting[path]) {
                 let waited = now.duration_since(queued);
-                if waited < deadline && !(reroute && !is_copy) {
+                if waited < deadline && (!reroute || is_copy) {
                     self.waiting[path].push_back((slot, piece, is_copy, queued));
                     continue;
                 }
