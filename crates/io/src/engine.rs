@@ -92,10 +92,6 @@ pub trait ReadEngine: Send {
         let _ = timeout;
         self.complete(min, out)
     }
-    /// Whether `complete_within` really returns at its timeout.
-    fn bounded_waits(&self) -> bool {
-        false
-    }
     fn buffer(&self, slot: usize) -> &[u8];
     fn release(&mut self, slot: usize);
     fn stats(&self) -> EngineStats;

@@ -271,10 +271,6 @@ impl ReadEngine for UringEngine {
             .map(|_| ())
     }
 
-    fn bounded_waits(&self) -> bool {
-        self.timed_waits
-    }
-
     fn poll(&mut self, out: &mut Vec<ReadDone>) -> Result<()> {
         if self.unsent > 0 {
             let sent = self.ring.submit().map_err(|e| self.os(e))?;

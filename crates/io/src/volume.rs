@@ -409,7 +409,6 @@ impl Volume {
             held: Vec::new(),
             stuck: Vec::new(),
             deadline: self.deadline,
-            abandoned: vec![0; paths.len()],
             abandoned_on_device: vec![0; paths.len()],
             next_check: Instant::now(),
             started: (0..paths.len())
@@ -488,10 +487,8 @@ pub struct VolumeEngine {
     waiting: Vec<VecDeque<(usize, Piece, bool, Instant)>>,
     /// How long a piece may wait and be on the device before it is given up on.
     deadline: Option<Duration>,
-    /// Per path: this engine's reads given up on that have not landed (on the device,
-    /// held by emulation or stuck).
-    abandoned: Vec<usize>,
-    /// Per path: those of them still on the device (counted in its engine's in-flight).
+    /// Per path: this engine's reads given up on that are still on the device (counted in
+    /// its engine's in-flight; those held by emulation or stuck have landed there).
     abandoned_on_device: Vec<usize>,
     /// No piece passes the deadline before this (the earliest deadline at the last scan;
     /// pieces sent since have later ones), so most calls skip the scan.
@@ -691,7 +688,6 @@ impl VolumeEngine {
         if abandoned {
             // Its logical read went on without it; the device has let go of the slot.
             engine.release(d.slot);
-            self.abandoned[path] -= 1;
             self.pump(path);
             if self.health.stalled[path].fetch_sub(1, Ordering::Relaxed) == 1 {
                 log::warn!(
@@ -772,7 +768,6 @@ impl VolumeEngine {
                     continue;
                 }
                 self.started[path][inner].abandoned = true;
-                self.abandoned[path] += 1;
                 let landed = self
                     .held
                     .iter()
@@ -993,9 +988,10 @@ impl Drop for VolumeEngine {
     /// Reads given up on that never landed leave with this engine (its path engines leak
     /// their buffers if the device still holds them): the path is tried again.
     fn drop(&mut self) {
-        for (path, &n) in self.abandoned.iter().enumerate() {
+        for (path, sent) in self.started.iter().enumerate() {
+            let n = sent.iter().filter(|s| s.active && s.abandoned).count() as u64;
             if n > 0 {
-                self.health.stalled[path].fetch_sub(n as u64, Ordering::Relaxed);
+                self.health.stalled[path].fetch_sub(n, Ordering::Relaxed);
             }
         }
     }
