@@ -47,6 +47,10 @@ pub struct Args {
     /// Points a growing segment takes before it is sealed into DiskANN (new collection).
     #[arg(long)]
     pub seal_threshold: Option<usize>,
+    /// Largest sealed segment a merge may make (new collection; default 2,000,000): a
+    /// collection larger than it is searched as several segments.
+    #[arg(long)]
+    pub max_segment_points: Option<usize>,
     /// Directories to stripe sealed segments' nodes over (new collection).
     #[arg(long, value_delimiter = ',')]
     pub paths: Vec<PathBuf>,
@@ -131,6 +135,7 @@ fn index_field(spec: &str) -> Result<(String, String), String> {
 pub struct NewCollection {
     pub metric: Option<Metric>,
     pub seal_threshold: Option<usize>,
+    pub max_segment_points: Option<usize>,
     pub paths: Vec<PathBuf>,
     pub interval_ms: Option<u64>,
     pub in_memory: bool,
@@ -143,6 +148,7 @@ impl NewCollection {
     fn given(&self) -> bool {
         self.metric.is_some()
             || self.seal_threshold.is_some()
+            || self.max_segment_points.is_some()
             || !self.paths.is_empty()
             || self.interval_ms.is_some()
             || self.in_memory
@@ -155,6 +161,9 @@ impl NewCollection {
         let mut c = CollectionConfig::new(dim, self.metric.unwrap_or(Metric::Cosine));
         if let Some(s) = self.seal_threshold {
             c.seal_threshold = s;
+        }
+        if let Some(m) = self.max_segment_points {
+            c.max_segment_points = m;
         }
         c.paths = self.paths.clone();
         if let Some(interval_ms) = self.interval_ms {
@@ -395,6 +404,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         search_memory: args.search_memory,
         metric: args.metric,
         seal_threshold: args.seal_threshold,
+        max_segment_points: args.max_segment_points,
         paths: args.paths.clone(),
         interval_ms: args.interval_ms,
         in_memory: args.in_memory,

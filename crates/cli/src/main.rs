@@ -15,6 +15,7 @@ mod iobench_cmd;
 mod payloads;
 mod progress;
 mod query_cmd;
+mod query_recall;
 mod search_cmd;
 mod serve_cmd;
 mod serve_guard;

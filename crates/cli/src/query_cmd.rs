@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::db_cmd::open_existing;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("query").required(true).args(["vector_from", "id", "body"])))]
+#[command(group(clap::ArgGroup::new("query").required(true).args(["vector_from", "id", "body", "test_queries"])))]
 pub struct Args {
     #[arg(long)]
     pub db: PathBuf,
@@ -31,14 +31,25 @@ pub struct Args {
     /// and params apply (not --k, --filter, --search-list).
     #[arg(long, value_name = "JSON")]
     pub body: Option<String>,
+    /// Run every test query of dataset directory DS and report recall against its ground
+    /// truth, QPS, latency and SSD reads a query, at each --search-list given.
+    #[arg(long, value_name = "DS")]
+    pub test_queries: Option<PathBuf>,
+    /// Threads sending --test-queries.
+    #[arg(long, default_value_t = 1, requires = "test_queries")]
+    pub threads: usize,
+    /// Only the first N --test-queries (0: all).
+    #[arg(long, default_value_t = 0, requires = "test_queries")]
+    pub limit: usize,
     #[arg(long, default_value_t = 10)]
     pub k: usize,
     /// Qdrant filter JSON, e.g. '{"must":[{"key":"pos","match":{"value":"noun"}}]}'.
     #[arg(long)]
     pub filter: Option<String>,
-    /// L of the sealed segments' graph search (default: the collection's).
-    #[arg(long)]
-    pub search_list: Option<usize>,
+    /// L of the sealed segments' graph search (default: the collection's); with
+    /// --test-queries, a comma-separated list of them.
+    #[arg(long, value_delimiter = ',')]
+    pub search_list: Vec<usize>,
     /// Print each hit's payload.
     #[arg(long)]
     pub with_payload: bool,
@@ -120,6 +131,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
     let db = open_existing(&args.db)?;
     let col = db.collection(&args.collection)?;
+    if let Some(dataset) = &args.test_queries {
+        crate::query_recall::run(
+            &col,
+            dataset,
+            args.k,
+            &args.search_list,
+            args.threads,
+            args.limit,
+            args.json,
+        )?;
+        drop(col);
+        return Ok(db.close()?);
+    }
+    if args.search_list.len() > 1 {
+        bail!("several --search-list values are for --test-queries; a single query takes one");
+    }
     let started = Instant::now();
     let (hits, source) = match &args.body {
         Some(text) => {
@@ -135,7 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let (query, source) = query_vector(&args, &col)?;
             let request = SearchRequest {
                 filter,
-                search_list: args.search_list,
+                search_list: args.search_list.first().copied(),
                 with_payload: args.with_payload,
                 ..SearchRequest::new(args.k)
             };

@@ -7,16 +7,68 @@
 //! The same tile serves a rectangular block (`l2_cross`): each point of a split against
 //! its leaders.
 //!
-//! Kernels are chosen at run time by what the CPU has (AVX2, else scalar); every kernel
-//! gives the same integers.
+//! Kernels are chosen at run time by what the CPU has (AVX-512 with VNNI, AVX-512BW, AVX2,
+//! else scalar); every kernel gives the same integers.
 
 /// Which kernel `Sq8Gram` runs on this CPU.
 pub fn gram_kernel() -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        return "avx2";
+    kernel().name()
+}
+
+/// The Gram kernels, widest first.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Kernel {
+    /// 16-bit products summed in pairs into 32-bit lanes by one instruction (`vpdpwssd`),
+    /// 4 x 4 tiles of 32 values a step.
+    Avx512Vnni,
+    /// The same with `vpmaddwd` and an add.
+    Avx512,
+    /// 2 x 4 tiles of 16 values a step.
+    Avx2,
+    Scalar,
+}
+
+impl Default for Kernel {
+    fn default() -> Self {
+        kernel()
     }
-    "scalar"
+}
+
+impl Kernel {
+    fn name(self) -> &'static str {
+        match self {
+            Kernel::Avx512Vnni => "avx512-vnni",
+            Kernel::Avx512 => "avx512bw",
+            Kernel::Avx2 => "avx2",
+            Kernel::Scalar => "scalar",
+        }
+    }
+}
+
+/// The names of every Gram kernel this CPU can run, the one `Sq8Gram::new` picks first.
+pub fn gram_kernels() -> Vec<&'static str> {
+    let mut names = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    names.extend(x86::available().into_iter().map(|s| s.kernel.name()));
+    names.push(Kernel::Scalar.name());
+    names
+}
+
+fn kernel() -> Kernel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512bw") {
+            return match has!("avx512vnni") {
+                true => Kernel::Avx512Vnni,
+                false => Kernel::Avx512,
+            };
+        }
+        if has!("avx2") {
+            return Kernel::Avx2;
+        }
+    }
+    Kernel::Scalar
 }
 
 /// Dimensions a 32-bit dot product of 8-bit codes holds exactly: dim·255² < 2^31.
@@ -33,6 +85,7 @@ pub struct Sq8Gram {
     norms: Vec<u32>,
     col_norms: Vec<u32>,
     dots: Vec<i32>,
+    kernel: Kernel,
 }
 
 /// Each code's sum of squares (`dim` bytes each), into `out`.
@@ -60,6 +113,23 @@ fn widen(codes: &[u8], dim: usize, stride: usize, rows: usize, out: &mut Vec<i16
 impl Sq8Gram {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Buffers that run the kernel named `name` (one of `gram_kernels`), to compare them;
+    /// `None` when this CPU cannot run it.
+    pub fn with_kernel(name: &str) -> Option<Self> {
+        let kernel = [
+            Kernel::Avx512Vnni,
+            Kernel::Avx512,
+            Kernel::Avx2,
+            Kernel::Scalar,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name && gram_kernels().contains(&name))?;
+        Some(Self {
+            kernel,
+            ..Self::default()
+        })
     }
 
     /// The squared L2 distance between every pair of the `codes.len() / dim` codes (row
@@ -118,27 +188,19 @@ impl Sq8Gram {
     fn cross_products(&mut self, rows: &[u8], cols: &[u8], dim: usize) {
         let (count_rows, count_cols) = (rows.len() / dim, cols.len() / dim);
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            let stride = dim.next_multiple_of(16);
-            widen(
-                rows,
-                dim,
-                stride,
-                count_rows.next_multiple_of(2),
-                &mut self.widened,
-            );
-            widen(
-                cols,
-                dim,
-                stride,
-                count_cols.next_multiple_of(4),
-                &mut self.widened_cols,
-            );
-            // SAFETY: AVX2 was just found on this CPU; the blocks are padded to whole tiles
-            // (rows to 2, columns to 4) of `stride` values, a multiple of 16, and `dots`
-            // holds rows x columns, as `x86::cross_dots` requires.
+        if let Some(shape) = TileShape::of(self.kernel) {
+            let stride = dim.next_multiple_of(shape.step);
+            let padded_rows = count_rows.next_multiple_of(shape.rows);
+            widen(rows, dim, stride, padded_rows, &mut self.widened);
+            let padded_cols = count_cols.next_multiple_of(4);
+            widen(cols, dim, stride, padded_cols, &mut self.widened_cols);
+            // SAFETY: `TileShape::of` returned a shape only for a kernel this CPU has; the
+            // blocks are padded to whole tiles (rows to `shape.rows`, columns to 4) of
+            // `stride` values, a multiple of the kernel's step, and `dots` holds rows x
+            // columns, as `x86::cross_dots` requires (and asserts).
             unsafe {
                 x86::cross_dots(
+                    shape,
                     (&self.widened, count_rows),
                     (&self.widened_cols, count_cols),
                     stride,
@@ -156,17 +218,37 @@ impl Sq8Gram {
 
     fn dot_products(&mut self, codes: &[u8], dim: usize, count: usize) {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            let stride = dim.next_multiple_of(16);
+        if let Some(shape) = TileShape::of(self.kernel) {
+            let stride = dim.next_multiple_of(shape.step);
             let rows = count.next_multiple_of(4);
             widen(codes, dim, stride, rows, &mut self.widened);
-            // SAFETY: AVX2 was just found on this CPU; `widened` holds `rows` (a multiple
-            // of 4, ≥ count) rows of `stride` (a multiple of 16) values and `dots` holds
-            // count x count, as `x86::dots` requires.
-            unsafe { x86::dots(&self.widened, stride, count, &mut self.dots) };
+            // SAFETY: as in `cross_products`: `widened` holds `rows` (a multiple of 4, of
+            // the tile's rows too, ≥ count) rows of `stride` values and `dots` holds
+            // count x count, as `x86::dots` requires (and asserts).
+            unsafe { x86::dots(shape, &self.widened, stride, count, &mut self.dots) };
             return;
         }
         scalar_dots(codes, dim, count, &mut self.dots);
+    }
+}
+
+/// A SIMD kernel's tile: `rows` x 4 dot products, `step` values of each row a step.
+#[derive(Clone, Copy)]
+struct TileShape {
+    kernel: Kernel,
+    rows: usize,
+    step: usize,
+}
+
+impl TileShape {
+    /// The shape of a SIMD kernel; `None` for the scalar one.
+    fn of(kernel: Kernel) -> Option<TileShape> {
+        let (rows, step) = match kernel {
+            Kernel::Avx512Vnni | Kernel::Avx512 => (4, 32),
+            Kernel::Avx2 => (2, 16),
+            Kernel::Scalar => return None,
+        };
+        Some(TileShape { kernel, rows, step })
     }
 }
 
@@ -191,19 +273,47 @@ fn scalar_dots(codes: &[u8], dim: usize, count: usize, dots: &mut [i32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::{Kernel, TileShape};
     use std::arch::x86_64::*;
 
+    /// A tile's lane sums, at most 4 x 4 of them, row major (`rows` x 4 used).
+    type Tile = [i32; 16];
+
+    /// The tile of `shape` at rows `a` (each `stride` after the last) and columns `b`.
+    ///
+    /// # Safety
+    /// The CPU must have `shape.kernel`; `a` must point at `shape.rows` rows and `b` at 4
+    /// rows of `stride` readable i16 values each, `stride` a multiple of `shape.step`.
+    unsafe fn tile(shape: TileShape, a: *const i16, b: *const i16, stride: usize) -> Tile {
+        // SAFETY: passed on from the caller's contract.
+        unsafe {
+            match shape.kernel {
+                Kernel::Avx512Vnni => tile_512_vnni(a, b, stride),
+                Kernel::Avx512 => tile_512(a, b, stride),
+                Kernel::Avx2 => tile_256(a, b, stride),
+                Kernel::Scalar => unreachable!("the scalar kernel has no tiles"),
+            }
+        }
+    }
+
     /// Dot products of every pair of the first `count` rows of `widened` (rows of `stride`
-    /// i16 values, a multiple of 16; at least `count` rounded up to 4 rows) into `dots`
-    /// (`count x count`). Tiles of 2 rows x 4 rows on and above the diagonal: per 16 values,
-    /// 6 loads feed 8 `madd`s (i16 x i16 summed in pairs into i32: exact, as values are
-    /// 0-255). Every load is at `row * stride + k` with `row` below the padded row count
-    /// and `k + 16 <= stride`, inside `widened`; results outside `count` are dropped.
-    #[target_feature(enable = "avx2")]
-    pub(super) fn dots(widened: &[i16], stride: usize, count: usize, dots: &mut [i32]) {
+    /// i16 values; at least `count` rounded up to 4 rows) into `dots` (`count x count`).
+    /// Tiles of `shape.rows` x 4 rows on and above the diagonal. Every load is at
+    /// `row * stride + k` with `row` below the padded row count and `k + step <= stride`,
+    /// inside `widened`; results outside `count` are dropped.
+    ///
+    /// # Safety
+    /// The CPU must have `shape.kernel`.
+    pub(super) unsafe fn dots(
+        shape: TileShape,
+        widened: &[i16],
+        stride: usize,
+        count: usize,
+        dots: &mut [i32],
+    ) {
         let rows = widened.len() / stride;
         assert!(
-            stride.is_multiple_of(16)
+            stride.is_multiple_of(shape.step)
                 && rows >= count.next_multiple_of(4)
                 && dots.len() >= count * count
         );
@@ -213,65 +323,69 @@ mod x86 {
             // The tile's first column starts at the 4-aligned column at or below i.
             let mut j = i & !3;
             while j < count {
-                // SAFETY: rows i, i+1 (i+1 < rows: i < count ≤ rows and rows is a multiple
-                // of 4 ≥ 2 when i is even, i steps by 2) and j..j+4 (j + 4 ≤ rows) are
-                // inside `widened`.
-                let acc = unsafe { tile(base.add(i * stride), base.add(j * stride), stride) };
-                for (t, v) in acc.iter().enumerate() {
+                // SAFETY: rows i..i+shape.rows (i is a multiple of shape.rows, 2 or 4, so
+                // i + shape.rows ≤ count rounded up to 4 ≤ rows) and j..j+4 (j + 4 ≤
+                // rows) are inside `widened`; the CPU has the kernel (our contract).
+                let acc =
+                    unsafe { tile(shape, base.add(i * stride), base.add(j * stride), stride) };
+                for (t, &d) in acc.iter().enumerate().take(shape.rows * 4) {
                     let (r, c) = (i + t / 4, j + t % 4);
                     if r < count && c < count && c >= r {
-                        let d = hsum(*v);
                         dots[r * count + c] = d;
                         dots[c * count + r] = d;
                     }
                 }
                 j += 4;
             }
-            i += 2;
+            i += shape.rows;
         }
     }
 
-    /// Dot products of every row of `rows` (its first `count` of rows padded to an even
-    /// number) with every row of `cols` (padded to a multiple of 4), both `stride` i16
-    /// values a row (a multiple of 16), into `dots` (`count x count_cols`, row major).
-    #[target_feature(enable = "avx2")]
-    pub(super) fn cross_dots(
+    /// Dot products of every row of `rows` (its first `count` rows padded to a multiple of
+    /// `shape.rows`) with every row of `cols` (padded to a multiple of 4), both `stride`
+    /// i16 values a row (a multiple of `shape.step`), into `dots` (`count x count_cols`,
+    /// row major).
+    ///
+    /// # Safety
+    /// The CPU must have `shape.kernel`.
+    pub(super) unsafe fn cross_dots(
+        shape: TileShape,
         (rows, count): (&[i16], usize),
         (cols, count_cols): (&[i16], usize),
         stride: usize,
         dots: &mut [i32],
     ) {
         assert!(
-            stride.is_multiple_of(16)
-                && rows.len() >= count.next_multiple_of(2) * stride
+            stride.is_multiple_of(shape.step)
+                && rows.len() >= count.next_multiple_of(shape.rows) * stride
                 && cols.len() >= count_cols.next_multiple_of(4) * stride
                 && dots.len() >= count * count_cols
         );
         let (a, b) = (rows.as_ptr(), cols.as_ptr());
-        for i in (0..count).step_by(2) {
+        for i in (0..count).step_by(shape.rows) {
             for j in (0..count_cols).step_by(4) {
-                // SAFETY: rows i, i+1 are inside `rows` (padded to an even count) and
-                // columns j..j+4 inside `cols` (padded to a multiple of 4), checked above.
-                let acc = unsafe { tile(a.add(i * stride), b.add(j * stride), stride) };
-                for (t, v) in acc.iter().enumerate() {
+                // SAFETY: rows i..i+shape.rows are inside `rows` and columns j..j+4 inside
+                // `cols` (both padded, checked above); the CPU has the kernel.
+                let acc = unsafe { tile(shape, a.add(i * stride), b.add(j * stride), stride) };
+                for (t, &d) in acc.iter().enumerate().take(shape.rows * 4) {
                     let (r, c) = (i + t / 4, j + t % 4);
                     if r < count && c < count_cols {
-                        dots[r * count_cols + c] = hsum(*v);
+                        dots[r * count_cols + c] = d;
                     }
                 }
             }
         }
     }
 
-    /// The 2 x 4 tile of dot products of the two rows at `a` (the second `stride` after the
-    /// first) with the four at `b`: per 16 values, 6 loads feed 8 `madd`s (i16 x i16 summed
-    /// in pairs into i32: exact, as values are 0-255). Lane sums are left to `hsum`.
+    /// The 2 x 4 tile of dot products of the two rows at `a` with the four at `b`: per 16
+    /// values, 6 loads feed 8 `madd`s (i16 x i16 summed in pairs into i32: exact, as
+    /// values are 0-255).
     ///
     /// # Safety
-    /// `a` must point at 2 rows and `b` at 4 rows of `stride` readable i16 values each,
-    /// `stride` a multiple of 16.
+    /// AVX2; `a` must point at 2 rows and `b` at 4 rows of `stride` readable i16 values
+    /// each, `stride` a multiple of 16.
     #[target_feature(enable = "avx2")]
-    unsafe fn tile(a: *const i16, b: *const i16, stride: usize) -> [__m256i; 8] {
+    unsafe fn tile_256(a: *const i16, b: *const i16, stride: usize) -> Tile {
         let mut acc = [_mm256_setzero_si256(); 8];
         let mut k = 0;
         while k < stride {
@@ -287,15 +401,95 @@ mod x86 {
             }
             k += 16;
         }
-        acc
+        let mut out = [0; 16];
+        for (o, v) in out.iter_mut().zip(acc) {
+            *o = hsum_256(v);
+        }
+        out
     }
 
     #[target_feature(enable = "avx2")]
-    fn hsum(v: __m256i) -> i32 {
+    fn hsum_256(v: __m256i) -> i32 {
         let h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
         let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b01_00_11_10>(h));
         let h = _mm_add_epi32(h, _mm_shuffle_epi32::<0b10_11_00_01>(h));
         _mm_cvtsi128_si32(h)
+    }
+
+    /// The 4 x 4 tile with 32 values a step: 8 loads feed 16 `vpdpwssd`s (16-bit
+    /// products summed in pairs and added to 32-bit lanes in one instruction; exact, as
+    /// values are 0-255 and a lane's sum stays below 2^31 up to `GRAM_MAX_DIM`).
+    ///
+    /// # Safety
+    /// AVX-512F, BW and VNNI; `a` must point at 4 rows and `b` at 4 rows of `stride`
+    /// readable i16 values each, `stride` a multiple of 32.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn tile_512_vnni(a: *const i16, b: *const i16, stride: usize) -> Tile {
+        // SAFETY: the caller's contract is `tile_512_body`'s, VNNI included.
+        unsafe { tile_512_body::<true>(a, b, stride) }
+    }
+
+    /// `tile_512_vnni` for AVX-512 CPUs without VNNI: `vpmaddwd`, then an add.
+    ///
+    /// # Safety
+    /// AVX-512F and BW; the rows as for `tile_512_vnni`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn tile_512(a: *const i16, b: *const i16, stride: usize) -> Tile {
+        // SAFETY: the caller's contract is `tile_512_body`'s without VNNI.
+        unsafe { tile_512_body::<false>(a, b, stride) }
+    }
+
+    /// The body of both 512-bit tiles, inlined into each (so compiled with its features).
+    ///
+    /// # Safety
+    /// AVX-512F and BW, and VNNI when `VNNI`; the rows as for `tile_512_vnni`.
+    #[inline(always)]
+    unsafe fn tile_512_body<const VNNI: bool>(a: *const i16, b: *const i16, stride: usize) -> Tile {
+        let mut acc = [_mm512_setzero_si512(); 16];
+        let mut k = 0;
+        while k < stride {
+            // SAFETY: k + 32 ≤ stride, the rows are readable and the CPU has the features
+            // (the caller's contract).
+            unsafe {
+                let mut rows = [_mm512_setzero_si512(); 4];
+                for (r, row) in rows.iter_mut().enumerate() {
+                    *row = _mm512_loadu_si512(a.add(r * stride + k).cast());
+                }
+                for c in 0..4 {
+                    let v = _mm512_loadu_si512(b.add(c * stride + k).cast());
+                    for (r, row) in rows.iter().enumerate() {
+                        let sum = &mut acc[r * 4 + c];
+                        *sum = match VNNI {
+                            true => _mm512_dpwssd_epi32(*sum, *row, v),
+                            false => _mm512_add_epi32(*sum, _mm512_madd_epi16(*row, v)),
+                        };
+                    }
+                }
+            }
+            k += 32;
+        }
+        let mut out = [0; 16];
+        for (o, v) in out.iter_mut().zip(acc) {
+            // SAFETY: AVX-512F (the caller's contract).
+            *o = unsafe { _mm512_reduce_add_epi32(v) };
+        }
+        out
+    }
+
+    /// Every SIMD kernel this CPU has, widest first.
+    pub(super) fn available() -> Vec<TileShape> {
+        use std::arch::is_x86_feature_detected as has;
+        let mut kernels = Vec::new();
+        if has!("avx512f") && has!("avx512bw") {
+            if has!("avx512vnni") {
+                kernels.push(Kernel::Avx512Vnni);
+            }
+            kernels.push(Kernel::Avx512);
+        }
+        if has!("avx2") {
+            kernels.push(Kernel::Avx2);
+        }
+        kernels.into_iter().filter_map(TileShape::of).collect()
     }
 }
 
@@ -353,6 +547,45 @@ mod tests {
             gram.l2_cross(&a, &a, dim, &mut out);
             gram.l2(&a, dim, &mut square);
             assert_eq!(out, square, "{rows} x {rows} x {dim}");
+        }
+    }
+
+    /// Every SIMD kernel this CPU has (not only the one chosen) gives the scalar integers,
+    /// square and rectangular, for tails of tiles and of steps.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn every_simd_kernel_gives_the_scalar_dot_products() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+        for shape in x86::available() {
+            for (count, cols, dim) in [
+                (1, 1, 8usize),
+                (5, 3, 17),
+                (33, 9, 96),
+                (64, 70, 768),
+                (9, 4, 1000),
+            ] {
+                let codes: Vec<u8> = (0..count * dim).map(|_| rng.random()).collect();
+                let other: Vec<u8> = (0..cols * dim).map(|_| rng.random()).collect();
+                let stride = dim.next_multiple_of(shape.step);
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                widen(&codes, dim, stride, count.next_multiple_of(4), &mut a);
+                widen(&other, dim, stride, cols.next_multiple_of(4), &mut b);
+                let mut got = vec![0i32; count * count];
+                // SAFETY: `available` lists only kernels this CPU has.
+                unsafe { x86::dots(shape, &a, stride, count, &mut got) };
+                let mut want = vec![0i32; count * count];
+                scalar_dots(&codes, dim, count, &mut want);
+                assert_eq!(got, want, "{count} x {dim}");
+                let mut cross = vec![0i32; count * cols];
+                // SAFETY: as above.
+                unsafe { x86::cross_dots(shape, (&a, count), (&b, cols), stride, &mut cross) };
+                for i in 0..count {
+                    for j in 0..cols {
+                        let want = code_dot(&codes[i * dim..][..dim], &other[j * dim..][..dim]);
+                        assert_eq!(cross[i * cols + j], want, "{count} x {cols} x {dim}");
+                    }
+                }
+            }
         }
     }
 

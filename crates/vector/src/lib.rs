@@ -19,7 +19,7 @@ mod sq8;
 mod validate;
 
 pub use element::{ElementType, OutOfRange};
-pub use gram::{gram_kernel, Sq8Gram, GRAM_MAX_DIM};
+pub use gram::{gram_kernel, gram_kernels, Sq8Gram, GRAM_MAX_DIM};
 pub use heap::release_freed_memory;
 pub use huge_pages::{filled_with_huge_pages, to_huge_pages, vec_with_huge_pages};
 pub use kernels::dot;

@@ -4,14 +4,18 @@
 //! a subspace's table (256 centroids of a few dimensions: 8 KiB) stays in L1 while a block
 //! of rows passes through it. PQ encoding and k-means assignment both run on it.
 //!
-//! Kernels are chosen at run time (AVX2 with FMA, else portable); both compute every score
-//! with the same fused multiply-adds in the same order, so they pick the same centroids.
+//! Kernels are chosen at run time (AVX-512F, AVX2 with FMA, else portable); all compute
+//! every score with the same fused multiply-adds in the same order, so they pick the same
+//! centroids.
 
 /// Rows scored together.
 const ROWS: usize = 4;
 
 /// Centroids a step of the AVX2 kernel scores per row: two 8-lane registers.
 const BLOCK: usize = 16;
+
+/// Centroids a step of the AVX-512 kernel scores per row: two 16-lane registers.
+const BLOCK_512: usize = 32;
 
 /// `k` centroids of one width, laid out by dimension (`by_dimension[d * k + c]` is
 /// coordinate `d` of centroid `c`), with their squared norms.
@@ -66,6 +70,13 @@ pub(crate) fn nearest_rows<'r>(
 /// `scores[r * k + c]` = |c|² - 2·rows[r]·c, by the fastest kernel this CPU has.
 fn score(centroids: &Centroids, rows: &[&[f32]; ROWS], scores: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") && centroids.k.is_multiple_of(BLOCK_512) {
+        // SAFETY: AVX-512F was just found on this CPU; `x86::score_512` checks its slices'
+        // sizes itself.
+        unsafe { x86::score_512(centroids, rows, scores) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         if centroids.k.is_multiple_of(BLOCK) {
             // SAFETY: AVX2 and FMA were just found on this CPU; `x86::score` checks its
@@ -114,7 +125,7 @@ fn score_portable(centroids: &Centroids, rows: &[&[f32]; ROWS], scores: &mut [f3
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Centroids, BLOCK, ROWS};
+    use super::{Centroids, BLOCK, BLOCK_512, ROWS};
     use std::arch::x86_64::*;
 
     /// `super::first_min` in two sweeps: the smallest value (`min` skips NaN: it keeps its
@@ -196,6 +207,50 @@ mod x86 {
                 }
             }
             c += BLOCK;
+        }
+    }
+
+    /// `score` for `k` a multiple of 32 with 16-lane registers: per step of 32 centroids,
+    /// 8 accumulators (4 rows x 2 registers), one FMA per dimension, in the same order as
+    /// the other kernels (so the same bits).
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn score_512(centroids: &Centroids, rows: &[&[f32]; ROWS], scores: &mut [f32]) {
+        let k = centroids.k;
+        let width = rows[0].len();
+        assert!(
+            k.is_multiple_of(BLOCK_512)
+                && centroids.norms.len() == k
+                && centroids.by_dimension.len() == width * k
+                && rows.iter().all(|r| r.len() == width)
+                && scores.len() >= ROWS * k
+        );
+        let (table, norms, out) = (
+            centroids.by_dimension.as_ptr(),
+            centroids.norms.as_ptr(),
+            scores.as_mut_ptr(),
+        );
+        let mut c = 0;
+        while c < k {
+            // SAFETY: as in `score`, with 32 in place of 16: c + 32 ≤ k.
+            unsafe {
+                let n0 = _mm512_loadu_ps(norms.add(c));
+                let n1 = _mm512_loadu_ps(norms.add(c + 16));
+                let mut acc = [[n0, n1]; ROWS];
+                for d in 0..width {
+                    let column = table.add(d * k + c);
+                    let (c0, c1) = (_mm512_loadu_ps(column), _mm512_loadu_ps(column.add(16)));
+                    for (a, row) in acc.iter_mut().zip(rows) {
+                        let m = _mm512_set1_ps(-2.0 * row[d]);
+                        a[0] = _mm512_fmadd_ps(m, c0, a[0]);
+                        a[1] = _mm512_fmadd_ps(m, c1, a[1]);
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(out.add(r * k + c), a[0]);
+                    _mm512_storeu_ps(out.add(r * k + c + 16), a[1]);
+                }
+            }
+            c += BLOCK_512;
         }
     }
 }
@@ -325,6 +380,16 @@ mod tests {
                 score(&table, &four, &mut fast);
                 score_portable(&table, &four, &mut plain);
                 assert_eq!(fast, plain, "k={k} width={width}");
+                // The AVX2 kernel too where AVX-512 took `score` above.
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    let mut narrow = vec![0f32; ROWS * k];
+                    // SAFETY: AVX2 and FMA were just found; k is a multiple of 16.
+                    unsafe { x86::score(&table, &four, &mut narrow) };
+                    assert_eq!(narrow, plain, "avx2 k={k} width={width}");
+                }
                 // Ties resolve to the first: exact small integers leave no rounding.
                 for (r, x) in four.iter().enumerate() {
                     let first_best = centroids

@@ -15,6 +15,7 @@ mod pacer;
 mod query;
 mod read;
 mod rebuild;
+mod segment_share;
 mod settings;
 pub(crate) mod snapshot;
 mod spaces;

@@ -7,7 +7,7 @@ use diskvec_index::limits;
 use diskvec_vector::{check_vectors, Metric};
 
 use super::state::Loc;
-use super::{Collection, Inner};
+use super::{segment_share, Collection, Inner};
 use crate::config::SparseModifier;
 use crate::filter::Filter;
 use crate::segment::{Details, FoundPoint, PendingSearch, Segment, SegmentQuery, SpaceQuery};
@@ -118,6 +118,25 @@ pub(crate) fn idf(points: u64, df: u64) -> f32 {
 
 /// The segments as a read saw them, by id.
 type Snapshot = Vec<(u64, Segment)>;
+
+/// The k and search list each of `segments` is asked for when the collection is asked for
+/// `k` with list `list`: its share of them (`segment_share`), or all of both where
+/// `whole` (filtered or exact searches).
+fn segment_requests(
+    segments: &Snapshot,
+    k: usize,
+    list: usize,
+    whole: bool,
+) -> Vec<(usize, usize)> {
+    let live: Vec<usize> = segments.iter().map(|(_, s)| s.live_points()).collect();
+    let total = live.iter().sum::<usize>().max(1) as f64;
+    live.iter()
+        .map(|&n| match whole {
+            true => (k, list),
+            false => segment_share::segment_request(k, list, n as f64 / total),
+        })
+        .collect()
+}
 
 struct Found {
     distance: f32,
@@ -257,33 +276,42 @@ impl Inner {
         let (wanted, search_list) = self.check_request(req)?;
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
+        let shares = segment_requests(
+            &segments,
+            wanted,
+            search_list,
+            filter.is_some() || req.exact,
+        );
         let mut out = Vec::with_capacity(queries.len() / dim);
         let metric = self.config().dense[space].metric;
         for raw in queries.chunks(BATCH_CHUNK * dim) {
             // Each query is prepared for the metric once, for every segment.
             let mut chunk = raw.to_vec();
             chunk.chunks_exact_mut(dim).for_each(|q| metric.prepare(q));
-            let query = |prepared| SegmentQuery {
-                query: SpaceQuery::Dense { space, prepared },
-                k: wanted,
-                search_list,
-                filter: filter.as_ref(),
-                exact: req.exact,
+            let queries = |prepared| -> Vec<SegmentQuery> {
+                shares
+                    .iter()
+                    .map(|&(k, search_list)| SegmentQuery {
+                        query: SpaceQuery::Dense { space, prepared },
+                        k,
+                        search_list,
+                        filter: filter.as_ref(),
+                        exact: req.exact,
+                    })
+                    .collect()
             };
             // Every segment's search is started first (sealed ones queue their graph
             // searches), then finished: the DRAM work overlaps the reads.
             let mut started = Vec::new();
             for prepared in chunk.chunks_exact(dim) {
-                let q = query(prepared);
                 let mut per_query = Vec::with_capacity(segments.len());
-                for (_, segment) in &segments {
+                for ((_, segment), q) in segments.iter().zip(queries(prepared)) {
                     per_query.push(segment.start_search(&q)?);
                 }
                 started.push(per_query);
             }
             for (prepared, per_query) in chunk.chunks_exact(dim).zip(started) {
-                let q = query(prepared);
-                let found = self.finish(&segments, &q, per_query)?;
+                let found = self.finish(&segments, &queries(prepared), per_query)?;
                 out.push(self.rank(&segments, found, req, |d| score_of(metric, d), metric)?);
             }
         }
@@ -295,13 +323,13 @@ impl Inner {
     fn finish(
         &self,
         segments: &Snapshot,
-        q: &SegmentQuery,
+        queries: &[SegmentQuery],
         per_query: Vec<PendingSearch>,
     ) -> Result<Vec<Found>> {
         let mut found: Vec<Found> = Vec::new();
-        let mut searches: Vec<_> = segments.iter().zip(per_query).collect();
+        let mut searches: Vec<_> = segments.iter().zip(queries).zip(per_query).collect();
         searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(..)));
-        for ((id, segment), pending) in searches {
+        for (((id, segment), q), pending) in searches {
             for p in segment.finish_search(q, pending)? {
                 found.push(Found::new(*id, p));
             }
@@ -337,7 +365,7 @@ impl Inner {
         for (_, segment) in &segments {
             started.push(segment.start_search(&q)?);
         }
-        let found = self.finish(&segments, &q, started)?;
+        let found = self.finish(&segments, &vec![q; segments.len()], started)?;
         // The distance is the negated score: higher is better, as for an inner product;
         // but a Euclidean multivector's score is a distance (lower is better).
         let euclidean_multi = matches!(q.query, SpaceQuery::Multi { space, .. }

@@ -234,6 +234,7 @@ pub(crate) enum SpaceQuery<'a> {
 
 /// What a search asks of every segment: a query in one space, the matches wanted, the
 /// graph's search list, the filter.
+#[derive(Clone, Copy)]
 pub(crate) struct SegmentQuery<'a> {
     pub query: SpaceQuery<'a>,
     pub k: usize,
@@ -246,6 +247,14 @@ pub(crate) struct SegmentQuery<'a> {
 /// The read side every segment answers the same way, so the collection's searcher has one
 /// loop over its segments instead of one per kind.
 impl Segment {
+    /// Points not deleted: what the segment's share of a collection is counted in.
+    pub fn live_points(&self) -> usize {
+        match self {
+            Segment::Growing(g) => g.read().unwrap_or_else(|e| e.into_inner()).live(),
+            Segment::Sealed(s) => s.len().saturating_sub(s.deleted_count()),
+        }
+    }
+
     /// Starts a search: a sealed segment queues its graph search, so that many segments'
     /// (and many queries') reads overlap; a growing one waits for `finish_search`.
     pub fn start_search(&self, q: &SegmentQuery) -> crate::Result<PendingSearch> {
