@@ -59,6 +59,17 @@ pub(crate) fn nearest_rows<'r>(
             rows.iter().all(|r| r.len() == width) && centroids.by_dimension.len() == width * k,
             "rows and centroids of different widths"
         );
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") && k.is_multiple_of(BLOCK_512) {
+            // SAFETY: AVX-512F was just found on this CPU; `x86::nearest_512` checks its
+            // slices' sizes itself.
+            let nearest = unsafe { x86::nearest_512(centroids, &rows) };
+            for (r, &c) in nearest.iter().take(take).enumerate() {
+                found(first + r, c);
+            }
+            first += take;
+            continue;
+        }
         score(centroids, &rows, scores);
         for (r, row_scores) in scores.chunks_exact(k).take(take).enumerate() {
             found(first + r, argmin(row_scores));
@@ -233,18 +244,7 @@ mod x86 {
         while c < k {
             // SAFETY: as in `score`, with 32 in place of 16: c + 32 ≤ k.
             unsafe {
-                let n0 = _mm512_loadu_ps(norms.add(c));
-                let n1 = _mm512_loadu_ps(norms.add(c + 16));
-                let mut acc = [[n0, n1]; ROWS];
-                for d in 0..width {
-                    let column = table.add(d * k + c);
-                    let (c0, c1) = (_mm512_loadu_ps(column), _mm512_loadu_ps(column.add(16)));
-                    for (a, row) in acc.iter_mut().zip(rows) {
-                        let m = _mm512_set1_ps(-2.0 * row[d]);
-                        a[0] = _mm512_fmadd_ps(m, c0, a[0]);
-                        a[1] = _mm512_fmadd_ps(m, c1, a[1]);
-                    }
-                }
+                let acc = block_512(table, norms, k, c, rows);
                 for (r, a) in acc.iter().enumerate() {
                     _mm512_storeu_ps(out.add(r * k + c), a[0]);
                     _mm512_storeu_ps(out.add(r * k + c + 16), a[1]);
@@ -252,6 +252,89 @@ mod x86 {
             }
             c += BLOCK_512;
         }
+    }
+
+    /// The scores of centroids `c..c + 32` for each row: 8 accumulators (4 rows x 2
+    /// registers) start at the norms and take one FMA per dimension, in order.
+    ///
+    /// # Safety
+    /// AVX-512F; `c + 32 <= k`, `norms` holds `k` values and `table` `rows[0].len() x k`.
+    #[inline(always)]
+    unsafe fn block_512(
+        table: *const f32,
+        norms: *const f32,
+        k: usize,
+        c: usize,
+        rows: &[&[f32]; ROWS],
+    ) -> [[__m512; 2]; ROWS] {
+        // SAFETY: every load is inside `norms` and `table` (the caller's contract); rows
+        // are read through checked indexes.
+        unsafe {
+            let n0 = _mm512_loadu_ps(norms.add(c));
+            let n1 = _mm512_loadu_ps(norms.add(c + 16));
+            let mut acc = [[n0, n1]; ROWS];
+            for d in 0..rows[0].len() {
+                let column = table.add(d * k + c);
+                let (c0, c1) = (_mm512_loadu_ps(column), _mm512_loadu_ps(column.add(16)));
+                for (a, row) in acc.iter_mut().zip(rows) {
+                    let m = _mm512_set1_ps(-2.0 * row[d]);
+                    a[0] = _mm512_fmadd_ps(m, c0, a[0]);
+                    a[1] = _mm512_fmadd_ps(m, c1, a[1]);
+                }
+            }
+            acc
+        }
+    }
+
+    /// `score_512` and `first_min` of each row at once: each block's scores are compared
+    /// with the row's best so far lane by lane (strictly less: a lane keeps its first
+    /// minimum, and NaN never wins), then the lanes holding the least value give their
+    /// smallest centroid. The same scores, so the same centroids as the two passes; the
+    /// scores never leave registers.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn nearest_512(centroids: &Centroids, rows: &[&[f32]; ROWS]) -> [usize; ROWS] {
+        let k = centroids.k;
+        let width = rows[0].len();
+        assert!(
+            k.is_multiple_of(BLOCK_512)
+                && centroids.norms.len() == k
+                && centroids.by_dimension.len() == width * k
+                && rows.iter().all(|r| r.len() == width)
+                && k <= i32::MAX as usize
+        );
+        let (table, norms) = (centroids.by_dimension.as_ptr(), centroids.norms.as_ptr());
+        let mut best = [_mm512_set1_ps(f32::INFINITY); ROWS];
+        let mut at = [_mm512_setzero_si512(); ROWS];
+        let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let mut c = 0;
+        while c < k {
+            // SAFETY: as in `score_512`.
+            unsafe {
+                let acc = block_512(table, norms, k, c, rows);
+                for (r, a) in acc.iter().enumerate() {
+                    for (half, &scores) in a.iter().enumerate() {
+                        let ids =
+                            _mm512_add_epi32(lanes, _mm512_set1_epi32((c + 16 * half) as i32));
+                        let better = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(scores, best[r]);
+                        best[r] = _mm512_mask_blend_ps(better, best[r], scores);
+                        at[r] = _mm512_mask_blend_epi32(better, at[r], ids);
+                    }
+                }
+            }
+            c += BLOCK_512;
+        }
+        let mut out = [0usize; ROWS];
+        for (o, (b, a)) in out.iter_mut().zip(best.iter().zip(&at)) {
+            let least = _mm512_reduce_min_ps(*b);
+            if least == f32::INFINITY {
+                // Every score is NaN or infinite: the first, as `first_min`.
+                continue;
+            }
+            let holding = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(*b, _mm512_set1_ps(least));
+            let candidates = _mm512_mask_blend_epi32(holding, _mm512_set1_epi32(i32::MAX), *a);
+            *o = _mm512_reduce_min_epi32(candidates) as usize;
+        }
+        out
     }
 }
 
@@ -403,6 +486,37 @@ mod tests {
                         .1;
                     assert_eq!(first_min(&plain[r * k..(r + 1) * k]), first_best);
                 }
+            }
+        }
+    }
+
+    /// `nearest_rows` (on AVX-512, the fused kernel) picks what the portable scores and
+    /// `first_min` pick, ties and NaN included, for every row count.
+    #[test]
+    fn nearest_rows_agrees_with_portable_scores_and_first_min() {
+        let mut rng = SmallRng::seed_from_u64(12);
+        for (k, width, count) in [(256, 8, 37), (32, 3, 5), (64, 1, 9), (96, 2, 4)] {
+            let mut centroids: Vec<f32> = (0..k * width)
+                .map(|_| rng.random_range(0..3) as f32)
+                .collect();
+            centroids[rng.random_range(0..k * width)] = f32::NAN;
+            let rows: Vec<f32> = (0..count * width)
+                .map(|_| rng.random_range(0..3) as f32)
+                .collect();
+            let by_dimension = transpose(&centroids, k, width);
+            let norms = centroid_norms(&by_dimension, k);
+            let table = Centroids {
+                by_dimension: &by_dimension,
+                norms: &norms,
+                k,
+            };
+            let got = batched(&centroids, k, width, &rows);
+            for (i, &c) in got.iter().enumerate() {
+                let row = &rows[i * width..(i + 1) * width];
+                let four = [row; ROWS];
+                let mut plain = vec![0f32; ROWS * k];
+                score_portable(&table, &four, &mut plain);
+                assert_eq!(c, first_min(&plain[..k]), "k={k} width={width} row {i}");
             }
         }
     }

@@ -73,6 +73,11 @@ pub(crate) fn segment_footprint(config: &crate::config::CollectionConfig) -> usi
 }
 
 impl Inner {
+    /// Whether a write came within `WRITES_QUIET`: writers may still be coming.
+    pub(crate) fn written_lately(&self) -> bool {
+        lock(&self.last_write).elapsed() < WRITES_QUIET
+    }
+
     /// Bytes the write buffer may still take before writers are held back: room for
     /// `frozen_limit` frozen segments and the growing one, each at the larger of the expected
     /// footprint and the largest held now, less what they hold now. The automatic search budget
@@ -86,7 +91,7 @@ impl Inner {
     ///
     /// Lock order: the collection's state, then each growing segment's lock (as writers).
     pub(crate) fn write_room(&self) -> u64 {
-        let writing = lock(&self.last_write).elapsed() < WRITES_QUIET;
+        let writing = self.written_lately();
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let held: Vec<usize> = state
             .segments
