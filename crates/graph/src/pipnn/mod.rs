@@ -201,24 +201,43 @@ fn offer_leaf_neighbours<V: GraphVectors>(
 /// The `k` smallest (distance, id) of `row` (distances to the points `ids`) but entry
 /// `skip`, closest first, into `best`: one pass keeping a sorted list of `k`, which most
 /// entries leave at one comparison with its last.
+///
+/// Once the list is full, a block of 16 entries none of which is nearer than (or as near
+/// as) the k-th is passed over with one vectorizable comparison of the block: most blocks.
 fn nearest_k(row: &[f32], ids: &[u32], skip: usize, k: usize, best: &mut Vec<(f32, u32)>) {
+    const BLOCK: usize = 16;
     best.clear();
     if k == 0 {
         return;
     }
-    for (j, (&d, &q)) in row.iter().zip(ids).enumerate() {
-        if j == skip {
-            continue;
-        }
+    let row = &row[..row.len().min(ids.len())];
+    let mut start = 0;
+    while start < row.len() {
+        let end = (start + BLOCK).min(row.len());
         if best.len() == k {
-            // Most entries are farther than the k-th: one float comparison.
-            if d > best[k - 1].0 || !before((d, q), best[k - 1]) {
+            let last = best[k - 1].0;
+            // `!(d > last)` keeps NaN entries for the exact test below.
+            let any = row[start..end].iter().fold(false, |a, &d| a | !(d > last));
+            if !any {
+                start = end;
                 continue;
             }
-            best.pop();
         }
-        let at = best.partition_point(|&e| before(e, (d, q)));
-        best.insert(at, (d, q));
+        for j in start..end {
+            let (d, q) = (row[j], ids[j]);
+            if j == skip {
+                continue;
+            }
+            if best.len() == k {
+                if d > best[k - 1].0 || !before((d, q), best[k - 1]) {
+                    continue;
+                }
+                best.pop();
+            }
+            let at = best.partition_point(|&e| before(e, (d, q)));
+            best.insert(at, (d, q));
+        }
+        start = end;
     }
 }
 
@@ -360,6 +379,29 @@ mod tests {
         nearest_k(&row, &ids, 0, 10, &mut best);
         assert_eq!(best.len(), 5);
         assert_eq!(best[0], (0.0, 12));
+    }
+
+    /// Against a full sort, for rows spanning many blocks, coarse distances (ties broken by
+    /// id), every k and a skipped entry anywhere.
+    #[test]
+    fn nearest_k_equals_a_full_sort_over_blocks() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut best = Vec::new();
+        for len in [1usize, 15, 16, 17, 100, 513] {
+            for k in [1usize, 3, 8, 40] {
+                let row: Vec<f32> = (0..len).map(|_| rng.random_range(0..20) as f32).collect();
+                let ids: Vec<u32> = (0..len as u32).map(|i| i * 7 % 1000).collect();
+                let skip = rng.random_range(0..len);
+                nearest_k(&row, &ids, skip, k, &mut best);
+                let mut all: Vec<(f32, u32)> = (0..len)
+                    .filter(|&j| j != skip)
+                    .map(|j| (row[j], ids[j]))
+                    .collect();
+                all.sort_by(crate::by_distance);
+                all.truncate(k);
+                assert_eq!(best, all, "len {len} k {k}");
+            }
+        }
     }
 
     #[test]
