@@ -120,8 +120,9 @@ pub(crate) fn idf(points: u64, df: u64) -> f32 {
 type Snapshot = Vec<(u64, Segment)>;
 
 /// The k and search list each of `segments` is asked for when the collection is asked for
-/// `k` with list `list`: its share of them (`segment_share`), or all of both where
-/// `whole` (filtered or exact searches).
+/// `k` with list `list`: a sealed segment's share of them (`segment_share`), or all of both
+/// where `whole` (filtered or exact searches) and for growing segments (in DRAM, where a
+/// longer list costs no read, and which hold the latest writes: no sample of the whole).
 fn segment_requests(
     segments: &Snapshot,
     k: usize,
@@ -130,11 +131,50 @@ fn segment_requests(
 ) -> Vec<(usize, usize)> {
     let live: Vec<usize> = segments.iter().map(|(_, s)| s.live_points()).collect();
     let total = live.iter().sum::<usize>().max(1) as f64;
-    live.iter()
-        .map(|&n| match whole {
-            true => (k, list),
-            false => segment_share::segment_request(k, list, n as f64 / total),
+    segments
+        .iter()
+        .zip(&live)
+        .map(|((_, segment), &n)| match segment {
+            Segment::Sealed(_) if !whole => {
+                segment_share::segment_request(k, list, n as f64 / total)
+            }
+            _ => (k, list),
         })
+        .collect()
+}
+
+/// The segments (by position) asked for fewer than `wanted` whose every hit in `found`
+/// is among its `wanted` closest and who returned all they were asked for: they may hold
+/// more of the answer than their share (points that did not arrive in random order, a
+/// topic written at one time), so they are asked again with the whole k and list.
+fn saturated(
+    segments: &Snapshot,
+    asked: &[(usize, usize)],
+    wanted: usize,
+    found: &[Found],
+) -> Vec<usize> {
+    let mut distances: Vec<f32> = found.iter().map(|f| f.distance).collect();
+    let cut = match distances.len() > wanted {
+        true => {
+            *distances
+                .select_nth_unstable_by(wanted - 1, f32::total_cmp)
+                .1
+        }
+        false => f32::INFINITY,
+    };
+    segments
+        .iter()
+        .zip(asked)
+        .enumerate()
+        .filter(|(_, (_, &(k, _)))| k < wanted)
+        .filter(|(_, ((id, _), &(k, _)))| {
+            let mine = found.iter().filter(|f| f.loc.segment == *id);
+            let (returned, within) = mine.fold((0, 0), |(r, w), f| {
+                (r + 1, w + usize::from(f.distance.total_cmp(&cut).is_le()))
+            });
+            returned >= k && within == returned
+        })
+        .map(|(i, _)| i)
         .collect()
 }
 
@@ -311,7 +351,21 @@ impl Inner {
                 started.push(per_query);
             }
             for (prepared, per_query) in chunk.chunks_exact(dim).zip(started) {
-                let found = self.finish(&segments, &queries(prepared), per_query)?;
+                let asked = queries(prepared);
+                let mut found = self.finish(&segments, &asked, per_query)?;
+                for i in saturated(&segments, &shares, wanted, &found) {
+                    let (id, segment) = &segments[i];
+                    let whole = SegmentQuery {
+                        k: wanted,
+                        search_list,
+                        ..asked[i]
+                    };
+                    found.retain(|f| f.loc.segment != *id);
+                    let pending = segment.start_search(&whole)?;
+                    for p in segment.finish_search(&whole, pending)? {
+                        found.push(Found::new(*id, p));
+                    }
+                }
                 out.push(self.rank(&segments, found, req, |d| score_of(metric, d), metric)?);
             }
         }
