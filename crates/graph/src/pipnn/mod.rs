@@ -216,8 +216,11 @@ fn nearest_k(row: &[f32], ids: &[u32], skip: usize, k: usize, best: &mut Vec<(f3
         let end = (start + BLOCK).min(row.len());
         if best.len() == k {
             let last = best[k - 1].0;
-            // `!(d > last)` keeps NaN entries for the exact test below.
-            let any = row[start..end].iter().fold(false, |a, &d| a | !(d > last));
+            // NaN on either side goes to the exact test below.
+            let any = last.is_nan()
+                || row[start..end]
+                    .iter()
+                    .fold(false, |a, &d| a | (d <= last) | d.is_nan());
             if !any {
                 start = end;
                 continue;
