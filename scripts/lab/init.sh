@@ -1,8 +1,8 @@
 #!/bin/busybox sh
 # The lab guest's /init (scripts/nvme-lab.sh): loads the NVMe target and host drivers,
 # exports each qemu NVMe drive as its own NVMe/TCP subsystem on every lab port, connects
-# them back through /dev/nvme-fabrics, puts ext2 on each fabric namespace, runs the
-# scenario and powers off.
+# them back through /dev/nvme-fabrics, puts a file system on each fabric namespace (ext2, or
+# ext4 with its journal; a kept drive is mounted as it was), runs the scenario and powers off.
 /bin/busybox --install -s /bin
 export PATH=/usr/bin:/bin
 mount -t proc proc /proc
@@ -14,7 +14,7 @@ mount -t configfs none /sys/kernel/config
 ip link set lo up
 
 arg() { sed -n "s/.*\blab\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
-NS=$(arg ns); PORTS=$(arg ports); KATO=$(arg kato)
+NS=$(arg ns); PORTS=$(arg ports); KATO=$(arg kato); FS=$(arg fs); KEEP=$(arg keep)
 T=/sys/kernel/config/nvmet
 nqn() { echo "nqn.2026-12.dev.diskvec:lab$1"; }
 
@@ -70,7 +70,17 @@ for i in $(seq 1 "$NS"); do
   dev=$(fabric_device "$i")
   [ -n "$dev" ] || { echo "lab: lab$i did not appear over the fabric"; continue; }
   echo "lab: lab$i is $dev ($(cat /sys/block/$(basename "$dev")/device/transport 2>/dev/null || echo multipath) )"
-  mke2fs -q "$dev" > /dev/null && mkdir -p "/mnt/p$i" && mount -t ext2 "$dev" "/mnt/p$i" || echo "lab: no file system on $dev"
+  mkdir -p "/mnt/p$i"
+  # Kept drives (a second boot after a power loss) are mounted as they are: the journal
+  # replays what the last boot left.
+  if [ "$KEEP" = 1 ] && mount -t "$FS" "$dev" "/mnt/p$i" 2>/dev/null; then
+    echo "lab: $dev mounted as left ($FS)"
+  else
+    case "$FS" in
+      ext2) mke2fs -q "$dev" > /dev/null ;;
+      *) "mkfs.$FS" -q -F "$dev" > /dev/null ;;
+    esac && mount -t "$FS" "$dev" "/mnt/p$i" || echo "lab: no file system on $dev"
+  fi
   LAB_PATHS="$LAB_PATHS${LAB_PATHS:+,}/mnt/p$i"
   LAB_DEVICES="$LAB_DEVICES${LAB_DEVICES:+,}$dev"
 done

@@ -5,7 +5,9 @@
 //! acknowledged writes, plus at most the one in flight. The next round continues where
 //! that left off, so later rounds also kill during recovery and sealing of a larger base.
 //!
-//! `DISKVEC_KILL_ROUNDS` sets the rounds (default 4); `scripts/kill_test.sh` runs 100.
+//! `DISKVEC_KILL_ROUNDS` sets the rounds (default 4); `scripts/kill_test.sh` runs 100. The
+//! same child and check, run inside a VM that is killed instead of the process, are the
+//! power-loss lab (`scripts/lab/power-loss.sh`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -22,6 +24,11 @@ use serde_json::json;
 const DIM: usize = 8;
 const BATCH: u64 = 50;
 const CHILD_ENV: &str = "DISKVEC_KILL_CHILD";
+/// "DIR;N": check DIR against N acknowledged steps and exit (`check_after_crash`).
+const CHECK_ENV: &str = "DISKVEC_KILL_CHECK";
+/// Milliseconds: a new collection acknowledges writes before flushing them, flushed this
+/// often (durability "interval"): what the power-loss lab must catch.
+const ACK_BEFORE_FLUSH_ENV: &str = "DISKVEC_KILL_ACK_BEFORE_FLUSH_MS";
 
 #[derive(Debug)]
 enum Step {
@@ -99,6 +106,14 @@ fn open(dir: &Path) -> (Database, Arc<diskvec_db::Collection>) {
             cfg.seal_threshold = 600;
             cfg.max_degree = 16;
             cfg.build_list = 32;
+            // The power-loss lab's check of itself: writes acknowledged before their flush
+            // survive a killed process (the page cache stays) but not a killed machine.
+            if let Some(ms) = std::env::var(ACK_BEFORE_FLUSH_ENV)
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                cfg.durability = diskvec_db::Durability::Interval { interval_ms: ms };
+            }
             db.create_collection("kill", cfg).unwrap()
         }
     };
@@ -193,11 +208,47 @@ const FAILPOINTS: [&str; 5] = [
     "rebuild:switched",
 ];
 
+/// Where the workload stands after a crash the caller saw (a VM killed: the power-loss lab,
+/// scripts/lab/power-loss.sh): `acked_until` steps acknowledged. Checks the database against
+/// them, prints "power check: next N, P points" (N: the step to continue from, one more when
+/// the step in flight landed) and exits; panics naming what was lost.
+fn check_after_crash(dir: &Path, acked_until: u64) -> ! {
+    let mut model = Model::new();
+    for i in 0..acked_until {
+        apply(&mut model, i);
+    }
+    let mut with_next = model.clone();
+    apply(&mut with_next, acked_until);
+    let got = contents(dir);
+    let next = if got == model {
+        acked_until
+    } else if got == with_next {
+        acked_until + 1
+    } else {
+        let missing = model.keys().filter(|k| !got.contains_key(k)).count();
+        let differing = model
+            .iter()
+            .filter(|(k, v)| got.get(k).is_some_and(|g| g != *v))
+            .count();
+        panic!(
+            "after {acked_until} acknowledged steps the database holds {} points; {missing} \
+             acknowledged points missing, {differing} differ",
+            got.len()
+        );
+    };
+    println!("power check: next {next}, {} points", got.len());
+    std::process::exit(0)
+}
+
 #[test]
 fn kill_nine_loses_nothing_acknowledged() {
     if let Ok(spec) = std::env::var(CHILD_ENV) {
         let (dir, from) = spec.split_once(';').unwrap();
         child(Path::new(dir), from.parse().unwrap());
+    }
+    if let Ok(spec) = std::env::var(CHECK_ENV) {
+        let (dir, acked_until) = spec.split_once(';').unwrap();
+        check_after_crash(Path::new(dir), acked_until.parse().unwrap());
     }
     let rounds: usize = std::env::var("DISKVEC_KILL_ROUNDS")
         .ok()
