@@ -208,6 +208,31 @@ const FAILPOINTS: [&str; 5] = [
     "rebuild:switched",
 ];
 
+/// Whether the reopened `got` holds the `acked_until` acknowledged steps `model` holds,
+/// plus at most the one in flight whole (then applied to `model`): the step to continue
+/// from, or what was lost.
+fn reconcile(model: &mut Model, acked_until: u64, got: &Model) -> Result<u64, String> {
+    if got == model {
+        return Ok(acked_until);
+    }
+    let mut with_next = model.clone();
+    apply(&mut with_next, acked_until);
+    if *got == with_next {
+        *model = with_next;
+        return Ok(acked_until + 1);
+    }
+    let missing = model.keys().filter(|k| !got.contains_key(k)).count();
+    let differing = model
+        .iter()
+        .filter(|(k, v)| got.get(k).is_some_and(|g| g != *v))
+        .count();
+    Err(format!(
+        "after {acked_until} acknowledged steps the database holds {} points; {missing} \
+         acknowledged points missing, {differing} differ",
+        got.len()
+    ))
+}
+
 /// Where the workload stands after a crash the caller saw (a VM killed: the power-loss lab,
 /// scripts/lab/power-loss.sh): `acked_until` steps acknowledged. Checks the database against
 /// them, prints "power check: next N, P points" (N: the step to continue from, one more when
@@ -217,24 +242,10 @@ fn check_after_crash(dir: &Path, acked_until: u64) -> ! {
     for i in 0..acked_until {
         apply(&mut model, i);
     }
-    let mut with_next = model.clone();
-    apply(&mut with_next, acked_until);
     let got = contents(dir);
-    let next = if got == model {
-        acked_until
-    } else if got == with_next {
-        acked_until + 1
-    } else {
-        let missing = model.keys().filter(|k| !got.contains_key(k)).count();
-        let differing = model
-            .iter()
-            .filter(|(k, v)| got.get(k).is_some_and(|g| g != *v))
-            .count();
-        panic!(
-            "after {acked_until} acknowledged steps the database holds {} points; {missing} \
-             acknowledged points missing, {differing} differ",
-            got.len()
-        );
+    let next = match reconcile(&mut model, acked_until, &got) {
+        Ok(next) => next,
+        Err(lost) => panic!("{lost}"),
     };
     println!("power check: next {next}, {} points", got.len());
     std::process::exit(0)
@@ -332,29 +343,13 @@ fn kill_nine_loses_nothing_acknowledged() {
         for i in next_step..acked_until {
             apply(&mut model, i);
         }
-        let base = &model;
-        let mut with_next = model.clone();
-        apply(&mut with_next, acked_until);
         let got = contents(dir.path());
-        checked_points += base.len();
-        if got == *base {
-            next_step = acked_until;
-        } else if got == with_next {
-            next_step = acked_until + 1;
-            in_flight_applied += 1;
-            model = with_next;
-        } else {
-            let missing = base.keys().filter(|k| !got.contains_key(k)).count();
-            let differing = base
-                .iter()
-                .filter(|(k, v)| got.get(k).is_some_and(|g| g != *v))
-                .count();
-            panic!(
-                "round {round} ({failpoint:?}): after {acked_until} acknowledged steps the database \
-                 holds {} points; {missing} acknowledged points missing, {differing} differ",
-                got.len()
-            );
-        }
+        checked_points += model.len();
+        next_step = match reconcile(&mut model, acked_until, &got) {
+            Ok(next) => next,
+            Err(lost) => panic!("round {round} ({failpoint:?}): {lost}"),
+        };
+        in_flight_applied += usize::from(next_step > acked_until);
     }
     println!(
         "kill test: {rounds} rounds ({failpoint_rounds} with a failpoint set, {failpoints_hit} reached), {next_step} steps acknowledged, \
