@@ -78,15 +78,9 @@ pub(crate) fn nearest_rows<'r>(
     }
 }
 
-/// `scores[r * k + c]` = |c|² - 2·rows[r]·c, by the fastest kernel this CPU has.
+/// `scores[r * k + c]` = |c|² - 2·rows[r]·c, by the fastest kernel this CPU has (AVX-512
+/// CPUs take `x86::nearest_512` instead, for k a multiple of 32).
 fn score(centroids: &Centroids, rows: &[&[f32]; ROWS], scores: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") && centroids.k.is_multiple_of(BLOCK_512) {
-        // SAFETY: AVX-512F was just found on this CPU; `x86::score_512` checks its slices'
-        // sizes itself.
-        unsafe { x86::score_512(centroids, rows, scores) };
-        return;
-    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         if centroids.k.is_multiple_of(BLOCK) {
@@ -221,39 +215,6 @@ mod x86 {
         }
     }
 
-    /// `score` for `k` a multiple of 32 with 16-lane registers: per step of 32 centroids,
-    /// 8 accumulators (4 rows x 2 registers), one FMA per dimension, in the same order as
-    /// the other kernels (so the same bits).
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn score_512(centroids: &Centroids, rows: &[&[f32]; ROWS], scores: &mut [f32]) {
-        let k = centroids.k;
-        let width = rows[0].len();
-        assert!(
-            k.is_multiple_of(BLOCK_512)
-                && centroids.norms.len() == k
-                && centroids.by_dimension.len() == width * k
-                && rows.iter().all(|r| r.len() == width)
-                && scores.len() >= ROWS * k
-        );
-        let (table, norms, out) = (
-            centroids.by_dimension.as_ptr(),
-            centroids.norms.as_ptr(),
-            scores.as_mut_ptr(),
-        );
-        let mut c = 0;
-        while c < k {
-            // SAFETY: as in `score`, with 32 in place of 16: c + 32 ≤ k.
-            unsafe {
-                let acc = block_512(table, norms, k, c, rows);
-                for (r, a) in acc.iter().enumerate() {
-                    _mm512_storeu_ps(out.add(r * k + c), a[0]);
-                    _mm512_storeu_ps(out.add(r * k + c + 16), a[1]);
-                }
-            }
-            c += BLOCK_512;
-        }
-    }
-
     /// The scores of centroids `c..c + 32` for each row: 8 accumulators (4 rows x 2
     /// registers) start at the norms and take one FMA per dimension, in order.
     ///
@@ -308,7 +269,8 @@ mod x86 {
         let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         let mut c = 0;
         while c < k {
-            // SAFETY: as in `score_512`.
+            // SAFETY: c + 32 ≤ k (k is a multiple of 32), so the loads of `block_512` are
+            // inside `norms` and `by_dimension` (checked above); rows are read by index.
             unsafe {
                 let acc = block_512(table, norms, k, c, rows);
                 for (r, a) in acc.iter().enumerate() {
@@ -463,7 +425,7 @@ mod tests {
                 score(&table, &four, &mut fast);
                 score_portable(&table, &four, &mut plain);
                 assert_eq!(fast, plain, "k={k} width={width}");
-                // The AVX2 kernel too where AVX-512 took `score` above.
+                // The AVX2 kernel by name.
                 #[cfg(target_arch = "x86_64")]
                 if std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
