@@ -4,11 +4,10 @@
 //! write buffer) compares with one index (`diskvec search`) on the same data.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use diskvec_bench::metrics::recall_at;
+use diskvec_bench::metrics::{recall_at, Latency};
 use diskvec_dataset::DatasetDir;
 use diskvec_db::{Collection, PointId, SearchRequest};
 use serde_json::json;
@@ -41,6 +40,9 @@ pub fn run(
         0 => queries.len(),
         n => n.min(queries.len()),
     };
+    if count == 0 {
+        bail!("{}: no test queries", dataset.display());
+    }
     if truth.lists.len() < count {
         bail!(
             "{}: ground truth for {} queries, {count} asked",
@@ -95,16 +97,17 @@ fn measure(
 ) -> anyhow::Result<Row> {
     let reads_before: u64 = col.storage_io().iter().map(|p| p.reads).sum();
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(f64, f64)>> = Mutex::new(Vec::with_capacity(count));
     let started = Instant::now();
-    std::thread::scope(|s| -> anyhow::Result<()> {
+    // Each thread keeps its queries' (recall, milliseconds).
+    let results: Vec<(f64, f64)> = std::thread::scope(|s| -> anyhow::Result<_> {
         let workers: Vec<_> = (0..threads.max(1))
             .map(|_| {
-                s.spawn(|| -> anyhow::Result<()> {
+                s.spawn(|| -> anyhow::Result<Vec<(f64, f64)>> {
+                    let mut mine = Vec::new();
                     loop {
                         let q = next.fetch_add(1, Ordering::Relaxed);
                         if q >= count {
-                            return Ok(());
+                            return Ok(mine);
                         }
                         let request = SearchRequest {
                             search_list,
@@ -122,29 +125,30 @@ fn measure(
                                 PointId::Uuid(_) => -1,
                             })
                             .collect();
-                        let recall = recall_at(&got, &truth[q], k);
-                        results.lock().unwrap().push((recall, ms));
+                        mine.push((recall_at(&got, &truth[q], k), ms));
                     }
                 })
             })
             .collect();
+        let mut all = Vec::with_capacity(count);
         for w in workers {
-            w.join().expect("a query thread panicked")?;
+            let mine = w
+                .join()
+                .map_err(|_| anyhow::anyhow!("a query thread panicked"))??;
+            all.extend(mine);
         }
-        Ok(())
+        Ok(all)
     })?;
     let seconds = started.elapsed().as_secs_f64();
     let reads_after: u64 = col.storage_io().iter().map(|p| p.reads).sum();
-    let results = results.into_inner().unwrap();
-    let mut ms: Vec<f64> = results.iter().map(|r| r.1).collect();
-    ms.sort_by(f64::total_cmp);
-    let at = |q: f64| ms[((ms.len() as f64 * q) as usize).min(ms.len() - 1)];
+    let ms: Vec<f64> = results.iter().map(|r| r.1).collect();
+    let latency = Latency::of(&ms);
     Ok(Row {
         search_list,
         recall: results.iter().map(|r| r.0).sum::<f64>() / count as f64,
         qps: count as f64 / seconds,
-        p50_ms: at(0.5),
-        p99_ms: at(0.99),
+        p50_ms: latency.p50,
+        p99_ms: latency.p99,
         reads_per_query: (reads_after - reads_before) as f64 / count as f64,
     })
 }

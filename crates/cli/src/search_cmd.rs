@@ -209,17 +209,12 @@ fn full_codes_crowd(meta_bytes: u64, available: u64, has_compact: bool) -> bool 
     has_compact && meta_bytes as f64 > available as f64 * 0.9
 }
 
-/// The index's `meta.dvm` size and whether it has a compact code file.
+/// The index's `meta.dvm` size (what its full codes take in DRAM, nearly) and whether it
+/// has a compact code file.
 fn code_files(index: &std::path::Path) -> (u64, bool) {
-    let meta = std::fs::metadata(index.join("meta.dvm")).map_or(0, |m| m.len());
-    let compact = std::fs::read_dir(index).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("compact.") && name.ends_with(".dvq")
-        })
-    });
-    (meta, compact)
+    let meta =
+        std::fs::metadata(index.join(diskvec_index::diskann::META_FILE)).map_or(0, |m| m.len());
+    (meta, diskvec_index::diskann::has_compact_file(index))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -352,7 +347,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(code_files(dir.path()), (0, false));
         std::fs::write(dir.path().join("meta.dvm"), [0u8; 10]).unwrap();
-        std::fs::write(dir.path().join("compact.00ff.dvq"), []).unwrap();
+        let compact = diskvec_index::diskann::compact_file_name(0xff);
+        std::fs::write(dir.path().join(compact), []).unwrap();
         assert_eq!(code_files(dir.path()), (10, true));
     }
 }

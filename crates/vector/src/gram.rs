@@ -2,7 +2,7 @@
 //! |a-b|² = |a|² + |b|² - 2·a·b, in exact integers (a·b ≤ dim·255², below 2^31 up to
 //! 33,000 dimensions). A leaf of a partitioned build (a few hundred codes) gets all its
 //! distances at once this way, each code loaded into registers once per tile of 2 x 4 pairs
-//! instead of once per pair.
+//! (4 x 4 with AVX-512) instead of once per pair.
 //!
 //! The same tile serves a rectangular block (`l2_cross`): each point of a split against
 //! its leaders.
@@ -47,28 +47,21 @@ impl Kernel {
 
 /// The names of every Gram kernel this CPU can run, the one `Sq8Gram::new` picks first.
 pub fn gram_kernels() -> Vec<&'static str> {
-    let mut names = Vec::new();
-    #[cfg(target_arch = "x86_64")]
-    names.extend(x86::available().into_iter().map(|s| s.kernel.name()));
-    names.push(Kernel::Scalar.name());
-    names
+    available_kernels().into_iter().map(Kernel::name).collect()
 }
 
-fn kernel() -> Kernel {
+/// Every kernel this CPU can run, widest first; the scalar one last.
+fn available_kernels() -> Vec<Kernel> {
+    let mut kernels = Vec::new();
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") && has!("avx512bw") {
-            return match has!("avx512vnni") {
-                true => Kernel::Avx512Vnni,
-                false => Kernel::Avx512,
-            };
-        }
-        if has!("avx2") {
-            return Kernel::Avx2;
-        }
-    }
-    Kernel::Scalar
+    kernels.extend(x86::available().into_iter().map(|shape| shape.kernel));
+    kernels.push(Kernel::Scalar);
+    kernels
+}
+
+/// The widest kernel this CPU can run.
+fn kernel() -> Kernel {
+    available_kernels()[0]
 }
 
 /// Dimensions a 32-bit dot product of 8-bit codes holds exactly: dim·255² < 2^31.
@@ -77,8 +70,8 @@ pub const GRAM_MAX_DIM: usize = (i32::MAX as usize) / (255 * 255);
 /// Reusable buffers for Gram blocks (one per thread).
 #[derive(Default)]
 pub struct Sq8Gram {
-    /// The codes widened to 16 bits, rows padded with zeros to `stride` (a multiple of 16)
-    /// and to a multiple of 4 rows.
+    /// The codes widened to 16 bits, rows padded with zeros to `stride` (a multiple of the
+    /// kernel's step, 16 or 32 values) and to a multiple of 4 rows.
     widened: Vec<i16>,
     /// The second block of `l2_cross`, widened the same way.
     widened_cols: Vec<i16>,
@@ -118,14 +111,7 @@ impl Sq8Gram {
     /// Buffers that run the kernel named `name` (one of `gram_kernels`), to compare them;
     /// `None` when this CPU cannot run it.
     pub fn with_kernel(name: &str) -> Option<Self> {
-        let kernel = [
-            Kernel::Avx512Vnni,
-            Kernel::Avx512,
-            Kernel::Avx2,
-            Kernel::Scalar,
-        ]
-        .into_iter()
-        .find(|k| k.name() == name && gram_kernels().contains(&name))?;
+        let kernel = available_kernels().into_iter().find(|k| k.name() == name)?;
         Some(Self {
             kernel,
             ..Self::default()

@@ -344,14 +344,14 @@ impl Inner {
             // searches), then finished: the DRAM work overlaps the reads.
             let mut started = Vec::new();
             for prepared in chunk.chunks_exact(dim) {
-                let mut per_query = Vec::with_capacity(segments.len());
-                for ((_, segment), q) in segments.iter().zip(queries(prepared)) {
-                    per_query.push(segment.start_search(&q)?);
-                }
-                started.push(per_query);
-            }
-            for (prepared, per_query) in chunk.chunks_exact(dim).zip(started) {
                 let asked = queries(prepared);
+                let mut per_query = Vec::with_capacity(segments.len());
+                for ((_, segment), q) in segments.iter().zip(&asked) {
+                    per_query.push(segment.start_search(q)?);
+                }
+                started.push((asked, per_query));
+            }
+            for (asked, per_query) in started {
                 let mut found = self.finish(&segments, &asked, per_query)?;
                 for i in saturated(&segments, &shares, wanted, &found) {
                     let (id, segment) = &segments[i];

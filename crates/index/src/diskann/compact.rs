@@ -34,7 +34,22 @@ pub fn compact_code_bytes(pq_bytes: usize) -> Option<usize> {
 
 /// The file name of generation `build_id`'s compact codes.
 pub fn compact_file_name(build_id: u64) -> String {
-    format!("compact.{build_id:016x}.dvq")
+    format!("{COMPACT_PREFIX}{build_id:016x}{COMPACT_SUFFIX}")
+}
+
+const COMPACT_PREFIX: &str = "compact.";
+const COMPACT_SUFFIX: &str = ".dvq";
+
+/// Whether `dir` holds a compact code file of any generation: a look before opening (which
+/// reads no codes); the index checks the file's generation when it opens with them.
+pub fn has_compact_file(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with(COMPACT_PREFIX) && name.ends_with(COMPACT_SUFFIX)
+        })
+    })
 }
 
 pub(crate) fn compact_path(dir: &Path, build_id: u64) -> PathBuf {

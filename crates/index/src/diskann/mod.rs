@@ -49,8 +49,8 @@ pub use build::{
 };
 pub use codebook::Codebook;
 pub use compact::{
-    compact_code_bytes, compact_file_name, compact_saving, CompactCodes, COMPACT_RATIO,
-    COMPACT_VERSION,
+    compact_code_bytes, compact_file_name, compact_saving, has_compact_file, CompactCodes,
+    COMPACT_RATIO, COMPACT_VERSION,
 };
 pub use graph_builder::{GraphBuilder, PIPNN_KNOBS_VAR};
 pub use header::{layout_version_for, Header, LAYOUT_VERSION, OLDEST_LAYOUT_VERSION};
