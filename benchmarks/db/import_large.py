@@ -89,9 +89,10 @@ def rss():
     return (proc_status_kib("VmRSS:") or 0) * 1024
 
 
-def batches(dataset, limit):
-    """(ids, float32 vectors) in batches of BATCH, streamed from train.parquet, decoded up to
-    four batches ahead by a thread of their own (the decoding releases the GIL)."""
+def batches(dataset, limit, start=0):
+    """(ids, float32 vectors) in batches of BATCH from row `start` on, streamed from
+    train.parquet, decoded up to four batches ahead by a thread of their own (the decoding
+    releases the GIL)."""
     import queue
     ahead = queue.Queue(maxsize=4)
 
@@ -99,9 +100,17 @@ def batches(dataset, limit):
         # pre_buffer off: with it, pyarrow kept every range it had read (1.4 KB a row, until
         # the process was OOM-killed at 1.2M rows in 4 GiB).
         f = pq.ParquetFile(Path(dataset) / "train.parquet", pre_buffer=False)
-        done = 0
+        per_group = f.metadata.row_group(0).num_rows
+        first_group, skip = divmod(start, per_group)
+        done = start
         try:
-            for rb in f.iter_batches(batch_size=BATCH, columns=["id", "emb"]):
+            for rb in f.iter_batches(batch_size=BATCH, columns=["id", "emb"],
+                                     row_groups=range(first_group, f.num_row_groups)):
+                if skip:
+                    cut, skip = min(skip, rb.num_rows), skip - min(skip, rb.num_rows)
+                    rb = rb.slice(cut)
+                    if rb.num_rows == 0:
+                        continue
                 ids = rb.column(0).to_numpy()
                 emb = rb.column(1).flatten().to_numpy(zero_copy_only=False)
                 vectors = emb.reshape(len(ids), -1).astype(np.float32)
@@ -152,27 +161,87 @@ class PythonApi:
 class HttpApi:
     def __init__(self, args, dim):
         from qdrant_client import QdrantClient, models
-        self.models = models
-        port = args.port
-        self.server = subprocess.Popen([args.bin, "serve", "--db", args.db, "--port", str(port)],
-                                       stdout=subprocess.DEVNULL, stderr=open(args.out + ".server.log", "w"))
-        self.client = QdrantClient(url=f"http://127.0.0.1:{port}", timeout=600, prefer_grpc=False)
-        for _ in range(600):
-            try:
-                self.client.get_collections()
-                break
-            except Exception:
-                if self.server.poll() is not None:
-                    raise SystemExit(f"the server exited with {self.server.returncode}")
-                time.sleep(0.1)
+        self.models, self.args = models, args
+        self.server_log = open(args.out + ".server.log", "a")
+        self.kills = []  # (points acknowledged, seconds until the server answered again)
+        self.start_server()
+        self.client = QdrantClient(url=f"http://127.0.0.1:{args.port}", timeout=600, prefer_grpc=False)
+        self.wait_ready()
+        if args.resume_at:
+            return
         self.client.create_collection("c", vectors_config=models.VectorParams(
             size=dim, distance=models.Distance.COSINE, datatype=models.Datatype(args.datatype),
             on_disk=True), on_disk_payload=True)
 
+    def start_server(self):
+        self.server = subprocess.Popen([self.args.bin, "serve", "--db", self.args.db, "--port", str(self.args.port)],
+                                       stdout=subprocess.DEVNULL, stderr=self.server_log)
+
+    def wait_ready(self):
+        for _ in range(6000):
+            try:
+                self.client.get_collections()
+                return
+            except Exception:
+                if self.server.poll() is not None and self.server.returncode != -9:
+                    raise SystemExit(f"the server exited with {self.server.returncode}")
+                time.sleep(0.1)
+        raise SystemExit("the server did not answer within 600 s")
+
+    def kill_soon(self, acked):
+        """SIGKILL the server after a random delay of up to 400 ms, while writes (and whatever
+        seal or merge is running) go on; the write that fails is sent again after the restart."""
+        delay = np.random.default_rng(acked).uniform(0, 0.4)
+
+        def kill():
+            time.sleep(delay)
+            self.server.kill()
+            self.killed.set()
+        self.killed = threading.Event()
+        threading.Thread(target=kill, daemon=True).start()
+        self.kill_pending = acked
+
     def write(self, ids, vectors):
         m = self.models
-        self.client.upsert("c", wait=True, points=m.Batch(ids=[int(i) for i in ids], vectors=vectors.tolist(),
-                                                          payloads=[payload(i) for i in ids]))
+        batch = m.Batch(ids=[int(i) for i in ids], vectors=vectors.tolist(), payloads=[payload(i) for i in ids])
+        while True:
+            try:
+                self.client.upsert("c", wait=True, points=batch)
+                return
+            except Exception:
+                # The connection closes a moment before the killed process can be reaped:
+                # wait for it when a kill was sent, or give up when none was.
+                if not getattr(self, "killed", threading.Event()).is_set() and self.server.poll() is None:
+                    raise
+                self.killed = threading.Event()
+                t = time.time()
+                self.server.wait()
+                self.start_server()
+                self.wait_ready()
+                self.kills.append({"acknowledged_before": getattr(self, "kill_pending", None),
+                                   "answering_again_seconds": round(time.time() - t, 1)})
+                print(f"{time.strftime('%T')} server killed, answering again after "
+                      f"{self.kills[-1]['answering_again_seconds']} s", file=sys.stderr, flush=True)
+
+    def check(self, dataset, acked):
+        """Every acknowledged point there after the kills: the exact count, 500 sampled ids,
+        50 of their vectors against the dataset's rows (normalized; float16 as stored)."""
+        n = self.client.count("c", exact=True).count
+        sample = np.sort(np.random.default_rng(7).choice(acked, 500, replace=False))
+        got = {p.id: p for p in self.client.retrieve("c", [int(i) for i in sample], with_vectors=True)}
+        missing = [int(i) for i in sample if int(i) not in got]
+        f = pq.ParquetFile(f"{dataset}/train.parquet", pre_buffer=False)
+        per_group = f.metadata.row_group(0).num_rows
+        worst = 0.0
+        for i in sample[:50]:
+            if int(i) in got:
+                g, r = divmod(int(i), per_group)
+                emb = f.read_row_group(g, columns=["emb"]).column(0)[r].values.to_numpy(
+                    zero_copy_only=False).astype(np.float32)
+                want = emb / np.linalg.norm(emb)
+                worst = max(worst, float(np.abs(np.asarray(got[int(i)].vector) - want).max()))
+        return {"ok": n >= acked and not missing and worst < 1e-3, "count": n, "acknowledged": acked,
+                "sample_missing": missing, "max_abs_diff_of_50_vectors": worst}
 
     def info(self):
         i = self.client.http.collections_api.get_collection("c").result
@@ -196,6 +265,11 @@ def main():
     ap.add_argument("--port", type=int, default=6433)
     ap.add_argument("--green-timeout", type=float, default=7200)
     ap.add_argument("--sample-every", type=float, default=60, help="seconds between sample lines")
+    ap.add_argument("--resume-at", type=int, default=0, help="the collection already holds the "
+                    "dataset's first N rows (a load stopped there): send the rest")
+    ap.add_argument("--kill-at", default="", help="HTTP only: comma-separated acknowledged counts at "
+                    "which the server is SIGKILLed mid-write and started again; every acknowledged "
+                    "point is checked at the end")
     args = ap.parse_args()
     meta = json.loads((Path(args.dataset) / "synthetic.json").read_text()) \
         if (Path(args.dataset) / "synthetic.json").exists() else {}
@@ -203,7 +277,7 @@ def main():
     os.makedirs(args.db, exist_ok=True)
     sampler = Sampler(args.db, args.out + ".samples", args.sample_every)
     sampler.start()
-    first = next(batches(args.dataset, 1))
+    first = next(batches(args.dataset, 1, 0))
     api = (PythonApi if args.api == "python" else HttpApi)(args, first[1].shape[1])
     sampler.probe = getattr(api, "probe", None)
     lat = []
@@ -213,7 +287,14 @@ def main():
     # One line a batch (seconds since the start, points acknowledged, milliseconds), flushed
     # every 30 s: what a run that is killed leaves of its write latencies.
     lat_file = open(args.out + ".latencies", "w")
-    for ids, vectors in batches(args.dataset, args.limit):
+    kill_at = sorted(int(k) for k in args.kill_at.split(",") if k)
+    if kill_at and args.api != "http":
+        raise SystemExit("--kill-at needs --api http (the Python API lives in this process)")
+    done = args.resume_at
+    for ids, vectors in batches(args.dataset, args.limit, args.resume_at):
+        if kill_at and done >= kill_at[0]:
+            kill_at.pop(0)
+            api.kill_soon(done)
         t = time.perf_counter()
         api.write(ids, vectors)
         lat.append(time.perf_counter() - t)
@@ -223,7 +304,7 @@ def main():
         if time.time() - last_report >= 30:
             last_report = time.time()
             lat_file.flush()
-            rate = done / (last_report - start)
+            rate = (done - args.resume_at) / (last_report - start)
             print(f"{time.strftime('%T')} {done:,} acknowledged, {rate:,.0f}/s overall, last batch "
                   f"{lat[-1] * 1000:.0f} ms", file=sys.stderr, flush=True)
     ingest = time.time() - start
@@ -237,6 +318,7 @@ def main():
         time.sleep(5)
     load = time.time() - start
     status, points, segments = api.info()
+    check = api.check(args.dataset, done) if args.api == "http" else None
     api.close()
     sampler.stop.set()
     sampler.join()
@@ -245,7 +327,8 @@ def main():
     out = {
         "api": args.api, "dataset": args.dataset, "synthetic": bool(meta), "points": done,
         "batch": BATCH, "datatype": args.datatype, "durability": "sync",
-        "ingest_seconds": round(ingest, 1), "acked_points_per_second": round(done / ingest, 1),
+        "resumed_at": args.resume_at, "ingest_seconds": round(ingest, 1),
+        "acked_points_per_second": round((done - args.resume_at) / ingest, 1),
         "write_ms": {"p50": round(float(np.percentile(lat_ms, 50)), 1),
                      "p99": round(float(np.percentile(lat_ms, 99)), 1),
                      "max": round(float(lat_ms.max()), 1),
@@ -258,6 +341,7 @@ def main():
         "cgroup_failcnt": read_int(cg / "memory.failcnt") if cg else None,
         "disk_peak_bytes": sampler.disk_peak, "disk_at_rest_bytes": dir_bytes(args.db),
         "expected_points": n,
+        "kills": getattr(api, "kills", []), "acknowledged_check": check,
     }
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out), flush=True)

@@ -9,13 +9,15 @@
 use std::path::Path;
 
 use anyhow::{ensure, Context};
-use diskvec_dataset::{write_neighbors, write_vectors, Matrix, Neighbors, VectorWriter};
-use diskvec_index::{flat, Progress};
-use diskvec_vector::{ElementType, Metric, Rows};
+use diskvec_dataset::{write_neighbors, write_vectors, Matrix, VectorWriter};
+use diskvec_index::Progress;
+use diskvec_vector::{ElementType, Metric};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+
+use crate::running_truth::RunningTruth;
 
 /// What to generate. Written next to the data as `synthetic.json`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -194,8 +196,7 @@ pub fn write_synthetic(
         },
     )?;
     let block = block_rows(p.dim, budget_bytes);
-    let k = p.k.min(p.n);
-    let mut best: Vec<Vec<(f32, i64)>> = vec![Vec::new(); p.queries];
+    let mut truth = RunningTruth::new(queries, query_ids, p.dim, metric, p.k.min(p.n));
     let mut train = VectorWriter::create(&out.join("train.parquet"), p.dim, element)?;
     progress.phase("generate + truth", p.n as u64);
     let mut first = 0;
@@ -208,33 +209,12 @@ pub fn write_synthetic(
             .map_err(|e| anyhow::anyhow!("generated row {}: {e}", first + e.position / p.dim))?;
         let ids: Vec<i64> = (first as i64..(first + count) as i64).collect();
         train.append(&ids, &rows)?;
-        let found = flat::search(
-            Rows::new(&rows, p.dim),
-            Rows::new(&queries, p.dim),
-            metric,
-            k,
-            &diskvec_index::NoProgress,
-        )?;
-        best.par_iter_mut().zip(found).for_each(|(b, f)| {
-            b.extend(f.into_iter().map(|(row, d)| (d, first as i64 + row as i64)));
-            // Ties go to the smaller id, as in the bundled sets.
-            b.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-            b.truncate(k);
-        });
+        truth.add(&mut rows, &ids)?;
         progress.advance(count as u64);
         first += count;
     }
     train.finish()?;
-    write_neighbors(
-        &out.join("neighbors.parquet"),
-        &Neighbors {
-            query_ids,
-            lists: best
-                .into_iter()
-                .map(|b| b.into_iter().map(|(_, id)| id).collect())
-                .collect(),
-        },
-    )?;
+    write_neighbors(&out.join("neighbors.parquet"), &truth.finish())?;
     let meta = serde_json::to_string_pretty(p)?;
     std::fs::write(out.join(SYNTH_FILE), meta + "\n")
         .with_context(|| format!("writing {}", out.join(SYNTH_FILE).display()))?;
@@ -247,23 +227,31 @@ pub fn synthetic_params(dir: &Path) -> Option<SynthParams> {
     serde_json::from_str(&text).ok()
 }
 
+/// A set small enough for unit tests: 10,000 x 24, 20 queries, float32.
+#[cfg(test)]
+pub(crate) fn small_params() -> SynthParams {
+    SynthParams {
+        n: 10_000,
+        dim: 24,
+        queries: 20,
+        clusters: 16,
+        intrinsic_dim: 6,
+        k: 10,
+        seed: 7,
+        dtype: float32(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use diskvec_dataset::DatasetDir;
+    use diskvec_index::flat;
     use diskvec_index::NoProgress;
+    use diskvec_vector::Rows;
 
     fn small() -> SynthParams {
-        SynthParams {
-            n: 10_000,
-            dim: 24,
-            queries: 20,
-            clusters: 16,
-            intrinsic_dim: 6,
-            k: 10,
-            seed: 7,
-            dtype: float32(),
-        }
+        small_params()
     }
 
     /// In both storage types: the truth written block by block is the exact top-k of the
@@ -309,8 +297,13 @@ mod tests {
                 "{size} bytes for float16 values"
             );
         }
+        // Cosine truth is of the stored rows normalized again (float16 rows are not unit).
+        let mut prepared = train.data.clone();
+        prepared
+            .chunks_exact_mut(p.dim)
+            .for_each(|r| Metric::Cosine.prepare(r));
         let whole = flat::search(
-            Rows::new(&train.data, p.dim),
+            Rows::new(&prepared, p.dim),
             Rows::new(&test.data, p.dim),
             Metric::Cosine,
             p.k,

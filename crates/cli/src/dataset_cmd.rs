@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 
+use diskvec_bench::head::{write_head, HeadParams};
 use diskvec_bench::synth::{write_synthetic, SynthParams};
 
 use crate::progress::Bars;
@@ -9,6 +10,32 @@ pub enum Command {
     /// Write a synthetic dataset (clustered, low intrinsic dimension, cosine) with exact
     /// ground truth, in VectorDBBench's layout.
     Synth(SynthArgs),
+    /// Cut a smaller dataset from a larger one: its first N train vectors (ids and vectors),
+    /// the same test queries and their exact ground truth over those N. The first N rows of
+    /// a synthetic set are the set `synth --n N` writes.
+    Head(HeadArgs),
+}
+
+#[derive(clap::Args)]
+pub struct HeadArgs {
+    /// The dataset directory to cut from.
+    #[arg(long)]
+    pub from: PathBuf,
+    #[arg(long)]
+    pub n: usize,
+    /// Neighbours per query in the ground truth.
+    #[arg(long, default_value_t = 100)]
+    pub k: usize,
+    #[arg(long, default_value = "cosine")]
+    pub metric: diskvec_vector::Metric,
+    /// How the train vectors are stored (default: the source's synthetic type, else float32).
+    #[arg(long)]
+    pub dtype: Option<diskvec_vector::ElementType>,
+    /// Most train vectors held in memory at once, in MiB.
+    #[arg(long, default_value_t = 512)]
+    pub memory_mib: usize,
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -63,6 +90,28 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 p.dtype,
                 p.queries,
                 p.k,
+                a.out.display(),
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Command::Head(a) => {
+            diskvec_index::limits::K.check(a.k)?;
+            let p = HeadParams {
+                n: a.n,
+                k: a.k,
+                metric: a.metric,
+                dtype: a.dtype,
+            };
+            let start = std::time::Instant::now();
+            let bars = Bars::new();
+            write_head(&a.from, &p, &a.out, a.memory_mib << 20, &bars)?;
+            bars.finish();
+            println!(
+                "wrote the first {} train vectors of {} (+ its test queries, exact top-{}) to {} in {:.1} s",
+                a.n,
+                a.from.display(),
+                a.k.min(a.n),
                 a.out.display(),
                 start.elapsed().as_secs_f64()
             );
