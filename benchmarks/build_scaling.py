@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
-"""Build time and peak memory against n: `diskvec build --memory-budget 25%` of synthetic
-768-d sets of several sizes, each inside a memory cgroup (v1) of its budget (page cache
-counted), one build at a time; then the chart.
+"""How cost grows with n: `diskvec build` of 768-d sets of several sizes, each inside a
+memory cgroup (v1) of its budget (page cache counted), one build at a time, with the index
+directory's disk peak; optionally the search's QPS at recall@100 0.95 and the database's load
+duration at each size; then the chart.
 
     python benchmarks/build_scaling.py run --bin target/release/diskvec --work DIR \
         --sizes 250000,500000,1000000,2000000 --out results.json
+    python benchmarks/build_scaling.py run --bin ... --work DIR --from synth10m-f16 \
+        --sizes 1000000,2000000,5000000 --budget 2GiB --build-args "--dtype float16 \
+        --graph-builder pipnn --metric cosine" --search --load PYTHON --out results.json
     python benchmarks/build_scaling.py chart results.json chart.png   (needs matplotlib)
 
-`run` makes each set with `diskvec dataset synth` when DIR/synth-N is missing, builds it into
-DIR/index-N (removed after its recall is measured, like the set unless --keep), and records
-the build's JSON report, the cgroup's max_usage and OOM count, and recall@10 at L=50 and 100.
+`run` makes each set with `diskvec dataset synth` (or, with --from, `dataset head` of a larger
+set: its first n rows, the same queries, exact truth over those n) when DIR/synth-N is
+missing, builds it into DIR/index-N (removed after its recall is measured, like the set unless
+--keep), and records the build's JSON report, the cgroup's max_usage and OOM count, the index
+directory's peak bytes, and recall@10 at L=50 and 100. --search adds k = 100 at several
+search lists (32 queries in flight, compact codes, in a cgroup of 10% of the raw vectors) and
+the QPS at recall 0.95 read off that curve; --load PYTHON adds the database's load of the same
+set through the Python API (benchmarks/db/import_large.py, run by PYTHON, in a 4 GiB cgroup).
 Results already in --out (by n) are kept, so a run can be resumed or extended (--add FILE
-merges another run's rows, e.g. a 4M build measured by hand).
+merges another run's rows, e.g. a 10M build measured by hand).
 """
 import argparse
 import json
@@ -19,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,11 +57,88 @@ def in_cgroup(limit, cmd, stdout, stderr):
         cg.rmdir()
 
 
+class DiskPeak(threading.Thread):
+    """The largest size a directory reached, sampled every 2 s."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.path, self.peak, self.stop = path, 0, threading.Event()
+
+    def run(self):
+        while not self.stop.wait(2):
+            total = 0
+            for root, _, files in os.walk(self.path):
+                for f in files:
+                    try:
+                        total += os.path.getsize(os.path.join(root, f))
+                    except OSError:
+                        pass
+            self.peak = max(self.peak, total)
+
+
+def parse_bytes(text):
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for u, m in units.items():
+        if text.endswith(u):
+            return int(float(text[: -len(u)]) * m)
+    return int(text)
+
+
+def qps_at_recall(points, target=0.95):
+    """QPS where recall crosses `target` on a curve of (recall, qps), interpolated linearly
+    between the two search lists around it; None when no list reaches it."""
+    points = sorted(points)
+    for (r0, q0), (r1, q1) in zip(points, points[1:]):
+        if r0 <= target <= r1:
+            return q0 + (q1 - q0) * (target - r0) / (r1 - r0) if r1 > r0 else q1
+    return points[0][1] if points and points[0][0] >= target else None
+
+
+def search_curve(a, n, data, index):
+    """k = 100 at several search lists, 2 threads x 16 queries in flight, compact codes, in a
+    cgroup of 10% of the raw float32 vectors (at least 256 MiB: a process needs that much)."""
+    cmd = [a.bin, "search", "--index", str(index), "--dataset", str(data), "--k", "100",
+           "--search-list", "100,125,150,200,300", "--threads", "2", "--queries-per-thread", "16",
+           "--compact-codes", "--json"]
+    with open(Path(a.work) / f"search-{n}.out", "w") as so, open(Path(a.work) / f"search-{n}.err", "w") as se:
+        rc, usage, oom = in_cgroup(max(n * 768 * 4 // 10, 256 << 20), cmd, so, se)
+    rows = [json.loads(line) for line in (Path(a.work) / f"search-{n}.out").read_text().splitlines()
+            if line.startswith("{")]
+    flat = []
+    for r in rows:
+        flat.extend(r if isinstance(r, list) else r.get("results", [r]))
+    curve = [{k: r.get(k) for k in ("search_list", "recall", "qps", "p99_ms", "mean_ios")} for r in flat
+             if isinstance(r, dict) and "recall" in r]
+    return {"rc": rc, "cgroup_max_usage": usage, "oom_kills": oom, "curve": curve,
+            "qps_at_recall_0_95": qps_at_recall([(c["recall"], c["qps"]) for c in curve])}
+
+
+def load_db(a, n, data):
+    """The set loaded into a database through the Python API in a 4 GiB cgroup, to green."""
+    db = Path(a.work) / f"db-{n}"
+    shutil.rmtree(db, ignore_errors=True)
+    out = Path(a.work) / f"load-{n}.json"
+    script = Path(__file__).resolve().parent / "db" / "import_large.py"
+    with open(Path(a.work) / f"load-{n}.err", "w") as se:
+        rc, usage, oom = in_cgroup(4 << 30, [a.load, str(script), "--api", "python", "--dataset", str(data),
+                                             "--db", str(db), "--out", str(out)], subprocess.DEVNULL, se)
+    shutil.rmtree(db, ignore_errors=True)
+    report = json.loads(out.read_text()) if rc == 0 and out.exists() else None
+    return {"rc": rc, "cgroup_max_usage": usage, "oom_kills": oom, "report": report}
+
+
 def last_json(text):
     for line in reversed(text.strip().splitlines()):
         if line.startswith("{"):
             return json.loads(line)
     return None
+
+
+def cpu_name():
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
 
 
 def run(a):
@@ -65,30 +152,44 @@ def run(a):
         data = work / f"synth-{n}"
         if not (data / "train.parquet").exists():
             t = time.time()
-            subprocess.check_call([a.bin, "dataset", "synth", "--n", str(n), "--dim", "768", "--out", str(data)],
-                                  stdout=subprocess.DEVNULL)
-            print(f"synth {n}: {time.time() - t:.0f} s", file=sys.stderr)
+            make = (["dataset", "head", "--from", a.source, "--n", str(n)] if a.source
+                    else ["dataset", "synth", "--n", str(n), "--dim", "768"])
+            subprocess.check_call([a.bin, *make, "--out", str(data)], stdout=subprocess.DEVNULL)
+            print(f"{make[1]} {n}: {time.time() - t:.0f} s", file=sys.stderr)
         index = work / f"index-{n}"
         shutil.rmtree(index, ignore_errors=True)
         raw = n * 768 * 4
-        budget = raw // 4
+        budget = parse_bytes(a.budget) if a.budget else raw // 4
+        budget_arg = a.budget or "25%"
+        extra = a.build_args.split() if a.build_args else ["--metric", "l2"]
+        disk = DiskPeak(index)
+        disk.start()
         with open(work / f"build-{n}.out", "w") as so, open(work / f"build-{n}.err", "w") as se:
             t = time.time()
             rc, usage, oom = in_cgroup(budget, [a.bin, "build", "--dataset", str(data), "--index", str(index),
-                                                "--metric", "l2", "--memory-budget", "25%", "--json"], so, se)
+                                                *extra, "--memory-budget", budget_arg, "--json"], so, se)
             wall = time.time() - t
+        disk.stop.set()
+        disk.join()
+        disk.peak = max(disk.peak, sum(f.stat().st_size for f in index.iterdir()) if index.exists() else 0)
         report = last_json((work / f"build-{n}.out").read_text()) if rc == 0 else None
         row = {"n": n, "rc": rc, "wall_s": round(wall, 1), "budget_bytes": budget, "cgroup_max_usage": usage,
-               "oom_kills": oom, "build": report}
+               "oom_kills": oom, "build": report, "index_disk_peak_bytes": disk.peak,
+               "synthetic": True, "cpu": cpu_name()}
         if rc == 0:
             s = subprocess.run([a.bin, "search", "--index", str(index), "--dataset", str(data), "--k", "10",
                                 "--search-list", "50,100", "--json"], capture_output=True, text=True, check=True)
             row["recall"] = [json.loads(line) for line in s.stdout.splitlines() if line.startswith("{")]
+            row["index_at_rest_bytes"] = sum(f.stat().st_size for f in index.iterdir())
+            if a.search:
+                row["search"] = search_curve(a, n, data, index)
+        shutil.rmtree(index, ignore_errors=True)
+        if rc == 0 and a.load:
+            row["load"] = load_db(a, n, data)
         print(json.dumps({k: row[k] for k in ("n", "rc", "wall_s", "cgroup_max_usage", "oom_kills")}), file=sys.stderr)
         rows[n] = row
         out.write_text(json.dumps({"machine": os.uname().nodename, "rows": sorted(rows.values(), key=lambda r: r["n"])},
                                   indent=1))
-        shutil.rmtree(index, ignore_errors=True)
         if not a.keep:
             shutil.rmtree(data, ignore_errors=True)
     if a.add:
@@ -106,28 +207,54 @@ def chart(results, png):
 
     rows = [r for r in json.loads(Path(results).read_text())["rows"] if r.get("rc") == 0]
     n = [r["n"] / 1e6 for r in rows]
-    fig, (t_ax, m_ax) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=120)
-    t_ax.plot(n, [r["build"]["build_seconds"] for r in rows], "o-", label="build")
-    t_ax.plot(n, [r["build"]["graph_seconds"] for r in rows], "s--", label="graph phase")
-    for r, x in zip(rows, n):
-        share = r["budget_bytes"] / (r["n"] * 768 * 4)
-        t_ax.annotate(f"{r['build']['shards']} shards, budget {share:.0%}", (x, r["build"]["build_seconds"]),
-                      textcoords="offset points", xytext=(-30, 8), fontsize=7)
+    fig, ((t_ax, m_ax), (d_ax, q_ax)) = plt.subplots(2, 2, figsize=(11, 8), dpi=120)
+    t_ax.plot(n, [r["build"]["build_seconds"] for r in rows], "o-", label="index build")
+    t_ax.plot(n, [r["build"]["graph_seconds"] for r in rows], "s--", label="its graph phase")
+    loads = [(x, r["load"]["report"]["load_duration_seconds"]) for x, r in zip(n, rows)
+             if (r.get("load") or {}).get("report")]
+    if loads:
+        t_ax.plot(*zip(*loads), "^-", label="database load to green (Python API)")
     t_ax.set_xlabel("vectors (millions, 768-d)")
     t_ax.set_ylabel("seconds")
-    t_ax.set_title("diskvec build within a memory budget (a share of the raw vectors)", fontsize=9)
+    t_ax.set_title("time", fontsize=9)
     t_ax.grid(alpha=0.3)
     t_ax.legend(fontsize=8)
     mib = 2 ** 20
-    m_ax.plot(n, [r["n"] * 768 * 4 / mib for r in rows], ":", color="grey", label="raw vectors")
-    m_ax.plot(n, [r["budget_bytes"] / mib for r in rows], "--", label="budget (cgroup limit)")
-    m_ax.plot(n, [r["build"]["peak_rss_mb"] for r in rows], "o-", label="peak RSS")
+    m_ax.plot(n, [r["n"] * 768 * 4 / mib for r in rows], ":", color="grey", label="raw float32 vectors")
+    m_ax.plot(n, [r["budget_bytes"] / mib for r in rows], "--", label="build budget (cgroup limit)")
+    m_ax.plot(n, [r["build"]["peak_rss_mb"] for r in rows], "o-", label="build peak RSS")
     m_ax.set_xlabel("vectors (millions, 768-d)")
     m_ax.set_ylabel("MiB")
     m_ax.set_yscale("log")
-    m_ax.set_title("memory: cgroup limit (RSS + page cache) and the build's RSS", fontsize=9)
+    m_ax.set_title("memory", fontsize=9)
     m_ax.grid(alpha=0.3, which="both")
     m_ax.legend(fontsize=8)
+    gb = 1e9
+    for key, style, label in (("index_at_rest_bytes", "o-", "index at rest"),
+                              ("index_disk_peak_bytes", "s--", "index directory at its build peak")):
+        pts = [(x, r[key] / gb) for x, r in zip(n, rows) if r.get(key)]
+        if pts:
+            d_ax.plot(*zip(*pts), style, label=label)
+    db = [(x, r["load"]["report"]["disk_peak_bytes"] / gb) for x, r in zip(n, rows)
+          if (r.get("load") or {}).get("report")]
+    if db:
+        d_ax.plot(*zip(*db), "^-", label="database at its load peak")
+    d_ax.set_xlabel("vectors (millions, 768-d)")
+    d_ax.set_ylabel("GB")
+    d_ax.set_title("disk", fontsize=9)
+    d_ax.grid(alpha=0.3)
+    d_ax.legend(fontsize=8)
+    qps = [(x, r["search"]["qps_at_recall_0_95"]) for x, r in zip(n, rows)
+           if (r.get("search") or {}).get("qps_at_recall_0_95")]
+    if qps:
+        q_ax.plot(*zip(*qps), "o-", label="QPS at recall@100 0.95 (32 in flight)")
+    q_ax.set_xlabel("vectors (millions, 768-d)")
+    q_ax.set_ylabel("queries a second")
+    q_ax.set_title("search inside 10% of the raw vectors (compact codes)", fontsize=9)
+    q_ax.grid(alpha=0.3)
+    q_ax.legend(fontsize=8)
+    cpus = sorted({r.get("cpu", "unknown") for r in rows})
+    fig.suptitle(f"diskvec cost against n, synthetic 768-d sets; CPU: {', '.join(cpus)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(png)
 
@@ -141,6 +268,11 @@ def main():
     r.add_argument("--sizes", default="250000,500000,1000000,2000000")
     r.add_argument("--out", required=True)
     r.add_argument("--keep", action="store_true", help="keep the generated sets")
+    r.add_argument("--from", dest="source", help="cut each set from this larger dataset (dataset head)")
+    r.add_argument("--budget", help="the build's memory budget and cgroup limit, e.g. 2GiB (default 25%% of raw)")
+    r.add_argument("--build-args", help='extra build flags (default "--metric l2")')
+    r.add_argument("--search", action="store_true", help="QPS at recall@100 0.95 (k = 100 sweep)")
+    r.add_argument("--load", metavar="PYTHON", help="a Python with diskvec installed: measure the database load")
     r.add_argument("--add", help="merge rows of another results file")
     c = sub.add_parser("chart")
     c.add_argument("results")
