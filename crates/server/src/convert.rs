@@ -545,6 +545,7 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
             c.seal_threshold = (kb * 1024 / (4 * c.dense_numbers().max(1))).max(MIN_SEAL_POINTS);
         }
     }
+    crate::settings::max_segment_size(&mut c, body)?;
     if let Some(d) = body.get("diskvec") {
         if let Some(paths) = d.get("paths") {
             c.paths = string_list(paths, "diskvec.paths must be a list of directories")?
@@ -929,6 +930,7 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
                 "vacuum_min_vector_number": 1000,
                 "default_segment_number": 0,
                 "indexing_threshold": c.seal_threshold * 4 * c.dense_numbers() / 1024,
+                "max_segment_size": c.max_segment_points * 4 * c.dense_numbers() / 1024,
                 "flush_interval_sec": 5,
             },
             "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},

@@ -98,6 +98,7 @@ pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
     )? {
         c.on_disk_payload = on_ssd;
     }
+    max_segment_size(c, body)?;
     if let Some(o) = body.get("optimizers_config").filter(|o| !o.is_null()) {
         match o.get("deleted_threshold") {
             None | Some(Value::Null) => {}
@@ -111,6 +112,29 @@ pub fn apply(c: &mut CollectionConfig, body: &Value) -> Result<()> {
             },
         }
     }
+    Ok(())
+}
+
+/// Qdrant's `optimizers_config.max_segment_size`, in KB of float32 vectors as Qdrant counts
+/// it, when given: the most points a merge may put in one segment (`max_segment_points`).
+/// Fewer, larger segments read less a query (each segment's walk pays its own way in from
+/// its entry) and cost longer merges. Below the seal threshold it is refused.
+pub fn max_segment_size(c: &mut CollectionConfig, body: &Value) -> Result<()> {
+    let Some(o) = body.get("optimizers_config").filter(|o| !o.is_null()) else {
+        return Ok(());
+    };
+    let Some(kb) = opt_uint(o.get("max_segment_size"), "optimizers_config.max_segment_size")? else {
+        return Ok(());
+    };
+    let points = kb.saturating_mul(1024) / (4 * c.dense_numbers().max(1));
+    if points < c.seal_threshold {
+        return Err(ApiError::bad_request(format!(
+            "optimizers_config.max_segment_size ({kb} KB: {points} points of this collection) \
+             must hold at least the indexing threshold ({} points)",
+            c.seal_threshold
+        )));
+    }
+    c.max_segment_points = points;
     Ok(())
 }
 

@@ -621,6 +621,47 @@ async fn indexing_threshold_zero_pauses_indexing_and_other_values_resume_it() {
     .await;
 }
 
+/// Qdrant's `optimizers_config.max_segment_size` (KB of float32 vectors) sets the most points
+/// a merge puts in one segment, at creation and later; one that would not hold a seal is
+/// refused by name.
+#[tokio::test]
+async fn max_segment_size_sets_the_largest_merge() {
+    let api = Api::new(Keys::default());
+    api.ok(
+        "PUT",
+        "/collections/c",
+        json!({"vectors": {"size": 4, "distance": "Dot"}, "optimizers_config": {"max_segment_size": 1000}}),
+    )
+    .await;
+    let points = |info: &Value| info["diskvec"]["config"]["max_segment_points"].as_u64().unwrap();
+    let info = api.ok("GET", "/collections/c", Value::Null).await;
+    // 1000 KB of 4-d float32 vectors (16 bytes each) is 64,000 points.
+    assert_eq!(points(&info), 64_000, "{info}");
+    assert_eq!(info["config"]["optimizer_config"]["max_segment_size"], 1000, "{info}");
+    api.ok(
+        "PATCH",
+        "/collections/c",
+        json!({"optimizers_config": {"max_segment_size": 160000}}),
+    )
+    .await;
+    let info = api.ok("GET", "/collections/c", Value::Null).await;
+    assert_eq!(points(&info), 10_240_000, "{info}");
+    let refused = api
+        .err(
+            "PATCH",
+            "/collections/c",
+            json!({"optimizers_config": {"max_segment_size": 100}}),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
+    assert!(
+        refused.to_string().contains("must hold at least the indexing threshold"),
+        "{refused}"
+    );
+    let info = api.ok("GET", "/collections/c", Value::Null).await;
+    assert_eq!(points(&info), 10_240_000, "a refused change leaves the setting: {info}");
+}
+
 #[tokio::test]
 async fn on_disk_false_keeps_nodes_in_dram_and_idle_merge_is_a_setting() {
     let api = Api::new(Keys::default());
