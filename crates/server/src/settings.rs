@@ -123,7 +123,11 @@ pub fn max_segment_size(c: &mut CollectionConfig, body: &Value) -> Result<()> {
     let Some(o) = body.get("optimizers_config").filter(|o| !o.is_null()) else {
         return Ok(());
     };
-    let Some(kb) = opt_uint(o.get("max_segment_size"), "optimizers_config.max_segment_size")? else {
+    let Some(kb) = opt_uint(
+        o.get("max_segment_size"),
+        "optimizers_config.max_segment_size",
+    )?
+    else {
         return Ok(());
     };
     let points = kb.saturating_mul(1024) / (4 * c.dense_numbers().max(1));

@@ -633,11 +633,18 @@ async fn max_segment_size_sets_the_largest_merge() {
         json!({"vectors": {"size": 4, "distance": "Dot"}, "optimizers_config": {"max_segment_size": 1000}}),
     )
     .await;
-    let points = |info: &Value| info["diskvec"]["config"]["max_segment_points"].as_u64().unwrap();
+    let points = |info: &Value| {
+        info["diskvec"]["config"]["max_segment_points"]
+            .as_u64()
+            .unwrap()
+    };
     let info = api.ok("GET", "/collections/c", Value::Null).await;
     // 1000 KB of 4-d float32 vectors (16 bytes each) is 64,000 points.
     assert_eq!(points(&info), 64_000, "{info}");
-    assert_eq!(info["config"]["optimizer_config"]["max_segment_size"], 1000, "{info}");
+    assert_eq!(
+        info["config"]["optimizer_config"]["max_segment_size"], 1000,
+        "{info}"
+    );
     api.ok(
         "PATCH",
         "/collections/c",
@@ -655,11 +662,15 @@ async fn max_segment_size_sets_the_largest_merge() {
         )
         .await;
     assert!(
-        refused.to_string().contains("must hold at least the indexing threshold"),
+        refused.contains("must hold at least the indexing threshold"),
         "{refused}"
     );
     let info = api.ok("GET", "/collections/c", Value::Null).await;
-    assert_eq!(points(&info), 10_240_000, "a refused change leaves the setting: {info}");
+    assert_eq!(
+        points(&info),
+        10_240_000,
+        "a refused change leaves the setting: {info}"
+    );
 }
 
 #[tokio::test]
