@@ -146,7 +146,8 @@ def run(a):
     work.mkdir(parents=True, exist_ok=True)
     out = Path(a.out)
     rows = {r["n"]: r for r in json.loads(out.read_text())["rows"]} if out.exists() else {}
-    for n in [int(x) for x in a.sizes.split(",")]:
+    sizes = a.sizes or ("" if a.add else "250000,500000,1000000,2000000")
+    for n in [int(x) for x in sizes.split(",") if x]:
         if n in rows:
             continue
         data = work / f"synth-{n}"
@@ -265,7 +266,8 @@ def main():
     r = sub.add_parser("run")
     r.add_argument("--bin", required=True)
     r.add_argument("--work", required=True)
-    r.add_argument("--sizes", default="250000,500000,1000000,2000000")
+    r.add_argument("--sizes", help="comma-separated n (default 250000,500000,1000000,2000000; "
+                   "none when only --add is given)")
     r.add_argument("--out", required=True)
     r.add_argument("--keep", action="store_true", help="keep the generated sets")
     r.add_argument("--from", dest="source", help="cut each set from this larger dataset (dataset head)")
