@@ -129,6 +129,25 @@ def batches(dataset, limit, start=0):
         yield item
 
 
+def check_acknowledged(dataset, acked, count, fetch):
+    """Every acknowledged point there (after kills): the collection's exact `count` against
+    `acked`, 500 sampled ids fetched (`fetch(ids)` -> {id: vector}), 50 of their vectors
+    against the dataset's rows (normalized for cosine; float16 as stored)."""
+    sample = np.sort(np.random.default_rng(7).choice(acked, 500, replace=False))
+    got = fetch([int(i) for i in sample])
+    missing = [int(i) for i in sample if int(i) not in got]
+    f = pq.ParquetFile(f"{dataset}/train.parquet", pre_buffer=False)
+    per_group = f.metadata.row_group(0).num_rows
+    worst = 0.0
+    for i in (int(i) for i in sample[:50] if int(i) in got):
+        g, r = divmod(i, per_group)
+        emb = f.read_row_group(g, columns=["emb"]).column(0)[r].values.to_numpy(
+            zero_copy_only=False).astype(np.float32)
+        worst = max(worst, float(np.abs(np.asarray(got[i]) - emb / np.linalg.norm(emb)).max()))
+    return {"ok": count >= acked and not missing and worst < 1e-3, "count": count, "acknowledged": acked,
+            "sample_missing": missing, "max_abs_diff_of_50_vectors": worst}
+
+
 def payload(i):
     i = int(i)
     return {"n": i, "bucket": i % 100, "tag": f"t{i % 7}"}
@@ -164,6 +183,8 @@ class HttpApi:
         self.models, self.args = models, args
         self.server_log = open(args.out + ".server.log", "a")
         self.kills = []  # (points acknowledged, seconds until the server answered again)
+        self.killed = threading.Event()  # set once a kill this driver sent has landed
+        self.kill_pending = None  # the acknowledged count at which it was sent
         self.start_server()
         self.client = QdrantClient(url=f"http://127.0.0.1:{args.port}", timeout=600, prefer_grpc=False)
         self.wait_ready()
@@ -197,7 +218,7 @@ class HttpApi:
             time.sleep(delay)
             self.server.kill()
             self.killed.set()
-        self.killed = threading.Event()
+        self.killed.clear()
         threading.Thread(target=kill, daemon=True).start()
         self.kill_pending = acked
 
@@ -211,37 +232,22 @@ class HttpApi:
             except Exception:
                 # The connection closes a moment before the killed process can be reaped:
                 # wait for it when a kill was sent, or give up when none was.
-                if not getattr(self, "killed", threading.Event()).is_set() and self.server.poll() is None:
+                if not self.killed.is_set() and self.server.poll() is None:
                     raise
-                self.killed = threading.Event()
+                self.killed.clear()
                 t = time.time()
                 self.server.wait()
                 self.start_server()
                 self.wait_ready()
-                self.kills.append({"acknowledged_before": getattr(self, "kill_pending", None),
+                self.kills.append({"acknowledged_before": self.kill_pending,
                                    "answering_again_seconds": round(time.time() - t, 1)})
                 print(f"{time.strftime('%T')} server killed, answering again after "
                       f"{self.kills[-1]['answering_again_seconds']} s", file=sys.stderr, flush=True)
 
     def check(self, dataset, acked):
-        """Every acknowledged point there after the kills: the exact count, 500 sampled ids,
-        50 of their vectors against the dataset's rows (normalized; float16 as stored)."""
-        n = self.client.count("c", exact=True).count
-        sample = np.sort(np.random.default_rng(7).choice(acked, 500, replace=False))
-        got = {p.id: p for p in self.client.retrieve("c", [int(i) for i in sample], with_vectors=True)}
-        missing = [int(i) for i in sample if int(i) not in got]
-        f = pq.ParquetFile(f"{dataset}/train.parquet", pre_buffer=False)
-        per_group = f.metadata.row_group(0).num_rows
-        worst = 0.0
-        for i in sample[:50]:
-            if int(i) in got:
-                g, r = divmod(int(i), per_group)
-                emb = f.read_row_group(g, columns=["emb"]).column(0)[r].values.to_numpy(
-                    zero_copy_only=False).astype(np.float32)
-                want = emb / np.linalg.norm(emb)
-                worst = max(worst, float(np.abs(np.asarray(got[int(i)].vector) - want).max()))
-        return {"ok": n >= acked and not missing and worst < 1e-3, "count": n, "acknowledged": acked,
-                "sample_missing": missing, "max_abs_diff_of_50_vectors": worst}
+        def fetch(ids):
+            return {p.id: p.vector for p in self.client.retrieve("c", ids, with_vectors=True)}
+        return check_acknowledged(dataset, acked, self.client.count("c", exact=True).count, fetch)
 
     def info(self):
         i = self.client.http.collections_api.get_collection("c").result
