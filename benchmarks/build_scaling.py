@@ -102,13 +102,8 @@ def search_curve(a, n, data, index):
            "--compact-codes", "--json"]
     with open(Path(a.work) / f"search-{n}.out", "w") as so, open(Path(a.work) / f"search-{n}.err", "w") as se:
         rc, usage, oom = in_cgroup(max(n * 768 * 4 // 10, 256 << 20), cmd, so, se)
-    rows = [json.loads(line) for line in (Path(a.work) / f"search-{n}.out").read_text().splitlines()
-            if line.startswith("{")]
-    flat = []
-    for r in rows:
-        flat.extend(r if isinstance(r, list) else r.get("results", [r]))
-    curve = [{k: r.get(k) for k in ("search_list", "recall", "qps", "p99_ms", "mean_ios")} for r in flat
-             if isinstance(r, dict) and "recall" in r]
+    curve = [{k: r.get(k) for k in ("search_list", "recall", "qps", "p99_ms", "mean_ios")}
+             for r in json_lines((Path(a.work) / f"search-{n}.out").read_text()) if "recall" in r]
     return {"rc": rc, "cgroup_max_usage": usage, "oom_kills": oom, "curve": curve,
             "qps_at_recall_0_95": qps_at_recall([(c["recall"], c["qps"]) for c in curve])}
 
@@ -127,11 +122,14 @@ def load_db(a, n, data):
     return {"rc": rc, "cgroup_max_usage": usage, "oom_kills": oom, "report": report}
 
 
+def json_lines(text):
+    """The JSON objects a command printed, one a line, among its other output."""
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
 def last_json(text):
-    for line in reversed(text.strip().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
+    found = json_lines(text)
+    return found[-1] if found else None
 
 
 def cpu_name():
@@ -180,7 +178,7 @@ def run(a):
         if rc == 0:
             s = subprocess.run([a.bin, "search", "--index", str(index), "--dataset", str(data), "--k", "10",
                                 "--search-list", "50,100", "--json"], capture_output=True, text=True, check=True)
-            row["recall"] = [json.loads(line) for line in s.stdout.splitlines() if line.startswith("{")]
+            row["recall"] = json_lines(s.stdout)
             row["index_at_rest_bytes"] = sum(f.stat().st_size for f in index.iterdir())
             if a.search:
                 row["search"] = search_curve(a, n, data, index)
@@ -208,52 +206,45 @@ def chart(results, png):
 
     rows = [r for r in json.loads(Path(results).read_text())["rows"] if r.get("rc") == 0]
     n = [r["n"] / 1e6 for r in rows]
-    fig, ((t_ax, m_ax), (d_ax, q_ax)) = plt.subplots(2, 2, figsize=(11, 8), dpi=120)
-    t_ax.plot(n, [r["build"]["build_seconds"] for r in rows], "o-", label="index build")
-    t_ax.plot(n, [r["build"]["graph_seconds"] for r in rows], "s--", label="its graph phase")
-    loads = [(x, r["load"]["report"]["load_duration_seconds"]) for x, r in zip(n, rows)
-             if (r.get("load") or {}).get("report")]
-    if loads:
-        t_ax.plot(*zip(*loads), "^-", label="database load to green (Python API)")
-    t_ax.set_xlabel("vectors (millions, 768-d)")
-    t_ax.set_ylabel("seconds")
-    t_ax.set_title("time", fontsize=9)
-    t_ax.grid(alpha=0.3)
-    t_ax.legend(fontsize=8)
-    mib = 2 ** 20
-    m_ax.plot(n, [r["n"] * 768 * 4 / mib for r in rows], ":", color="grey", label="raw float32 vectors")
-    m_ax.plot(n, [r["budget_bytes"] / mib for r in rows], "--", label="build budget (cgroup limit)")
-    m_ax.plot(n, [r["build"]["peak_rss_mb"] for r in rows], "o-", label="build peak RSS")
-    m_ax.set_xlabel("vectors (millions, 768-d)")
-    m_ax.set_ylabel("MiB")
-    m_ax.set_yscale("log")
-    m_ax.set_title("memory", fontsize=9)
-    m_ax.grid(alpha=0.3, which="both")
-    m_ax.legend(fontsize=8)
-    gb = 1e9
-    for key, style, label in (("index_at_rest_bytes", "o-", "index at rest"),
-                              ("index_disk_peak_bytes", "s--", "index directory at its build peak")):
-        pts = [(x, r[key] / gb) for x, r in zip(n, rows) if r.get(key)]
+
+    def series(get):
+        """(n, value) of the rows that have the value."""
+        return [(x, get(r)) for x, r in zip(n, rows) if get(r)]
+
+    def plot(ax, pts, style, label, **kw):
         if pts:
-            d_ax.plot(*zip(*pts), style, label=label)
-    db = [(x, r["load"]["report"]["disk_peak_bytes"] / gb) for x, r in zip(n, rows)
-          if (r.get("load") or {}).get("report")]
-    if db:
-        d_ax.plot(*zip(*db), "^-", label="database at its load peak")
-    d_ax.set_xlabel("vectors (millions, 768-d)")
-    d_ax.set_ylabel("GB")
-    d_ax.set_title("disk", fontsize=9)
-    d_ax.grid(alpha=0.3)
-    d_ax.legend(fontsize=8)
-    qps = [(x, r["search"]["qps_at_recall_0_95"]) for x, r in zip(n, rows)
-           if (r.get("search") or {}).get("qps_at_recall_0_95")]
-    if qps:
-        q_ax.plot(*zip(*qps), "o-", label="QPS at recall@100 0.95 (32 in flight)")
-    q_ax.set_xlabel("vectors (millions, 768-d)")
-    q_ax.set_ylabel("queries a second")
-    q_ax.set_title("search inside 10% of the raw vectors (compact codes)", fontsize=9)
-    q_ax.grid(alpha=0.3)
-    q_ax.legend(fontsize=8)
+            ax.plot(*zip(*pts), style, label=label, **kw)
+
+    def finish(ax, ylabel, title, log=False):
+        ax.set_xlabel("vectors (millions, 768-d)")
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3, which="both" if log else "major")
+        ax.legend(fontsize=8)
+
+    def load(r):
+        return (r.get("load") or {}).get("report") or {}
+
+    fig, ((t_ax, m_ax), (d_ax, q_ax)) = plt.subplots(2, 2, figsize=(11, 8), dpi=120)
+    plot(t_ax, series(lambda r: r["build"]["build_seconds"]), "o-", "index build")
+    plot(t_ax, series(lambda r: r["build"]["graph_seconds"]), "s--", "its graph phase")
+    plot(t_ax, series(lambda r: load(r).get("load_duration_seconds")), "^-", "database load to green")
+    finish(t_ax, "seconds", "time")
+    mib = 2 ** 20
+    plot(m_ax, series(lambda r: r["n"] * 768 * 4 / mib), ":", "raw float32 vectors", color="grey")
+    plot(m_ax, series(lambda r: r["budget_bytes"] / mib), "--", "build budget (cgroup limit)")
+    plot(m_ax, series(lambda r: r["build"]["peak_rss_mb"]), "o-", "build peak RSS")
+    finish(m_ax, "MiB", "memory", log=True)
+    gb = 1e9
+    plot(d_ax, series(lambda r: r.get("index_at_rest_bytes", 0) / gb), "o-", "index at rest")
+    plot(d_ax, series(lambda r: r.get("index_disk_peak_bytes", 0) / gb), "s--", "index directory at its build peak")
+    plot(d_ax, series(lambda r: load(r).get("disk_peak_bytes", 0) / gb), "^-", "database at its load peak")
+    finish(d_ax, "GB", "disk")
+    plot(q_ax, series(lambda r: (r.get("search") or {}).get("qps_at_recall_0_95")), "o-",
+         "QPS at recall@100 0.95 (32 in flight)")
+    finish(q_ax, "queries a second", "search inside 10% of the raw vectors (compact codes)")
     cpus = sorted({r.get("cpu", "unknown") for r in rows})
     fig.suptitle(f"diskvec cost against n, synthetic 768-d sets; CPU: {', '.join(cpus)}", fontsize=10)
     fig.tight_layout()
