@@ -13,7 +13,7 @@ use diskvec_index::Progress;
 use diskvec_vector::{ElementType, Metric};
 
 use crate::running_truth::RunningTruth;
-use crate::synth::{block_rows, synthetic_params, SYNTH_FILE};
+use crate::synth::{block_rows, synthetic_params, write_synthetic_params};
 
 pub struct HeadParams {
     pub n: usize,
@@ -59,14 +59,9 @@ pub fn write_head(
     };
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     write_vectors(&out.join("test.parquet"), &test)?;
-    let mut truth = RunningTruth::new(
-        test.data.clone(),
-        test.ids.clone(),
-        test.dim,
-        p.metric,
-        p.k.min(p.n),
-    );
-    let mut train = VectorWriter::create(&out.join("train.parquet"), test.dim, element)?;
+    let (dim, k) = (test.dim, p.k.min(p.n));
+    let mut truth = RunningTruth::new(test.data, test.ids, dim, p.metric, k);
+    let mut train = VectorWriter::create(&out.join("train.parquet"), dim, element)?;
     progress.phase("copy + truth", p.n as u64);
     let mut written = 0;
     while written < p.n {
@@ -92,11 +87,9 @@ pub fn write_head(
     write_neighbors(&out.join("neighbors.parquet"), &truth.finish())?;
     if let Some(mut s) = synthetic {
         s.n = p.n;
-        s.k = p.k.min(p.n);
+        s.k = k;
         s.dtype = element.name().to_string();
-        let meta = serde_json::to_string_pretty(&s)? + "\n";
-        std::fs::write(out.join(SYNTH_FILE), meta)
-            .with_context(|| format!("writing {}", out.join(SYNTH_FILE).display()))?;
+        write_synthetic_params(out, &s)?;
     }
     Ok(())
 }

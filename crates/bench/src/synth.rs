@@ -215,10 +215,14 @@ pub fn write_synthetic(
     }
     train.finish()?;
     write_neighbors(&out.join("neighbors.parquet"), &truth.finish())?;
-    let meta = serde_json::to_string_pretty(p)?;
-    std::fs::write(out.join(SYNTH_FILE), meta + "\n")
-        .with_context(|| format!("writing {}", out.join(SYNTH_FILE).display()))?;
-    Ok(())
+    write_synthetic_params(out, p)
+}
+
+/// Writes `synthetic.json`: what a synthetic set in `out` was made with.
+pub(crate) fn write_synthetic_params(out: &Path, p: &SynthParams) -> anyhow::Result<()> {
+    let meta = serde_json::to_string_pretty(p)? + "\n";
+    std::fs::write(out.join(SYNTH_FILE), meta)
+        .with_context(|| format!("writing {}", out.join(SYNTH_FILE).display()))
 }
 
 /// The parameters of a synthetic dataset directory, or `None` for a real one.

@@ -542,7 +542,7 @@ pub fn collection_config(body: &Value) -> Result<CollectionConfig> {
         // Qdrant counts this threshold in KB of vectors; a segment seals past it. Segments
         // below MIN_SEAL_POINTS are scanned anyway, so smaller ones would only add builds.
         if kb > 0 {
-            c.seal_threshold = (kb * 1024 / (4 * c.dense_numbers().max(1))).max(MIN_SEAL_POINTS);
+            c.seal_threshold = points_in_kb(&c, kb).max(MIN_SEAL_POINTS);
         }
     }
     crate::settings::max_segment_size(&mut c, body)?;
@@ -862,6 +862,17 @@ fn strict_mode_info(s: &diskvec_db::StrictMode) -> Value {
     v
 }
 
+/// Points of this collection in `kb` KB of float32 vectors: how Qdrant's optimizer sizes
+/// (`indexing_threshold`, `max_segment_size`) become diskvec's point counts.
+pub fn points_in_kb(c: &CollectionConfig, kb: usize) -> usize {
+    kb.saturating_mul(1024) / (4 * c.dense_numbers().max(1))
+}
+
+/// The KB of float32 vectors `points` of this collection take, as Qdrant reports its sizes.
+fn kb_of_points(c: &CollectionConfig, points: usize) -> usize {
+    points * 4 * c.dense_numbers() / 1024
+}
+
 /// Smallest seal threshold `indexing_threshold` maps to, in points.
 pub const MIN_SEAL_POINTS: usize = 1_000;
 
@@ -929,8 +940,8 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
                 "deleted_threshold": c.vacuum_threshold,
                 "vacuum_min_vector_number": 1000,
                 "default_segment_number": 0,
-                "indexing_threshold": c.seal_threshold * 4 * c.dense_numbers() / 1024,
-                "max_segment_size": c.max_segment_points * 4 * c.dense_numbers() / 1024,
+                "indexing_threshold": kb_of_points(c, c.seal_threshold),
+                "max_segment_size": kb_of_points(c, c.max_segment_points),
                 "flush_interval_sec": 5,
             },
             "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},

@@ -130,7 +130,7 @@ pub fn max_segment_size(c: &mut CollectionConfig, body: &Value) -> Result<()> {
     else {
         return Ok(());
     };
-    let points = kb.saturating_mul(1024) / (4 * c.dense_numbers().max(1));
+    let points = crate::convert::points_in_kb(c, kb);
     if points < c.seal_threshold {
         return Err(ApiError::bad_request(format!(
             "optimizers_config.max_segment_size ({kb} KB: {points} points of this collection) \
