@@ -941,7 +941,8 @@ pub fn collection_info(info: &CollectionInfo, indexed: &[usize]) -> Value {
                 "vacuum_min_vector_number": 1000,
                 "default_segment_number": 0,
                 "indexing_threshold": kb_of_points(c, c.seal_threshold),
-                "max_segment_size": kb_of_points(c, c.max_segment_points),
+                // Qdrant's schema has it null or at least 1 (a collection of no dense vectors: 0 KB).
+                "max_segment_size": Some(kb_of_points(c, c.max_segment_points)).filter(|&kb| kb > 0),
                 "flush_interval_sec": 5,
             },
             "wal_config": {"wal_capacity_mb": 64, "wal_segments_ahead": 0},

@@ -671,6 +671,19 @@ async fn max_segment_size_sets_the_largest_merge() {
         10_240_000,
         "a refused change leaves the setting: {info}"
     );
+    // Without dense vectors the size in KB is 0, which Qdrant's schema does not allow:
+    // reported as null.
+    api.ok(
+        "PUT",
+        "/collections/words",
+        json!({"sparse_vectors": {"text": {}}}),
+    )
+    .await;
+    let info = api.ok("GET", "/collections/words", Value::Null).await;
+    assert!(
+        info["config"]["optimizer_config"]["max_segment_size"].is_null(),
+        "{info}"
+    );
 }
 
 #[tokio::test]
