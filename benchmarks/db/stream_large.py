@@ -51,6 +51,24 @@ def wait_green(col, limit_s):
     return None
 
 
+def monitor(col, every_s, stop):
+    """One JSON line on stderr every `every_s` seconds: segments by kind, the builds running
+    and the last one, the log's last op and the build memory (why a writer waits)."""
+    import sys
+    while not stop.wait(every_s):
+        info = col.info()
+        kinds = {}
+        for seg in info["segments"]:
+            kinds.setdefault(seg["kind"], [0, 0])
+            kinds[seg["kind"]][0] += 1
+            kinds[seg["kind"]][1] += seg["points"]
+        brief = lambda t: t and {k: t.get(k) for k in ("kind", "points", "phase", "done", "total", "seconds", "memory_budget", "shards")}
+        print(json.dumps({"t": round(time.time(), 1), "status": info["status"], "error": info["error"],
+                          "last_op": info["last_op"], "segments": kinds,
+                          "tasks": [brief(t) for t in info["tasks"]], "last_task": brief(info["last_task"])}),
+              file=sys.stderr, flush=True)
+
+
 class Searchers:
     """CLIENTS threads searching round robin over the queries until stopped; each search's
     latency and recall go to the phase that was current when it started."""
@@ -132,6 +150,8 @@ def main():
     ap.add_argument("--duration-s", type=float, default=600)
     ap.add_argument("--rates", default="500,5000", help='points/s, comma-separated ("": search only)')
     ap.add_argument("--green-timeout", type=float, default=3600)
+    ap.add_argument("--monitor-s", type=float, default=0,
+                    help="every this many seconds, one line of the collection's state on stderr (0: off)")
     args = ap.parse_args()
 
     queries, truth = load_queries(args.dataset, args.k)
@@ -141,6 +161,9 @@ def main():
     out = {"args": vars(args), "open_seconds": round(time.time() - t, 1), "points_at_start": col.info()["points"]}
     out["green_at_start_after_s"] = wait_green(col, args.green_timeout)
     s = Searchers(col, queries, truth, args)
+    stop_monitor = threading.Event()
+    if args.monitor_s > 0:
+        threading.Thread(target=monitor, args=(col, args.monitor_s, stop_monitor), daemon=True).start()
     threads = [threading.Thread(target=s.run, args=(i,), daemon=True) for i in range(args.clients)]
     s.phase = "idle"
     for th in threads:
@@ -165,6 +188,7 @@ def main():
         out[phase] = result
         print(json.dumps({phase: result}), flush=True)
     s.stop = True
+    stop_monitor.set()
     for th in threads:
         th.join()
     db.close()

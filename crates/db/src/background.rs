@@ -4,8 +4,15 @@
 //! priority they took the CPU from searches (p99 several times higher while a seal ran). On
 //! a pool of threads at nice 10 they still use idle cores fully, but a search or a write
 //! that needs a core gets it first.
+//!
+//! Except when writers wait for the seal: below searches, a seal writers were held back
+//! behind got a twentieth of the cores while four clients searched a 10M collection, and
+//! writes at 5,000 points/s stood still for minutes (docs/benchmarks.md, session 40). A seal
+//! started while writers are held back runs at the default priority; one already running
+//! when they start to wait is moved up to it where the system lets the process raise a
+//! thread's priority (`hurry_seals`), and back down before the next seal.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// Nice value of seals' build threads (0 is the default, 19 the lowest priority).
 const BACKGROUND_NICE: i32 = 10;
@@ -26,6 +33,8 @@ pub(crate) enum BuildPriority {
     WaitedFor,
     /// A seal of frozen segments, which writers may be held back behind.
     Seal,
+    /// A seal writers are held back behind now: the default priority, as `WaitedFor`.
+    UrgentSeal,
     /// A merge or vacuum of sealed segments, which nothing waits for.
     Merge,
 }
@@ -36,31 +45,97 @@ pub(crate) enum BuildPriority {
 /// privileges cannot raise a thread's priority again once lowered, and beside other work the
 /// low priority left a waited-for build one core of two (docs/benchmarks.md, session 13).
 pub(crate) fn run_build<R: Send>(priority: BuildPriority, build: impl FnOnce() -> R + Send) -> R {
-    static NOW: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    static SEAL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    static MERGE: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
-    let pool = match priority {
-        BuildPriority::WaitedFor => NOW.get_or_init(|| pool("diskvec-build-now", None)),
-        BuildPriority::Seal => SEAL.get_or_init(|| pool("diskvec-build", Some(BACKGROUND_NICE))),
-        BuildPriority::Merge => MERGE.get_or_init(|| pool("diskvec-merge", Some(MERGE_NICE))),
-    };
-    match pool {
-        Some(pool) => pool.install(build),
-        None => build(),
+    static NOW: OnceLock<BuildPool> = OnceLock::new();
+    static MERGE: OnceLock<BuildPool> = OnceLock::new();
+    match priority {
+        BuildPriority::WaitedFor | BuildPriority::UrgentSeal => {
+            NOW.get_or_init(|| BuildPool::new("diskvec-build-now", None))
+        }
+        BuildPriority::Seal => {
+            let seals = seal_pool();
+            seals.calm();
+            seals
+        }
+        BuildPriority::Merge => {
+            MERGE.get_or_init(|| BuildPool::new("diskvec-merge", Some(MERGE_NICE)))
+        }
+    }
+    .install(build)
+}
+
+fn seal_pool() -> &'static BuildPool {
+    static SEAL: OnceLock<BuildPool> = OnceLock::new();
+    SEAL.get_or_init(|| BuildPool::new("diskvec-build", Some(BACKGROUND_NICE)))
+}
+
+/// Moves the seal pool's threads up to the calling thread's priority (a writer held back
+/// behind the seal they run), where the system lets the process raise a thread's priority
+/// (root or CAP_SYS_NICE); elsewhere they stay where they are and the next seal starts at
+/// the default priority (`BuildPriority::UrgentSeal`). Returns whether any thread moved.
+pub(crate) fn hurry_seals() -> bool {
+    seal_pool().hurry()
+}
+
+/// A pool of build threads at one nice value, which knows its threads' kernel ids so that
+/// they can be moved up while someone waits for its build (`hurry`) and back (`calm`).
+struct BuildPool {
+    pool: Option<rayon::ThreadPool>,
+    /// `None`: the default priority.
+    nice: Option<i32>,
+    threads: std::sync::Arc<Mutex<Vec<i32>>>,
+}
+
+impl BuildPool {
+    fn new(name: &'static str, nice: Option<i32>) -> Self {
+        let threads = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let registered = std::sync::Arc::clone(&threads);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .thread_name(move |i| format!("{name}-{i}"))
+            .start_handler(move |_| {
+                if let Some(nice) = nice {
+                    set_nice(nice)
+                }
+                lock_threads(&registered).push(thread_id());
+            })
+            .build()
+            .map_err(|e| log::warn!("no background build pool ({e}); builds share the global one"))
+            .ok();
+        Self {
+            pool,
+            nice,
+            threads,
+        }
+    }
+
+    fn install<R: Send>(&self, build: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(pool) => pool.install(build),
+            None => build(),
+        }
+    }
+
+    /// Moves the pool's threads up to the calling thread's priority; whether any moved.
+    fn hurry(&self) -> bool {
+        let target = current_nice();
+        let mut moved = false;
+        for &tid in lock_threads(&self.threads).iter() {
+            moved |= move_thread(tid, |current| current > target, target);
+        }
+        moved
+    }
+
+    /// Moves the pool's threads back down to its nice value (never up: see `set_nice`).
+    fn calm(&self) {
+        let Some(nice) = self.nice else { return };
+        for &tid in lock_threads(&self.threads).iter() {
+            move_thread(tid, |current| current < nice, nice);
+        }
     }
 }
 
-fn pool(name: &'static str, nice: Option<i32>) -> Option<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .thread_name(move |i| format!("{name}-{i}"))
-        .start_handler(move |_| {
-            if let Some(nice) = nice {
-                set_nice(nice)
-            }
-        })
-        .build()
-        .map_err(|e| log::warn!("no background build pool ({e}); builds share the global one"))
-        .ok()
+fn lock_threads(threads: &Mutex<Vec<i32>>) -> std::sync::MutexGuard<'_, Vec<i32>> {
+    // A list of thread ids is whole after any panic.
+    threads.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Moves the calling thread to `BACKGROUND_NICE` (Linux schedules threads one by one),
@@ -78,23 +153,62 @@ pub(crate) fn lowest_priority() {
 /// lower priority (`nice -n 19`) keeps its background below its other threads too, even
 /// where it may raise a priority (as root).
 fn set_nice(nice: i32) {
+    move_thread(thread_id(), |current| current < nice, nice);
+}
+
+/// The calling thread's kernel id (0 off Linux).
+fn thread_id() -> i32 {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: gettid, getpriority and setpriority take and return plain integers and
-        // touch no memory of ours; a failure (e.g. no permission) only leaves the priority as
-        // it was. getpriority's -1 can also mean an error: then the thread is moved to `nice`
-        // as before this check.
-        let failed = unsafe {
-            let tid = libc::gettid() as libc::id_t;
-            let current = libc::getpriority(libc::PRIO_PROCESS, tid);
-            current < nice && libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0
+        // SAFETY: gettid takes nothing and returns an integer.
+        unsafe { libc::gettid() }
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// The calling thread's nice value (0 off Linux).
+fn current_nice() -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getpriority takes and returns plain integers and touches no memory of
+        // ours; its -1 can also mean an error, read as a thread at nice -1 (moves nothing
+        // below it that would not move anyway).
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, thread_id() as libc::id_t) }
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
+/// Moves thread `tid` of this process to `nice` when its current value passes `should`;
+/// best effort (a thread that ended, or no permission to raise a priority, leaves it as it
+/// was). Returns whether it moved.
+fn move_thread(tid: i32, should: impl Fn(i32) -> bool, nice: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getpriority and setpriority take and return plain integers and touch no
+        // memory of ours; a failure only leaves the priority as it was. getpriority's -1 can
+        // also mean an error: then the thread is moved as if it were at -1.
+        let (wanted, failed) = unsafe {
+            let current = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+            let wanted = should(current);
+            (
+                wanted,
+                wanted && libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) != 0,
+            )
         };
         if failed {
             log::debug!(
-                "background thread keeps its priority: {}",
+                "build thread {tid} keeps its priority: {}",
                 std::io::Error::last_os_error()
             );
         }
+        wanted && !failed
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (tid, should, nice);
+        false
     }
 }
 
@@ -131,5 +245,40 @@ mod tests {
             "{lower}"
         );
         assert!(lower >= low && low >= waited, "{lower} {low} {waited}");
+        assert_eq!(run_build(BuildPriority::UrgentSeal, nice), outside);
+    }
+
+    #[test]
+    fn a_running_seal_moves_up_when_writers_wait_and_the_next_one_starts_low_again() {
+        let outside = nice();
+        let seals = std::sync::Arc::new(BuildPool::new("test-seal", Some(BACKGROUND_NICE)));
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (go_on, go_on_rx) = std::sync::mpsc::channel::<()>();
+        let seal = {
+            let seals = std::sync::Arc::clone(&seals);
+            std::thread::spawn(move || {
+                seals.install(move || {
+                    started_tx.send(nice()).unwrap();
+                    go_on_rx.recv().unwrap();
+                    nice()
+                })
+            })
+        };
+        let before = started.recv().unwrap();
+        let moved = seals.hurry();
+        go_on.send(()).unwrap();
+        let during = seal.join().unwrap();
+        if moved {
+            assert_eq!(during, outside, "hurried from {before}");
+        } else {
+            // Without the right to raise a priority the seal stays where it started.
+            assert_eq!(during, before);
+        }
+        seals.calm();
+        assert_eq!(
+            seals.install(nice),
+            before,
+            "the next seal starts low again"
+        );
     }
 }

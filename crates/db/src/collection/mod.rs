@@ -248,12 +248,15 @@ impl Inner {
             .optimize_waiters
             .load(std::sync::atomic::Ordering::Relaxed)
             > 0;
+        let seal = kind == "seal";
         let priority = match lane {
             _ if waited_for => crate::background::BuildPriority::WaitedFor,
+            task::Lane::Seal if seal && self.writers_held_back() => {
+                crate::background::BuildPriority::UrgentSeal
+            }
             task::Lane::Seal => crate::background::BuildPriority::Seal,
             task::Lane::Merge => crate::background::BuildPriority::Merge,
         };
-        let seal = kind == "seal";
         let given = if seal {
             lock(&self.codebooks).clone()
         } else {

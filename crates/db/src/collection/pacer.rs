@@ -13,6 +13,12 @@ const MAX_DELAY: Duration = Duration::from_secs(1);
 /// The paced rate never falls below this share of the seals' rate (near the full queue).
 const SLOWEST: f64 = 0.1;
 
+/// How many frozen segments queue before writers are paced, with writers held back at
+/// `limit`: half of them, at least two.
+pub(crate) fn pacing_from(limit: usize) -> usize {
+    (limit / 2).max(2)
+}
+
 pub(crate) struct Pacer {
     /// Points per second the recent seals built (each new seal weighs half), `None` before
     /// the first seal: nothing to pace by.
@@ -41,7 +47,7 @@ impl Pacer {
     /// How long an upsert of `points` waits before it goes, with `queued` frozen segments
     /// waiting and writers held back at `limit`; reserves its slot in the schedule.
     pub fn delay(&mut self, now: Instant, points: usize, queued: usize, limit: usize) -> Duration {
-        let start = (limit / 2).max(2);
+        let start = pacing_from(limit);
         let Some(rate) = self
             .seal_rate
             .filter(|_| queued >= start && limit >= 2 * start)

@@ -116,6 +116,12 @@ impl Inner {
 }
 
 impl Inner {
+    /// Whether writers are paced or held back behind the frozen segments queued for their
+    /// seals: those seals are waited for (`background::BuildPriority::UrgentSeal`).
+    pub(crate) fn writers_held_back(&self) -> bool {
+        self.frozen_count() >= super::pacer::pacing_from(self.frozen_limit)
+    }
+
     /// Logs and applies one operation; returns once it is durable (per the collection's
     /// durability setting).
     /// An upsert adds vectors to the growing segment, so it waits for room (until
@@ -177,6 +183,9 @@ impl Inner {
     /// `deadline`.
     fn pace(&self, points: usize, deadline: Option<Instant>) {
         let queued = self.frozen_count();
+        if queued >= super::pacer::pacing_from(self.frozen_limit) {
+            crate::background::hurry_seals();
+        }
         let now = Instant::now();
         let mut wait = lock(&self.pacer).delay(now, points, queued, self.frozen_limit);
         if let Some(deadline) = deadline {
