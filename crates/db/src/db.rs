@@ -156,6 +156,7 @@ impl Database {
         lock: Option<File>,
         options: DbOptions,
     ) -> Result<Self> {
+        crate::background::start_pools();
         let search = Arc::new(SearchMemory::new(options.search_memory, options.pq_codes));
         let storage_paths = options.storage_paths;
         let builds = Arc::new(BuildMemory::new(
