@@ -174,6 +174,15 @@ def recall(results, truth, k):
 # Timed query loop
 
 
+def run_threads(target, count):
+    """Runs target(i) on `count` threads, i = 0..count-1, and waits for all of them."""
+    ts = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def run_queries(search, queries, threads=2, min_seconds=10.0, min_passes=2, max_seconds=60.0):
     """`threads` client threads, each sending one query at a time, in order over the query set,
     passes repeated until at least `min_passes` passes and `min_seconds` are done (stops at
@@ -223,11 +232,7 @@ def run_queries(search, queries, threads=2, min_seconds=10.0, min_passes=2, max_
         with lock:
             lat.extend(local)
 
-    ts = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(lambda _: worker(), threads)
     wall = time.perf_counter() - t0
     cpu = cpu_seconds() - cpu0
     lat_ms = np.array(lat) * 1000.0 if lat else np.array([np.nan])
@@ -368,11 +373,7 @@ def ingest(prep, write, n, batch=BATCH, writers=1):
                 lat[t].append(time.perf_counter() - s)
 
         t0 = time.perf_counter()
-        ts = [threading.Thread(target=client, args=(t,)) for t in range(writers)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        run_threads(client, writers)
         wall = time.perf_counter() - t0
         lat = np.array([x for per in lat for x in per])
         return {"points": n, "batch": batch, "writers": writers, "write_s": round(wall, 3),

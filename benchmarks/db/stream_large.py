@@ -179,6 +179,8 @@ def main():
         writes, next_id = write_at(col, rate, args.duration_s, next_id, queries.shape[1], 100 + i)
         s.phase = f"after {rate:g}/s"
         result = {"searches": s.summary(phase), "writes": writes}
+        # Before the wait for green, which can take long: what a run stopped then leaves.
+        print(json.dumps({phase: result}), flush=True)
         result["green_after_s"] = wait_green(col, args.green_timeout)
         result["searches_until_green"] = s.summary(s.phase)
         if result["searches"]:

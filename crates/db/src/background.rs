@@ -5,12 +5,14 @@
 //! a pool of threads at nice 10 they still use idle cores fully, but a search or a write
 //! that needs a core gets it first.
 //!
-//! Except when writers wait for the seal: below searches, a seal writers were held back
-//! behind got a twentieth of the cores while four clients searched a 10M collection, and
-//! writes at 5,000 points/s stood still for minutes (docs/benchmarks.md, session 40). A seal
-//! started while writers are held back runs at the default priority; one already running
-//! when they start to wait is moved up to it where the system lets the process raise a
-//! thread's priority (`hurry_seals`), and back down before the next seal.
+//! Except when the work is overdue: below searches, a seal writers were held back behind got
+//! a twentieth of the cores while four clients searched a 10M collection, and writes at
+//! 5,000 points/s stood still for minutes; the merges fell behind the seals until 44
+//! segments answered each search (docs/benchmarks.md, session 40). A seal started while
+//! writers are held back, and a merge started while sealed segments pile up, run at the
+//! default priority (`OverdueSeal`, `OverdueMerge`); one already running when that happens is moved up to it
+//! where the system lets the process raise a thread's priority (`hurry`), and back down
+//! before the next build of its pool.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -33,10 +35,14 @@ pub(crate) enum BuildPriority {
     WaitedFor,
     /// A seal of frozen segments, which writers may be held back behind.
     Seal,
-    /// A seal writers are held back behind now: the default priority, as `WaitedFor`.
-    UrgentSeal,
+    /// A seal writers are held back behind now, or one while merges are overdue (a seal
+    /// never runs below a merge): the default priority, as `WaitedFor`.
+    OverdueSeal,
     /// A merge or vacuum of sealed segments, which nothing waits for.
     Merge,
+    /// A merge of segments piled up past what the merges should keep to: the default
+    /// priority.
+    OverdueMerge,
 }
 
 /// Runs `build` on the background pool of its priority (one per process, shared by
@@ -46,13 +52,14 @@ pub(crate) enum BuildPriority {
 /// low priority left a waited-for build one core of two (docs/benchmarks.md, session 13).
 pub(crate) fn run_build<R: Send>(priority: BuildPriority, build: impl FnOnce() -> R + Send) -> R {
     match priority {
-        BuildPriority::WaitedFor | BuildPriority::UrgentSeal => now_pool(),
-        BuildPriority::Seal => {
-            let seals = seal_pool();
-            seals.calm();
-            seals
-        }
-        BuildPriority::Merge => merge_pool(),
+        BuildPriority::WaitedFor => now_pool(),
+        BuildPriority::Seal => seal_pool().calmed(),
+        BuildPriority::Merge => merge_pool().calmed(),
+        // On the lane's own pool moved up, so that an overdue seal and an overdue merge do
+        // not queue on one pool (a rayon thread takes its own build's work before another
+        // one's); where the system refuses to raise it, on the waited-for pool.
+        BuildPriority::OverdueSeal => seal_pool().hurried().unwrap_or_else(now_pool),
+        BuildPriority::OverdueMerge => merge_pool().hurried().unwrap_or_else(now_pool),
     }
     .install(build)
 }
@@ -82,12 +89,17 @@ fn merge_pool() -> &'static BuildPool {
     MERGE.get_or_init(|| BuildPool::new("diskvec-merge", Some(MERGE_NICE)))
 }
 
-/// Moves the seal pool's threads up to the calling thread's priority (a writer held back
-/// behind the seal they run), where the system lets the process raise a thread's priority
-/// (root or CAP_SYS_NICE); elsewhere they stay where they are and the next seal starts at
-/// the default priority (`BuildPriority::UrgentSeal`). Returns whether any thread moved.
+/// Moves the seal pool's threads up to the process's priority (writers are held back behind
+/// the seal they run), where the system lets the process raise a thread's priority (root or
+/// CAP_SYS_NICE); elsewhere they stay where they are and the next seal starts at the default
+/// priority (`BuildPriority::OverdueSeal`). Returns whether any thread moved.
 pub(crate) fn hurry_seals() -> bool {
     seal_pool().hurry()
+}
+
+/// `hurry_seals` for the merge pool (sealed segments piled up behind its merge).
+pub(crate) fn hurry_merges() -> bool {
+    merge_pool().hurry()
 }
 
 /// A pool of build threads at one nice value, which knows its threads' kernel ids so that
@@ -128,9 +140,9 @@ impl BuildPool {
         }
     }
 
-    /// Moves the pool's threads up to the calling thread's priority; whether any moved.
+    /// Moves the pool's threads up to the process's priority; whether any moved.
     fn hurry(&self) -> bool {
-        let target = current_nice();
+        let target = process_nice();
         let mut moved = false;
         for &tid in lock_threads(&self.threads).iter() {
             moved |= move_thread(tid, |current| current > target, target);
@@ -138,12 +150,28 @@ impl BuildPool {
         moved
     }
 
-    /// Moves the pool's threads back down to its nice value (never up: see `set_nice`).
-    fn calm(&self) {
-        let Some(nice) = self.nice else { return };
-        for &tid in lock_threads(&self.threads).iter() {
-            move_thread(tid, |current| current < nice, nice);
+    /// The pool with every thread moved up to the process's priority, or `None` where the
+    /// system refused to move one (or the pool has no threads of its own).
+    fn hurried(&self) -> Option<&Self> {
+        self.pool.as_ref()?;
+        self.hurry();
+        let target = process_nice();
+        let threads = lock_threads(&self.threads);
+        // A pool whose threads have not all started yet cannot be checked: not hurried.
+        let all_started = threads.len() == self.pool.as_ref()?.current_num_threads();
+        let all_up = threads.iter().all(|&tid| thread_nice(tid) <= target);
+        (all_started && all_up).then_some(self)
+    }
+
+    /// The pool with its threads moved back down to its nice value (never up: see
+    /// `set_nice`).
+    fn calmed(&self) -> &Self {
+        if let Some(nice) = self.nice {
+            for &tid in lock_threads(&self.threads).iter() {
+                move_thread(tid, |current| current < nice, nice);
+            }
         }
+        self
     }
 }
 
@@ -181,17 +209,34 @@ fn thread_id() -> i32 {
     0
 }
 
-/// The calling thread's nice value (0 off Linux).
-fn current_nice() -> i32 {
+/// The process's nice value: its main thread's (Linux sets priorities thread by thread, and
+/// the one whose id is the process's is the main thread; only background threads lower
+/// themselves). 0 off Linux.
+fn process_nice() -> i32 {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: getpriority takes and returns plain integers and touches no memory of
-        // ours; its -1 can also mean an error, read as a thread at nice -1 (moves nothing
-        // below it that would not move anyway).
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, thread_id() as libc::id_t) }
+        // SAFETY: getpid and getpriority take and return plain integers and touch no memory
+        // of ours; getpriority's -1 can also mean an error, read as a process at nice -1
+        // (moves nothing below it that would not move anyway).
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::getpid() as libc::id_t) }
     }
     #[cfg(not(target_os = "linux"))]
     0
+}
+
+/// The nice value of thread `tid` of this process (0 off Linux).
+fn thread_nice(tid: i32) -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getpriority takes and returns plain integers and touches no memory of
+        // ours; its -1 can also mean an error (a thread that ended), read as nice -1.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
+        0
+    }
 }
 
 /// Moves thread `tid` of this process to `nice` when its current value passes `should`;
@@ -259,7 +304,8 @@ mod tests {
             "{lower}"
         );
         assert!(lower >= low && low >= waited, "{lower} {low} {waited}");
-        assert_eq!(run_build(BuildPriority::UrgentSeal, nice), outside);
+        assert_eq!(run_build(BuildPriority::OverdueSeal, nice), outside);
+        assert_eq!(run_build(BuildPriority::OverdueMerge, nice), outside);
     }
 
     #[test]
@@ -268,7 +314,7 @@ mod tests {
         start_pools();
         let from_lane = std::thread::spawn(|| {
             lower_priority();
-            run_build(BuildPriority::UrgentSeal, nice)
+            run_build(BuildPriority::WaitedFor, nice)
         })
         .join()
         .unwrap();
@@ -301,7 +347,7 @@ mod tests {
             // Without the right to raise a priority the seal stays where it started.
             assert_eq!(during, before);
         }
-        seals.calm();
+        seals.calmed();
         assert_eq!(
             seals.install(nice),
             before,

@@ -251,10 +251,14 @@ impl Inner {
         let seal = kind == "seal";
         let priority = match lane {
             _ if waited_for => crate::background::BuildPriority::WaitedFor,
-            task::Lane::Seal if seal && self.writers_held_back() => {
-                crate::background::BuildPriority::UrgentSeal
+            // A seal never runs below a merge: while merges are overdue, so are seals.
+            task::Lane::Seal if seal && (self.writers_held_back() || self.merges_behind()) => {
+                crate::background::BuildPriority::OverdueSeal
             }
             task::Lane::Seal => crate::background::BuildPriority::Seal,
+            task::Lane::Merge if self.merges_behind() => {
+                crate::background::BuildPriority::OverdueMerge
+            }
             task::Lane::Merge => crate::background::BuildPriority::Merge,
         };
         let given = if seal {

@@ -79,6 +79,12 @@ const SEAL_TOGETHER: usize = 8;
 /// small costs a search little).
 const IDLE_MERGE_MIN_POINTS: usize = 1_000;
 
+/// Whether more than `MERGE_ABOVE` of the sealed segments (their live points) are under half
+/// of `max_points`: segments a merge could still take, piled up.
+fn piled_up(sealed: impl Iterator<Item = usize>, max_points: usize) -> bool {
+    sealed.filter(|&live| live < max_points / 2).count() > MERGE_ABOVE
+}
+
 /// The sealed segments (id, live points) a merge takes: the smallest first, at least
 /// `MERGE_FAN_IN` of them when there are, or as many as bring the count back to
 /// `MERGE_ABOVE`, all of them with `merge_all`, as long as their points fit one segment.
@@ -111,6 +117,19 @@ fn smallest_to_merge(
 }
 
 impl Inner {
+    /// Whether the merges fell behind the seals: more than `MERGE_ABOVE` sealed segments
+    /// that a merge could still take (under half of `max_segment_points` each). Their merges
+    /// are then overdue (`background::BuildPriority::OverdueMerge`): each of them costs every
+    /// search a walk of its own.
+    pub(crate) fn merges_behind(&self) -> bool {
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let sealed = state.segments.values().filter_map(|s| match s {
+            Segment::Sealed(s) => Some(s.len() - s.deleted_count()),
+            Segment::Growing(_) => None,
+        });
+        piled_up(sealed, self.config().max_segment_points)
+    }
+
     /// Whether the segments are worth merging into one once writes pause: more than one holds
     /// points, together they fit one segment, and the smaller ones hold at least a tenth of
     /// the largest (so a small tail never rebuilds a big segment). After a bulk load this
@@ -432,6 +451,17 @@ mod tests {
         assert_eq!(picked.len(), 25);
         let picked = smallest_to_merge(segments(&[80_000; 20]), 2_000_000, false);
         assert_eq!(picked.len(), 13, "20 segments: 13 merged leave 8");
+    }
+
+    #[test]
+    fn merges_are_behind_when_segments_they_could_take_pile_up() {
+        let max = 1_000_000;
+        assert!(!piled_up([40_000; 8].into_iter(), max));
+        assert!(piled_up([40_000; 9].into_iter(), max));
+        // Full-size segments are not waiting for any merge (a 100M collection holds many).
+        let full = std::iter::repeat_n(600_000, 50);
+        assert!(!piled_up(full.clone().chain([40_000; 8]), max));
+        assert!(piled_up(full.chain([40_000; 9]), max));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! a merge of everything is asked for, and the seal lane starts a rebuild of sealed segments
 //! only while the merge lane is idle. A merge lane build that a merge of everything would
 //! redo gives way to it (superseded.rs). Merges build at a lower priority than seals
-//! (`BuildPriority::Merge`) and leave a seal's memory free in the build ledger.
+//! (`BuildPriority::Merge`), unless sealed segments piled up behind them (`merges_behind`),
+//! and leave a seal's memory free in the build ledger.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,6 +116,9 @@ pub(crate) fn run_seals(inner: Arc<Inner>) {
             Task::Seal => "sealing",
             Task::Rebuild(m) => m.failure_name(),
         };
+        if seals && outcome.is_ok() && inner.merges_behind() {
+            crate::background::hurry_merges();
+        }
         finish(&inner, Lane::Seal, what, outcome, |bg, failed| {
             if !seals {
                 bg.frozen_first = false;

@@ -117,7 +117,7 @@ impl Inner {
 
 impl Inner {
     /// Whether writers are paced or held back behind the frozen segments queued for their
-    /// seals: those seals are waited for (`background::BuildPriority::UrgentSeal`).
+    /// seals: those seals are waited for (`background::BuildPriority::OverdueSeal`).
     pub(crate) fn writers_held_back(&self) -> bool {
         self.frozen_count() >= super::pacer::pacing_from(self.frozen_limit)
     }
