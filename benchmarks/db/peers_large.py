@@ -4,6 +4,7 @@ the way import_large.py gives it to diskvec: batches of 1,000 with the same smal
 then indexed, then searched with the dataset's test queries at k = 100.
 
   .venvs/qdrant/bin/python peers_large.py --system qdrant-edge --phase load --dataset DIR --store DIR --out OUT.json
+  .venvs/qdrant/bin/python peers_large.py --system qdrant-edge --phase index --dataset DIR --store DIR --out OUT.json
   .venvs/qdrant/bin/python peers_large.py --system qdrant-edge --phase search --dataset DIR --store DIR --out OUT.json
 
 Phases run in separate processes so that each can sit in its own memory cgroup and be cut off
@@ -206,6 +207,30 @@ def load(system, args):
             "disk_peak_bytes": progress.disk_peak, "disk_at_rest_bytes": dir_bytes(args.store)}
 
 
+def index_again(system, args):
+    """The index phase alone, on a store whose load stopped before or during it (qdrant-edge
+    refused its first optimize for disk space while the ingest's log still held it)."""
+    progress = Progress(args.out + ".progress", args.store)
+    progress.phase = "index"
+    progress.start()
+    start = time.time()
+    system.open()
+    progress.points = system.count()
+    progress.line()
+    system.index()
+    took = time.time() - start
+    progress.phase = "indexed"
+    progress.line()
+    points = system.count()
+    system.close()
+    progress.stop.set()
+    cg = cgroup_dir()
+    return {"points_counted": points, "index_seconds": round(took, 1),
+            "cgroup_limit": read_int(cg / "memory.limit_in_bytes") if cg else None,
+            "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None,
+            "disk_peak_bytes": progress.disk_peak, "disk_at_rest_bytes": dir_bytes(args.store)}
+
+
 def search(system, args):
     test = pq.read_table(Path(args.dataset) / "test.parquet")
     queries = np.stack([np.asarray(v, dtype=np.float32) for v in test.column("emb").to_pylist()])
@@ -264,7 +289,7 @@ def report(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--system", choices=sorted(SYSTEMS), required=True)
-    ap.add_argument("--phase", choices=["load", "search", "report"], required=True)
+    ap.add_argument("--phase", choices=["load", "index", "search", "report"], required=True)
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--store", required=True)
     ap.add_argument("--out", required=True)
@@ -278,7 +303,8 @@ def main():
         out = report(args)
     else:
         system = SYSTEMS[args.system](Path(args.store))
-        out = load(system, args) if args.phase == "load" else search(system, args)
+        phases = {"load": load, "index": index_again, "search": search}
+        out = phases[args.phase](system, args)
         out["config"] = system.config()
     out.update({"system": args.system, "phase": args.phase, "dataset": args.dataset})
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
