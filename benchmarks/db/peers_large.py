@@ -24,6 +24,7 @@ Synthetic data: say so wherever the numbers go.
 """
 import argparse
 import json
+import multiprocessing
 import sys
 import threading
 import time
@@ -146,29 +147,47 @@ class LanceDB:
 SYSTEMS = {"qdrant-edge": QdrantEdge, "lancedb": LanceDB}
 
 
-class Progress(threading.Thread):
-    """A line every `every` seconds: what a run cut off by its time limit leaves behind."""
+PHASES = ["create", "ingest", "index", "indexed"]
+
+
+class Progress:
+    """A line every `every` seconds: what a run cut off by its time limit leaves behind. Written
+    by a process of its own: a peer's index call may hold Python's lock for its whole run
+    (qdrant-edge's optimize() does), and a thread then writes nothing."""
 
     def __init__(self, path, store, every=30):
-        super().__init__(daemon=True)
-        self.file, self.store, self.every = open(path, "a"), store, every
-        self.phase, self.points, self.t0 = "create", 0, time.time()
-        self.disk_peak = 0
-        self.stop = threading.Event()
+        ctx = multiprocessing.get_context("fork")
+        self._phase, self._points, self._disk_peak = ctx.Value("i", 0), ctx.Value("q", 0), ctx.Value("q", 0)
+        self.path, self.store, self.every, self.t0 = path, store, every, time.time()
+        self._stop = ctx.Event()
+        self._proc = ctx.Process(target=self._run, daemon=True)
+
+    phase = property(lambda self: PHASES[self._phase.value],
+                     lambda self, name: setattr(self._phase, "value", PHASES.index(name)))
+    points = property(lambda self: self._points.value,
+                      lambda self, n: setattr(self._points, "value", n))
+    disk_peak = property(lambda self: self._disk_peak.value)
 
     def line(self):
         disk = dir_bytes(self.store)
-        self.disk_peak = max(self.disk_peak, disk)
+        self._disk_peak.value = max(self._disk_peak.value, disk)
         cg = cgroup_dir()
-        self.file.write(json.dumps({"t": round(time.time() - self.t0, 1), "phase": self.phase,
-                                    "points": self.points, "disk_bytes": disk,
-                                    "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None})
-                        + "\n")
-        self.file.flush()
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"t": round(time.time() - self.t0, 1), "phase": self.phase,
+                                "points": self.points, "disk_bytes": disk,
+                                "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None})
+                    + "\n")
 
-    def run(self):
-        while not self.stop.wait(self.every):
+    def _run(self):
+        while not self._stop.wait(self.every):
             self.line()
+
+    def start(self):
+        self._proc.start()
+
+    def finish(self):
+        self._stop.set()
+        self._proc.join(10)
 
 
 def load(system, args):
@@ -194,7 +213,7 @@ def load(system, args):
     progress.line()
     points = system.count()
     system.close()
-    progress.stop.set()
+    progress.finish()
     cg = cgroup_dir()
     lat_ms = np.array(lat) * 1000
     return {"points": progress.points, "points_counted": points, "synthetic": bool(meta),
@@ -223,7 +242,7 @@ def index_again(system, args):
     progress.line()
     points = system.count()
     system.close()
-    progress.stop.set()
+    progress.finish()
     cg = cgroup_dir()
     return {"points_counted": points, "index_seconds": round(took, 1),
             "cgroup_limit": read_int(cg / "memory.limit_in_bytes") if cg else None,
