@@ -190,6 +190,25 @@ class Progress:
         self._proc.join(10)
 
 
+def cgroup_figures():
+    """The memory cgroup this process runs in: its limit and the most it used (page cache counts)."""
+    cg = cgroup_dir()
+    return {"cgroup_limit": read_int(cg / "memory.limit_in_bytes") if cg else None,
+            "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None}
+
+
+def indexed_figures(system, progress, store):
+    """After an index build: the last progress line, the points the system counts, its memory
+    and disk; closes the system and stops the progress lines."""
+    progress.phase = "indexed"
+    progress.line()
+    points = system.count()
+    system.close()
+    progress.finish()
+    return {"points_counted": points, **cgroup_figures(),
+            "disk_peak_bytes": progress.disk_peak, "disk_at_rest_bytes": dir_bytes(store)}
+
+
 def load(system, args):
     meta = json.loads((Path(args.dataset) / "synthetic.json").read_text())
     progress = Progress(args.out + ".progress", args.store)
@@ -209,21 +228,13 @@ def load(system, args):
     progress.line()
     system.index()
     indexed = time.time() - start
-    progress.phase = "indexed"
-    progress.line()
-    points = system.count()
-    system.close()
-    progress.finish()
-    cg = cgroup_dir()
     lat_ms = np.array(lat) * 1000
-    return {"points": progress.points, "points_counted": points, "synthetic": bool(meta),
+    return {"points": progress.points, "synthetic": bool(meta),
             "ingest_seconds": round(ingest, 1), "index_seconds": round(indexed - ingest, 1),
             "load_duration_seconds": round(indexed, 1),
             "write_ms": {"p50": round(float(np.percentile(lat_ms, 50)), 1),
                          "p99": round(float(np.percentile(lat_ms, 99)), 1), "max": round(float(lat_ms.max()), 1)},
-            "cgroup_limit": read_int(cg / "memory.limit_in_bytes") if cg else None,
-            "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None,
-            "disk_peak_bytes": progress.disk_peak, "disk_at_rest_bytes": dir_bytes(args.store)}
+            **indexed_figures(system, progress, args.store)}
 
 
 def index_again(system, args):
@@ -238,16 +249,7 @@ def index_again(system, args):
     progress.line()
     system.index()
     took = time.time() - start
-    progress.phase = "indexed"
-    progress.line()
-    points = system.count()
-    system.close()
-    progress.finish()
-    cg = cgroup_dir()
-    return {"points_counted": points, "index_seconds": round(took, 1),
-            "cgroup_limit": read_int(cg / "memory.limit_in_bytes") if cg else None,
-            "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None,
-            "disk_peak_bytes": progress.disk_peak, "disk_at_rest_bytes": dir_bytes(args.store)}
+    return {"index_seconds": round(took, 1), **indexed_figures(system, progress, args.store)}
 
 
 def search(system, args):
@@ -283,9 +285,7 @@ def search(system, args):
             print(json.dumps(row), flush=True)
             rows.append(row)
     system.close()
-    cg = cgroup_dir()
-    return {"rows": rows, "cgroup_limit": read_int(cg / "memory.limit_in_bytes") if cg else None,
-            "cgroup_max_usage": read_int(cg / "memory.max_usage_in_bytes") if cg else None}
+    return {"rows": rows, **cgroup_figures()}
 
 
 def report(args):

@@ -18,6 +18,7 @@ are new points are counted, and were 0 in our runs). Recall is against neighbors
 """
 import argparse
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -54,7 +55,6 @@ def wait_green(col, limit_s):
 def monitor(col, every_s, stop):
     """One JSON line on stderr every `every_s` seconds: segments by kind, the builds running
     and the last one, the log's last op and the build memory (why a writer waits)."""
-    import sys
     while not stop.wait(every_s):
         info = col.info()
         kinds = {}

@@ -153,12 +153,12 @@ impl BuildPool {
     /// The pool with every thread moved up to the process's priority, or `None` where the
     /// system refused to move one (or the pool has no threads of its own).
     fn hurried(&self) -> Option<&Self> {
-        self.pool.as_ref()?;
+        let pool = self.pool.as_ref()?;
         self.hurry();
         let target = process_nice();
         let threads = lock_threads(&self.threads);
         // A pool whose threads have not all started yet cannot be checked: not hurried.
-        let all_started = threads.len() == self.pool.as_ref()?.current_num_threads();
+        let all_started = threads.len() == pool.current_num_threads();
         let all_up = threads.iter().all(|&tid| thread_nice(tid) <= target);
         (all_started && all_up).then_some(self)
     }

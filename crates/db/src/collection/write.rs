@@ -119,7 +119,12 @@ impl Inner {
     /// Whether writers are paced or held back behind the frozen segments queued for their
     /// seals: those seals are waited for (`background::BuildPriority::OverdueSeal`).
     pub(crate) fn writers_held_back(&self) -> bool {
-        self.frozen_count() >= super::pacer::pacing_from(self.frozen_limit)
+        self.holds_back(self.frozen_count())
+    }
+
+    /// `writers_held_back` with `queued` frozen segments.
+    fn holds_back(&self, queued: usize) -> bool {
+        queued >= super::pacer::pacing_from(self.frozen_limit)
     }
 
     /// Logs and applies one operation; returns once it is durable (per the collection's
@@ -183,7 +188,7 @@ impl Inner {
     /// `deadline`.
     fn pace(&self, points: usize, deadline: Option<Instant>) {
         let queued = self.frozen_count();
-        if queued >= super::pacer::pacing_from(self.frozen_limit) {
+        if self.holds_back(queued) {
             crate::background::hurry_seals();
         }
         let now = Instant::now();
