@@ -257,11 +257,7 @@ impl Database {
             if !meta.is_file() {
                 continue;
             }
-            let created = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| utc(d.as_secs()).1);
+            let created = creation_time(&meta);
             let checksum = fs::read_to_string(dir.join(format!("{name}.checksum")))
                 .ok()
                 .map(|s| s.trim().to_string());
@@ -524,7 +520,7 @@ fn write_archive(
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let (stamp, created) = utc(now);
+    let (stamp, _) = utc(now);
     let temp = dir.join(format!(".pack-{}.tmp", crate::storage::unique_suffix()));
     let file = File::create(&temp).map_err(file_error(&temp))?;
     let mut builder = tar::Builder::new(Hashing {
@@ -580,13 +576,23 @@ fn write_archive(
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(file_error(dir))?;
-    let size = fs::metadata(&path).map_err(file_error(&path))?.len();
+    let meta = fs::metadata(&path).map_err(file_error(&path))?;
     Ok(SnapshotInfo {
         name,
-        creation_time: Some(created),
-        size,
+        // As a listing reports it (the file's time, after the packing): the time the name
+        // was stamped with can be a second earlier.
+        creation_time: creation_time(&meta),
+        size: meta.len(),
         checksum: Some(checksum),
     })
+}
+
+/// A snapshot file's creation time as listed: its modification time, in UTC.
+fn creation_time(meta: &fs::Metadata) -> Option<String> {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| utc(d.as_secs()).1)
 }
 
 #[cfg(test)]
