@@ -52,9 +52,28 @@ def wait_green(col, limit_s):
     return None
 
 
+def thread_cpu():
+    """CPU seconds so far of this process's threads, by (name without its number, nice)."""
+    tick = 100.0
+    out = {}
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the thread ended
+        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+        # rest[0] is field 3 (state): utime, stime are fields 14, 15 and nice is 19.
+        key = f"{name.rstrip('0123456789').rstrip('-')}@{rest[16]}"
+        out[key] = out.get(key, 0.0) + (int(rest[11]) + int(rest[12])) / tick
+    return out
+
+
 def monitor(col, every_s, stop):
     """One JSON line on stderr every `every_s` seconds: segments by kind, the builds running
-    and the last one, the log's last op and the build memory (why a writer waits)."""
+    and the last one, the log's last op, the build memory (why a writer waits), node reads
+    per graph search since the last line, and the cores each kind of thread used (by name
+    and nice: are the searches getting the CPU?)."""
+    last_cpu, last_reads, last_searches, last_t = thread_cpu(), 0.0, 0, time.time()
     while not stop.wait(every_s):
         info = col.info()
         kinds = {}
@@ -63,10 +82,19 @@ def monitor(col, every_s, stop):
             kinds[seg["kind"]][0] += 1
             kinds[seg["kind"]][1] += seg["points"]
         brief = lambda t: t and {k: t.get(k) for k in ("kind", "points", "phase", "done", "total", "seconds", "memory_budget", "shards")}
-        print(json.dumps({"t": round(time.time(), 1), "status": info["status"], "error": info["error"],
+        memory = info["search_memory"]
+        searches, reads = memory["graph_searches"], memory["reads_per_search"] * memory["graph_searches"]
+        now, cpu = time.time(), thread_cpu()
+        cores = {k: round((v - last_cpu.get(k, 0.0)) / (now - last_t), 2) for k, v in cpu.items()}
+        # Sealed segments replaced by a merge take their counts with them: deltas below zero are unknown.
+        done = searches - last_searches
+        print(json.dumps({"t": round(now, 1), "status": info["status"], "error": info["error"],
                           "last_op": info["last_op"], "segments": kinds,
+                          "graph_searches": done, "reads_per_search": round((reads - last_reads) / done, 2) if done > 0 else None,
+                          "cores": {k: v for k, v in sorted(cores.items()) if v >= 0.01},
                           "tasks": [brief(t) for t in info["tasks"]], "last_task": brief(info["last_task"])}),
               file=sys.stderr, flush=True)
+        last_cpu, last_reads, last_searches, last_t = cpu, reads, searches, now
 
 
 class Searchers:

@@ -40,9 +40,12 @@ impl SearchService {
             let engine = index.take_engine(depth)?;
             let index = Arc::clone(&index);
             let requests = requests.clone();
-            workers.push(std::thread::spawn(move || {
-                worker(&index, requests, params, engine)
-            }));
+            // Named so that a profile or a per-thread CPU count tells searches from builds.
+            let spawned = std::thread::Builder::new()
+                .name("search".into())
+                .spawn(move || worker(&index, requests, params, engine))
+                .map_err(|e| IndexError::SearchFailed(format!("no search thread: {e}")))?;
+            workers.push(spawned);
         }
         Ok(Self {
             index,
