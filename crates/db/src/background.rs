@@ -191,6 +191,15 @@ pub(crate) fn lowest_priority() {
     set_nice(INDEXER_NICE)
 }
 
+/// Moves the calling thread (the indexer, while searches scan what it has not linked) up to
+/// the process's priority, where the system lets the process raise a thread's priority.
+/// Returns whether the thread is there now.
+pub(crate) fn process_priority() -> bool {
+    let target = process_nice();
+    move_thread(thread_id(), |current| current > target, target);
+    thread_nice(thread_id()) <= target
+}
+
 /// Moves the calling thread down to `nice`, best effort; never up: a process started at a
 /// lower priority (`nice -n 19`) keeps its background below its other threads too, even
 /// where it may raise a priority (as root).

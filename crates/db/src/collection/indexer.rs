@@ -4,8 +4,11 @@
 //! Frozen segments are not linked further: a DiskANN build is about to replace them, and
 //! under bulk ingest linking them only took CPU from that build (their unlinked tail is
 //! scanned until the switch). For the same reason the thread runs at the lowest CPU priority,
-//! below writers, searches, seals and merges: linking is an optimization of searches over
-//! fresh data, never something a caller waits for.
+//! below writers, searches, seals and merges, while searches are few: linking is an
+//! optimization of searches over fresh data, never something a caller waits for. While
+//! searches come often (`SearchLoad::busy`) it runs at the process's priority beside them:
+//! every query scans the rows not linked, and at the lowest priority beside four searching
+//! clients it linked nothing (`search_load.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,9 +63,18 @@ impl Inner {
 
 pub(crate) fn run(inner: Arc<Inner>) {
     crate::background::lowest_priority();
+    let mut raised = false;
     loop {
         if lock(&inner.background).stop {
             return;
+        }
+        let busy = inner.search_load.busy();
+        if busy && !raised {
+            // Where raising is refused the thread stays low and tries again next batch.
+            raised = crate::background::process_priority();
+        } else if !busy && raised {
+            crate::background::lowest_priority();
+            raised = false;
         }
         if inner.link_some() > 0 {
             continue;

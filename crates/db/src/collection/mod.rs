@@ -15,6 +15,7 @@ mod pacer;
 mod query;
 mod read;
 mod rebuild;
+mod search_load;
 mod segment_share;
 mod settings;
 pub(crate) mod snapshot;
@@ -99,6 +100,9 @@ pub(crate) struct Inner {
     codebooks: Mutex<Vec<Option<Arc<diskvec_index::diskann::Codebook>>>>,
     /// Strict mode's read and write rates.
     rates: Mutex<crate::strict::Rates>,
+    /// Queries a second lately: whether rows waiting to be linked or sealed cost the
+    /// searches more than linking or sealing them would (`search_load.rs`).
+    search_load: search_load::SearchLoad,
 }
 
 impl Inner {
@@ -252,7 +256,12 @@ impl Inner {
         let priority = match lane {
             _ if waited_for => crate::background::BuildPriority::WaitedFor,
             // A seal never runs below a merge: while merges are overdue, so are seals.
-            task::Lane::Seal if seal && (self.writers_held_back() || self.merges_behind()) => {
+            task::Lane::Seal
+                if seal
+                    && (self.writers_held_back()
+                        || self.merges_behind()
+                        || self.frozen_rows_scanned()) =>
+            {
                 crate::background::BuildPriority::OverdueSeal
             }
             task::Lane::Seal => crate::background::BuildPriority::Seal,

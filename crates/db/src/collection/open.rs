@@ -229,6 +229,7 @@ impl Collection {
             search: Arc::clone(&search),
             search_grant: Mutex::new(grant),
             optimize_waiters: Default::default(),
+            search_load: Default::default(),
             codebooks: Default::default(),
             pacer: Mutex::new(super::pacer::Pacer::new()),
             frozen_limit: super::write::frozen_limit(

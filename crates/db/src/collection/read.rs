@@ -314,6 +314,7 @@ impl Inner {
             })?;
         }
         let (wanted, search_list) = self.check_request(req)?;
+        self.search_load.record(queries.len() / dim);
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
         let shares = segment_requests(
@@ -406,6 +407,7 @@ impl Inner {
     /// better" similarities (sparse dot products, MaxSim), ranked into `req`'s page.
     fn search_scored(&self, query: SpaceQuery, req: &SearchRequest) -> Result<Vec<Hit>> {
         let (wanted, search_list) = self.check_request(req)?;
+        self.search_load.record(1);
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
         let q = SegmentQuery {

@@ -12,7 +12,7 @@ use super::{closest, SegmentHit};
 use crate::config::{CollectionConfig, DenseSpace};
 
 /// Segments up to this size are scanned: exact, and as fast as a graph walk.
-const SCAN_BELOW: usize = 1_000;
+pub(crate) const SCAN_BELOW: usize = 1_000;
 
 /// Most bytes of vectors a growing segment reserves up front, all spaces together.
 const RESERVE_AT_MOST: usize = 256 << 20;

@@ -6,6 +6,7 @@ mod columns;
 
 use columns::Columns;
 mod dense_rows;
+pub(crate) use dense_rows::SCAN_BELOW;
 mod files;
 mod growing;
 mod ids;

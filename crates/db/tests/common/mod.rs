@@ -64,3 +64,30 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The nice value of this process's thread named `name` (the kernel keeps 15 bytes of it),
+/// or `None` if it has none.
+pub fn thread_nice(name: &str) -> Option<i32> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            return nice_in_stat(&stat);
+        }
+    }
+    None
+}
+
+/// The nice value of this process (its main thread's).
+pub fn process_nice() -> i32 {
+    nice_in_stat(&std::fs::read_to_string("/proc/self/stat").unwrap()).unwrap()
+}
+
+/// Field 19 (nice) of a /proc stat line: the 17th after the name's closing parenthesis.
+fn nice_in_stat(stat: &str) -> Option<i32> {
+    stat[stat.rfind(')')? + 2..]
+        .split(' ')
+        .nth(16)?
+        .parse()
+        .ok()
+}
