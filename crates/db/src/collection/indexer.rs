@@ -4,10 +4,10 @@
 //! Frozen segments are not linked further: a DiskANN build is about to replace them, and
 //! under bulk ingest linking them only took CPU from that build (their unlinked tail is
 //! scanned until the switch). For the same reason the thread runs at the lowest CPU priority,
-//! below writers, searches, seals and merges, while searches are few: linking is an
-//! optimization of searches over fresh data, never something a caller waits for. While
-//! searches come often (`SearchLoad::busy`) it runs at the process's priority beside them:
-//! every query scans the rows not linked, and at the lowest priority beside four searching
+//! below writers, searches, seals and merges, while the searches scan little: linking is an
+//! optimization of searches over fresh data, never something a caller waits for. While their
+//! scans of the rows not linked take a tenth of a core or more (`linking_is_overdue`) it runs
+//! at the process's priority beside them: at the lowest priority beside four searching
 //! clients it linked nothing (`search_load.rs`).
 
 use std::sync::Arc;
@@ -68,11 +68,11 @@ pub(crate) fn run(inner: Arc<Inner>) {
         if lock(&inner.background).stop {
             return;
         }
-        let busy = inner.search_load.busy();
-        if busy && !raised {
+        let overdue = inner.linking_is_overdue();
+        if overdue && !raised {
             // Where raising is refused the thread stays low and tries again next batch.
             raised = crate::background::process_priority();
-        } else if !busy && raised {
+        } else if !overdue && raised {
             crate::background::lowest_priority();
             raised = false;
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::task::Lane;
-use super::{lock, Collection, Inner};
+use super::{lock, search_load, Collection, Inner};
 use crate::manifest::{Manifest, SegmentEntry};
 use crate::segment::{write_deleted, Growing, Points, Sealed, Segment};
 use crate::{DbError, Result};
@@ -89,23 +89,42 @@ impl Inner {
             .len()
     }
 
-    /// Whether searches come often and scan more rows of the frozen segments than a graph
-    /// walk would cost them (rows the indexer had not linked when the segment froze): their
-    /// seal is then overdue (`background::BuildPriority::OverdueSeal`), as the seal is the
-    /// cheaper way to index them (a few hundred µs of core time a point against an HNSW
-    /// insertion's millisecond, `search_load.rs`).
-    pub(crate) fn frozen_rows_scanned(&self) -> bool {
-        if !self.search_load.busy() {
-            return false;
-        }
+    /// Rows not linked into a graph yet, which every search scans: the active growing
+    /// segment's and the frozen ones' (which are not linked further).
+    fn unlinked_rows(&self) -> (usize, usize) {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let unlinked: usize = state
-            .frozen
-            .iter()
-            .filter_map(|&id| state.growing(id))
-            .map(|g| g.read().unwrap_or_else(|e| e.into_inner()).unlinked())
-            .sum();
-        unlinked > crate::segment::SCAN_BELOW
+        let unlinked = |id: u64| {
+            state.growing(id).map_or(0, |g| {
+                g.read().unwrap_or_else(|e| e.into_inner()).unlinked()
+            })
+        };
+        let frozen = state.frozen.iter().map(|&id| unlinked(id)).sum();
+        (unlinked(state.active), frozen)
+    }
+
+    /// The active growing segment's id.
+    pub(crate) fn active_segment(&self) -> u64 {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).active
+    }
+
+    /// Whether the searches spend enough in the active segment, which has rows not linked,
+    /// that the indexer should link them beside the searches (`search_load.rs`).
+    pub(crate) fn linking_is_overdue(&self) -> bool {
+        self.search_load
+            .worth_indexing(search_load::Growing::Active)
+            && self.unlinked_rows().0 > 0
+    }
+
+    /// Whether the searches spend enough in growing segments, and the frozen ones hold more
+    /// rows not linked than a graph walk costs to search, that their seal is overdue
+    /// (`background::BuildPriority::OverdueSeal`): a seal is the cheaper way to index them
+    /// (`search_load.rs`). The time spent in the active segment counts too: a segment just
+    /// frozen was searched as the active one until then.
+    pub(crate) fn frozen_rows_scanned(&self) -> bool {
+        let load = &self.search_load;
+        let spent =
+            load.share(search_load::Growing::Active) + load.share(search_load::Growing::Frozen);
+        spent >= search_load::WORTH_INDEXING && self.unlinked_rows().1 > crate::segment::SCAN_BELOW
     }
 
     fn oldest_frozen(&self) -> Option<(u64, Arc<std::sync::RwLock<Growing>>)> {

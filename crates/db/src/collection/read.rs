@@ -7,7 +7,7 @@ use diskvec_index::limits;
 use diskvec_vector::{check_vectors, Metric};
 
 use super::state::Loc;
-use super::{segment_share, Collection, Inner};
+use super::{search_load, segment_share, Collection, Inner};
 use crate::config::SparseModifier;
 use crate::filter::Filter;
 use crate::segment::{Details, FoundPoint, PendingSearch, Segment, SegmentQuery, SpaceQuery};
@@ -314,7 +314,6 @@ impl Inner {
             })?;
         }
         let (wanted, search_list) = self.check_request(req)?;
-        self.search_load.record(queries.len() / dim);
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
         let shares = segment_requests(
@@ -384,9 +383,21 @@ impl Inner {
         let mut found: Vec<Found> = Vec::new();
         let mut searches: Vec<_> = segments.iter().zip(queries).zip(per_query).collect();
         searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(..)));
+        let active = self.active_segment();
         for (((id, segment), q), pending) in searches {
+            let growing = matches!(segment, Segment::Growing(_));
+            let started = std::time::Instant::now();
             for p in segment.finish_search(q, pending)? {
                 found.push(Found::new(*id, p));
+            }
+            if growing {
+                // What the scans of rows not linked yet cost (`search_load.rs`).
+                let kind = if *id == active {
+                    search_load::Growing::Active
+                } else {
+                    search_load::Growing::Frozen
+                };
+                self.search_load.record(kind, started.elapsed());
             }
         }
         Ok(found)
@@ -407,7 +418,6 @@ impl Inner {
     /// better" similarities (sparse dot products, MaxSim), ranked into `req`'s page.
     fn search_scored(&self, query: SpaceQuery, req: &SearchRequest) -> Result<Vec<Hit>> {
         let (wanted, search_list) = self.check_request(req)?;
-        self.search_load.record(1);
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
         let q = SegmentQuery {
