@@ -63,7 +63,7 @@ def wait_green(col, limit_s):
 
 
 def thread_cpu():
-    """CPU seconds so far of this process's threads, by (name without its number, nice)."""
+    """{thread id: ("name without its number@nice", CPU seconds so far)} of this process."""
     tick = 100.0
     out = {}
     for stat in Path("/proc/self/task").glob("*/stat"):
@@ -73,9 +73,18 @@ def thread_cpu():
             continue  # the thread ended
         name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
         # rest[0] is field 3 (state): utime, stime are fields 14, 15 and nice is 19.
-        key = f"{name.rstrip('0123456789').rstrip('-')}@{rest[16]}"
-        out[key] = out.get(key, 0.0) + (int(rest[11]) + int(rest[12])) / tick
+        out[stat.parent.name] = (f"{name.rstrip('0123456789').rstrip('-')}@{rest[16]}",
+                                 (int(rest[11]) + int(rest[12])) / tick)
     return out
+
+
+def cores_by_kind(before, after, seconds):
+    """Cores each kind of thread used between two `thread_cpu` samples: per thread, then
+    summed by its name and nice now (a thread whose nice changed counts where it is now)."""
+    cores = {}
+    for tid, (key, cpu) in after.items():
+        cores[key] = cores.get(key, 0.0) + (cpu - before.get(tid, (key, 0.0))[1]) / seconds
+    return {k: round(v, 2) for k, v in sorted(cores.items()) if v >= 0.01}
 
 
 def monitor(col, every_s, stop):
@@ -97,13 +106,13 @@ def monitor(col, every_s, stop):
         memory = info["search_memory"]
         searches, reads = memory["graph_searches"], memory["reads_per_search"] * memory["graph_searches"]
         now, cpu = time.time(), thread_cpu()
-        cores = {k: round((v - last_cpu.get(k, 0.0)) / (now - last_t), 2) for k, v in cpu.items()}
+        cores = cores_by_kind(last_cpu, cpu, now - last_t)
         # Sealed segments replaced by a merge take their counts with them: deltas below zero are unknown.
         done = searches - last_searches
         print(json.dumps({"t": round(now, 1), "status": info["status"], "error": info["error"],
                           "last_op": info["last_op"], "segments": kinds,
                           "graph_searches": done, "reads_per_search": round((reads - last_reads) / done, 2) if done > 0 else None,
-                          "cores": {k: v for k, v in sorted(cores.items()) if v >= 0.01},
+                          "cores": cores,
                           "tasks": [brief(t) for t in info["tasks"]], "last_task": brief(info["last_task"])}),
               file=sys.stderr, flush=True)
         last_cpu, last_reads, last_searches, last_t = cpu, reads, searches, now
