@@ -100,8 +100,8 @@ pub(crate) struct Inner {
     codebooks: Mutex<Vec<Option<Arc<diskvec_index::diskann::Codebook>>>>,
     /// Strict mode's read and write rates.
     rates: Mutex<crate::strict::Rates>,
-    /// Queries a second lately: whether rows waiting to be linked or sealed cost the
-    /// searches more than linking or sealing them would (`search_load.rs`).
+    /// What the searches spent lately in growing segments: whether rows not linked yet cost
+    /// them more than linking or sealing them would (`search_load.rs`).
     search_load: search_load::SearchLoad,
 }
 

@@ -92,6 +92,7 @@ impl Inner {
     /// Rows not linked into a graph yet, which every search scans: the active growing
     /// segment's and the frozen ones' (which are not linked further).
     fn unlinked_rows(&self) -> (usize, usize) {
+        // Lock order: the state, then each growing segment's (as writers take them).
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let unlinked = |id: u64| {
             state.growing(id).map_or(0, |g| {

@@ -316,6 +316,7 @@ impl Inner {
         let (wanted, search_list) = self.check_request(req)?;
         let filter = req.filter.clone().map(Arc::new);
         let segments = self.snapshot();
+        let active = self.active_segment();
         let shares = segment_requests(
             &segments,
             wanted,
@@ -352,7 +353,7 @@ impl Inner {
                 started.push((asked, per_query));
             }
             for (asked, per_query) in started {
-                let mut found = self.finish(&segments, &asked, per_query)?;
+                let mut found = self.finish(&segments, Some(active), &asked, per_query)?;
                 for i in saturated(&segments, &shares, wanted, &found) {
                     let (id, segment) = &segments[i];
                     let whole = SegmentQuery {
@@ -377,21 +378,24 @@ impl Inner {
     fn finish(
         &self,
         segments: &Snapshot,
+        timed: Option<u64>,
         queries: &[SegmentQuery],
         per_query: Vec<PendingSearch>,
     ) -> Result<Vec<Found>> {
         let mut found: Vec<Found> = Vec::new();
         let mut searches: Vec<_> = segments.iter().zip(queries).zip(per_query).collect();
         searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(..)));
-        let active = self.active_segment();
         for (((id, segment), q), pending) in searches {
-            let growing = matches!(segment, Segment::Growing(_));
+            // Dense searches time what the growing segments cost them (`search_load.rs`),
+            // given the active segment's id; the linking it weighs is of dense rows only.
+            let growing = matches!(segment, Segment::Growing(_))
+                .then_some(timed)
+                .flatten();
             let started = std::time::Instant::now();
             for p in segment.finish_search(q, pending)? {
                 found.push(Found::new(*id, p));
             }
-            if growing {
-                // What the scans of rows not linked yet cost (`search_load.rs`).
+            if let Some(active) = growing {
                 let kind = if *id == active {
                     search_load::Growing::Active
                 } else {
@@ -431,7 +435,7 @@ impl Inner {
         for (_, segment) in &segments {
             started.push(segment.start_search(&q)?);
         }
-        let found = self.finish(&segments, &vec![q; segments.len()], started)?;
+        let found = self.finish(&segments, None, &vec![q; segments.len()], started)?;
         // The distance is the negated score: higher is better, as for an inner product;
         // but a Euclidean multivector's score is a distance (lower is better).
         let euclidean_multi = matches!(q.query, SpaceQuery::Multi { space, .. }
