@@ -25,6 +25,7 @@ neighbour is then not counted against the search).
 """
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -64,7 +65,7 @@ def wait_green(col, limit_s):
 
 def thread_cpu():
     """{thread id: ("name without its number@nice", CPU seconds so far)} of this process."""
-    tick = 100.0
+    tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for stat in Path("/proc/self/task").glob("*/stat"):
         try:

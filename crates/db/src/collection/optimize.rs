@@ -103,11 +103,6 @@ impl Inner {
         (unlinked(state.active), frozen)
     }
 
-    /// The active growing segment's id.
-    pub(crate) fn active_segment(&self) -> u64 {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).active
-    }
-
     /// Whether the searches spend enough in the active segment, which has rows not linked,
     /// that the indexer should link them beside the searches (`search_load.rs`).
     pub(crate) fn linking_is_overdue(&self) -> bool {

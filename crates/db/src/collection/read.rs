@@ -276,12 +276,18 @@ impl Inner {
 
     /// The segments as of now.
     fn snapshot(&self) -> Snapshot {
+        self.snapshot_with_active().0
+    }
+
+    /// The segments as of now and, as of the same moment, which growing one is active.
+    fn snapshot_with_active(&self) -> (Snapshot, u64) {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        state
+        let segments = state
             .segments
             .iter()
             .map(|(&id, s)| (id, s.clone()))
-            .collect()
+            .collect();
+        (segments, state.active)
     }
 
     /// Searches every row of `queries` (row-major, the dimension of the dense space
@@ -315,8 +321,7 @@ impl Inner {
         }
         let (wanted, search_list) = self.check_request(req)?;
         let filter = req.filter.clone().map(Arc::new);
-        let segments = self.snapshot();
-        let active = self.active_segment();
+        let (segments, active) = self.snapshot_with_active();
         let shares = segment_requests(
             &segments,
             wanted,
@@ -388,14 +393,14 @@ impl Inner {
         for (((id, segment), q), pending) in searches {
             // Dense searches time what the growing segments cost them (`search_load.rs`),
             // given the active segment's id; the linking it weighs is of dense rows only.
-            let growing = matches!(segment, Segment::Growing(_))
-                .then_some(timed)
-                .flatten();
-            let started = std::time::Instant::now();
+            let timer = match (segment, timed) {
+                (Segment::Growing(_), Some(active)) => Some((active, std::time::Instant::now())),
+                _ => None,
+            };
             for p in segment.finish_search(q, pending)? {
                 found.push(Found::new(*id, p));
             }
-            if let Some(active) = growing {
+            if let Some((active, started)) = timer {
                 let kind = if *id == active {
                     search_load::Growing::Active
                 } else {

@@ -7,9 +7,9 @@
 //! clustered the data is), while a seal indexes it for a fraction of that. So the searches
 //! time what they spend in the growing segments, the active one and the frozen ones apart,
 //! and once that is a tenth of a core (`WORTH_INDEXING`) the indexer links beside the
-//! searches instead of below them, and the seal of frozen rows not linked is overdue. Measured at 2M
-//! (session 42): four clients at 1,537 queries a second while 500 points a second were
-//! written; the indexer at the lowest priority linked nothing beside them, every query
+//! searches instead of below them, and the seal of frozen rows not linked is overdue.
+//! Measured at 2M (session 42): four clients at 1,537 queries a second while 500 points a
+//! second were written; the indexer at the lowest priority linked nothing beside them, every query
 //! scanned 37,500 rows and the rate fell to 160 a second. A query rate alone was not enough:
 //! at 5,000 points a second the scans slowed the searches below a hundred a second, the rate
 //! read as idle and the indexer went back down while 70,000 rows were scanned. Time spent
