@@ -173,17 +173,33 @@ class RandomPoints:
 
 
 class DatasetPoints:
-    """Rows of a dataset's train.parquet from `offset` on, in order (streamed, never held)."""
+    """Rows of a dataset's train.parquet from `offset` on, in order (streamed, never held).
+    At the end of the file it starts again at `offset` (the rows then written twice, under
+    new ids, are counted in `reused`)."""
 
     def __init__(self, dataset, offset):
+        self.dataset, self.offset = dataset, offset
         self.rows = batches(dataset, None, offset)
         self.left = np.empty((0, 0), dtype=np.float32)
+        self.reused, self.wrapped = 0, False
+
+    def next_rows(self):
+        for _ in range(2):
+            try:
+                _, rows = next(self.rows)
+                if self.wrapped:
+                    self.reused += len(rows)
+                return rows
+            except StopIteration:
+                self.rows = batches(self.dataset, None, self.offset)
+                self.wrapped = True
+        raise SystemExit(f"{self.dataset}: no train rows from row {self.offset} on")
 
     def take(self, n):
         parts, have = [], 0
         while have < n:
             if len(self.left) == 0:
-                _, self.left = next(self.rows)
+                self.left = self.next_rows()
             part, self.left = self.left[:n - have], self.left[n - have:]
             parts.append(part)
             have += len(part)
@@ -263,6 +279,8 @@ def main():
         writes, next_id = write_at(col, rate, args.duration_s, next_id, points)
         s.phase = f"after {rate:g}/s"
         result = {"searches": s.summary(phase), "writes": writes}
+        if isinstance(points, DatasetPoints):
+            result["rows_written_again"] = points.reused
         # Before the wait for green, which can take long: what a run stopped then leaves.
         print(json.dumps({phase: result}), flush=True)
         result["green_after_s"] = wait_green(col, args.green_timeout)

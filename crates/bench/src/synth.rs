@@ -202,13 +202,7 @@ pub fn write_synthetic(
     let mut first = 0;
     while first < p.n {
         let count = block.min(p.n - first);
-        let mut rows = gen.train_rows(first, count);
-        // Unit vectors are within float16's range: an error here is a generator bug.
-        element
-            .round_in_place(&mut rows)
-            .map_err(|e| anyhow::anyhow!("generated row {}: {e}", first + e.position / p.dim))?;
-        let ids: Vec<i64> = (first as i64..(first + count) as i64).collect();
-        train.append(&ids, &rows)?;
+        let (ids, mut rows) = append_train_rows(&gen, element, &mut train, first, count)?;
         truth.add(&mut rows, &ids)?;
         progress.advance(count as u64);
         first += count;
@@ -216,6 +210,57 @@ pub fn write_synthetic(
     train.finish()?;
     write_neighbors(&out.join("neighbors.parquet"), &truth.finish())?;
     write_synthetic_params(out, p)
+}
+
+/// Generates train rows `first..first + count`, rounds them to `element` and appends them
+/// with their row numbers as ids; returns the ids and the rounded rows.
+fn append_train_rows(
+    gen: &Generator,
+    element: ElementType,
+    train: &mut VectorWriter,
+    first: usize,
+    count: usize,
+) -> anyhow::Result<(Vec<i64>, Vec<f32>)> {
+    let dim = gen.p.dim;
+    let mut rows = gen.train_rows(first, count);
+    // Unit vectors are within float16's range: an error here is a generator bug.
+    element
+        .round_in_place(&mut rows)
+        .map_err(|e| anyhow::anyhow!("generated row {}: {e}", first + e.position / dim))?;
+    let ids: Vec<i64> = (first as i64..(first + count) as i64).collect();
+    train.append(&ids, &rows)?;
+    Ok((ids, rows))
+}
+
+/// Writes `count` more train rows of the synthetic set `p` describes into `out/train.parquet`:
+/// rows the set does not hold (the generator's rows from the first chunk after its `n`), from
+/// the same clusters and map, with their row numbers as ids. No queries and no truth: they are
+/// new points of the same distribution, for benchmarks that write into a loaded collection.
+/// Returns the first row's number.
+pub fn write_more_rows(
+    p: &SynthParams,
+    count: usize,
+    out: &Path,
+    budget_bytes: usize,
+    progress: &dyn Progress,
+) -> anyhow::Result<usize> {
+    ensure!(count >= 1, "--n must be at least 1");
+    let gen = Generator::new(p)?;
+    let element: ElementType = p.dtype.parse().map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let first_row = p.n.div_ceil(CHUNK_ROWS) * CHUNK_ROWS;
+    let block = block_rows(p.dim, budget_bytes);
+    let mut train = VectorWriter::create(&out.join("train.parquet"), p.dim, element)?;
+    progress.phase("generate", count as u64);
+    let mut done = 0;
+    while done < count {
+        let rows_now = block.min(count - done);
+        append_train_rows(&gen, element, &mut train, first_row + done, rows_now)?;
+        progress.advance(rows_now as u64);
+        done += rows_now;
+    }
+    train.finish()?;
+    Ok(first_row)
 }
 
 /// Writes `synthetic.json`: what a synthetic set in `out` was made with.
@@ -265,6 +310,38 @@ mod tests {
         for dtype in ["float32", "float16"] {
             blockwise_truth_equals_one_pass_truth_in(dtype);
         }
+    }
+
+    /// More rows are the generator's rows past the set: none of them is a row of the set,
+    /// and they are the rows a larger set of the same parameters holds there.
+    #[test]
+    fn more_rows_are_the_rows_a_larger_set_holds_past_the_set() {
+        let p = small();
+        let dir = tempfile::tempdir().unwrap();
+        let first =
+            write_more_rows(&p, 5000, dir.path(), CHUNK_ROWS * p.dim * 4, &NoProgress).unwrap();
+        assert!(first >= p.n && first.is_multiple_of(CHUNK_ROWS), "{first}");
+        let more = diskvec_dataset::read_vectors(&dir.path().join("train.parquet")).unwrap();
+        assert_eq!(
+            more.ids,
+            (first as i64..first as i64 + 5000).collect::<Vec<_>>()
+        );
+        let larger = Generator::new(&SynthParams {
+            n: first + 5000,
+            ..p.clone()
+        })
+        .unwrap()
+        .train_rows(first, 5000);
+        assert_eq!(more.data, larger);
+        let set = Generator::new(&p).unwrap().train_rows(0, p.n);
+        let rows: std::collections::HashSet<Vec<u32>> = set
+            .chunks_exact(p.dim)
+            .map(|r| r.iter().map(|x| x.to_bits()).collect())
+            .collect();
+        assert!(more
+            .data
+            .chunks_exact(p.dim)
+            .all(|r| !rows.contains(&r.iter().map(|x| x.to_bits()).collect::<Vec<_>>())));
     }
 
     fn blockwise_truth_equals_one_pass_truth_in(dtype: &str) {

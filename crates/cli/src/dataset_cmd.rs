@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use diskvec_bench::head::{write_head, HeadParams};
-use diskvec_bench::synth::{write_synthetic, SynthParams};
+use diskvec_bench::synth::{synthetic_params, write_more_rows, write_synthetic, SynthParams};
 
 use crate::progress::Bars;
 
@@ -14,6 +14,24 @@ pub enum Command {
     /// the same test queries and their exact ground truth over those N. The first N rows of
     /// a synthetic set are the set `synth --n N` writes.
     Head(HeadArgs),
+    /// Write N more train vectors of a synthetic set: rows of the same generator that the set
+    /// does not hold (new points of the same distribution, e.g. to write into a collection
+    /// loaded from the set), as a train.parquet without queries or truth.
+    More(MoreArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MoreArgs {
+    /// The synthetic dataset directory whose generator writes the rows.
+    #[arg(long)]
+    pub like: PathBuf,
+    #[arg(long)]
+    pub n: usize,
+    /// Most train vectors held in memory at once, in MiB.
+    #[arg(long, default_value_t = 512)]
+    pub memory_mib: usize,
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -90,6 +108,29 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 p.dtype,
                 p.queries,
                 p.k,
+                a.out.display(),
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Command::More(a) => {
+            let Some(p) = synthetic_params(&a.like) else {
+                anyhow::bail!(
+                    "{} is not a synthetic dataset (no readable synthetic.json): only a synthetic \
+                     set's generator can write more of its rows",
+                    a.like.display()
+                );
+            };
+            let start = std::time::Instant::now();
+            let bars = Bars::new();
+            let first = write_more_rows(&p, a.n, &a.out, a.memory_mib << 20, &bars)?;
+            bars.finish();
+            println!(
+                "wrote {} more train vectors of {} (rows {} to {}, not in it) to {} in {:.1} s",
+                a.n,
+                a.like.display(),
+                first,
+                first + a.n - 1,
                 a.out.display(),
                 start.elapsed().as_secs_f64()
             );
