@@ -4,12 +4,14 @@ latency, QPS and recall idle, then while a writer inserts points at a fixed rate
 
 Protocol (one process, diskvec's Python API, run inside a memory cgroup by the caller):
 1. open DB (a collection "c" loaded by import_large.py) and wait until it is green;
-2. idle: CLIENTS threads search the dataset's test queries (k, search list L) for IDLE_S;
+2. idle: CLIENTS threads search the dataset's test queries (k, search list L) for IDLE_S
+   (after WARMUP_S of uncounted searches that fill the node cache, if given);
 3. for each RATE: a writer inserts new points at RATE points/s for DURATION_S (batches every
    0.1 s, durable acknowledgement), the searchers keep searching; every write's latency is
    kept (the goal: none over 1 s);
 4. between rates, and at the end: the time until green again (the seals and merges of what
-   was written).
+   was written); then, if given, IDLE_AFTER_S of searches without writes on the collection
+   the writes left.
 The new points (ids from 10^9 up) are random unit vectors by default: far from every query
 of the clustered synthetic set, so the dataset's exact top-k stays the ground truth (results
 that are new points are counted, and were 0 in our runs), but the worst case for the growing
@@ -244,6 +246,10 @@ def main():
     ap.add_argument("--search-list", type=int, default=200)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--idle-s", type=float, default=120)
+    ap.add_argument("--warmup-s", type=float, default=0,
+                    help="search this long before the idle phase, uncounted (fills the node cache)")
+    ap.add_argument("--idle-after-s", type=float, default=0,
+                    help="search this long again without writes once the last rate is green")
     ap.add_argument("--duration-s", type=float, default=600)
     ap.add_argument("--rates", default="500,5000", help='points/s, comma-separated ("": search only)')
     ap.add_argument("--green-timeout", type=float, default=3600)
@@ -264,9 +270,15 @@ def main():
     if args.monitor_s > 0:
         threading.Thread(target=monitor, args=(col, args.monitor_s, stop_monitor), daemon=True).start()
     threads = [threading.Thread(target=s.run, args=(i,), daemon=True) for i in range(args.clients)]
-    s.phase = "idle"
+    # The first searches of a freshly opened collection fill its node cache from the
+    # device: a warm-up phase keeps them out of the idle figures.
+    s.phase = "warm-up" if args.warmup_s > 0 else "idle"
     for th in threads:
         th.start()
+    if args.warmup_s > 0:
+        time.sleep(args.warmup_s)
+        out["warm-up"] = s.summary("warm-up")
+        s.phase = "idle"
     time.sleep(args.idle_s)
     out["idle"] = s.summary("idle")
     out["idle"]["search_memory"] = col.info()["search_memory"]
@@ -291,6 +303,12 @@ def main():
         result["segments_after"] = [(x["kind"], x["points"]) for x in info["segments"]]
         out[phase] = result
         print(json.dumps({phase: result}), flush=True)
+    if args.idle_after_s > 0:
+        # Idle again on the collection the writes left (more points, more segments).
+        s.phase = "idle after"
+        time.sleep(args.idle_after_s)
+        out["idle after"] = s.summary("idle after")
+        print(json.dumps({"idle after": out["idle after"]}), flush=True)
     s.stop = True
     stop_monitor.set()
     for th in threads:

@@ -130,7 +130,7 @@ impl Collection {
                 bg.merge_all,
             )
         };
-        let maintenance_due = inner.next_maintenance(false).is_some() || inner.merge_when_idle();
+        let maintenance_due = inner.maintenance_due() || inner.merge_when_idle();
         let state = inner.state.read().unwrap_or_else(|e| e.into_inner());
         let mut segments = Vec::new();
         for (&id, s) in &state.segments {

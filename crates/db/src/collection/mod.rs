@@ -9,6 +9,7 @@ mod facet;
 mod indexer;
 mod indexes;
 mod info;
+mod merge_policy;
 mod open;
 mod optimize;
 mod pacer;

@@ -5,23 +5,13 @@
 
 use std::sync::Arc;
 
+use super::merge_policy::{self, Pick};
 use super::state::{Loc, State};
 use super::task::Lane;
 use super::Inner;
 use crate::segment::{Points, SealInput, Segment, SpaceRef, VectorPart};
 use crate::vectors::SparseVector;
 use crate::Result;
-
-/// More sealed segments than this and the smallest are merged.
-pub(crate) const MERGE_ABOVE: usize = 8;
-/// Fewest segments one background merge may stop at: the smallest ones, so segments grow in
-/// tiers instead of every merge rebuilding everything sealed so far, whose cost grows with
-/// the collection while seals, and the writers behind them, wait. When seals outran the
-/// merges (a bulk load: 85 sealed segments at 8.7M points, each merge of eight making a
-/// 0.5M segment that a later merge rebuilt again) a merge takes as many of the smallest as
-/// bring the count back to `MERGE_ABOVE`, up to `max_segment_points`, so most points are
-/// rebuilt once on their way to a full-size segment. `optimize` and the idle merge take all.
-const MERGE_FAN_IN: usize = 8;
 
 /// What the worker should rebuild next, if anything.
 pub(crate) enum Maintenance {
@@ -79,55 +69,23 @@ const SEAL_TOGETHER: usize = 8;
 /// small costs a search little).
 const IDLE_MERGE_MIN_POINTS: usize = 1_000;
 
-/// Whether more than `MERGE_ABOVE` of the sealed segments (their live points) are under half
-/// of `max_points`: segments a merge could still take, piled up.
-fn piled_up(sealed: impl Iterator<Item = usize>, max_points: usize) -> bool {
-    sealed.filter(|&live| live < max_points / 2).count() > MERGE_ABOVE
-}
-
-/// The sealed segments (id, live points) a merge takes: the smallest first, at least
-/// `MERGE_FAN_IN` of them when there are, or as many as bring the count back to
-/// `MERGE_ABOVE`, all of them with `merge_all`, as long as their points fit one segment.
-/// Sorted by id; fewer than two means no merge.
-fn smallest_to_merge(
-    mut sealed: Vec<(u64, usize)>,
-    max_points: usize,
-    merge_all: bool,
-) -> Vec<u64> {
-    let fan_in = if merge_all {
-        usize::MAX
-    } else {
-        MERGE_FAN_IN.max((sealed.len() + 1).saturating_sub(MERGE_ABOVE))
-    };
-    sealed.sort_by_key(|&(id, live)| (live, id));
-    let mut picked = Vec::new();
-    let mut total = 0;
-    for (id, live) in sealed {
-        if picked.len() == fan_in || (total + live > max_points && picked.len() >= 2) {
-            break;
-        }
-        if total + live > max_points {
-            continue;
-        }
-        total += live;
-        picked.push(id);
-    }
-    picked.sort_unstable();
-    picked
-}
-
 impl Inner {
-    /// Whether the merges fell behind the seals: more than `MERGE_ABOVE` sealed segments
-    /// that a merge could still take (under half of `max_segment_points` each). Their merges
-    /// are then overdue (`background::BuildPriority::OverdueMerge`): each of them costs every
-    /// search a walk of its own.
+    /// Whether the merges fell behind the seals: more sealed segments that a merge could
+    /// still take (under half of `max_segment_points` each) than merges let stand
+    /// (`merge_policy::piled_up`). Their merges are then overdue
+    /// (`background::BuildPriority::OverdueMerge`): each of them costs every search a walk of
+    /// its own.
     pub(crate) fn merges_behind(&self) -> bool {
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let sealed = state.segments.values().filter_map(|s| match s {
             Segment::Sealed(s) => Some(s.len() - s.deleted_count()),
             Segment::Growing(_) => None,
         });
-        piled_up(sealed, self.config().max_segment_points)
+        merge_policy::piled_up(
+            sealed,
+            self.config().max_segment_points,
+            self.writes_coming(),
+        )
     }
 
     /// Whether the segments are worth merging into one once writes pause: more than one holds
@@ -190,9 +148,31 @@ impl Inner {
         })
     }
 
-    /// Picks the next rebuild: a segment past the vacuum threshold first, then a merge of the
-    /// smallest segments when there are too many (or of all of them when `merge_all`).
+    /// Picks the next rebuild: a segment past the vacuum threshold first, then a merge when
+    /// there are too many segments (`merge_policy`: tiered while writes come, the smallest once
+    /// they stop, all of them when `merge_all`).
     pub(crate) fn next_maintenance(&self, merge_all: bool) -> Option<Maintenance> {
+        let pick = match (merge_all, self.writes_coming()) {
+            (true, _) => Pick::All,
+            (false, true) => Pick::Tiered,
+            (false, false) => Pick::Smallest,
+        };
+        self.next_maintenance_by(pick)
+    }
+
+    /// Whether a write came within `merge_policy::WRITES_PAUSED`: merges are tiered then.
+    fn writes_coming(&self) -> bool {
+        super::lock(&self.last_write).elapsed() < merge_policy::WRITES_PAUSED
+    }
+
+    /// Whether a rebuild is due now or once writes stop: a collection whose merges wait for
+    /// the writes to stop is not done (its status stays yellow).
+    pub(crate) fn maintenance_due(&self) -> bool {
+        self.next_maintenance_by(Pick::Smallest).is_some()
+    }
+
+    fn next_maintenance_by(&self, pick: Pick) -> Option<Maintenance> {
+        let merge_all = pick == Pick::All;
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         if merge_all && !state.frozen.is_empty() {
             let mut total = 0;
@@ -231,14 +211,16 @@ impl Inner {
                 return Some(Maintenance::Vacuum(id));
             }
         }
-        if sealed.len() <= 1 || (!merge_all && sealed.len() <= MERGE_ABOVE) {
+        if sealed.len() <= 1 {
             return None;
         }
         let live: Vec<(u64, usize)> = sealed
             .into_iter()
             .map(|(id, len, deleted)| (id, len - deleted))
             .collect();
-        let picked = smallest_to_merge(live, self.config().max_segment_points, merge_all);
+        let config = self.config();
+        let picked =
+            merge_policy::to_merge(live, config.max_segment_points, config.seal_threshold, pick);
         (picked.len() >= 2).then_some(Maintenance::Merge(picked))
     }
 
@@ -418,60 +400,5 @@ impl Inner {
             started.elapsed().as_secs_f64()
         );
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn segments(sizes: &[usize]) -> Vec<(u64, usize)> {
-        sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (i as u64, n))
-            .collect()
-    }
-
-    #[test]
-    fn nine_segments_merge_the_eight_smallest() {
-        let picked = smallest_to_merge(
-            segments(&[1_500_000, 20, 10, 30, 40, 50, 60, 70, 80]),
-            2_000_000,
-            false,
-        );
-        assert_eq!(picked, vec![1, 2, 3, 4, 5, 6, 7, 8]);
-    }
-
-    #[test]
-    fn a_backlog_merges_back_to_the_limit_within_one_segment() {
-        // 40 seals of 80k behind: 33 of them would bring the count back to 8, 25 fill a
-        // segment of 2M.
-        let picked = smallest_to_merge(segments(&[80_000; 40]), 2_000_000, false);
-        assert_eq!(picked.len(), 25);
-        let picked = smallest_to_merge(segments(&[80_000; 20]), 2_000_000, false);
-        assert_eq!(picked.len(), 13, "20 segments: 13 merged leave 8");
-    }
-
-    #[test]
-    fn merges_are_behind_when_segments_they_could_take_pile_up() {
-        let max = 1_000_000;
-        assert!(!piled_up([40_000; 8].into_iter(), max));
-        assert!(piled_up([40_000; 9].into_iter(), max));
-        // Full-size segments are not waiting for any merge (a 100M collection holds many).
-        let full = std::iter::repeat_n(600_000, 50);
-        assert!(!piled_up(full.clone().chain([40_000; 8]), max));
-        assert!(piled_up(full.chain([40_000; 9]), max));
-    }
-
-    #[test]
-    fn segments_that_do_not_fit_are_left_out() {
-        let picked = smallest_to_merge(
-            segments(&[1_900_000, 150_000, 100_000, 1_000]),
-            2_000_000,
-            true,
-        );
-        assert_eq!(picked, vec![1, 2, 3]);
-        assert!(smallest_to_merge(segments(&[1_900_000, 1_800_000]), 2_000_000, true).len() < 2);
     }
 }
