@@ -70,9 +70,8 @@ const SEAL_TOGETHER: usize = 8;
 const IDLE_MERGE_MIN_POINTS: usize = 1_000;
 
 impl Inner {
-    /// Whether the merges fell behind the seals: more sealed segments that a merge could
-    /// still take (under half of `max_segment_points` each) than merges let stand
-    /// (`merge_policy::piled_up`). Their merges are then overdue
+    /// Whether the merges fell behind the seals: more than `MERGE_ABOVE` sealed segments that
+    /// a merge could still take (`merge_policy::piled_up`). Their merges are then overdue
     /// (`background::BuildPriority::OverdueMerge`): each of them costs every search a walk of
     /// its own.
     pub(crate) fn merges_behind(&self) -> bool {
@@ -81,11 +80,7 @@ impl Inner {
             Segment::Sealed(s) => Some(s.len() - s.deleted_count()),
             Segment::Growing(_) => None,
         });
-        merge_policy::piled_up(
-            sealed,
-            self.config().max_segment_points,
-            self.writes_coming(),
-        )
+        merge_policy::piled_up(sealed, self.config().max_segment_points)
     }
 
     /// Whether the segments are worth merging into one once writes pause: more than one holds
