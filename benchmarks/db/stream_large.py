@@ -94,11 +94,25 @@ def monitor(col, every_s, stop):
     """One JSON line on stderr every `every_s` seconds: segments by kind ([count, points,
     points not linked into a growing or frozen segment's graph]), the builds running
     and the last one, the log's last op, the build memory (why a writer waits), node reads
-    per graph search since the last line, and the cores each kind of thread used (by name
-    and nice: are the searches getting the CPU?)."""
+    per graph search since the last line, the same for each sealed segment ([points, graph
+    searches, node reads per graph search], largest first: which segments cost the reads),
+    and the cores each kind of thread used (by name and nice: are the searches getting the
+    CPU?)."""
     last_cpu, last_reads, last_searches, last_t = thread_cpu(), 0.0, 0, time.time()
+    last_by_segment = {}
     while not stop.wait(every_s):
         info = col.info()
+        by_segment, counts = [], {}
+        for seg in info["segments"]:
+            if seg["kind"] != "sealed":
+                continue
+            counts[seg["id"]] = (seg.get("graph_searches", 0), seg.get("node_reads", 0))
+            was = last_by_segment.get(seg["id"], (0, 0))
+            done_here = counts[seg["id"]][0] - was[0]
+            read_here = counts[seg["id"]][1] - was[1]
+            by_segment.append([seg["points"], done_here, round(read_here / done_here, 2) if done_here > 0 else None])
+        by_segment.sort(key=lambda x: -x[0])
+        last_by_segment = counts
         kinds = {}
         for seg in info["segments"]:
             kinds.setdefault(seg["kind"], [0, 0, 0])
@@ -115,7 +129,7 @@ def monitor(col, every_s, stop):
         print(json.dumps({"t": round(now, 1), "status": info["status"], "error": info["error"],
                           "last_op": info["last_op"], "segments": kinds,
                           "graph_searches": done, "reads_per_search": round((reads - last_reads) / done, 2) if done > 0 else None,
-                          "cores": cores,
+                          "cores": cores, "by_segment": by_segment,
                           "tasks": [brief(t) for t in info["tasks"]], "last_task": brief(info["last_task"])}),
               file=sys.stderr, flush=True)
         last_cpu, last_reads, last_searches, last_t = cpu, reads, searches, now

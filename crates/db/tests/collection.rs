@@ -435,6 +435,16 @@ fn small_segments_merge_and_deleted_points_are_vacuumed() {
     let read_before = c.storage_io();
     assert_eq!(read_before.len(), 1, "{read_before:?}");
     assert!(read_before[0].reads > 0 && read_before[0].bytes >= 4096 * read_before[0].reads);
+    // The segment counts its graph searches (one a query) and, with no node cache, reads
+    // at least one node record for each.
+    let segment = c
+        .info()
+        .segments
+        .into_iter()
+        .find(|s| s.kind == "sealed")
+        .unwrap();
+    assert_eq!(segment.graph_searches, (0..3000).step_by(97).count() as u64);
+    assert!(segment.node_reads >= segment.graph_searches, "{segment:?}");
     // Delete 30%: past the 20% vacuum threshold, the segment is rebuilt without them.
     let gone: Vec<PointId> = (0..3000).filter(|i| i % 10 < 3).map(PointId::Num).collect();
     c.delete(gone).unwrap();

@@ -47,6 +47,10 @@ pub struct SegmentInfo {
     /// Whether the payloads are read from SSD when needed (a sealed segment opened or
     /// sealed with `on_disk_payload`) rather than held parsed in DRAM.
     pub payloads_on_ssd: bool,
+    /// A sealed segment's graph searches since it opened, and the node records they read
+    /// from the device (node cache hits not counted): which segments cost the reads.
+    pub graph_searches: u64,
+    pub node_reads: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -151,22 +155,29 @@ impl Collection {
                         disk_bytes: 0,
                         navigation: None,
                         payloads_on_ssd: false,
+                        graph_searches: 0,
+                        node_reads: 0,
                     }
                 }
-                Segment::Sealed(s) => SegmentInfo {
-                    id,
-                    kind: "sealed",
-                    points: s.len(),
-                    deleted: s.deleted_count(),
-                    unindexed: 0,
-                    dram_bytes: s.dram_bytes(),
-                    disk_bytes: s.disk_bytes(),
-                    navigation: Some(s.navigation_state(
-                        inner.config().navigation,
-                        inner.search_dram().navigation,
-                    )),
-                    payloads_on_ssd: s.payloads_on_ssd(),
-                },
+                Segment::Sealed(s) => {
+                    let counts = s.search_counts();
+                    SegmentInfo {
+                        id,
+                        kind: "sealed",
+                        points: s.len(),
+                        deleted: s.deleted_count(),
+                        unindexed: 0,
+                        dram_bytes: s.dram_bytes(),
+                        disk_bytes: s.disk_bytes(),
+                        navigation: Some(s.navigation_state(
+                            inner.config().navigation,
+                            inner.search_dram().navigation,
+                        )),
+                        payloads_on_ssd: s.payloads_on_ssd(),
+                        graph_searches: counts.searches,
+                        node_reads: counts.reads,
+                    }
+                }
             });
         }
         let indexed_points = segments
