@@ -102,23 +102,19 @@ def monitor(col, every_s, stop):
     last_by_segment = {}
     while not stop.wait(every_s):
         info = col.info()
-        by_segment, counts = [], {}
-        for seg in info["segments"]:
-            if seg["kind"] != "sealed":
-                continue
-            counts[seg["id"]] = (seg.get("graph_searches", 0), seg.get("node_reads", 0))
-            was = last_by_segment.get(seg["id"], (0, 0))
-            done_here = counts[seg["id"]][0] - was[0]
-            read_here = counts[seg["id"]][1] - was[1]
-            by_segment.append([seg["points"], done_here, round(read_here / done_here, 2) if done_here > 0 else None])
-        by_segment.sort(key=lambda x: -x[0])
-        last_by_segment = counts
-        kinds = {}
+        kinds, by_segment, counts = {}, [], {}
         for seg in info["segments"]:
             kinds.setdefault(seg["kind"], [0, 0, 0])
             kinds[seg["kind"]][0] += 1
             kinds[seg["kind"]][1] += seg["points"]
             kinds[seg["kind"]][2] += seg["unindexed"]  # rows every search scans
+            if seg["kind"] == "sealed":
+                counts[seg["id"]] = (seg["graph_searches"], seg["node_reads"])
+                was = last_by_segment.get(seg["id"], (0, 0))
+                done_here, read_here = counts[seg["id"]][0] - was[0], counts[seg["id"]][1] - was[1]
+                by_segment.append([seg["points"], done_here, round(read_here / done_here, 2) if done_here > 0 else None])
+        by_segment.sort(key=lambda x: -x[0])
+        last_by_segment = counts
         brief = lambda t: t and {k: t.get(k) for k in ("kind", "points", "phase", "done", "total", "seconds", "memory_budget", "shards")}
         memory = info["search_memory"]
         searches, reads = memory["graph_searches"], memory["reads_per_search"] * memory["graph_searches"]
@@ -202,10 +198,7 @@ class DatasetPoints:
     def next_rows(self):
         for _ in range(2):
             try:
-                _, rows = next(self.rows)
-                if self.wrapped:
-                    self.reused += len(rows)
-                return rows
+                return next(self.rows)[1]
             except StopIteration:
                 self.rows = batches(self.dataset, None, self.offset)
                 self.wrapped = True
@@ -217,6 +210,8 @@ class DatasetPoints:
             if len(self.left) == 0:
                 self.left = self.next_rows()
             part, self.left = self.left[:n - have], self.left[n - have:]
+            if self.wrapped:
+                self.reused += len(part)
             parts.append(part)
             have += len(part)
         return np.concatenate(parts)

@@ -64,10 +64,9 @@ pub(crate) fn to_merge(
 }
 
 /// Whether more than `MERGE_ABOVE` segments that a merge could still take (under half of
-/// `max_points` each) wait: merges are then overdue. While writes come the merge due is then a
-/// tier's (small segments, seconds at the seals' priority: the 220,000 points of eight seals took
-/// 290 s at the merge lane's own low priority beside four searching clients, while new segments
-/// kept arriving) or, past `MERGE_ABOVE_WHILE_WRITING`, the smallest.
+/// `max_points` each) wait: merges are then overdue, while writes come too. A tier's merge at
+/// the merge lane's own low priority (eight seals, 220,000 points) took 290 s beside four
+/// searching clients while new segments kept arriving.
 pub(crate) fn piled_up(sealed: impl Iterator<Item = usize>, max_points: usize) -> bool {
     sealed.filter(|&live| live < max_points / 2).count() > MERGE_ABOVE
 }
