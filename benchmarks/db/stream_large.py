@@ -95,7 +95,7 @@ def monitor(col, every_s, stop):
     points not linked into a growing or frozen segment's graph]), the builds running
     and the last one, the log's last op, the build memory (why a writer waits), node reads
     per graph search since the last line, the same for each sealed segment ([points, graph
-    searches, node reads per graph search], largest first: which segments cost the reads),
+    searches, node reads per graph search, share of its nodes held in DRAM], largest first: which segments cost the reads),
     and the cores each kind of thread used (by name and nice: are the searches getting the
     CPU?)."""
     last_cpu, last_reads, last_searches, last_t = thread_cpu(), 0.0, 0, time.time()
@@ -112,7 +112,8 @@ def monitor(col, every_s, stop):
                 counts[seg["id"]] = (seg["graph_searches"], seg["node_reads"])
                 was = last_by_segment.get(seg["id"], (0, 0))
                 done_here, read_here = counts[seg["id"]][0] - was[0], counts[seg["id"]][1] - was[1]
-                by_segment.append([seg["points"], done_here, round(read_here / done_here, 2) if done_here > 0 else None])
+                by_segment.append([seg["points"], done_here, round(read_here / done_here, 2) if done_here > 0 else None,
+                                   round(seg["cached_nodes"] / seg["points"], 3) if seg["points"] else None])
         by_segment.sort(key=lambda x: -x[0])
         last_by_segment = counts
         brief = lambda t: t and {k: t.get(k) for k in ("kind", "points", "phase", "done", "total", "seconds", "memory_budget", "shards")}

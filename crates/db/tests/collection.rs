@@ -1024,3 +1024,45 @@ fn a_seal_of_points_the_codebook_does_not_fit_trains_its_own() {
         missed.len()
     );
 }
+
+#[test]
+fn a_small_sealed_segment_is_held_whole_beside_a_share_of_a_large_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let mut cfg = config(150);
+    cfg.navigation = false;
+    // About a seventh of the node records (a record is 2-4x a raw 16-d vector).
+    cfg.search_memory = Some(diskvec_db::MemoryBudget::ShareOfRaw(0.5));
+    let c = db.create_collection("docs", cfg).unwrap();
+    c.upsert(points(0..3000)).unwrap();
+    wait_green(&c);
+    c.optimize(true).unwrap();
+    c.upsert(points(3000..3200)).unwrap();
+    let info = wait_green(&c);
+    let mut sealed: Vec<_> = info
+        .segments
+        .iter()
+        .filter(|s| s.kind == "sealed")
+        .collect();
+    sealed.sort_by_key(|s| s.points);
+    assert_eq!(sealed.len(), 2, "{info:#?}");
+    let (small, large) = (sealed[0], sealed[1]);
+    assert!(small.points < 300 && large.points == 3000, "{info:#?}");
+    assert_eq!(small.cached_nodes, small.points, "held whole: {small:?}");
+    assert!(
+        large.cached_nodes > 0 && large.cached_nodes < large.points / 2,
+        "a share of the large one: {large:?}"
+    );
+    // Searches find the small segment's nodes in DRAM: no read is sent for them.
+    for q in (3000..3200).step_by(7) {
+        search_ids(&c, &vector(q), 10, None);
+    }
+    let small = c
+        .info()
+        .segments
+        .into_iter()
+        .find(|s| s.id == small.id)
+        .unwrap();
+    assert!(small.graph_searches > 0, "{small:?}");
+    assert_eq!(small.node_reads, 0, "{small:?}");
+}

@@ -51,6 +51,9 @@ pub struct SegmentInfo {
     /// from the device (node cache hits not counted): which segments cost the reads.
     pub graph_searches: u64,
     pub node_reads: u64,
+    /// A sealed segment's node records held in DRAM (its node cache): small segments are
+    /// held whole, the others a share of theirs (search_memory.rs).
+    pub cached_nodes: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -157,6 +160,7 @@ impl Collection {
                         payloads_on_ssd: false,
                         graph_searches: 0,
                         node_reads: 0,
+                        cached_nodes: 0,
                     }
                 }
                 Segment::Sealed(s) => {
@@ -176,6 +180,7 @@ impl Collection {
                         payloads_on_ssd: s.payloads_on_ssd(),
                         graph_searches: counts.searches,
                         node_reads: counts.reads,
+                        cached_nodes: s.cached_nodes(),
                     }
                 }
             });

@@ -534,7 +534,7 @@ class Collection:
         failure, see "error"), points, indexed_points (in sealed segments), segments (each
         with kind, points, dram_bytes, disk_bytes, payloads_on_ssd, graph_searches and
         node_reads since the segment opened (reads from the device, node cache hits not
-        counted) and, when sealed, "navigation": "in DRAM" or why not),
+        counted), cached_nodes (node records held in DRAM: small segments whole) and, when sealed, "navigation": "in DRAM" or why not),
         payload_indexes ({field: kind}), config, last_op, wal_bytes, seals_done, task (the
         seal, vacuum or merge running: kind, points, phase, done, total, seconds,
         memory_budget it was granted, estimated_peak of its plan, shards: 1 in memory,
