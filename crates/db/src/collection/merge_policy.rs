@@ -64,11 +64,24 @@ pub(crate) fn to_merge(
 }
 
 /// Whether more than `MERGE_ABOVE` segments that a merge could still take (under half of
-/// `max_points` each) wait: merges are then overdue, while writes come too. A tier's merge at
-/// the merge lane's own low priority (eight seals, 220,000 points) took 290 s beside four
-/// searching clients while new segments kept arriving.
-pub(crate) fn piled_up(sealed: impl Iterator<Item = usize>, max_points: usize) -> bool {
+/// `max_points` each) wait: a merge picked then is overdue (`overdue`), while writes come
+/// too. A tier's merge at the merge lane's own low priority (eight seals, 220,000 points)
+/// took 290 s beside four searching clients while new segments kept arriving.
+fn piled_up(sealed: impl Iterator<Item = usize>, max_points: usize) -> bool {
     sealed.filter(|&live| live < max_points / 2).count() > MERGE_ABOVE
+}
+
+/// Whether a merge is overdue: segments piled up (`piled_up`) and `pick` takes some of them
+/// now. While writes come and no tier holds `MERGE_FAN_IN`, up to `MERGE_ABOVE_WHILE_WRITING`
+/// segments stand with no merge to hurry (and seals are not raised for one).
+pub(crate) fn overdue(
+    sealed: Vec<(u64, usize)>,
+    max_points: usize,
+    seal_points: usize,
+    pick: Pick,
+) -> bool {
+    piled_up(sealed.iter().map(|&(_, live)| live), max_points)
+        && to_merge(sealed, max_points, seal_points, pick).len() >= 2
 }
 
 /// A segment's tier: 0 below `MERGE_FAN_IN` seals' worth of points, 1 below
@@ -184,6 +197,22 @@ mod tests {
         let full = std::iter::repeat_n(600_000, 50);
         assert!(!piled_up(full.clone().chain([40_000; 8]), max));
         assert!(piled_up(full.chain([40_000; 9]), max));
+    }
+
+    #[test]
+    fn a_merge_is_overdue_only_when_one_is_picked() {
+        let (max, seal) = (2_000_000, 20_000);
+        // Nine seals of one tier while writes come: a tier merge, overdue.
+        let seals = segments(&[20_000; 9]);
+        assert!(overdue(seals.clone(), max, seal, Pick::Tiered));
+        // Nine of three tiers: none holds eight, nothing is hurried until 16.
+        let mixed = segments(&[
+            20_000, 20_000, 20_000, 200_000, 200_000, 200_000, 900_000, 900_000, 900_000,
+        ]);
+        assert!(!overdue(mixed.clone(), max, seal, Pick::Tiered));
+        // Once writes stop, the smallest are merged back to eight, overdue.
+        assert!(overdue(mixed, max, seal, Pick::Smallest));
+        assert!(!overdue(segments(&[20_000; 8]), max, seal, Pick::Smallest));
     }
 
     #[test]

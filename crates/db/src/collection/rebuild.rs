@@ -71,16 +71,33 @@ const IDLE_MERGE_MIN_POINTS: usize = 1_000;
 
 impl Inner {
     /// Whether the merges fell behind the seals: more than `MERGE_ABOVE` sealed segments that
-    /// a merge could still take (`merge_policy::piled_up`). Their merges are then overdue
-    /// (`background::BuildPriority::OverdueMerge`): each of them costs every search a walk of
-    /// its own.
+    /// a merge could still take and a merge picked now (`merge_policy::overdue`). Their merges
+    /// are then overdue (`background::BuildPriority::OverdueMerge`): each of them costs every
+    /// search a walk of its own.
     pub(crate) fn merges_behind(&self) -> bool {
-        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let sealed = state.segments.values().filter_map(|s| match s {
-            Segment::Sealed(s) => Some(s.len() - s.deleted_count()),
-            Segment::Growing(_) => None,
-        });
-        merge_policy::piled_up(sealed, self.config().max_segment_points)
+        let sealed: Vec<(u64, usize)> = {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            state
+                .segments
+                .iter()
+                .filter_map(|(&id, s)| match s {
+                    Segment::Sealed(s) => Some((id, s.len() - s.deleted_count())),
+                    Segment::Growing(_) => None,
+                })
+                .collect()
+        };
+        let config = self.config();
+        let pick = if self.writes_coming() {
+            Pick::Tiered
+        } else {
+            Pick::Smallest
+        };
+        merge_policy::overdue(
+            sealed,
+            config.max_segment_points,
+            config.seal_threshold,
+            pick,
+        )
     }
 
     /// Whether the segments are worth merging into one once writes pause: more than one holds
@@ -114,7 +131,7 @@ impl Inner {
     /// `merge_when_idle`, once no write has come for `idle_merge_ms`.
     pub(crate) fn idle_merge_due(&self) -> bool {
         let quiet = std::time::Duration::from_millis(self.config().idle_merge_ms);
-        super::lock(&self.last_write).elapsed() >= quiet && self.merge_when_idle()
+        !self.written_within(quiet) && self.merge_when_idle()
     }
 
     /// When writes outpaced the seals and several frozen segments wait, the oldest of them
@@ -157,7 +174,7 @@ impl Inner {
 
     /// Whether a write came within `merge_policy::WRITES_PAUSED`: merges are tiered then.
     fn writes_coming(&self) -> bool {
-        super::lock(&self.last_write).elapsed() < merge_policy::WRITES_PAUSED
+        self.written_within(merge_policy::WRITES_PAUSED)
     }
 
     /// Whether a rebuild is due now or once writes stop: a collection whose merges wait for

@@ -73,9 +73,18 @@ pub(crate) fn segment_footprint(config: &crate::config::CollectionConfig) -> usi
 }
 
 impl Inner {
+    /// Whether a write came within `quiet`. Three questions ask it, each with its own span:
+    /// whether writers may still need buffer room (`WRITES_QUIET`, 30 s: memory given to a
+    /// merge is not taken back before its end), whether merges are tiered
+    /// (`merge_policy::WRITES_PAUSED`, 2 s: a wrong guess costs one merge) and whether the
+    /// idle merge into one segment is due (the collection's `idle_merge_ms`, a setting).
+    pub(crate) fn written_within(&self, quiet: Duration) -> bool {
+        lock(&self.last_write).elapsed() < quiet
+    }
+
     /// Whether a write came within `WRITES_QUIET`: writers may still be coming.
     pub(crate) fn written_lately(&self) -> bool {
-        lock(&self.last_write).elapsed() < WRITES_QUIET
+        self.written_within(WRITES_QUIET)
     }
 
     /// Bytes the write buffer may still take before writers are held back: room for
