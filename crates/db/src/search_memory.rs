@@ -16,7 +16,8 @@
 //! database's budget is bytes, or automatic: `AUTO_SEARCH_SHARE` of the memory available
 //! counting what the caches hold already. The builds' automatic budget counts what those
 //! caches hold as available too, and a build's reservation shrinks them first (to leave it
-//! and a headroom), so the two never plan the same bytes. `on_disk: false` holds every node
+//! and a headroom), so the two never plan the same bytes; while searches run they keep a
+//! floor (`FLOOR_SHARE`) the builds do not count on. `on_disk: false` holds every node
 //! whatever the budget, taken off the top.
 
 use std::sync::{Arc, Mutex, Weak};
@@ -34,6 +35,17 @@ use crate::segment::Sealed;
 /// in a cgroup of the raw vectors' size: half held 27% of the nodes (0.8x qdrant-edge's QPS
 /// at k=10), 2,100 of 2,930 MiB held half (1.03x).
 pub const AUTO_SEARCH_SHARE: f64 = 0.75;
+
+/// The share of the memory the database could use that an automatic budget keeps while
+/// searches run, whatever the builds reserve (builds plan in more shards instead): the small
+/// segments held whole and the loaded ones' first hops. Without it, at 10M x 768 in a 4 GiB
+/// cgroup, a merge of 1.76M old points and the write buffer of 5,000 points a second took the
+/// budget to nothing: no node held, new segments included, 41 reads a graph search.
+const FLOOR_SHARE: f64 = 0.25;
+
+/// A search within this long keeps the floor (`FLOOR_SHARE`); a bulk load nobody searches
+/// gives its merges all there is.
+pub(crate) const SEARCHED_LATELY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What the caches leave free of the memory the database could use beside what the builds
 /// reserved: room for writes, payloads, the page cache and the process's own heap, a tenth
@@ -101,8 +113,12 @@ pub struct Usage {
     /// What their node caches and navigation data hold.
     pub held: u64,
     /// What of it the builds may have: the node caches of the collections that share the
-    /// budget (navigation data, own settings and `on_disk: false` stay).
+    /// budget (navigation data, own settings and `on_disk: false` stay), beyond the floor
+    /// kept while searches run.
     pub yields: u64,
+    /// The floor the budget keeps whatever the builds reserve (0 when nothing was searched
+    /// lately or the budget is in bytes).
+    pub floor: u64,
 }
 
 /// What one collection asks of the search memory.
@@ -231,7 +247,8 @@ impl SearchMemory {
         };
         self.compact_when_codes_crowd(&members);
         let held: u64 = members.iter().map(Member::held).sum();
-        let budget = self.budget(held);
+        let searching = members.iter().any(|m| m.inner.searched_lately());
+        let (budget, floor) = self.budget(held, searching);
         let demands: Vec<Demand> = members.iter().map(|m| m.demand.clone()).collect();
         let grants = plan(&demands, budget, self.compact_codes());
         let mut resized: Vec<(&Arc<Sealed>, f64)> = Vec::new();
@@ -252,15 +269,17 @@ impl SearchMemory {
                 log::warn!("node cache of {}: {e}", s.dir().display());
             }
         }
+        let shared_caches: u64 = members
+            .iter()
+            .filter(|m| m.demand.own.is_none() && !m.demand.all_in_dram)
+            .flat_map(|m| &m.segments)
+            .map(|s| s.node_cache_bytes() as u64)
+            .sum();
         *last = Usage {
             budget,
             held: members.iter().map(Member::held).sum(),
-            yields: members
-                .iter()
-                .filter(|m| m.demand.own.is_none() && !m.demand.all_in_dram)
-                .flat_map(|m| &m.segments)
-                .map(|s| s.node_cache_bytes() as u64)
-                .sum(),
+            yields: shared_caches.saturating_sub(floor),
+            floor,
         };
     }
 
@@ -343,15 +362,18 @@ impl SearchMemory {
         members.iter().map(|m| m.write_room()).sum()
     }
 
-    /// The budget in bytes, with `held` bytes held by the caches and navigation data now.
-    pub fn budget(&self, held: u64) -> u64 {
+    /// The budget in bytes, with `held` bytes held by the caches and navigation data now, and
+    /// the floor it keeps whatever the builds reserve (while `searching`).
+    fn budget(&self, held: u64, searching: bool) -> (u64, u64) {
         match self.limit {
-            MemoryBudget::Bytes(b) => b,
-            _ => auto_budget(
-                (available_memory() + held).saturating_sub(self.write_room()),
-                self.builds_reserved
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
+            MemoryBudget::Bytes(b) => (b, 0),
+            _ => {
+                let usable = (available_memory() + held).saturating_sub(self.write_room());
+                let reserved = self
+                    .builds_reserved
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                auto_budget_kept(usable, reserved, searching)
+            }
         }
     }
 
@@ -518,6 +540,17 @@ fn segment_shares(bytes: &[u64], share: f64) -> Vec<f64> {
 /// (`segment_shares`); the rest is every other segment's prefix.
 const WHOLE_SEGMENTS_SHARE: f64 = 0.5;
 
+/// `auto_budget`, kept at `FLOOR_SHARE` of `usable` at least while `searching`; and that
+/// floor (0 when not searching).
+fn auto_budget_kept(usable: u64, reserved: u64, searching: bool) -> (u64, u64) {
+    let floor = if searching {
+        (usable as f64 * FLOOR_SHARE) as u64
+    } else {
+        0
+    };
+    (auto_budget(usable, reserved).max(floor), floor)
+}
+
 fn share_of(bytes: f64, of: f64) -> f64 {
     if of <= 0.0 {
         return 1.0;
@@ -634,6 +667,16 @@ mod tests {
         assert_eq!(auto_budget(10 * gib, 20 * gib), 0);
         // A small one keeps at least 128 MiB free.
         assert_eq!(auto_budget(256 << 20, 0), 128 << 20);
+        // While searches run, builds take it down to a quarter, no further.
+        assert_eq!(
+            auto_budget_kept(10 * gib, 20 * gib, true),
+            (10 * gib / 4, 10 * gib / 4)
+        );
+        assert_eq!(auto_budget_kept(10 * gib, 20 * gib, false), (0, 0));
+        assert_eq!(
+            auto_budget_kept(10 * gib, 0, true).0,
+            (7.5 * gib as f64) as u64
+        );
     }
 
     #[test]

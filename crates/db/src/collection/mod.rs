@@ -146,6 +146,13 @@ impl Inner {
         *lock(&self.search_grant) = grant;
     }
 
+    /// Whether this collection was searched within `search_memory::SEARCHED_LATELY`: the
+    /// search memory then keeps its floor whatever the builds reserve.
+    pub(crate) fn searched_lately(&self) -> bool {
+        self.search_load
+            .searched_within(crate::search_memory::SEARCHED_LATELY)
+    }
+
     pub(crate) fn search_grant(&self) -> crate::search_memory::Grant {
         *lock(&self.search_grant)
     }

@@ -387,6 +387,7 @@ impl Inner {
         queries: &[SegmentQuery],
         per_query: Vec<PendingSearch>,
     ) -> Result<Vec<Found>> {
+        self.search_load.note_search();
         let mut found: Vec<Found> = Vec::new();
         let mut searches: Vec<_> = segments.iter().zip(queries).zip(per_query).collect();
         searches.sort_by_key(|(_, pending)| matches!(pending, PendingSearch::Sealed(..)));

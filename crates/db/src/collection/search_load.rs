@@ -40,6 +40,14 @@ pub(crate) struct SearchLoad {
     /// Nanoseconds spent searching the active and the frozen segments since open.
     spent: [AtomicU64; 2],
     window: Mutex<Window>,
+    /// Milliseconds from `epoch()` to the end of the last search, plus one (0: none yet).
+    last_search: AtomicU64,
+}
+
+/// The instant `SearchLoad::last_search` counts from.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 struct Window {
@@ -87,6 +95,26 @@ impl SearchLoad {
         w.shares[kind as usize]
     }
 
+    /// Notes that a search ran now.
+    pub(crate) fn note_search(&self) {
+        let ms = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.last_search.store(ms + 1, Ordering::Relaxed);
+    }
+
+    /// Whether a search ran within `span`.
+    pub(crate) fn searched_within(&self, span: Duration) -> bool {
+        match self.last_search.load(Ordering::Relaxed) {
+            0 => false,
+            stamp => {
+                let since = epoch()
+                    .elapsed()
+                    .as_millis()
+                    .saturating_sub(u128::from(stamp - 1));
+                since < span.as_millis()
+            }
+        }
+    }
+
     /// Whether indexing the segments of kind `kind` would save the searches more than it
     /// costs them: they spend a tenth of a core or more there.
     pub(crate) fn worth_indexing(&self, kind: Growing) -> bool {
@@ -124,5 +152,15 @@ mod tests {
             load.share_at(Growing::Frozen, start + Duration::from_secs(6)),
             0.0
         );
+    }
+
+    #[test]
+    fn a_search_counts_as_recent_for_the_span_asked() {
+        let load = SearchLoad::default();
+        assert!(!load.searched_within(Duration::from_secs(3600)));
+        load.note_search();
+        assert!(load.searched_within(Duration::from_secs(60)));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!load.searched_within(Duration::from_millis(20)));
     }
 }
