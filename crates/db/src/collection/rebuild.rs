@@ -54,6 +54,18 @@ fn rebuild_kind(sources: &[u64], frozen: &[u64]) -> &'static str {
     }
 }
 
+/// Each sealed segment's id, points and deleted points.
+fn sealed_sizes(state: &State) -> Vec<(u64, usize, usize)> {
+    state
+        .segments
+        .iter()
+        .filter_map(|(&id, s)| match s {
+            Segment::Sealed(s) => Some((id, s.len(), s.deleted_count())),
+            Segment::Growing(_) => None,
+        })
+        .collect()
+}
+
 /// The live points of each segment, sealed, frozen and growing.
 fn live_points(state: &State) -> impl Iterator<Item = usize> + '_ {
     state.segments.values().map(|s| match s {
@@ -75,28 +87,17 @@ impl Inner {
     /// are then overdue (`background::BuildPriority::OverdueMerge`): each of them costs every
     /// search a walk of its own.
     pub(crate) fn merges_behind(&self) -> bool {
-        let sealed: Vec<(u64, usize)> = {
-            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-            state
-                .segments
-                .iter()
-                .filter_map(|(&id, s)| match s {
-                    Segment::Sealed(s) => Some((id, s.len() - s.deleted_count())),
-                    Segment::Growing(_) => None,
-                })
-                .collect()
-        };
+        let sealed: Vec<(u64, usize)> =
+            sealed_sizes(&self.state.read().unwrap_or_else(|e| e.into_inner()))
+                .into_iter()
+                .map(|(id, len, deleted)| (id, len - deleted))
+                .collect();
         let config = self.config();
-        let pick = if self.writes_coming() {
-            Pick::Tiered
-        } else {
-            Pick::Smallest
-        };
         merge_policy::overdue(
             sealed,
             config.max_segment_points,
             config.seal_threshold,
-            pick,
+            self.merge_pick(false),
         )
     }
 
@@ -164,17 +165,19 @@ impl Inner {
     /// there are too many segments (`merge_policy`: tiered while writes come, the smallest once
     /// they stop, all of them when `merge_all`).
     pub(crate) fn next_maintenance(&self, merge_all: bool) -> Option<Maintenance> {
-        let pick = match (merge_all, self.writes_coming()) {
-            (true, _) => Pick::All,
-            (false, true) => Pick::Tiered,
-            (false, false) => Pick::Smallest,
-        };
-        self.next_maintenance_by(pick)
+        self.next_maintenance_by(self.merge_pick(merge_all))
     }
 
-    /// Whether a write came within `merge_policy::WRITES_PAUSED`: merges are tiered then.
-    fn writes_coming(&self) -> bool {
-        self.written_within(merge_policy::WRITES_PAUSED)
+    /// How a merge picks its segments now: all of them with `merge_all`, tiered while writes
+    /// come (one within `merge_policy::WRITES_PAUSED`), the smallest once they stop.
+    fn merge_pick(&self, merge_all: bool) -> Pick {
+        if merge_all {
+            Pick::All
+        } else if self.written_within(merge_policy::WRITES_PAUSED) {
+            Pick::Tiered
+        } else {
+            Pick::Smallest
+        }
     }
 
     /// Whether a rebuild is due now or once writes stop: a collection whose merges wait for
@@ -210,14 +213,7 @@ impl Inner {
             // Too big for one build: seal the frozen ones first, then merge what fits.
             return None;
         }
-        let sealed: Vec<(u64, usize, usize)> = state
-            .segments
-            .iter()
-            .filter_map(|(&id, s)| match s {
-                Segment::Sealed(s) => Some((id, s.len(), s.deleted_count())),
-                Segment::Growing(_) => None,
-            })
-            .collect();
+        let sealed = sealed_sizes(&state);
         for &(id, len, deleted) in &sealed {
             if len > 0 && deleted as f64 / len as f64 > self.config().vacuum_threshold {
                 return Some(Maintenance::Vacuum(id));
