@@ -56,7 +56,9 @@ fn a_build_in_shards_answers_like_the_build_in_memory() {
     let n = 6000;
     let data = clustered(n, DIM, 5);
     let ids: Vec<i64> = (0..n as i64).map(|i| 7 + 2 * i).collect();
-    let queries = clustered(60, DIM, 77);
+    // 240 queries: with 60 the two recalls differed by up to 0.022 between runs of the same
+    // code (one query's ten results are 0.017 of the total), and the test failed by chance.
+    let queries = clustered(240, DIM, 77);
     for metric in [Metric::Cosine, Metric::L2, Metric::InnerProduct] {
         let truth = exact_ids_10(&data, &queries, DIM, metric, &ids);
         let root = tempfile::tempdir().unwrap();
