@@ -11,6 +11,7 @@ mod engine;
 mod failpoint;
 mod file;
 pub mod iobench;
+mod page_cache;
 mod pread;
 mod spill;
 mod stats;
@@ -28,6 +29,7 @@ pub use engine::{
 };
 pub use failpoint::failpoint;
 pub use file::{open_for_reading, DataFile};
+pub use page_cache::forget_cached;
 pub use pread::PreadEngine;
 pub use spill::{SpillReader, SpillWriter};
 pub use stats::{PathSnapshot, PathStats};

@@ -209,6 +209,9 @@ pub(crate) fn read_points(
     if decoded.is_err() {
         std::io::copy(&mut body, &mut std::io::sink()).map_err(file_error(path))?;
     }
+    // Ids and versions are in memory now; payloads kept on SSD are read again on demand, a
+    // page at a time, instead of the whole file staying charged to the process.
+    diskvec_io::forget_cached(body.inner.get_ref());
     if body.crc != stored {
         return Err(corrupt(path, "checksum mismatch"));
     }

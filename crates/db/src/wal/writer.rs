@@ -100,6 +100,8 @@ impl Writer {
             self.file.sync_data().map_err(io_err("fdatasync", &path))?;
             syncs.fetch_add(1, Ordering::Relaxed);
         }
+        // A complete file is read again only by a recovery, from the disk.
+        self.file.forget_cached();
         let durable = self.next_op - 1;
         let sync_dir = !self.faults.skip_rotation_dir_sync;
         let (seg, file, sync_handle) =

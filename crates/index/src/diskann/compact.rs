@@ -126,7 +126,10 @@ pub struct CompactCodes {
 pub(crate) fn read(path: &Path, build_id: u64, count: usize, dim: usize) -> Result<CompactCodes> {
     let file = std::fs::File::open(path).map_err(file_error(path))?;
     let len = file.metadata().map_err(file_error(path))?.len();
-    decode_from(file, len, path, build_id, count, dim)
+    let codes = decode_from(&file, len, path, build_id, count, dim);
+    // Held in memory now; the cached copy would be charged twice.
+    diskvec_io::forget_cached(&file);
+    codes
 }
 
 impl CompactCodes {

@@ -20,6 +20,14 @@ const SKIP_BUFFER: usize = 1 << 20;
 /// buffer at a time and dropped.
 pub(crate) fn read_streamed(path: &Path, keep_codes: bool) -> Result<Option<Meta>> {
     let mut file = File::open(path).map_err(file_error(path))?;
+    let meta = read_from(&mut file, path, keep_codes);
+    // What it holds is in memory now (or not wanted there): a cached copy would be charged
+    // twice, and an index opened again (compact codes refused) read it twice, making it active.
+    diskvec_io::forget_cached(&file);
+    meta
+}
+
+fn read_from(file: &mut File, path: &Path, keep_codes: bool) -> Result<Option<Meta>> {
     let len = file.metadata().map_err(file_error(path))?.len();
     let Ok(len) = usize::try_from(len) else {
         return Ok(None);

@@ -324,7 +324,10 @@ impl Navigation {
     pub fn read(path: &Path, build_id: u64, count: usize, dim: usize) -> Result<NavFile> {
         let file = std::fs::File::open(path).map_err(file_error(path))?;
         let len = file.metadata().map_err(file_error(path))?.len();
-        Self::decode_from(file, len, path, build_id, count, dim)
+        let nav = Self::decode_from(&file, len, path, build_id, count, dim);
+        // Held in memory now; the cached copy would be charged twice.
+        diskvec_io::forget_cached(&file);
+        nav
     }
 
     /// Parses a navigation file held in memory (see `decode_from`).

@@ -36,6 +36,10 @@ impl StorageFile for FsFile {
     fn len(&self) -> u64 {
         self.len
     }
+
+    fn forget_cached(&self) {
+        crate::forget_cached(&self.file);
+    }
 }
 
 /// A created file: a [`SpillWriter`], so a stripe of gigabytes does not sit in the page cache.

@@ -71,6 +71,9 @@ pub trait StorageFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// The handle's append position: the file's length at open plus what it appended.
     fn len(&self) -> u64;
+    /// Drops the file's synced pages from the page cache: it will not be read again soon
+    /// (a complete log file). Advice only.
+    fn forget_cached(&self) {}
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
