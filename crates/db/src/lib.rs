@@ -83,15 +83,28 @@ pub(crate) fn wal_file_bytes() -> u64 {
 /// Sleeps for MILLIS when `DISKVEC_DELAY` is `step=MILLIS`, so tests can hold a moment open
 /// (a seal that takes seconds) on a machine fast enough not to.
 pub(crate) fn delay_point(step: &str) {
-    let Ok(v) = std::env::var("DISKVEC_DELAY") else {
+    if let Some(delay) = delay_at(step) {
+        std::thread::sleep(delay);
+    }
+}
+
+/// `delay_point`, cut short once `stop()` (asked every 20 ms): a delayed build that is
+/// cancelled meanwhile stops as a slow one would.
+pub(crate) fn delay_point_unless(step: &str, stop: impl Fn() -> bool) {
+    let Some(delay) = delay_at(step) else {
         return;
     };
-    if let Some(ms) = v
-        .strip_prefix(step)
+    let started = std::time::Instant::now();
+    while started.elapsed() < delay && !stop() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn delay_at(step: &str) -> Option<std::time::Duration> {
+    let v = std::env::var("DISKVEC_DELAY").ok()?;
+    v.strip_prefix(step)
         .and_then(|rest| rest.strip_prefix('='))
         .and_then(|ms| ms.parse::<u64>().ok())
-    {
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-    }
+        .map(std::time::Duration::from_millis)
 }
 pub use point::{Payload, PointId, Uuid128};

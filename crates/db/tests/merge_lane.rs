@@ -4,10 +4,10 @@
 //! delay touches no other test.
 
 mod common;
-use common::{small_config, small_points, wait_until};
+use common::{small_config, small_points, small_points_found, wait_until};
 use std::time::{Duration, Instant};
 
-use diskvec_db::{Database, PointId, SearchRequest};
+use diskvec_db::Database;
 
 const SEAL: usize = 100;
 
@@ -64,14 +64,6 @@ fn a_seal_does_not_wait_for_a_merge_running_beside_it() {
     assert_eq!(info.points, 11 * SEAL);
     assert!(info.error.is_none(), "{info:?}");
     assert_eq!(sealed(&c), 1 + 2 + 1, "{info:?}");
-    for id in [0u64, 450, 899, 950, 1099] {
-        let v = small_points(id..id + 1)
-            .remove(0)
-            .vector()
-            .unwrap()
-            .to_vec();
-        let hits = c.search(&v, &SearchRequest::new(1)).unwrap();
-        assert_eq!(hits[0].id, PointId::Num(id));
-    }
+    small_points_found(&c, &[0, 450, 899, 950, 1099]);
     std::env::remove_var("DISKVEC_DELAY");
 }

@@ -71,17 +71,25 @@ fn piled_up(sealed: impl Iterator<Item = usize>, max_points: usize) -> bool {
     sealed.filter(|&live| live < max_points / 2).count() > MERGE_ABOVE
 }
 
-/// Whether a merge is overdue: segments piled up (`piled_up`) and `pick` takes some of them
-/// now. While writes come and no tier holds `MERGE_FAN_IN`, up to `MERGE_ABOVE_WHILE_WRITING`
-/// segments stand with no merge to hurry (and seals are not raised for one).
-pub(crate) fn overdue(
+/// The segments of an overdue merge: segments piled up (`piled_up`) and `pick` takes some of
+/// them now (empty when no merge is overdue). While writes come and no tier holds
+/// `MERGE_FAN_IN`, up to `MERGE_ABOVE_WHILE_WRITING` segments stand with no merge to hurry (and
+/// seals are not raised for one).
+pub(crate) fn overdue_merge(
     sealed: Vec<(u64, usize)>,
     max_points: usize,
     seal_points: usize,
     pick: Pick,
-) -> bool {
-    piled_up(sealed.iter().map(|&(_, live)| live), max_points)
-        && to_merge(sealed, max_points, seal_points, pick).len() >= 2
+) -> Vec<u64> {
+    if !piled_up(sealed.iter().map(|&(_, live)| live), max_points) {
+        return Vec::new();
+    }
+    let picked = to_merge(sealed, max_points, seal_points, pick);
+    if picked.len() >= 2 {
+        picked
+    } else {
+        Vec::new()
+    }
 }
 
 /// A segment's tier: 0 below `MERGE_FAN_IN` seals' worth of points, 1 below
@@ -204,15 +212,18 @@ mod tests {
         let (max, seal) = (2_000_000, 20_000);
         // Nine seals of one tier while writes come: a tier merge, overdue.
         let seals = segments(&[20_000; 9]);
-        assert!(overdue(seals.clone(), max, seal, Pick::Tiered));
+        assert_eq!(
+            overdue_merge(seals.clone(), max, seal, Pick::Tiered),
+            (0..8).collect::<Vec<u64>>()
+        );
         // Nine of three tiers: none holds eight, nothing is hurried until 16.
         let mixed = segments(&[
             20_000, 20_000, 20_000, 200_000, 200_000, 200_000, 900_000, 900_000, 900_000,
         ]);
-        assert!(!overdue(mixed.clone(), max, seal, Pick::Tiered));
+        assert!(overdue_merge(mixed.clone(), max, seal, Pick::Tiered).is_empty());
         // Once writes stop, the smallest are merged back to eight, overdue.
-        assert!(overdue(mixed, max, seal, Pick::Smallest));
-        assert!(!overdue(segments(&[20_000; 8]), max, seal, Pick::Smallest));
+        assert!(!overdue_merge(mixed, max, seal, Pick::Smallest).is_empty());
+        assert!(overdue_merge(segments(&[20_000; 8]), max, seal, Pick::Smallest).is_empty());
     }
 
     #[test]

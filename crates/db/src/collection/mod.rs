@@ -195,9 +195,8 @@ pub(crate) fn identity(dir: &std::path::Path) -> Option<(u64, u64)> {
 impl Inner {
     /// Builds `input` as a sealed segment in `dir` (nodes on `paths`) within the memory it
     /// reserves first (waiting while other builds hold the database's build memory); the
-    /// plan goes to `info()` under `lane`. A `supersedable` build (a seal of frozen
-    /// segments or a merge in the merge lane, not the merge of everything) stops with
-    /// `IndexError::Cancelled` once a merge of everything is due, which would redo it.
+    /// plan goes to `info()` under `lane`. A build stops with `IndexError::Cancelled` once
+    /// what it `gives_way` to is due (superseded.rs).
     /// A seal encodes with the collection's codebook when there is one; a merge or vacuum
     /// trains its own on a sample of all its points, which the seals then take up.
     pub(crate) fn build_segment(
@@ -207,13 +206,15 @@ impl Inner {
         paths: &[PathBuf],
         lane: task::Lane,
         kind: &str,
-        supersedable: bool,
+        gives_way: superseded::GivesWay,
     ) -> crate::Result<()> {
         crate::delay_point("build");
+        let progress = superseded::BuildProgress::new(self, lane, gives_way);
         if lane == task::Lane::Merge {
-            crate::delay_point("merge");
+            crate::delay_point_unless("merge", || {
+                diskvec_index::Progress::cancelled(&progress) || lock(&self.background).stop
+            });
         }
-        let progress = superseded::BuildProgress::new(self, lane, supersedable);
         if diskvec_index::Progress::cancelled(&progress) {
             return Err(diskvec_index::IndexError::Cancelled.into());
         }

@@ -207,7 +207,14 @@ impl Inner {
         }
         let started = std::time::Instant::now();
         let task = self.task.begin(Lane::Seal, "seal", copy.len());
-        self.build_segment(&copy, &dir, &paths, Lane::Seal, "seal", true)?;
+        self.build_segment(
+            &copy,
+            &dir,
+            &paths,
+            Lane::Seal,
+            "seal",
+            super::superseded::GivesWay::to_merge_of_everything(),
+        )?;
         drop(task);
         drop(copy);
         crate::failpoint("seal:built");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::merge_policy::{self, Pick};
 use super::state::{Loc, State};
+use super::superseded::GivesWay;
 use super::task::Lane;
 use super::Inner;
 use crate::segment::{Points, SealInput, Segment, SpaceRef, VectorPart};
@@ -83,22 +84,37 @@ const IDLE_MERGE_MIN_POINTS: usize = 1_000;
 
 impl Inner {
     /// Whether the merges fell behind the seals: more than `MERGE_ABOVE` sealed segments that
-    /// a merge could still take and a merge picked now (`merge_policy::overdue`). Their merges
-    /// are then overdue (`background::BuildPriority::OverdueMerge`): each of them costs every
-    /// search a walk of its own.
+    /// a merge could still take and a merge picked now (`merge_policy::overdue_merge`). Their
+    /// merges are then overdue (`background::BuildPriority::OverdueMerge`): each of them costs
+    /// every search a walk of its own.
     pub(crate) fn merges_behind(&self) -> bool {
+        !self.overdue_merge().is_empty()
+    }
+
+    /// The sealed segments an overdue merge would take now (empty when none is due).
+    fn overdue_merge(&self) -> Vec<u64> {
         let sealed: Vec<(u64, usize)> =
             sealed_sizes(&self.state.read().unwrap_or_else(|e| e.into_inner()))
                 .into_iter()
                 .map(|(id, len, deleted)| (id, len - deleted))
                 .collect();
         let config = self.config();
-        merge_policy::overdue(
+        merge_policy::overdue_merge(
             sealed,
             config.max_segment_points,
             config.seal_threshold,
             self.merge_pick(false),
         )
+    }
+
+    /// Whether a merge of `running` picked while writes paused (`Pick::Smallest`) should give
+    /// way: writes came back and an overdue merge takes a segment it does not. Such a merge of
+    /// old segments (1.76M points at 10M) held the one merge lane through a stream of 5,000
+    /// points a second while 35 seals piled up behind it (docs/benchmarks.md, session 44); when
+    /// the overdue merge is the running one's own segments, it goes on.
+    pub(crate) fn writes_want_the_merge_lane(&self, running: &[u64]) -> bool {
+        self.written_within(merge_policy::WRITES_PAUSED)
+            && self.overdue_merge().iter().any(|id| !running.contains(id))
     }
 
     /// Whether the segments are worth merging into one once writes pause: more than one holds
@@ -242,9 +258,16 @@ impl Inner {
         let kind = rebuild_kind(sources, frozen);
         // Frozen segments sealed together, and merges in the merge lane, started before
         // anything asked for a merge of everything give way to that merge if it comes; the
-        // merge itself does not.
-        let supersedable =
-            (kind == "seal" || lane == Lane::Merge) && !super::lock(&self.background).merge_all;
+        // merge itself does not. A merge picked while writes paused gives way to the merges
+        // of the new seals when writes come back.
+        let gives_way = GivesWay {
+            to_merge_of_everything: (kind == "seal" || lane == Lane::Merge)
+                && !super::lock(&self.background).merge_all,
+            to_returning_writes: (lane == Lane::Merge
+                && kind == "merge"
+                && !self.written_within(merge_policy::WRITES_PAUSED))
+            .then(|| sources.to_vec()),
+        };
         let task = self.task.begin(lane, kind, 0);
         self.task.phase(lane, "reading sources", 0);
         let (new_id, segs, growing) = {
@@ -359,7 +382,7 @@ impl Inner {
         let count = points.len();
         self.task.set_points(lane, count);
         if count > 0 {
-            self.build_segment(&points, &dir, &paths, lane, kind, supersedable)?;
+            self.build_segment(&points, &dir, &paths, lane, kind, gives_way)?;
         }
         drop(task);
         drop(points);

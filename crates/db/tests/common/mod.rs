@@ -45,6 +45,19 @@ pub fn small_points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
         .collect()
 }
 
+/// Each of `ids`, a `small_points` point, is the nearest hit for its own vector.
+pub fn small_points_found(c: &diskvec_db::Collection, ids: &[u64]) {
+    for &id in ids {
+        let v = small_points(id..id + 1)
+            .remove(0)
+            .vector()
+            .unwrap()
+            .to_vec();
+        let hits = c.search(&v, &diskvec_db::SearchRequest::new(1)).unwrap();
+        assert_eq!(hits[0].id, PointId::Num(id));
+    }
+}
+
 /// A collection of `small_points` (L2) sealed every `seal_threshold` points, with a small
 /// graph (quick builds) and no idle merge (the tests say when to merge).
 pub fn small_config(seal_threshold: usize) -> CollectionConfig {
