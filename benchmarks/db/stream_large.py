@@ -90,6 +90,17 @@ def cores_by_kind(before, after, seconds):
     return {k: round(v, 2) for k, v in sorted(cores.items()) if v >= 0.01}
 
 
+def cgroup_memory():
+    """rss, active_file and inactive_file (MB) of this process's memory cgroup (v1), if any."""
+    try:
+        path = next(line.split(":", 2)[2].strip() for line in open("/proc/self/cgroup")
+                    if ":memory:" in line)
+        stat = dict(line.split() for line in open(f"/sys/fs/cgroup/memory{path}/memory.stat"))
+    except (OSError, StopIteration, ValueError):
+        return {}
+    return {k: round(int(stat[k]) / 1e6) for k in ("rss", "active_file", "inactive_file") if k in stat}
+
+
 def monitor(col, every_s, stop):
     """One JSON line on stderr every `every_s` seconds: segments by kind ([count, points,
     points not linked into a growing or frozen segment's graph]), the builds running
@@ -97,7 +108,8 @@ def monitor(col, every_s, stop):
     per graph search since the last line, the same for each sealed segment ([points, graph
     searches, node reads per graph search, share of its nodes held in DRAM], largest first: which segments cost the reads),
     and the cores each kind of thread used (by name and nice: are the searches getting the
-    CPU?)."""
+    CPU?); `memory`: the node share and node cache bytes the search memory planned, and the
+    memory cgroup's rss, active and inactive page cache (MB)."""
     last_cpu, last_reads, last_searches, last_t = thread_cpu(), 0.0, 0, time.time()
     last_by_segment = {}
     while not stop.wait(every_s):
@@ -127,6 +139,8 @@ def monitor(col, every_s, stop):
                           "last_op": info["last_op"], "segments": kinds,
                           "graph_searches": done, "reads_per_search": round((reads - last_reads) / done, 2) if done > 0 else None,
                           "cores": cores, "by_segment": by_segment,
+                          "memory": {"node_share": round(memory["node_share"], 4),
+                                     "node_cache_mb": round(memory["node_cache_bytes"] / 1e6), **cgroup_memory()},
                           "tasks": [brief(t) for t in info["tasks"]], "last_task": brief(info["last_task"])}),
               file=sys.stderr, flush=True)
         last_cpu, last_reads, last_searches, last_t = cpu, reads, searches, now

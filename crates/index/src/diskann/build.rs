@@ -470,7 +470,10 @@ pub fn build_from(
             &chunk_ids,
         )?;
         ids.extend_from_slice(&chunk_ids);
-        progress.advance(rows as u64);
+        // A background build that gave way stops between chunks of its input too.
+        if !advance_unless_cancelled(progress, rows as u64) {
+            return Err(IndexError::Cancelled);
+        }
     }
     check_complete(n, ids.len())?;
     drop(chunk);

@@ -292,7 +292,11 @@ fn scan(
             }
         }
         ids.extend_from_slice(pass.ids());
-        progress.advance(rows as u64);
+        // A background build that gave way stops between chunks here too: at 10M a merge
+        // spent 20 minutes reading and encoding its input before its graph began.
+        if !advance_unless_cancelled(progress, rows as u64) {
+            return Err(IndexError::Cancelled);
+        }
     }
     if let Some(seeds_out) = seeds_out {
         seeds_out.finish(false)?;
@@ -493,7 +497,10 @@ fn encode_and_partition(
             }
         }
         shards_out.write_all(&slots)?;
-        progress.advance(rows as u64);
+        // As in the first pass.
+        if !advance_unless_cancelled(progress, rows as u64) {
+            return Err(IndexError::Cancelled);
+        }
     }
     pass.finish_same_as(scanned.fingerprint)?;
     rows_out.finish(false)?;
