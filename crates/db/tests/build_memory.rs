@@ -107,8 +107,7 @@ fn seals_and_merges_run_in_shards_within_the_collections_build_memory() {
         assert!(merge.memory_budget <= budget, "{merge:?}");
         assert_eq!(info.points, 2 * SEAL - 2_000);
         assert_eq!(info.indexed_points, 2 * SEAL - 2_000);
-        let sealed = info.segments.iter().filter(|s| s.kind == "sealed").count();
-        assert_eq!(sealed, 1, "{:?}", info.segments);
+        assert_eq!(common::sealed_count(&info), 1, "{:?}", info.segments);
 
         let live = |i: u64| !(i < 20_000 && i.is_multiple_of(10));
         let r = recall(&c, &live, 2 * SEAL as u64);
@@ -219,13 +218,7 @@ fn a_merge_that_does_not_fit_leaves_seals_and_writes_going() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path()).unwrap();
     let c = db.create_collection("docs", cfg).unwrap();
-    let sealed = |c: &diskvec_db::Collection| {
-        c.info()
-            .segments
-            .iter()
-            .filter(|s| s.kind == "sealed")
-            .count()
-    };
+    let sealed = |c: &diskvec_db::Collection| common::sealed_count(&c.info());
     // Nine segments sealed one by one: the merge of the smallest eight is then due.
     for s in 0..9 {
         let from = (s * SMALL_SEAL) as u64;
@@ -284,14 +277,7 @@ fn a_merge_in_shards_keeps_its_sealed_sources_lists_and_their_recall() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
-    assert_eq!(
-        c.info()
-            .segments
-            .iter()
-            .filter(|s| s.kind == "sealed")
-            .count(),
-        3
-    );
+    assert_eq!(common::sealed_count(&c.info()), 3);
     let gone: Vec<PointId> = (0..500u64).map(|i| PointId::Num(i * 7)).collect();
     c.delete(gone).unwrap();
     c.optimize(true).unwrap();

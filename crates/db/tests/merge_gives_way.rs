@@ -4,7 +4,7 @@
 //! cancelled); this file is its own test process, so the delay touches no other test.
 
 mod common;
-use common::{small_config, small_points, small_points_found, wait_until};
+use common::{sealed_count, small_config, small_points, small_points_found, wait_until};
 use std::time::Duration;
 
 use diskvec_db::Collection;
@@ -12,11 +12,7 @@ use diskvec_db::Collection;
 const SEAL: usize = 100;
 
 fn sealed(c: &Collection) -> usize {
-    c.info()
-        .segments
-        .iter()
-        .filter(|s| s.kind == "sealed")
-        .count()
+    sealed_count(&c.info())
 }
 
 /// Points of the running merge, if one runs.

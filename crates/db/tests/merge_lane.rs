@@ -4,7 +4,7 @@
 //! delay touches no other test.
 
 mod common;
-use common::{small_config, small_points, small_points_found, wait_until};
+use common::{sealed_count, small_config, small_points, small_points_found, wait_until};
 use std::time::{Duration, Instant};
 
 use diskvec_db::Database;
@@ -12,11 +12,7 @@ use diskvec_db::Database;
 const SEAL: usize = 100;
 
 fn sealed(c: &diskvec_db::Collection) -> usize {
-    c.info()
-        .segments
-        .iter()
-        .filter(|s| s.kind == "sealed")
-        .count()
+    sealed_count(&c.info())
 }
 
 #[test]

@@ -27,13 +27,7 @@ fn a_seal_of_rows_busy_searches_scan_runs_beside_them_and_one_nobody_scans_below
     cfg.build_list = 32;
     cfg.idle_merge_ms = 0;
     let c = db.create_collection("c", cfg).unwrap();
-    let sealed = || {
-        c.info()
-            .segments
-            .iter()
-            .filter(|s| s.kind == "sealed")
-            .count()
-    };
+    let sealed = || common::sealed_count(&c.info());
     let seal_pool = || thread_nice("diskvec-build-0").expect("the seal pool's first thread");
     // One batch fills the growing segment: it freezes with its rows not linked.
     c.upsert(clustered_points(0..2_000, 64, 20)).unwrap();

@@ -40,12 +40,8 @@ fn filled(
     col.optimize(true).unwrap();
     let info = col.info();
     assert_eq!(info.indexed_points, N as usize, "{info:?}");
-    assert_eq!(sealed(&info), 1, "{:?}", info.segments);
+    assert_eq!(common::sealed_count(&info), 1, "{:?}", info.segments);
     col
-}
-
-fn sealed(info: &diskvec_db::CollectionInfo) -> usize {
-    info.segments.iter().filter(|s| s.kind == "sealed").count()
 }
 
 /// Bytes of every node record of a collection, from one whose every node is held.
@@ -212,7 +208,7 @@ fn collections_share_the_database_budget_and_their_own_settings_are_their_own() 
         .unwrap();
     a.optimize(true).unwrap();
     let after = a.info();
-    assert_eq!(sealed(&after), 1, "{:?}", after.segments);
+    assert_eq!(common::sealed_count(&after), 1, "{:?}", after.segments);
     for q in 0..20u64 {
         a.search(&vector(q * 31 + 1), &SearchRequest::new(10))
             .unwrap();
@@ -295,7 +291,7 @@ fn compact_codes_hold_a_quarter_of_the_pq_bytes_and_answer_alike() {
     let m = col.info().search_memory;
     assert_eq!(
         m.compact_code_segments as usize,
-        sealed(&col.info()),
+        common::sealed_count(&col.info()),
         "{m:?}"
     );
     assert_eq!(m.code_bytes, (N + 1_200) * 4, "{m:?}");

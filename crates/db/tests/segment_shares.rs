@@ -54,8 +54,8 @@ fn a_segment_holding_the_whole_answer_is_asked_again_with_the_whole_list() {
     }
     wait_until("every cluster sealed", Duration::from_secs(120), || {
         let info = col.info();
-        let sealed = info.segments.iter().filter(|s| s.kind == "sealed").count();
-        sealed == CLUSTERS as usize && info.indexed_points == (CLUSTERS * PER_CLUSTER) as usize
+        common::sealed_count(&info) == CLUSTERS as usize
+            && info.indexed_points == (CLUSTERS * PER_CLUSTER) as usize
     });
     // A query in cluster 2: its 100 nearest are all there, a fifth of the points, which
     // its share (about 33 of k = 100) would not cover.

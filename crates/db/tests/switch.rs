@@ -96,12 +96,7 @@ fn a_merge_whose_segment_does_not_open_gives_its_sources_back() {
         let on_disk = std::fs::read_dir(dir.path().join("collections/c/segments"))
             .unwrap()
             .count();
-        let sealed = c
-            .info()
-            .segments
-            .iter()
-            .filter(|s| s.kind == "sealed")
-            .count();
+        let sealed = common::sealed_count(&c.info());
         assert_eq!(on_disk, sealed, "{failure}: {:?}", kinds(&c));
     }
 

@@ -245,23 +245,79 @@ impl VectorSource for Faulty {
     }
 }
 
+/// An index of the first 1,000 of 4,000 clustered rows, which a failed or cancelled build
+/// over all of them must leave as it was.
+struct OldIndex {
+    _root: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    files: Vec<String>,
+    data: Vec<f32>,
+    ids: Vec<i64>,
+}
+
+impl OldIndex {
+    fn new(seed: u64) -> Self {
+        let n = 4000;
+        let data = clustered(n, DIM, seed);
+        let ids: Vec<i64> = (0..n as i64).collect();
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("index");
+        build_with(&data[..1000 * DIM], &ids[..1000], Metric::L2, &dir, None).unwrap();
+        let files = file_names(&dir);
+        Self {
+            _root: root,
+            dir,
+            files,
+            data,
+            ids,
+        }
+    }
+
+    /// Builds into the index's directory from `source` with shards of `shards` vectors
+    /// (`None`: as the budget says).
+    fn build_over(
+        &self,
+        source: &mut dyn VectorSource,
+        shards: Option<usize>,
+        progress: &dyn diskvec_index::Progress,
+    ) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
+        let _turn = common::SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
+        match shards {
+            Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
+            None => std::env::remove_var(SHARD_CAPACITY_VAR),
+        }
+        let outcome = build_from(
+            source,
+            &params(Metric::L2),
+            MemoryBudget::Bytes(1 << 30),
+            &self.dir,
+            progress,
+        );
+        std::env::remove_var(SHARD_CAPACITY_VAR);
+        outcome
+    }
+
+    fn assert_whole(&self, what: &str) {
+        assert_eq!(file_names(&self.dir), self.files, "{what}");
+        let index = DiskIndex::open(&self.dir, &OpenOptions::default()).unwrap();
+        assert_eq!(index.len(), 1000, "{what}");
+    }
+}
+
+/// The names of the files in `dir`, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[test]
 fn bad_input_and_small_budgets_are_refused_leaving_the_old_index_whole() {
-    let n = 4000;
-    let data = clustered(n, DIM, 9);
-    let ids: Vec<i64> = (0..n as i64).collect();
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join("index");
-    build_with(&data[..1000 * DIM], &ids[..1000], Metric::L2, &dir, None).unwrap();
-    let before: Vec<String> = {
-        let mut f: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        f.sort();
-        f
-    };
+    let old = OldIndex::new(9);
     // A build in memory reads its input once; one in shards three times, and refuses an
     // input that changed between them.
     let cases = [
@@ -272,53 +328,76 @@ fn bad_input_and_small_budgets_are_refused_leaving_the_old_index_whole() {
     ];
     for (fault, expected, shard_choices) in cases {
         for &shards in shard_choices {
-            let _turn = common::SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
-            match shards {
-                Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
-                None => std::env::remove_var(SHARD_CAPACITY_VAR),
-            }
             let mut source = Faulty {
-                data: data.clone(),
-                n,
+                data: old.data.clone(),
+                n: old.ids.len(),
                 at: 2700,
                 fault,
                 next: 0,
                 rewinds: 0,
             };
-            let err = build_from(
-                &mut source,
-                &params(Metric::L2),
-                MemoryBudget::Bytes(1 << 30),
-                &dir,
-                &NoProgress,
-            )
-            .unwrap_err()
-            .to_string();
-            std::env::remove_var(SHARD_CAPACITY_VAR);
+            let err = old
+                .build_over(&mut source, shards, &NoProgress)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(expected), "{shards:?}: {err}");
-            let mut now: Vec<String> = std::fs::read_dir(&dir)
-                .unwrap()
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            now.sort();
-            assert_eq!(now, before, "{shards:?} {expected}");
-            assert_eq!(
-                DiskIndex::open(&dir, &OpenOptions::default())
-                    .unwrap()
-                    .len(),
-                1000
-            );
+            old.assert_whole(&format!("{shards:?} {expected}"));
         }
     }
     let err = build_from(
-        &mut SliceSource::new(&data, DIM, &ids),
+        &mut SliceSource::new(&old.data, DIM, &old.ids),
         &params(Metric::L2),
         MemoryBudget::Bytes(1 << 20),
-        &dir,
+        &old.dir,
         &NoProgress,
     )
     .unwrap_err()
     .to_string();
     assert!(err.contains("smallest that works is"), "{err}");
+}
+
+/// Asks a build to stop once it is in `phase` (the database cancels a background build
+/// that a merge of everything, or returning writes, supersede).
+struct CancelIn {
+    phase: &'static str,
+    current: std::sync::Mutex<String>,
+}
+
+impl diskvec_index::Progress for CancelIn {
+    fn phase(&self, name: &str, _total: u64) {
+        *self.current.lock().unwrap() = name.to_string();
+    }
+
+    fn advance(&self, _steps: u64) {}
+
+    fn cancelled(&self) -> bool {
+        *self.current.lock().unwrap() == self.phase
+    }
+}
+
+#[test]
+fn a_cancelled_build_stops_in_its_input_passes_leaving_the_old_index_whole() {
+    let old = OldIndex::new(10);
+    // Until session 45 a build in shards looked only in its graph phase: a merge that gave
+    // way at 10M read and encoded its input for 20 minutes first.
+    let cases = [
+        (None, "reading input"),
+        (Some(1000), "reading input"),
+        (Some(1000), "encoding and partitioning"),
+    ];
+    for (shards, phase) in cases {
+        let progress = CancelIn {
+            phase,
+            current: Default::default(),
+        };
+        let mut source = SliceSource::new(&old.data, DIM, &old.ids);
+        let outcome = old.build_over(&mut source, shards, &progress);
+        assert!(
+            matches!(outcome, Err(diskvec_index::IndexError::Cancelled)),
+            "{shards:?} {phase}: {:?}",
+            outcome.map(|r| r.shards)
+        );
+        assert_eq!(*progress.current.lock().unwrap(), phase);
+        old.assert_whole(&format!("{shards:?} {phase}"));
+    }
 }

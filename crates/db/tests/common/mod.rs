@@ -45,6 +45,11 @@ pub fn small_points(range: std::ops::Range<u64>) -> Vec<PointRecord> {
         .collect()
 }
 
+/// How many sealed segments `info` lists.
+pub fn sealed_count(info: &diskvec_db::CollectionInfo) -> usize {
+    info.segments.iter().filter(|s| s.kind == "sealed").count()
+}
+
 /// Each of `ids`, a `small_points` point, is the nearest hit for its own vector.
 pub fn small_points_found(c: &diskvec_db::Collection, ids: &[u64]) {
     for &id in ids {
