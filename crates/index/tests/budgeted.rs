@@ -7,10 +7,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{clustered, exact_ids_10};
+use common::{clustered, exact_ids_10, file_names};
 use diskvec_index::diskann::{
     build_from, BuildParams, DiskIndex, GraphBuilder, GraphPrecision, MemoryBudget, OpenOptions,
-    SliceSource, VectorSource, SHARD_CAPACITY_VAR,
+    SliceSource, VectorSource,
 };
 use diskvec_index::NoProgress;
 use diskvec_vector::Metric;
@@ -281,20 +281,11 @@ impl OldIndex {
         shards: Option<usize>,
         progress: &dyn diskvec_index::Progress,
     ) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
-        let _turn = common::SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
-        match shards {
-            Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
-            None => std::env::remove_var(SHARD_CAPACITY_VAR),
-        }
-        let outcome = build_from(
-            source,
-            &params(Metric::L2),
-            MemoryBudget::Bytes(1 << 30),
-            &self.dir,
-            progress,
-        );
-        std::env::remove_var(SHARD_CAPACITY_VAR);
-        outcome
+        let knobs = common::Knobs {
+            shard_capacity: shards,
+            input_order: false,
+        };
+        common::build_source(source, &params(Metric::L2), &self.dir, knobs, progress)
     }
 
     fn assert_whole(&self, what: &str) {
@@ -302,17 +293,6 @@ impl OldIndex {
         let index = DiskIndex::open(&self.dir, &OpenOptions::default()).unwrap();
         assert_eq!(index.len(), 1000, "{what}");
     }
-}
-
-/// The names of the files in `dir`, sorted.
-fn file_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

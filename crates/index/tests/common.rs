@@ -115,28 +115,61 @@ pub fn build_in_order(
     shard_capacity: Option<usize>,
     input_order: bool,
 ) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
-    use diskvec_index::diskann::{
-        build_from, MemoryBudget, SliceSource, INPUT_ORDER_VAR, SHARD_CAPACITY_VAR,
-    };
+    build_source(
+        &mut diskvec_index::diskann::SliceSource::new(data, dim, ids),
+        params,
+        dir,
+        Knobs {
+            shard_capacity,
+            input_order,
+        },
+        &diskvec_index::NoProgress,
+    )
+}
+
+/// The process-wide build knobs a test sets for one build.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Knobs {
+    /// Shards of at most this many vectors (`SHARD_CAPACITY_VAR`); `None`: as the budget says.
+    pub shard_capacity: Option<usize>,
+    /// A build in shards keeps nodes in input order (`INPUT_ORDER_VAR`).
+    pub input_order: bool,
+}
+
+/// Builds `source` into `dir` within 1 GiB with `knobs` set for this build only (taking
+/// turns under `SHARD_KNOB`), telling `progress`.
+pub fn build_source(
+    source: &mut dyn diskvec_index::diskann::VectorSource,
+    params: &diskvec_index::diskann::BuildParams,
+    dir: &std::path::Path,
+    knobs: Knobs,
+    progress: &dyn diskvec_index::Progress,
+) -> diskvec_index::Result<diskvec_index::diskann::BuildReport> {
+    use diskvec_index::diskann::{build_from, MemoryBudget, INPUT_ORDER_VAR, SHARD_CAPACITY_VAR};
     let _turn = SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
-    match shard_capacity {
+    match knobs.shard_capacity {
         Some(c) => std::env::set_var(SHARD_CAPACITY_VAR, c.to_string()),
         None => std::env::remove_var(SHARD_CAPACITY_VAR),
     }
-    match input_order {
+    match knobs.input_order {
         true => std::env::set_var(INPUT_ORDER_VAR, "1"),
         false => std::env::remove_var(INPUT_ORDER_VAR),
     }
-    let result = build_from(
-        &mut SliceSource::new(data, dim, ids),
-        params,
-        MemoryBudget::Bytes(1 << 30),
-        dir,
-        &diskvec_index::NoProgress,
-    );
+    let result = build_from(source, params, MemoryBudget::Bytes(1 << 30), dir, progress);
     std::env::remove_var(SHARD_CAPACITY_VAR);
     std::env::remove_var(INPUT_ORDER_VAR);
     result
+}
+
+/// The names of the files in `dir`, sorted.
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// Mean recall@10 of `queries` (rows of `dim`) searched in the index in `dir` at

@@ -11,10 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use diskvec_index::diskann::{
-    build_from, BuildParams, DiskIndex, MemoryBudget, OpenOptions, VectorSource, INPUT_ORDER_VAR,
-    SHARD_CAPACITY_VAR,
-};
+use diskvec_index::diskann::{BuildParams, DiskIndex, OpenOptions, VectorSource};
 use diskvec_index::NoProgress;
 use diskvec_vector::Metric;
 
@@ -104,16 +101,6 @@ fn fill(path: &Path) {
     let _ = f.sync_all();
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut f: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    f.sort();
-    f
-}
-
 /// A build in shards; `input_order`: nodes in input order, codes streamed into the index
 /// files (else placed, codes through scratch files).
 fn build_sharded(
@@ -121,21 +108,12 @@ fn build_sharded(
     dir: &Path,
     input_order: bool,
 ) -> diskvec_index::Result<()> {
-    let _turn = common::SHARD_KNOB.lock().unwrap_or_else(|e| e.into_inner());
-    std::env::set_var(SHARD_CAPACITY_VAR, "1500");
-    if input_order {
-        std::env::set_var(INPUT_ORDER_VAR, "1");
-    }
-    let result = build_from(
-        source,
-        &params(),
-        MemoryBudget::Bytes(1 << 30),
-        dir,
-        &NoProgress,
-    );
-    std::env::remove_var(SHARD_CAPACITY_VAR);
-    std::env::remove_var(INPUT_ORDER_VAR);
-    result.map(|report| assert!(report.shards > 1))
+    let knobs = common::Knobs {
+        shard_capacity: Some(1500),
+        input_order,
+    };
+    common::build_source(source, &params(), dir, knobs, &NoProgress)
+        .map(|report| assert!(report.shards > 1))
 }
 
 #[test]
@@ -166,7 +144,7 @@ fn a_build_that_cannot_fit_is_refused_before_it_reads_a_row() {
         "{err}"
     );
     assert_eq!(source.next, 0, "the input was read before the refusal");
-    let left: Vec<String> = names(&index)
+    let left: Vec<String> = common::file_names(&index)
         .into_iter()
         .filter(|f| f.starts_with("build.") || f.ends_with(".tmp"))
         .collect();
@@ -190,7 +168,7 @@ fn a_disk_that_fills_during_the_build_fails_it_naming_the_file_and_keeps_the_old
         filler: None,
     };
     build_sharded(&mut first, &index, false).unwrap();
-    let before = names(&index);
+    let before = common::file_names(&index);
     // Codes into scratch files (nodes placed), and straight into the index files.
     for input_order in [false, true] {
         let filler = disk.dir.join("other-writer");
@@ -208,7 +186,7 @@ fn a_disk_that_fills_during_the_build_fails_it_naming_the_file_and_keeps_the_old
             err.contains("No space left") && err.contains(index.to_str().unwrap()),
             "{err}"
         );
-        assert_eq!(names(&index), before, "{err}");
+        assert_eq!(common::file_names(&index), before, "{err}");
         std::fs::remove_file(filler).unwrap();
         let old = DiskIndex::open(&index, &OpenOptions::default()).unwrap();
         assert_eq!(old.len(), 1000);
