@@ -67,6 +67,14 @@ fn sealed_sizes(state: &State) -> Vec<(u64, usize, usize)> {
         .collect()
 }
 
+/// `sealed_sizes` as each sealed segment's id and live points.
+fn live_sizes(sealed: Vec<(u64, usize, usize)>) -> Vec<(u64, usize)> {
+    sealed
+        .into_iter()
+        .map(|(id, len, deleted)| (id, len - deleted))
+        .collect()
+}
+
 /// The live points of each segment, sealed, frozen and growing.
 fn live_points(state: &State) -> impl Iterator<Item = usize> + '_ {
     state.segments.values().map(|s| match s {
@@ -93,11 +101,9 @@ impl Inner {
 
     /// The sealed segments an overdue merge would take now (empty when none is due).
     fn overdue_merge(&self) -> Vec<u64> {
-        let sealed: Vec<(u64, usize)> =
-            sealed_sizes(&self.state.read().unwrap_or_else(|e| e.into_inner()))
-                .into_iter()
-                .map(|(id, len, deleted)| (id, len - deleted))
-                .collect();
+        let sealed = live_sizes(sealed_sizes(
+            &self.state.read().unwrap_or_else(|e| e.into_inner()),
+        ));
         let config = self.config();
         merge_policy::overdue_merge(
             sealed,
@@ -238,10 +244,7 @@ impl Inner {
         if sealed.len() <= 1 {
             return None;
         }
-        let live: Vec<(u64, usize)> = sealed
-            .into_iter()
-            .map(|(id, len, deleted)| (id, len - deleted))
-            .collect();
+        let live = live_sizes(sealed);
         let config = self.config();
         let picked =
             merge_policy::to_merge(live, config.max_segment_points, config.seal_threshold, pick);
@@ -265,8 +268,8 @@ impl Inner {
                 && !super::lock(&self.background).merge_all,
             to_returning_writes: (lane == Lane::Merge
                 && kind == "merge"
-                && !self.written_within(merge_policy::WRITES_PAUSED))
-            .then(|| sources.to_vec()),
+                && self.merge_pick(false) == Pick::Smallest)
+                .then(|| sources.to_vec()),
         };
         let task = self.task.begin(lane, kind, 0);
         self.task.phase(lane, "reading sources", 0);

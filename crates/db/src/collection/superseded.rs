@@ -17,7 +17,7 @@ use super::{lock, Inner};
 const CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// What a background build gives way to.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct GivesWay {
     /// A merge of everything that would redo it: seals of frozen segments and merges in the
     /// merge lane; not the merge of everything itself.
