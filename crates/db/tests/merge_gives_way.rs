@@ -39,41 +39,36 @@ fn a_merge_picked_at_rest_gives_way_to_the_merges_of_new_seals() {
     let db = diskvec_db::Database::open(dir.path()).unwrap();
     let c = db.create_collection("c", small_config(SEAL)).unwrap();
     let mut next_id = 0;
-    // Nine segments of two tiers (five of 200 points, four of 900): no tier holds the eight a
-    // merge takes while writes come, so nothing merges until they pause.
-    for _ in 0..5 {
-        one_segment(&c, &mut next_id, 200);
-    }
-    for _ in 0..4 {
-        one_segment(&c, &mut next_id, 900);
+    // Nine segments of three tiers (three each of 200, 900 and 2,000 points): no tier holds
+    // the four a merge takes while writes come, so nothing merges until they pause.
+    for points in [200, 900, 2000] {
+        for _ in 0..3 {
+            one_segment(&c, &mut next_id, points);
+        }
     }
     assert_eq!(merging(&c), None, "{:?}", c.info().tasks);
     // Writes paused: the eight smallest are merged back to eight segments.
+    // (A merge shows 0 points until it has gathered its input.)
     wait_until("the merge at rest", Duration::from_secs(30), || {
-        merging(&c).is_some()
+        merging(&c) == Some(3 * 200 + 3 * 900 + 2 * 2000)
     });
-    assert_eq!(merging(&c), Some(5 * 200 + 3 * 900));
-    // Three seals of 100 come: the lowest tier then holds eight (three new, five old), which
+    // A seal of 100 comes: the lowest tier then holds four (the new one, three old), which
     // the running merge does not cover. It stops and that merge starts, long before the 30 s
     // the first one's delay would hold the lane.
-    for _ in 0..3 {
-        one_segment(&c, &mut next_id, SEAL as u64);
-    }
-    wait_until(
-        "the merge of the new seals",
-        Duration::from_secs(20),
-        || merging(&c) == Some(3 * SEAL + 5 * 200),
-    );
+    one_segment(&c, &mut next_id, SEAL as u64);
+    wait_until("the merge of the new seal", Duration::from_secs(20), || {
+        merging(&c) == Some(SEAL + 3 * 200)
+    });
     let info = c.info();
     assert_eq!(info.rebuilds_done, 0, "{info:?}");
     assert!(info.error.is_none(), "{info:?}");
     assert_eq!(info.points, next_id as usize);
     assert_eq!(
         sealed(&c),
-        12,
+        10,
         "the cancelled merge switched nothing in: {info:?}"
     );
-    small_points_found(&c, &[0, 999, 1000, 4599, 4600, next_id - 1]);
+    small_points_found(&c, &[0, 599, 600, 3299, 3300, 9299, next_id - 1]);
     drop(c);
     drop(db);
     std::env::remove_var("DISKVEC_DELAY");

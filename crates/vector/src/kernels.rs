@@ -44,7 +44,7 @@ fn avx2_fma() -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::arch::x86_64::*;
 
     /// Lanes per step: four 8-lane accumulators.
@@ -65,7 +65,7 @@ mod x86 {
     /// One 8-lane step of either sum: `acc + x·y`, or `acc + (x-y)²` when `L2`.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    fn term<const L2: bool>(x: __m256, y: __m256, acc: __m256) -> __m256 {
+    pub(crate) fn term<const L2: bool>(x: __m256, y: __m256, acc: __m256) -> __m256 {
         if L2 {
             let d = _mm256_sub_ps(x, y);
             _mm256_fmadd_ps(d, d, acc)
@@ -115,7 +115,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    fn horizontal_sum(acc: [__m256; 4]) -> f32 {
+    pub(crate) fn horizontal_sum(acc: [__m256; 4]) -> f32 {
         let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
         let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
         let h = _mm_add_ps(h, _mm_movehl_ps(h, h));

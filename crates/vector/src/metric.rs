@@ -1,4 +1,4 @@
-use crate::kernels;
+use crate::{kernels, kernels_f16};
 
 /// How closeness is measured. Every distance here is "smaller is closer".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +62,17 @@ impl Metric {
             Metric::L2 => kernels::l2sq(a, b),
             Metric::Cosine => 1.0 - kernels::dot(a, b),
             Metric::InnerProduct => -kernels::dot(a, b),
+        }
+    }
+
+    /// `distance` to a float16 row, widened in registers as it is read.
+    #[inline]
+    pub fn distance_f16(self, a: &[f32], b: &[half::f16]) -> f32 {
+        debug_assert_eq!(a.len(), b.len());
+        match self {
+            Metric::L2 => kernels_f16::l2sq_f16(a, b),
+            Metric::Cosine => 1.0 - kernels_f16::dot_f16(a, b),
+            Metric::InnerProduct => -kernels_f16::dot_f16(a, b),
         }
     }
 

@@ -5,8 +5,8 @@
 //! 20,000 points into the smallest segments of a 10M collection rebuilt 1.44M old points, ten
 //! minutes of a core beside the searches, and the next seal did it again with another 1.1M
 //! (docs/benchmarks.md, session 43). So while writes come, merges are tiered: a segment's
-//! tier is its size in powers of `MERGE_FAN_IN` above the seal size, a merge takes
-//! `MERGE_FAN_IN` segments of one tier (the lowest that holds as many), and each point is
+//! tier is its size in powers of `TIER_FAN_IN` above the seal size, a merge takes
+//! `TIER_FAN_IN` segments of one tier (the lowest that holds as many), and each point is
 //! rebuilt once per tier on its way to a full-size segment. Up to `MERGE_ABOVE_WHILE_WRITING`
 //! segments are let stand meanwhile; past that, and once writes stop, the smallest are merged
 //! back to `MERGE_ABOVE`.
@@ -22,20 +22,27 @@ pub(crate) const MERGE_ABOVE: usize = 8;
 /// their tiers (up to this many, only tiered merges run).
 pub(crate) const MERGE_ABOVE_WHILE_WRITING: usize = 2 * MERGE_ABOVE;
 
-/// Segments a tiered merge takes, and the size ratio between tiers. Fewest segments one
-/// smallest-first merge may stop at: segments grow in tiers instead of every merge rebuilding
-/// everything sealed so far, whose cost grows with the collection while seals, and the writers
-/// behind them, wait. When seals outran the merges (a bulk load: 85 sealed segments at 8.7M
+/// Fewest segments one smallest-first merge may stop at: segments grow in steps instead of
+/// every merge rebuilding everything sealed so far, whose cost grows with the collection while
+/// seals, and the writers behind them, wait. When seals outran the merges (a bulk load: 85 sealed segments at 8.7M
 /// points, each merge of eight making a 0.5M segment that a later merge rebuilt again) a
 /// smallest-first merge takes as many of the smallest as bring the count back to
 /// `MERGE_ABOVE`, up to `max_segment_points`, so most points are rebuilt once on their way to a
 /// full-size segment. `optimize` and the idle merge take all.
 const MERGE_FAN_IN: usize = 8;
 
+/// Segments a tiered merge takes while writes come, and the size ratio between tiers. Four,
+/// not eight (`MERGE_FAN_IN`, which it was until session 46): each sealed segment is a graph search more for every query, and at 500 points
+/// a second into 10M the searches' cost per query doubled while eight seals of a tier
+/// waited for their merge (8 -> 16 segments, session 45); a merge of four 20,000-point seals
+/// is a few seconds of a core. Each point is rebuilt once per tier, so a smaller fan-in
+/// rebuilds it more often (log4 against log8 of its way to a full-size segment).
+const TIER_FAN_IN: usize = 4;
+
 /// How a merge chooses its segments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pick {
-    /// Writes are coming: `MERGE_FAN_IN` segments of one tier, or the smallest past
+    /// Writes are coming: `TIER_FAN_IN` segments of one tier, or the smallest past
     /// `MERGE_ABOVE_WHILE_WRITING`.
     Tiered,
     /// Writes stopped: the smallest, back to `MERGE_ABOVE`.
@@ -73,7 +80,7 @@ fn piled_up(sealed: impl Iterator<Item = usize>, max_points: usize) -> bool {
 
 /// The segments of an overdue merge: segments piled up (`piled_up`) and `pick` takes some of
 /// them now (empty when no merge is overdue). While writes come and no tier holds
-/// `MERGE_FAN_IN`, up to `MERGE_ABOVE_WHILE_WRITING` segments stand with no merge to hurry (and
+/// `TIER_FAN_IN`, up to `MERGE_ABOVE_WHILE_WRITING` segments stand with no merge to hurry (and
 /// seals are not raised for one).
 pub(crate) fn overdue_merge(
     sealed: Vec<(u64, usize)>,
@@ -92,19 +99,19 @@ pub(crate) fn overdue_merge(
     }
 }
 
-/// A segment's tier: 0 below `MERGE_FAN_IN` seals' worth of points, 1 below
-/// `MERGE_FAN_IN`² seals' worth, and so on.
+/// A segment's tier: 0 below `TIER_FAN_IN` seals' worth of points, 1 below
+/// `TIER_FAN_IN`² seals' worth, and so on.
 fn tier(live: usize, seal_points: usize) -> u32 {
     let mut tier = 0;
-    let mut bound = seal_points.max(1).saturating_mul(MERGE_FAN_IN);
+    let mut bound = seal_points.max(1).saturating_mul(TIER_FAN_IN);
     while live >= bound && bound < usize::MAX {
         tier += 1;
-        bound = bound.saturating_mul(MERGE_FAN_IN);
+        bound = bound.saturating_mul(TIER_FAN_IN);
     }
     tier
 }
 
-/// `MERGE_FAN_IN` of the lowest tier that holds as many segments a merge can take (under
+/// `TIER_FAN_IN` of the lowest tier that holds as many segments a merge can take (under
 /// half of `max_points`), the smallest first, as many as fit one segment.
 fn tiered_to_merge(sealed: Vec<(u64, usize)>, max_points: usize, seal_points: usize) -> Vec<u64> {
     let mut mergeable: Vec<(u32, usize, u64)> = sealed
@@ -114,12 +121,12 @@ fn tiered_to_merge(sealed: Vec<(u64, usize)>, max_points: usize, seal_points: us
         .collect();
     mergeable.sort_unstable();
     for same_tier in mergeable.chunk_by(|a, b| a.0 == b.0) {
-        if same_tier.len() < MERGE_FAN_IN {
+        if same_tier.len() < TIER_FAN_IN {
             continue;
         }
         let mut total = 0;
         let mut picked = Vec::new();
-        for &(_, live, id) in same_tier.iter().take(MERGE_FAN_IN) {
+        for &(_, live, id) in same_tier.iter().take(TIER_FAN_IN) {
             if total + live > max_points {
                 break;
             }
@@ -214,9 +221,9 @@ mod tests {
         let seals = segments(&[20_000; 9]);
         assert_eq!(
             overdue_merge(seals.clone(), max, seal, Pick::Tiered),
-            (0..8).collect::<Vec<u64>>()
+            (0..4).collect::<Vec<u64>>()
         );
-        // Nine of three tiers: none holds eight, nothing is hurried until 16.
+        // Nine of three tiers: none holds four, nothing is hurried until 16.
         let mixed = segments(&[
             20_000, 20_000, 20_000, 200_000, 200_000, 200_000, 900_000, 900_000, 900_000,
         ]);
@@ -254,13 +261,15 @@ mod tests {
     }
 
     #[test]
-    fn eight_seals_are_merged_among_themselves() {
+    fn four_seals_are_merged_among_themselves() {
         let mut sizes = LOADED_10M.to_vec();
-        sizes.extend([
-            20_000, 40_000, 20_000, 20_000, 60_000, 20_000, 20_000, 20_000,
-        ]);
+        sizes.extend([20_000, 40_000, 20_000]);
         let picked = to_merge(segments(&sizes), 2_000_000, 20_000, Pick::Tiered);
-        assert_eq!(picked, (8..16).collect::<Vec<u64>>());
+        assert!(picked.is_empty(), "three of a tier wait: {picked:?}");
+        sizes.extend([60_000, 20_000]);
+        let picked = to_merge(segments(&sizes), 2_000_000, 20_000, Pick::Tiered);
+        // The four smallest of the first tier (below 80k).
+        assert_eq!(picked, vec![8, 9, 10, 12]);
     }
 
     #[test]
@@ -280,16 +289,18 @@ mod tests {
 
     #[test]
     fn a_full_tier_merges_as_many_as_fit_one_segment() {
-        // Nine segments of the second tier (160k to 1.28M at seals of 20k): eight are taken
+        // Nine segments of the third tier (320k to 1.28M at seals of 20k): four are taken
         // smallest first, as many as fit 2M.
         let sizes = [
-            170_000, 180_000, 190_000, 200_000, 500_000, 600_000, 700_000, 800_000, 900_000,
+            330_000, 900_000, 800_000, 700_000, 600_000, 500_000, 400_000, 950_000, 990_000,
         ];
         let picked = to_merge(segments(&sizes), 2_000_000, 20_000, Pick::Tiered);
-        assert_eq!(picked, vec![0, 1, 2, 3, 4, 5]);
-        // Seven of that tier and two full-size segments: nothing while writes come.
-        let mut sizes = sizes[..7].to_vec();
-        sizes.extend([1_500_000, 1_600_000]);
+        assert_eq!(picked, vec![0, 4, 5, 6]);
+        // Three of that tier and six full-size segments: nothing while writes come.
+        let mut sizes = sizes[..3].to_vec();
+        sizes.extend([
+            1_500_000, 1_600_000, 1_700_000, 1_800_000, 1_900_000, 2_000_000,
+        ]);
         let picked = to_merge(segments(&sizes), 2_000_000, 20_000, Pick::Tiered);
         assert!(picked.is_empty(), "{picked:?}");
     }
@@ -297,12 +308,12 @@ mod tests {
     #[test]
     fn tiers_are_powers_of_the_fan_in_above_the_seal_size() {
         assert_eq!(tier(0, 20_000), 0);
-        assert_eq!(tier(159_999, 20_000), 0);
-        assert_eq!(tier(160_000, 20_000), 1);
-        assert_eq!(tier(1_279_999, 20_000), 1);
-        assert_eq!(tier(1_280_000, 20_000), 2);
+        assert_eq!(tier(79_999, 20_000), 0);
+        assert_eq!(tier(80_000, 20_000), 1);
+        assert_eq!(tier(319_999, 20_000), 1);
+        assert_eq!(tier(320_000, 20_000), 2);
         assert_eq!(tier(usize::MAX, usize::MAX), 0);
         assert!(tier(usize::MAX, 1) < 64);
-        assert_eq!(tier(5, 0), 0);
+        assert_eq!(tier(3, 0), 0);
     }
 }

@@ -1,11 +1,13 @@
 //! One dense space of a growing segment: a row per offset, linked into an HNSW graph by the
 //! collection's indexer. A point without a vector in this space holds a row of zeros that
-//! the graph links like any other (it only routes) and a search never returns.
+//! the graph links like any other (it only routes) and a search never returns. Rows are kept
+//! in the space's datatype (a float16 space's take half the bytes of float32 ones), as its
+//! sealed records are.
 
 use std::sync::{Arc, RwLock};
 
 use diskvec_index::hnsw::GrowingHnsw;
-use diskvec_vector::Metric;
+use diskvec_vector::{Metric, TypedRows};
 use roaring::RoaringBitmap;
 
 use super::{closest, SegmentHit};
@@ -20,13 +22,13 @@ const RESERVE_AT_MOST: usize = 256 << 20;
 pub(crate) struct DenseRows {
     dim: usize,
     metric: Metric,
-    /// Metric-prepared vectors, row-major: the first rows; `pending` holds the rest. Shared
-    /// with the indexer while it plans, and with a seal's input once frozen (no copy: a
-    /// frozen segment takes no more points).
-    vectors: Arc<Vec<f32>>,
+    /// Metric-prepared vectors, row-major, in the space's datatype: the first rows;
+    /// `pending` holds the rest. Shared with the indexer while it plans, and with a seal's
+    /// input once frozen (no copy: a frozen segment takes no more points).
+    vectors: Arc<TypedRows>,
     /// Rows written while the indexer held `vectors`; moved into it by the first write
     /// that finds it unshared, and at the freeze.
-    pending: Vec<f32>,
+    pending: TypedRows,
     /// Links of the first `graph.len()` rows; only the indexer extends it.
     graph: Arc<RwLock<GrowingHnsw>>,
     /// Offsets whose point has no vector in this space (their rows are zeros).
@@ -39,15 +41,16 @@ impl DenseRows {
     /// doubling instead, a segment of 20,010 rows held room for 32,768 (98 MiB at 768-d
     /// for 59 of rows), and each doubling copied all it had.
     pub fn new(space: &DenseSpace, config: &CollectionConfig) -> Self {
-        let share = RESERVE_AT_MOST / 4 * space.dim / config.dense_numbers().max(1);
+        let element = space.datatype;
+        let share = RESERVE_AT_MOST / element.bytes() * space.dim / config.dense_numbers().max(1);
         let reserve = (config.seal_threshold.saturating_add(1))
             .saturating_mul(space.dim)
             .min(share);
         Self {
             dim: space.dim,
             metric: space.metric,
-            vectors: Arc::new(Vec::with_capacity(reserve)),
-            pending: Vec::new(),
+            vectors: Arc::new(TypedRows::with_capacity(element, reserve)),
+            pending: TypedRows::with_capacity(element, 0),
             graph: Arc::new(RwLock::new(GrowingHnsw::new(
                 space.dim,
                 space.metric,
@@ -78,41 +81,50 @@ impl DenseRows {
         (0..len).filter(|&o| self.has(o))
     }
 
-    /// The row at `offset` (zeros when the point has no vector here).
-    pub fn row(&self, offset: u32) -> &[f32] {
-        let at = offset as usize * self.dim;
-        match at.checked_sub(self.vectors.len()) {
-            None => &self.vectors[at..at + self.dim],
-            Some(p) => &self.pending[p..p + self.dim],
+    /// The rows holding `offset`, and its row's number in them.
+    fn rows_of(&self, offset: u32) -> (&TypedRows, u32) {
+        let settled = (self.vectors.len() / self.dim.max(1)) as u32;
+        match offset.checked_sub(settled) {
+            None => (&self.vectors, offset),
+            Some(p) => (&self.pending, p),
         }
     }
 
-    pub fn vector(&self, offset: u32) -> Option<&[f32]> {
-        self.has(offset).then(|| self.row(offset))
+    /// Distance from a prepared query to the row at `offset`.
+    fn distance(&self, query: &[f32], offset: u32) -> f32 {
+        let (rows, row) = self.rows_of(offset);
+        rows.distance(self.metric, query, row)
     }
 
-    /// Appends the next offset's row: `vector` (prepared), or zeros.
+    /// The vector at `offset`, widened to f32 (`None` when the point has none here).
+    pub fn vector(&self, offset: u32) -> Option<Vec<f32>> {
+        self.has(offset).then(|| {
+            let (rows, row) = self.rows_of(offset);
+            rows.row_f32(self.dim, row)
+        })
+    }
+
+    /// Appends the next offset's row: `vector` (prepared, rounded to the space's datatype),
+    /// or zeros.
     pub fn push(&mut self, vector: Option<&[f32]>) {
         let offset = self.rows() as u32;
-        let zeros;
-        let row = match vector {
-            Some(v) => v,
-            None => {
-                self.absent.insert(offset);
-                zeros = vec![0.0; self.dim];
-                &zeros
-            }
-        };
+        if vector.is_none() {
+            self.absent.insert(offset);
+        }
         self.settle_unshared();
-        match Arc::get_mut(&mut self.vectors) {
-            Some(settled) if self.pending.is_empty() => settled.extend_from_slice(row),
-            _ => self.pending.extend_from_slice(row),
+        let rows = match Arc::get_mut(&mut self.vectors) {
+            Some(settled) if self.pending.is_empty() => settled,
+            _ => &mut self.pending,
+        };
+        match vector {
+            Some(v) => rows.push_row(v),
+            None => rows.push_zeros(self.dim),
         }
     }
 
     /// The rows, shared (a frozen segment takes no more, so they no longer change; the
     /// freeze settled them all into one array).
-    pub fn shared_vectors(&self) -> Arc<Vec<f32>> {
+    pub fn shared_vectors(&self) -> Arc<TypedRows> {
         debug_assert!(self.pending.is_empty(), "vectors shared before settling");
         Arc::clone(&self.vectors)
     }
@@ -154,7 +166,7 @@ impl DenseRows {
     ) -> Vec<SegmentHit> {
         let distance = |offset: u32| SegmentHit {
             offset,
-            distance: self.metric.distance(query, self.row(offset)),
+            distance: self.distance(query, offset),
         };
         if let Some(offsets) = few {
             let hits = offsets
@@ -200,7 +212,8 @@ impl DenseRows {
     }
 
     pub fn dram_bytes(&self) -> usize {
-        (self.vectors.len() + self.pending.capacity()) * 4
+        self.vectors.bytes()
+            + self.pending.capacity_bytes()
             + self
                 .graph
                 .read()
@@ -214,7 +227,7 @@ impl DenseRows {
 /// link.
 pub(crate) struct Linker {
     graph: Arc<RwLock<GrowingHnsw>>,
-    vectors: Arc<Vec<f32>>,
+    vectors: Arc<TypedRows>,
 }
 
 impl Linker {
@@ -259,7 +272,7 @@ mod tests {
         assert_eq!(g.pending.len(), 5 * 4, "the indexer held the rows");
         linker.link_next();
         for i in 0..15u32 {
-            assert_eq!(g.row(i)[0], i as f32);
+            assert_eq!(g.vector(i).unwrap()[0], i as f32);
         }
         drop(linker);
         while let Some(linker) = g.linker() {
@@ -283,6 +296,44 @@ mod tests {
         g.settle();
         assert_eq!(g.shared_vectors().len(), 16 * 4);
         assert_eq!(held.len(), 15 * 4);
+    }
+
+    /// A float16 space keeps its rows in two bytes a number, and its graph and scans find
+    /// what an exact search over the rounded values finds.
+    #[test]
+    fn a_float16_space_keeps_half_the_bytes_and_finds_the_same() {
+        let mut config = CollectionConfig::new(16, Metric::L2);
+        config.dense[0].datatype = diskvec_vector::ElementType::Float16;
+        let mut g = DenseRows::new(&config.dense[0], &config);
+        let n = SCAN_BELOW as u32 + 500;
+        let row = |i: u32| -> Vec<f32> {
+            let mut v: Vec<f32> = (0..16)
+                .map(|j| ((i * 31 + j * 7) % 97) as f32 / 9.7)
+                .collect();
+            diskvec_vector::ElementType::Float16
+                .round_in_place(&mut v)
+                .unwrap();
+            v
+        };
+        for i in 0..n {
+            g.push(Some(&row(i)));
+        }
+        assert_eq!(g.vectors.bytes(), n as usize * 16 * 2);
+        while let Some(linker) = {
+            g.settle_unshared();
+            g.linker()
+        } {
+            linker.link_next();
+        }
+        // The graph walk and the exact scan both compare the float16 rows.
+        for i in (0..n).step_by(97) {
+            assert_eq!(g.vector(i).unwrap(), row(i));
+            let q = row(i);
+            let hits = g.search(&q, 1, 64, None, false, &|_| true);
+            assert_eq!(hits[0].distance, 0.0, "row {i}: {hits:?}");
+            let exact = g.search(&q, 1, 64, None, true, &|_| true);
+            assert_eq!(exact[0].distance, 0.0);
+        }
     }
 
     /// A point without a vector here holds a row of zeros that no search returns, on the
@@ -314,7 +365,7 @@ mod tests {
             .filter(|&o| o % 3 != 0 && o % 2 == 0)
             .map(|offset| SegmentHit {
                 offset,
-                distance: g.metric.distance(&q, g.row(offset)),
+                distance: g.metric.distance(&q, &g.vector(offset).unwrap()),
             })
             .collect();
         all = closest(all, 30);

@@ -128,11 +128,7 @@ impl Growing {
     pub fn vectors(&self, offset: u32) -> PointVectors {
         let (sparse, multi) = self.columns.at(offset);
         PointVectors {
-            dense: self
-                .dense
-                .iter()
-                .map(|d| d.vector(offset).map(<[f32]>::to_vec))
-                .collect(),
+            dense: self.dense.iter().map(|d| d.vector(offset)).collect(),
             sparse,
             multi,
         }

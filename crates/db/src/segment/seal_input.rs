@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use diskvec_index::diskann::VectorSource;
+use diskvec_vector::TypedRows;
 
 use super::files::PayloadJson;
 use super::Sealed;
@@ -21,7 +22,7 @@ const CHUNK_BYTES: usize = 4 << 20;
 pub(crate) enum VectorPart {
     /// Rows of a frozen growing segment's metric-prepared vectors: `offsets`, or all rows.
     Frozen {
-        vectors: Arc<Vec<f32>>,
+        vectors: Arc<TypedRows>,
         offsets: Option<Vec<u32>>,
     },
     /// Nodes of a sealed segment's index of dense space `space`, read from SSD.
@@ -215,7 +216,7 @@ impl VectorSource for SealSource<'_> {
                     vectors,
                     offsets: None,
                 } => {
-                    data.extend_from_slice(&vectors[span.start * dim..span.end * dim]);
+                    vectors.extend_f32(span.start * dim, span.end * dim, data);
                     self.seeds.resize(self.seeds.len() + take, Vec::new());
                 }
                 VectorPart::Frozen {
@@ -224,7 +225,7 @@ impl VectorSource for SealSource<'_> {
                 } => {
                     for &o in &offsets[span] {
                         let at = o as usize * dim;
-                        data.extend_from_slice(&vectors[at..at + dim]);
+                        vectors.extend_f32(at, at + dim, data);
                     }
                     self.seeds.resize(self.seeds.len() + take, Vec::new());
                 }

@@ -9,7 +9,7 @@ use diskvec_vector::{prefetch, Metric};
 /// Measured (2026-11-23, k=100, ef=150, in one process): 2 lines up front plus the rest one
 /// neighbour ahead answer 8% more queries on 384-d vectors than 4 lines up front alone, and
 /// 1% more at 768-d.
-const HEAD_LINES: usize = 2;
+pub(crate) const HEAD_LINES: usize = 2;
 /// Enough lines for the rest of a 1,024-d vector; the hardware prefetcher follows a longer one.
 const REST_LINES: usize = 64;
 

@@ -1,17 +1,19 @@
 //! An HNSW graph that grows one point at a time: the index of a database's growing segment.
 //! It holds only links; the vectors stay with the caller, who passes them (row-major,
-//! metric-prepared) to every call, so the segment keeps one copy. One writer appends
+//! metric-prepared, in the space's storage type) to every call, so the segment keeps one
+//! copy. One writer appends
 //! (`&mut self`), searches share it (`&self`); the caller's lock orders them. Searches can be
 //! restricted to accepted points: rejected ones are still walked through, and the search
 //! keeps going until it has `ef` accepted ones or runs out.
 
 use std::cell::RefCell;
 
-use diskvec_graph::{reselect, select_diverse, Accept, BestFirst, Neighbors};
-use diskvec_vector::Metric;
+use diskvec_graph::{reselect, select_diverse, Accept, BestFirst, Neighbors, Scorer};
+use diskvec_vector::{Metric, TypedRows};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::fetch_ahead::HEAD_LINES;
 use super::search::RowDistances;
 
 thread_local! {
@@ -99,12 +101,6 @@ impl GrowingHnsw {
         self.metric
     }
 
-    #[inline]
-    fn vector<'a>(&self, data: &'a [f32], i: u32) -> &'a [f32] {
-        let at = i as usize * self.dim;
-        &data[at..at + self.dim]
-    }
-
     /// Bytes of the links (the vectors are the caller's).
     pub fn dram_bytes(&self) -> usize {
         self.links
@@ -123,7 +119,7 @@ impl GrowingHnsw {
 
     /// Links the next point, `len()`, whose vector is row `len()` of `data` (which holds
     /// at least that many rows); returns its offset.
-    pub fn push(&mut self, data: &[f32]) -> u32 {
+    pub fn push(&mut self, data: &TypedRows) -> u32 {
         let plan = self.plan(data);
         self.apply(plan)
     }
@@ -132,7 +128,7 @@ impl GrowingHnsw {
     /// costly part of an insertion (searches and pruning), done under a shared borrow so
     /// searches keep running. `apply` then only copies lists. The graph must not change
     /// between the two (one writer plans and applies; `apply` re-plans if it did).
-    pub fn plan(&self, data: &[f32]) -> Insertion {
+    pub fn plan(&self, data: &TypedRows) -> Insertion {
         let q = self.links.len() as u32;
         assert!(
             data.len() >= (q as usize + 1) * self.dim,
@@ -143,9 +139,9 @@ impl GrowingHnsw {
         if q == 0 {
             return Insertion { q, level, levels };
         }
-        let qv = self.vector(data, q);
+        let qv = &data.row_f32(self.dim, q)[..];
         let mut ep = self.entry;
-        let mut ep_dist = self.metric.distance(qv, self.vector(data, ep));
+        let mut ep_dist = data.distance(self.metric, qv, ep);
         for lc in (level + 1..=self.top).rev() {
             (ep, ep_dist) = self.greedy(data, qv, ep, ep_dist, lc);
         }
@@ -175,7 +171,7 @@ impl GrowingHnsw {
     }
 
     /// Links the planned point in (re-planning first if the graph changed since).
-    pub fn apply_planned(&mut self, data: &[f32], plan: Insertion) -> u32 {
+    pub fn apply_planned(&mut self, data: &TypedRows, plan: Insertion) -> u32 {
         if plan.q as usize == self.links.len() && plan.level == self.next_level {
             self.apply(plan)
         } else {
@@ -212,7 +208,7 @@ impl GrowingHnsw {
 
     fn greedy(
         &self,
-        data: &[f32],
+        data: &TypedRows,
         q: &[f32],
         mut ep: u32,
         mut ep_dist: f32,
@@ -221,7 +217,7 @@ impl GrowingHnsw {
         loop {
             let mut changed = false;
             for &nb in &self.links[ep as usize][level] {
-                let d = self.metric.distance(q, self.vector(data, nb));
+                let d = data.distance(self.metric, q, nb);
                 if d < ep_dist {
                     ep_dist = d;
                     ep = nb;
@@ -235,20 +231,19 @@ impl GrowingHnsw {
     }
 
     /// hnswlib's neighbour heuristic over the caller's vectors.
-    fn select(&self, data: &[f32], sorted: &[(f32, u32)], m: usize) -> Vec<u32> {
+    fn select(&self, data: &TypedRows, sorted: &[(f32, u32)], m: usize) -> Vec<u32> {
         select_diverse(sorted, m, |a, b| self.row_distance(data, a, b))
     }
 
-    fn row_distance(&self, data: &[f32], a: u32, b: u32) -> f32 {
-        self.metric
-            .distance(self.vector(data, a), self.vector(data, b))
+    fn row_distance(&self, data: &TypedRows, a: u32, b: u32) -> f32 {
+        data.distance_between(self.metric, self.dim, a, b)
     }
 
     /// Best-first search of one level; returns up to `ef` accepted (distance, offset),
     /// closest first. Rejected points are expanded but not kept.
     fn search_layer(
         &self,
-        data: &[f32],
+        data: &TypedRows,
         q: &[f32],
         entries: &[(f32, u32)],
         ef: usize,
@@ -261,17 +256,29 @@ impl GrowingHnsw {
             for &(d, e) in entries {
                 search.enter(e, d, accept);
             }
-            let scorer = RowDistances {
-                metric: self.metric,
-                query: q,
-                data,
-                dim: self.dim,
-            };
             let graph = GrowingLevel {
                 links: &self.links,
                 level,
             };
-            search.run(&graph, &scorer, accept, |_| {});
+            match data.as_f32() {
+                Some(rows) => {
+                    let scorer = RowDistances {
+                        metric: self.metric,
+                        query: q,
+                        data: rows,
+                        dim: self.dim,
+                    };
+                    search.run(&graph, &scorer, accept, |_| {});
+                }
+                None => {
+                    let scorer = TypedDistances {
+                        metric: self.metric,
+                        query: q,
+                        data,
+                    };
+                    search.run(&graph, &scorer, accept, |_| {});
+                }
+            }
             search.found().collect()
         };
         SEARCH.with(|cell| match cell.try_borrow_mut() {
@@ -285,7 +292,7 @@ impl GrowingHnsw {
     /// with list size `max(ef, k)`: (distance, offset), closest first.
     pub fn search(
         &self,
-        data: &[f32],
+        data: &TypedRows,
         q: &[f32],
         k: usize,
         ef: usize,
@@ -295,7 +302,7 @@ impl GrowingHnsw {
             return Vec::new();
         }
         let mut ep = self.entry;
-        let mut ep_dist = self.metric.distance(q, self.vector(data, ep));
+        let mut ep_dist = data.distance(self.metric, q, ep);
         for lc in (1..=self.top).rev() {
             (ep, ep_dist) = self.greedy(data, q, ep, ep_dist, lc);
         }
@@ -305,13 +312,47 @@ impl GrowingHnsw {
     }
 }
 
+/// Distances from a prepared query to rows stored narrower than f32 (each widened as it is
+/// compared); every unseen neighbour's first lines are fetched before any is compared.
+struct TypedDistances<'a> {
+    metric: Metric,
+    query: &'a [f32],
+    data: &'a TypedRows,
+}
+
+impl Scorer for TypedDistances<'_> {
+    #[inline]
+    fn distance(&self, id: u32) -> f32 {
+        self.data.distance(self.metric, self.query, id)
+    }
+
+    fn distances(&self, ids: &[u32], out: &mut Vec<f32>) {
+        let dim = self.query.len();
+        for &id in ids {
+            self.data.prefetch_row(dim, id, HEAD_LINES);
+        }
+        out.clear();
+        out.extend(ids.iter().map(|&id| self.distance(id)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use diskvec_vector::ElementType;
 
     fn random(n: usize, dim: usize, seed: u64) -> Vec<f32> {
         let mut rng = SmallRng::seed_from_u64(seed);
         (0..n * dim).map(|_| rng.random_range(-1.0..1.0)).collect()
+    }
+
+    /// The first `rows` rows of `data`, stored as `element`.
+    fn typed(data: &[f32], dim: usize, rows: usize, element: ElementType) -> TypedRows {
+        let mut typed = TypedRows::with_capacity(element, rows * dim);
+        data[..rows * dim]
+            .chunks_exact(dim)
+            .for_each(|r| typed.push_row(r));
+        typed
     }
 
     fn exact(
@@ -339,16 +380,17 @@ mod tests {
         let mut plain = GrowingHnsw::new(dim, Metric::L2, 8, 40);
         let mut next = 0;
         while next < n {
-            let stale = planned.plan(&data[..(next + 1) * dim]);
+            let rows = typed(&data, dim, next + 1, ElementType::Float32);
+            let stale = planned.plan(&rows);
             if next % 7 == 3 && next + 1 < n {
                 // Point `next` gets linked in between: the plan is for a point that exists.
-                planned.push(&data[..(next + 1) * dim]);
-                plain.push(&data[..(next + 1) * dim]);
+                planned.push(&rows);
+                plain.push(&rows);
                 next += 1;
             }
-            let rows = &data[..(next + 1) * dim];
-            assert_eq!(planned.apply_planned(rows, stale), next as u32);
-            plain.push(rows);
+            let rows = typed(&data, dim, next + 1, ElementType::Float32);
+            assert_eq!(planned.apply_planned(&rows, stale), next as u32);
+            plain.push(&rows);
             next += 1;
         }
         assert_eq!(planned.len(), n);
@@ -358,18 +400,29 @@ mod tests {
         );
     }
 
+    /// In float32 and, rounded, in float16 (the rows widened as they are compared).
     #[test]
     fn grows_one_point_at_a_time_with_high_recall_filtered_or_not() {
         let (n, dim) = (3000, 24);
-        let data = random(n, dim, 1);
+        let mut data = random(n, dim, 1);
+        for element in [ElementType::Float32, ElementType::Float16] {
+            element.round_in_place(&mut data).unwrap();
+            grows_with_high_recall(&data, dim, element);
+        }
+    }
+
+    fn grows_with_high_recall(data: &[f32], dim: usize, element: ElementType) {
+        let n = data.len() / dim;
         let mut g = GrowingHnsw::new(dim, Metric::L2, 16, 100);
         let mut found = [0usize; 2];
         let mut wanted = [0usize; 2];
+        let mut rows = TypedRows::with_capacity(element, n * dim);
         for (i, v) in data.chunks_exact(dim).enumerate() {
-            assert_eq!(g.push(&data[..(i + 1) * dim]), i as u32);
+            rows.push_row(v);
+            assert_eq!(g.push(&rows), i as u32);
             // Search as it grows: every point is its own nearest neighbour at once.
             if i % 97 == 0 {
-                assert_eq!(g.search(&data, v, 1, 32, &|_| true)[0].1, i as u32);
+                assert_eq!(g.search(&rows, v, 1, 32, &|_| true)[0].1, i as u32);
             }
         }
         let queries = random(100, dim, 2);
@@ -377,25 +430,29 @@ mod tests {
         for q in queries.chunks_exact(dim) {
             for (slot, keep) in [(0, &(|_| true) as &dyn Fn(u32) -> bool), (1, &odd)] {
                 let got: Vec<u32> = g
-                    .search(&data, q, 10, 100, keep)
+                    .search(&rows, q, 10, 100, keep)
                     .iter()
                     .map(|r| r.1)
                     .collect();
                 assert!(got.iter().all(|&i| keep(i)));
-                let truth = exact(&data, dim, q, 10, keep);
+                let truth = exact(data, dim, q, 10, keep);
                 wanted[slot] += truth.len();
                 found[slot] += got.iter().filter(|i| truth.contains(i)).count();
             }
         }
         for slot in 0..2 {
             let recall = found[slot] as f64 / wanted[slot] as f64;
-            assert!(recall > 0.9, "recall {recall} (filtered: {})", slot == 1);
+            assert!(
+                recall > 0.9,
+                "{element}: recall {recall} (filtered: {})",
+                slot == 1
+            );
         }
         assert!(g
-            .search(&data, &queries[..dim], 5, 50, &|_| false)
+            .search(&rows, &queries[..dim], 5, 50, &|_| false)
             .is_empty());
         assert!(GrowingHnsw::new(dim, Metric::L2, 16, 100)
-            .search(&data, &queries[..dim], 5, 50, &|_| true)
+            .search(&rows, &queries[..dim], 5, 50, &|_| true)
             .is_empty());
     }
 }
