@@ -307,7 +307,9 @@ def main():
     out["idle"] = s.summary("idle")
     out["idle"]["search_memory"] = col.info()["search_memory"]
     print(json.dumps({"idle": out["idle"]}), flush=True)
-    next_id = NEW_IDS_FROM
+    # Ids follow the rows written: a later run from a further --new-offset adds new points
+    # instead of overwriting the last run's.
+    next_id = NEW_IDS_FROM + args.new_offset
     points = DatasetPoints(args.new_from, args.new_offset) if args.new_from else RandomPoints(queries.shape[1], 100)
     for i, rate in enumerate(float(r) for r in args.rates.split(",") if r):
         phase = f"writing {rate:g}/s"

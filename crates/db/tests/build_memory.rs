@@ -219,7 +219,7 @@ fn a_merge_that_does_not_fit_leaves_seals_and_writes_going() {
     let db = Database::open(dir.path()).unwrap();
     let c = db.create_collection("docs", cfg).unwrap();
     let sealed = |c: &diskvec_db::Collection| common::sealed_count(&c.info());
-    // Nine segments sealed one by one: the merge of the smallest eight is then due.
+    // Nine segments sealed one by one: a merge of the smallest is then due.
     for s in 0..9 {
         let from = (s * SMALL_SEAL) as u64;
         c.upsert(points(from..from + SMALL_SEAL as u64)).unwrap();
