@@ -34,11 +34,6 @@ impl TypedRows {
         }
     }
 
-    /// Float32 rows of `values` (row-major).
-    pub fn from_f32(values: Vec<f32>) -> Self {
-        Self::Float32(values)
-    }
-
     pub fn element(&self) -> ElementType {
         match self {
             Self::Float32(_) => ElementType::Float32,
